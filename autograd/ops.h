@@ -1,0 +1,87 @@
+// ops.h — the differentiable operations (functional API). Each is an autograd Function in
+// autograd/ops/<family>.cpp whose forward and backward call explicit kernels (tensor/kernels).
+// Broadcasting follows NumPy/PyTorch rules. Every op here is entered in the op registry
+// (autograd/registry.h) so the test suite gradchecks it in double precision.
+#pragma once
+
+#include <optional>
+#include <utility>
+
+#include "autograd/function.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+
+namespace posgrad {
+
+// ---- elementwise (autograd/ops/elementwise.cpp) ------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add_scalar(const Tensor& x, double s);
+Tensor mul_scalar(const Tensor& x, double s);
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor tanh(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+Tensor silu(const Tensor& x);
+// mask (Bool) broadcast to x: y = mask ? value : x.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// Bool (T, T): true where key j > query i (the entries a causal model must not see).
+Tensor causal_mask(int64_t T, Device dev = Device::cpu());
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+inline Tensor operator+(const Tensor& a, double s) { return add_scalar(a, s); }
+inline Tensor operator-(const Tensor& a, double s) { return add_scalar(a, -s); }
+inline Tensor operator*(const Tensor& a, double s) { return mul_scalar(a, s); }
+inline Tensor operator*(double s, const Tensor& a) { return mul_scalar(a, s); }
+inline Tensor operator/(const Tensor& a, double s) { return mul_scalar(a, 1.0 / s); }
+
+// ---- reductions (autograd/ops/reduce.cpp) -------------------------------------------------------
+Tensor sum(const Tensor& x);  // all elements -> shape ()
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+// Values (differentiable) and int64 argmax indices along dim.
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+// Sums a broadcast gradient back down to `shape` (the backward of broadcasting).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+Shape broadcast_shapes(const Shape& a, const Shape& b);  // ShapeError names both
+
+// ---- linear algebra (autograd/ops/matmul.cpp) ---------------------------------------------------
+// a (..., M, K) @ b (..., K, N); batch dims broadcast; 1-D b is not supported (use unsqueeze).
+// Transposed views (last two strides swapped) are passed to GEMM as transposes, not copied.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x (..., in) @ w (out, in)^T + b (out) — PyTorch's nn.Linear layout. b may be undefined.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+
+// ---- softmax, norms (autograd/ops/softmax.cpp, norm.cpp) ---------------------------------------
+Tensor softmax(const Tensor& x, int64_t dim = -1);
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);
+// Over the last dim. w, b (C) may be undefined.
+Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const Tensor& w, double eps = 1e-6);
+
+// ---- embedding, loss (autograd/ops/embedding.cpp, cross_entropy.cpp) ----------------------------
+// table (V, C), idx int64 (...) -> (..., C). Out-of-range ids are an IndexError naming the id.
+Tensor embedding(const Tensor& table, const Tensor& idx);
+// logits (N, V) or (B, T, V), targets int64 (N) or (B, T): mean over non-ignored rows.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+// Same, but per row (N) (0 for ignored rows): the evaluation's per-position loss.
+Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+
+// ---- shape ops (autograd/ops/shape.cpp) ---------------------------------------------------------
+Tensor cat(const TensorList& xs, int64_t dim);
+TensorList split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
+TensorList split(const Tensor& x, int64_t size, int64_t dim);  // chunks of `size` (last may be smaller)
+
+}  // namespace posgrad

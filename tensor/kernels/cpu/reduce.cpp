@@ -1,0 +1,76 @@
+// reduce.cpp — sum and max along one dim of x (outer, R, inner) on the CPU. Each output element
+// is summed sequentially over R by one thread: the order is fixed whatever the thread count.
+#include "tensor/kernels/kernels.h"
+
+namespace posgrad::kernels::cpu {
+
+template <typename T>
+void sum_dim_forward(T* y, const T* x, int64_t outer, int64_t R, int64_t inner) {
+  if (inner == 1) {
+#pragma omp parallel for schedule(static) if (outer * R > (1 << 15))
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* xr = x + o * R;
+      T s = T(0);
+      for (int64_t r = 0; r < R; ++r) s += xr[r];
+      y[o] = s;
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static) if (outer * R * inner > (1 << 15))
+  for (int64_t o = 0; o < outer; ++o) {
+    T* yo = y + o * inner;
+    for (int64_t i = 0; i < inner; ++i) yo[i] = T(0);
+    for (int64_t r = 0; r < R; ++r) {
+      const T* xr = x + (o * R + r) * inner;
+#pragma omp simd
+      for (int64_t i = 0; i < inner; ++i) yo[i] += xr[i];
+    }
+  }
+}
+
+template <typename T>
+void sum_dim_backward(T* dx, const T* dy, int64_t outer, int64_t R, int64_t inner) {
+#pragma omp parallel for schedule(static) if (outer * R * inner > (1 << 15))
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < R; ++r) {
+      T* dxr = dx + (o * R + r) * inner;
+      const T* dyo = dy + o * inner;
+#pragma omp simd
+      for (int64_t i = 0; i < inner; ++i) dxr[i] += dyo[i];
+    }
+}
+
+template <typename T>
+void max_dim_forward(T* y, int64_t* idx, const T* x, int64_t outer, int64_t R, int64_t inner) {
+#pragma omp parallel for schedule(static) if (outer * R * inner > (1 << 15))
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const T* xo = x + o * R * inner + i;
+      T best = xo[0];
+      int64_t arg = 0;
+      for (int64_t r = 1; r < R; ++r)
+        if (xo[r * inner] > best) {
+          best = xo[r * inner];
+          arg = r;
+        }
+      y[o * inner + i] = best;
+      idx[o * inner + i] = arg;
+    }
+}
+
+template <typename T>
+void max_dim_backward(T* dx, const T* dy, const int64_t* idx, int64_t outer, int64_t R, int64_t inner) {
+#pragma omp parallel for schedule(static) if (outer * inner > (1 << 15))
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) dx[(o * R + idx[o * inner + i]) * inner + i] += dy[o * inner + i];
+}
+
+#define INST(T)                                                                      \
+  template void sum_dim_forward<T>(T*, const T*, int64_t, int64_t, int64_t);         \
+  template void sum_dim_backward<T>(T*, const T*, int64_t, int64_t, int64_t);        \
+  template void max_dim_forward<T>(T*, int64_t*, const T*, int64_t, int64_t, int64_t); \
+  template void max_dim_backward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t);
+INST(float)
+INST(double)
+
+}  // namespace posgrad::kernels::cpu

@@ -1,0 +1,96 @@
+// storage.cpp — CPU backend (aligned host memory with byte accounting) and backend lookup.
+#include "tensor/storage.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace posgrad {
+
+#if POSGRAD_HAVE_CUDA
+DeviceBackend& cuda_backend();  // tensor/kernels/cuda/backend.cu
+bool cuda_device_present();
+#endif
+
+namespace {
+
+class CpuBackend final : public DeviceBackend {
+ public:
+  void* allocate(size_t nbytes) override {
+    size_t rounded = (nbytes + 63) / 64 * 64;
+    if (rounded == 0) rounded = 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) throw std::bad_alloc();
+    size_t now = current_.fetch_add(rounded) + rounded;
+    size_t prev = peak_.load();
+    while (now > prev && !peak_.compare_exchange_weak(prev, now)) {}
+    return p;
+  }
+  void deallocate(void* ptr, size_t nbytes) override {
+    size_t rounded = (nbytes + 63) / 64 * 64;
+    if (rounded == 0) rounded = 64;
+    current_.fetch_sub(rounded);
+    std::free(ptr);
+  }
+  void copy(void* dst, Device, const void* src, Device, size_t n) override {
+    if (n) std::memcpy(dst, src, n);
+  }
+  void zero(void* ptr, size_t nbytes) override {
+    if (nbytes) std::memset(ptr, 0, nbytes);
+  }
+  void synchronize() override {}
+  int device_count() override { return 1; }
+  size_t peak_bytes() const override { return peak_.load(); }
+  size_t current_bytes() const override { return current_.load(); }
+  void reset_peak() override { peak_.store(current_.load()); }
+
+ private:
+  std::atomic<size_t> current_{0}, peak_{0};
+};
+
+}  // namespace
+
+DeviceBackend& backend(DeviceType t) {
+  static CpuBackend cpu;
+  if (t == DeviceType::CPU) return cpu;
+#if POSGRAD_HAVE_CUDA
+  if (!cuda_device_present())
+    throw DeviceError("CUDA device requested, but no CUDA GPU is present on this machine");
+  return cuda_backend();
+#else
+  throw DeviceError("CUDA device requested, but posgrad was built without CUDA (configure with -DPOSGRAD_CUDA=ON)");
+#endif
+}
+
+bool cuda_available() {
+#if POSGRAD_HAVE_CUDA
+  return cuda_device_present();
+#else
+  return false;
+#endif
+}
+
+Device Device::parse(const std::string& s) {
+  if (s == "cpu") return cpu();
+  if (s == "cuda") return cuda(0);
+  if (s.rfind("cuda:", 0) == 0) {
+    try {
+      size_t used = 0;
+      int i = std::stoi(s.substr(5), &used);
+      if (i >= 0 && used == s.size() - 5) return cuda(i);
+    } catch (const std::exception&) {
+    }
+  }
+  throw ValueError("unknown device '" + s + "' (expected cpu, cuda or cuda:N)");
+}
+
+Storage::Storage(size_t nbytes, Device dev) : nbytes_(nbytes), dev_(dev) {
+  ptr_ = backend(dev.type).allocate(nbytes);
+}
+
+Storage::~Storage() {
+  if (ptr_) backend(dev_.type).deallocate(ptr_, nbytes_);
+}
+
+}  // namespace posgrad

@@ -1,0 +1,416 @@
+// tensor.cpp — factories, metadata, element access and the view primitives of Tensor. The
+// differentiable versions of views and copies are Functions in autograd/ops/view.cpp; the
+// methods here validate arguments and delegate to them.
+#include "tensor/tensor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "autograd/ops/view.h"
+#include "tensor/kernels/kernels.h"
+
+namespace posgrad {
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  if (s.size() == 1) os << ",";
+  os << ")";
+  return os.str();
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (int64_t i = static_cast<int64_t>(s.size()) - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(s[i], 1);
+  }
+  return st;
+}
+
+static void check_shape(const Shape& shape, const char* what) {
+  for (int64_t d : shape)
+    POSGRAD_CHECK(d >= 0, ShapeError, what, ": negative dimension in shape ", shape_str(shape));
+  POSGRAD_CHECK(shape.size() <= static_cast<size_t>(kernels::kMaxDims), ShapeError, what, ": shape ",
+                shape_str(shape), " has more than ", kernels::kMaxDims, " dims");
+}
+
+TensorImpl& Tensor::impl() const {
+  if (!impl_) throw Error("use of an undefined tensor");
+  return *impl_;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device dev) {
+  check_shape(shape, "empty");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), dev);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(impl);
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device dev) {
+  Tensor t = empty(shape, dtype, dev);
+  backend(dev.type).zero(t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(dtype));
+  return t;
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device dev) {
+  Tensor t = empty(shape, dtype, dev);
+  switch (dtype) {
+    case DType::Float32: POSGRAD_KERNEL(dev, fill<float>, t.data<float>(), t.numel(), float(value)); break;
+    case DType::Float64: POSGRAD_KERNEL(dev, fill<double>, t.data<double>(), t.numel(), value); break;
+    case DType::Int64: POSGRAD_KERNEL(dev, fill<int64_t>, t.data<int64_t>(), t.numel(), int64_t(value)); break;
+    case DType::Bool:
+      POSGRAD_KERNEL(dev, fill<uint8_t>, static_cast<uint8_t*>(t.raw_data()), t.numel(), uint8_t(value != 0));
+      break;
+  }
+  return t;
+}
+
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device dev) { return full(shape, 1.0, dtype, dev); }
+Tensor Tensor::scalar(double v, DType dtype, Device dev) { return full({}, v, dtype, dev); }
+
+Tensor Tensor::from_vector(const std::vector<double>& v, const Shape& shape, DType dtype) {
+  POSGRAD_CHECK(static_cast<int64_t>(v.size()) == shape_numel(shape), ShapeError, "from_vector: ",
+                v.size(), " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, dtype);
+  switch (dtype) {
+    case DType::Float32: std::copy(v.begin(), v.end(), t.data<float>()); break;
+    case DType::Float64: std::copy(v.begin(), v.end(), t.data<double>()); break;
+    case DType::Int64:
+      for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = static_cast<int64_t>(v[i]);
+      break;
+    case DType::Bool:
+      for (size_t i = 0; i < v.size(); ++i) static_cast<uint8_t*>(t.raw_data())[i] = v[i] != 0;
+      break;
+  }
+  return t;
+}
+
+Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& shape) {
+  POSGRAD_CHECK(static_cast<int64_t>(v.size()) == shape_numel(shape), ShapeError, "from_vector: ",
+                v.size(), " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, DType::Float32);
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+Tensor Tensor::from_ints(const std::vector<int64_t>& v, const Shape& shape) {
+  POSGRAD_CHECK(static_cast<int64_t>(v.size()) == shape_numel(shape), ShapeError, "from_ints: ",
+                v.size(), " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, DType::Int64);
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return t;
+}
+
+Tensor Tensor::arange(int64_t n, DType dtype) {
+  std::vector<double> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0.0);
+  return from_vector(v, {n}, dtype);
+}
+
+int64_t Tensor::wrap_dim(int64_t d, bool for_insert) const {
+  int64_t n = dim() + (for_insert ? 1 : 0);
+  int64_t w = d < 0 ? d + n : d;
+  POSGRAD_CHECK(w >= 0 && w < std::max<int64_t>(n, 1), IndexError, "dim ", d, " out of range for tensor of shape ",
+                shape_str(shape()));
+  return w;
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d)]; }
+
+bool Tensor::is_contiguous() const {
+  const auto& s = shape();
+  const auto& st = strides();
+  int64_t expect = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    if (s[i] == 1) continue;
+    if (st[i] != expect) return false;
+    expect *= s[i];
+  }
+  return true;
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "undefined";
+  return std::string(dtype_name(dtype())) + shape_str(shape()) + (device().is_cpu() ? "" : " " + device().str());
+}
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl().storage->data()) + impl().offset * static_cast<int64_t>(dtype_size(dtype()));
+}
+
+template <typename T>
+T* Tensor::data() const {
+  constexpr DType want = dtype_of<T>::value;
+  POSGRAD_CHECK(dtype() == want, DTypeError, "tensor ", str(), " accessed as ", dtype_name(want));
+  return static_cast<T*>(raw_data());
+}
+template float* Tensor::data<float>() const;
+template double* Tensor::data<double>() const;
+template int64_t* Tensor::data<int64_t>() const;
+template uint8_t* Tensor::data<uint8_t>() const;
+
+Tensor Tensor::as_strided_nograd(const Shape& shape, const Shape& strides, int64_t offset) const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = this->impl().storage;
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = dtype();
+  return Tensor(impl);
+}
+
+Tensor Tensor::detach() const {
+  Tensor t = as_strided_nograd(shape(), strides(), offset());
+  t.impl().name = impl().name;
+  return t;
+}
+
+Tensor& Tensor::set_requires_grad(bool r) {
+  POSGRAD_CHECK(is_leaf(), AutogradError, "set_requires_grad on non-leaf tensor ", str(),
+                " (detach() it first)");
+  POSGRAD_CHECK(!r || is_floating(dtype()), DTypeError, "only floating tensors can require grad, got ", str());
+  impl().requires_grad = r;
+  return *this;
+}
+
+// ---- views ------------------------------------------------------------------------------------
+
+static Shape infer_shape(const Shape& want, int64_t numel, const Shape& from) {
+  Shape out = want;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      POSGRAD_CHECK(infer < 0, ShapeError, "view ", shape_str(from), " -> ", shape_str(want), ": only one -1 allowed");
+      infer = static_cast<int64_t>(i);
+    } else {
+      POSGRAD_CHECK(out[i] >= 0, ShapeError, "view ", shape_str(from), " -> ", shape_str(want), ": negative size");
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    POSGRAD_CHECK(known > 0 && numel % known == 0, ShapeError, "cannot view shape ", shape_str(from), " as ",
+                  shape_str(want));
+    out[infer] = numel / known;
+  }
+  POSGRAD_CHECK(shape_numel(out) == numel, ShapeError, "cannot view shape ", shape_str(from), " (", numel,
+                " elements) as ", shape_str(want));
+  return out;
+}
+
+// Strides that let a tensor with (shape, strides) be viewed as new_shape without a copy, or
+// nullopt. Groups old dims into runs that are contiguous with each other and splits/merges
+// within a run (the same rule as PyTorch's computeStride).
+static std::optional<Shape> view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape) {
+  Shape out(new_shape.size());
+  if (shape_numel(shape) == 0 || shape.empty()) return contiguous_strides(new_shape);
+  int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
+  int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= new_shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+Tensor Tensor::view(const Shape& want) const {
+  Shape s = infer_shape(want, numel(), shape());
+  auto st = view_strides(shape(), strides(), s);
+  POSGRAD_CHECK(st.has_value(), ShapeError, "view ", shape_str(shape()), " -> ", shape_str(s),
+                ": incompatible strides ", shape_str(strides()), " (use reshape)");
+  return ops::view_as(*this, s, *st);
+}
+
+Tensor Tensor::reshape(const Shape& want) const {
+  Shape s = infer_shape(want, numel(), shape());
+  auto st = view_strides(shape(), strides(), s);
+  if (st) return ops::view_as(*this, s, *st);
+  return ops::view_as(contiguous(), s, contiguous_strides(s));
+}
+
+Tensor Tensor::flatten(int64_t start, int64_t end) const {
+  if (dim() == 0) return reshape({1});
+  start = wrap_dim(start);
+  end = wrap_dim(end);
+  Shape s;
+  for (int64_t i = 0; i < start; ++i) s.push_back(shape()[i]);
+  int64_t m = 1;
+  for (int64_t i = start; i <= end; ++i) m *= shape()[i];
+  s.push_back(m);
+  for (int64_t i = end + 1; i < dim(); ++i) s.push_back(shape()[i]);
+  return reshape(s);
+}
+
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  POSGRAD_CHECK(static_cast<int64_t>(dims.size()) == dim(), ShapeError, "permute of ", shape_str(shape()),
+                " needs ", dim(), " dims, got ", dims.size());
+  std::vector<int64_t> p(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    p[i] = wrap_dim(dims[i]);
+    POSGRAD_CHECK(!seen[p[i]], ShapeError, "permute of ", shape_str(shape()), ": repeated dim ", dims[i]);
+    seen[p[i]] = true;
+  }
+  return ops::permute(*this, p);
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  std::vector<int64_t> p(static_cast<size_t>(dim()));
+  std::iota(p.begin(), p.end(), 0);
+  std::swap(p[wrap_dim(d0)], p[wrap_dim(d1)]);
+  return ops::permute(*this, p);
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  d = wrap_dim(d);
+  POSGRAD_CHECK(start >= 0 && length >= 0 && start + length <= shape()[d], IndexError, "narrow(dim=", d,
+                ", start=", start, ", length=", length, ") out of range for shape ", shape_str(shape()));
+  return ops::narrow(*this, d, start, length);
+}
+
+Tensor Tensor::expand(const Shape& want) const {
+  POSGRAD_CHECK(static_cast<int64_t>(want.size()) >= dim(), ShapeError, "expand ", shape_str(shape()), " -> ",
+                shape_str(want), ": fewer dims");
+  Shape s = want;
+  size_t lead = want.size() - shape().size();
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (i < lead) {
+      POSGRAD_CHECK(want[i] >= 0, ShapeError, "expand ", shape_str(shape()), " -> ", shape_str(want));
+      continue;
+    }
+    int64_t have = shape()[i - lead];
+    if (want[i] == -1) s[i] = have;
+    POSGRAD_CHECK(have == s[i] || have == 1, ShapeError, "cannot expand shape ", shape_str(shape()), " to ",
+                  shape_str(want));
+  }
+  if (s == shape()) return *this;
+  return ops::expand(*this, s);
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  d = wrap_dim(d, true);
+  Shape s = shape();
+  s.insert(s.begin() + d, 1);
+  return view(s);
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  d = wrap_dim(d);
+  POSGRAD_CHECK(shape()[d] == 1, ShapeError, "squeeze(", d, ") of shape ", shape_str(shape()), ": size is not 1");
+  Shape s = shape();
+  s.erase(s.begin() + d);
+  Shape st = strides();
+  st.erase(st.begin() + d);
+  return ops::view_as(*this, s, st);
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : ops::copy(*this); }
+Tensor Tensor::clone() const { return ops::copy(*this); }
+Tensor Tensor::to(DType t) const { return t == dtype() ? *this : ops::to_dtype(*this, t); }
+Tensor Tensor::to(Device d) const { return d == device() ? *this : ops::to_device(*this, d); }
+
+std::vector<double> Tensor::to_vector() const {
+  Tensor c = detach().to(Device::cpu()).contiguous();
+  std::vector<double> v(static_cast<size_t>(c.numel()));
+  switch (c.dtype()) {
+    case DType::Float32: std::copy_n(c.data<float>(), v.size(), v.begin()); break;
+    case DType::Float64: std::copy_n(c.data<double>(), v.size(), v.begin()); break;
+    case DType::Int64: std::copy_n(c.data<int64_t>(), v.size(), v.begin()); break;
+    case DType::Bool: std::copy_n(c.data<uint8_t>(), v.size(), v.begin()); break;
+  }
+  return v;
+}
+
+std::vector<float> Tensor::to_float_vector() const {
+  Tensor c = detach().to(Device::cpu()).to(DType::Float32).contiguous();
+  return std::vector<float>(c.data<float>(), c.data<float>() + c.numel());
+}
+
+std::vector<int64_t> Tensor::to_int_vector() const {
+  Tensor c = detach().to(Device::cpu()).contiguous();
+  POSGRAD_CHECK(c.dtype() == DType::Int64, DTypeError, "to_int_vector of ", str());
+  return std::vector<int64_t>(c.data<int64_t>(), c.data<int64_t>() + c.numel());
+}
+
+double Tensor::item() const {
+  POSGRAD_CHECK(numel() == 1, ShapeError, "item() of tensor with shape ", shape_str(shape()));
+  return to_vector()[0];
+}
+
+// ---- autograd entry points ----------------------------------------------------------------------
+
+std::shared_ptr<Node> Tensor::grad_accumulator() const {
+  if (!is_leaf() || !requires_grad()) return nullptr;
+  auto& acc = impl().grad_accumulator;
+  if (!acc) acc = std::make_shared<AccumulateGrad>(impl_);
+  return acc;
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  POSGRAD_CHECK(requires_grad(), AutogradError, "backward on tensor ", str(), " that does not require grad");
+  Tensor g = grad;
+  if (!g.defined()) {
+    POSGRAD_CHECK(numel() == 1, AutogradError, "backward() without a gradient needs a one-element tensor, got ",
+                  str(), "; pass backward(grad)");
+    g = Tensor::ones(shape(), dtype(), device());
+  }
+  POSGRAD_CHECK(g.shape() == shape(), ShapeError, "backward: gradient shape ", shape_str(g.shape()),
+                " does not match tensor shape ", shape_str(shape()));
+  run_backward({*this}, {g}, retain_graph);
+}
+
+void Tensor::register_hook(GradHook fn) const {
+  POSGRAD_CHECK(requires_grad(), AutogradError, "register_hook on tensor ", str(), " that does not require grad");
+  std::shared_ptr<Node> node = is_leaf() ? grad_accumulator() : impl().grad_fn;
+  uint32_t slot = is_leaf() ? 0 : impl().output_nr;
+  if (node->pre_hooks.size() <= slot) node->pre_hooks.resize(slot + 1);
+  node->pre_hooks[slot].push_back(std::move(fn));
+}
+
+void Tensor::retain_grad() const {
+  if (is_leaf()) return;
+  std::weak_ptr<TensorImpl> weak = impl_;
+  register_hook([weak](const Tensor& g) {
+    if (auto self = weak.lock()) {
+      if (self->grad) {
+        NoGradGuard guard;
+        self->grad = add(Tensor(self->grad), g).impl_ptr();
+      } else {
+        self->grad = g.clone().impl_ptr();
+      }
+    }
+    return Tensor();
+  });
+}
+
+}  // namespace posgrad
