@@ -1,0 +1,464 @@
+// gemm.cpp — posgrad's CPU matrix multiply: C = alpha * op(A) @ op(B) + beta * C (float and
+// double, row-major, optional transposes, strided batches), parallelised with OpenMP.
+//
+// What it is: a packed, cache-blocked, register-tiled GEMM in the style of
+//   K. Goto and R. A. van de Geijn, "Anatomy of High-Performance Matrix Multiplication",
+//   ACM TOMS 34(3), 2008, and
+//   F. G. Van Zee and R. A. van de Geijn, "BLIS: A Framework for Rapidly Instantiating BLAS
+//   Functionality", ACM TOMS 41(3), 2015.
+// The loop nest is theirs: jc (NC columns of C) -> pc (KC-deep rank-k update; a KC x NC panel
+// of op(B) is packed) -> ic (MC rows; an MC x KC block of op(A) is packed) -> jr (NR) -> ir (MR)
+// -> micro-kernel. The micro-kernels and packing routines are in gemm_microkernels.h, written
+// from the papers, not taken from any library. AVX-512 and AVX2+FMA variants are compiled
+// with function-level target attributes and chosen at run time (__builtin_cpu_supports), so
+// the library needs no -march flag; a scalar variant covers everything else.
+//
+// What it is not: a BLAS. No complex types, no column-major interface, no argument checking
+// beyond the documented preconditions (ldx >= the stored row width, non-aliasing C), and it
+// never calls an external BLAS. It does not print.
+//
+// Numerics and determinism: every C element is one sequential multiply-add chain over k
+// inside a KC-deep block (fused FMAs in the SIMD kernels), and the blocks are folded into C in
+// increasing k: the first as alpha * acc + beta * C, the rest as alpha * acc + C. K is never
+// split across threads and the block sizes do not depend on the thread count, so results are
+// bit-identical for any number of OpenMP threads. They can differ in the last bits between
+// instruction sets (FMA vs. separate multiply and add, different KC). The error bound is that
+// of a sequential dot product, |error| <= ~K * eps * sum_k |a_ik * b_kj|; typically ~sqrt(K) eps.
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <new>
+
+#include "tensor/kernels/cpu/gemm_internal.h"
+#include "tensor/kernels/cpu/gemm_microkernels.h"
+
+namespace posgrad::kernels::cpu {
+
+// Declarations as in tensor/kernels/kernels.h.
+template <typename T>
+void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda,
+          int64_t ldb, bool trans_a, bool trans_b, T alpha, T beta);
+
+template <typename T>
+void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t ldc,
+                  int64_t lda, int64_t ldb, int64_t stride_c, int64_t stride_a, int64_t stride_b,
+                  bool trans_a, bool trans_b, T alpha, T beta);
+
+namespace gemm_detail {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Kernel configurations
+// ---------------------------------------------------------------------------------------------
+
+// One instruction set's micro-kernel, packers and cache blocking for one element type.
+// mc and nc are multiples of mr and nr. kc is the only blocking size that affects rounding.
+template <typename T>
+struct kernel_config {
+  int64_t mr, nr;
+  int64_t mc, kc, nc;
+  ukr_fn<T> ukr;
+  pack_fn<T> pack_a;  // panels of width mr
+  pack_fn<T> pack_b;  // panels of width nr
+};
+
+// Register tiles: AVX-512 12 x 32 floats / 12 x 16 doubles (24 of the 32 zmm registers
+// accumulate, which covers the FMA latency x throughput of current cores with room to
+// spare); AVX2 the classic 6 x 16 / 6 x 8 (12 of 16 ymm registers).
+// Block sizes were measured on a Zen 5 core (48 KiB L1d, 1 MiB L2, 32 MiB shared L3): the
+// MC x KC block of A (288 KiB for float) lives in L2, the KC x NC panel of B in L3, and the
+// KC x NR micro-panel of B that the ir loop reuses streams from L2 at a small fraction of
+// the L2 bandwidth. A deeper KC (512 rather than 256) halves the passes over C for large K,
+// worth a few percent there; within +-3% the sizes were otherwise insensitive.
+template <typename T>
+kernel_config<T> make_config(gemm_isa isa);
+
+template <>
+kernel_config<float> make_config<float>(gemm_isa isa) {
+#if POSGRAD_GEMM_X86
+  if (isa == gemm_isa::avx512) {
+    return {12, 32, 144, 512, 2048,  // mr, nr, mc, kc, nc
+            &ukr_avx512<float, 12, 2>, &pack_avx512<float, 12>, &pack_avx512<float, 32>};
+  }
+  if (isa == gemm_isa::avx2) {
+    return {6, 16, 144, 256, 4096,  // mr, nr, mc, kc, nc
+            &ukr_avx2<float, 6, 2>, &pack_avx2<float, 6>, &pack_avx2<float, 16>};
+  }
+#endif
+  (void)isa;
+  return {4, 8, 128, 256, 2048,  // mr, nr, mc, kc, nc
+          &ukr_scalar<float, 4, 8>, &pack_scalar<float, 4>, &pack_scalar<float, 8>};
+}
+
+template <>
+kernel_config<double> make_config<double>(gemm_isa isa) {
+#if POSGRAD_GEMM_X86
+  if (isa == gemm_isa::avx512) {
+    return {12, 16, 144, 256, 2048,  // mr, nr, mc, kc, nc
+            &ukr_avx512<double, 12, 2>, &pack_avx512<double, 12>, &pack_avx512<double, 16>};
+  }
+  if (isa == gemm_isa::avx2) {
+    return {6, 8, 96, 256, 2048,  // mr, nr, mc, kc, nc
+            &ukr_avx2<double, 6, 2>, &pack_avx2<double, 6>, &pack_avx2<double, 8>};
+  }
+#endif
+  (void)isa;
+  return {4, 8, 128, 256, 2048,  // mr, nr, mc, kc, nc
+          &ukr_scalar<double, 4, 8>, &pack_scalar<double, 4>, &pack_scalar<double, 8>};
+}
+
+gemm_isa detect_isa() {
+#if POSGRAD_GEMM_X86
+  __builtin_cpu_init();
+  // libgcc's checks include the OS enabling the ymm/zmm state (XGETBV).
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("fma")) {
+    return gemm_isa::avx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return gemm_isa::avx2;
+#endif
+  return gemm_isa::scalar;
+}
+
+std::atomic<int>& active_isa_slot() {
+  static std::atomic<int> slot{static_cast<int>(gemm_best_isa())};
+  return slot;
+}
+
+template <typename T>
+const kernel_config<T>& active_config() {
+  static const kernel_config<T> configs[3] = {
+      make_config<T>(gemm_isa::scalar), make_config<T>(gemm_isa::avx2), make_config<T>(gemm_isa::avx512)};
+  return configs[active_isa_slot().load(std::memory_order_relaxed)];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pack buffers
+// ---------------------------------------------------------------------------------------------
+
+// A 64-byte aligned scratch area that only grows. One per thread (thread_local), so calls
+// after warm-up allocate nothing; OpenMP pool threads keep theirs between calls.
+class aligned_scratch {
+ public:
+  aligned_scratch() = default;
+  aligned_scratch(const aligned_scratch&) = delete;
+  aligned_scratch& operator=(const aligned_scratch&) = delete;
+  ~aligned_scratch() { std::free(ptr_); }
+
+  void* get(std::size_t bytes) {
+    if (bytes > capacity_) {
+      const std::size_t rounded = (bytes + 4095) / 4096 * 4096;
+      void* fresh = std::aligned_alloc(64, rounded);
+      if (fresh == nullptr) throw std::bad_alloc();
+      std::free(ptr_);
+      ptr_ = fresh;
+      capacity_ = rounded;
+    }
+    return ptr_;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t capacity_ = 0;
+};
+
+aligned_scratch& thread_scratch() {
+  thread_local aligned_scratch scratch;
+  return scratch;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driver
+// ---------------------------------------------------------------------------------------------
+
+constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+constexpr int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// [begin, end) of `count` items for part `t` of `parts` (contiguous, sizes differ by <= 1).
+inline void split_range(int64_t count, int t, int parts, int64_t& begin, int64_t& end) {
+  begin = count * t / parts;
+  end = count * (t + 1) / parts;
+}
+
+template <typename T>
+struct gemm_args {
+  T* C;
+  const T* A;
+  const T* B;
+  int64_t M, N, K, ldc, lda, ldb;
+  bool trans_a, trans_b;
+  T alpha, beta;
+
+  // op(A)(i, k) block origin / op(B)(k, j) block origin in the stored layouts.
+  const T* a_at(int64_t i, int64_t k) const { return trans_a ? A + k * lda + i : A + i * lda + k; }
+  const T* b_at(int64_t k, int64_t j) const { return trans_b ? B + j * ldb + k : B + k * ldb + j; }
+};
+
+// C <- beta * C (the whole product is zero: K == 0 or alpha == 0). beta == 0 writes zeros
+// without reading C, so NaN garbage is cleared as documented.
+template <typename T>
+void scale_c(T* C, int64_t M, int64_t N, int64_t ldc, T beta) {
+  if (beta == T(1)) return;
+  for (int64_t i = 0; i < M; ++i) {
+    T* ci = C + i * ldc;
+    if (beta == T(0)) {
+      std::fill(ci, ci + N, T(0));
+    } else {
+      for (int64_t j = 0; j < N; ++j) ci[j] *= beta;
+    }
+  }
+}
+
+// The two inner loops around the micro-kernel, for one packed MC x KC block of A and the
+// packed B micro-panels [0, nc). Each B micro-panel is reused (from L1/L2) by the whole ir
+// sweep over the A block, which stays in L2.
+template <typename T>
+void macro_kernel(const kernel_config<T>& cfg, int64_t mc, int64_t nc, int64_t kc, const T* a_pack,
+                  const T* b_pack, T* c, int64_t ldc, T alpha, T beta) {
+  const int64_t mr = cfg.mr, nr = cfg.nr;
+  for (int64_t jr = 0; jr < nc; jr += nr) {
+    const int64_t n = std::min(nr, nc - jr);
+    const T* b_panel = b_pack + jr * kc;
+    for (int64_t ir = 0; ir < mc; ir += mr) {
+      const int64_t m = std::min(mr, mc - ir);
+      cfg.ukr(kc, a_pack + ir * kc, b_panel, c + ir * ldc + jr, ldc, m, n, alpha, beta);
+    }
+  }
+}
+
+inline void team_barrier(int nthreads) {
+  if (nthreads > 1) {
+#pragma omp barrier
+  }
+}
+
+// Work of thread `tid` of `nthreads` (nthreads == 1: the whole product, no barriers).
+//
+// Two ways to share the work, chosen per call (same arithmetic per C element either way):
+//  * split_m: each thread owns a contiguous range of MR-row tiles, packs its own A blocks
+//    into its private slice, and runs all of N. The B panel is packed cooperatively.
+//  * otherwise (few row tiles, e.g. M < 2 * MR * threads): all threads pack each A block
+//    together and then split the NR-column micro-panels of the B panel.
+template <typename T>
+void gemm_worker(const kernel_config<T>& cfg, const gemm_args<T>& g, bool split_m, T* b_pack, T* a_packs,
+                 int64_t a_slice, int tid, int nthreads) {
+  const int64_t mr = cfg.mr, nr = cfg.nr;
+  T* a_pack = split_m ? a_packs + a_slice * tid : a_packs;
+
+  int64_t row_begin = 0, row_end = g.M;
+  if (split_m) {
+    int64_t t0, t1;
+    split_range(ceil_div(g.M, mr), tid, nthreads, t0, t1);
+    row_begin = std::min(g.M, t0 * mr);
+    row_end = std::min(g.M, t1 * mr);
+  }
+
+  for (int64_t jc = 0; jc < g.N; jc += cfg.nc) {
+    const int64_t nc = std::min(cfg.nc, g.N - jc);
+    const int64_t n_panels = ceil_div(nc, nr);
+    int64_t p0, p1;
+    split_range(n_panels, tid, nthreads, p0, p1);
+
+    for (int64_t pc = 0; pc < g.K; pc += cfg.kc) {
+      const int64_t kc = std::min(cfg.kc, g.K - pc);
+      // Blocks after the first accumulate onto what the first one wrote.
+      const T beta = pc == 0 ? g.beta : T(1);
+
+      if (p1 > p0) {
+        cfg.pack_b(g.b_at(pc, jc + p0 * nr), g.ldb, g.trans_b, std::min(nc - p0 * nr, (p1 - p0) * nr), kc,
+                   b_pack + p0 * nr * kc);
+      }
+      team_barrier(nthreads);
+
+      if (split_m) {
+        for (int64_t ic = row_begin; ic < row_end; ic += cfg.mc) {
+          const int64_t mc = std::min(cfg.mc, row_end - ic);
+          cfg.pack_a(g.a_at(ic, pc), g.lda, !g.trans_a, mc, kc, a_pack);
+          macro_kernel(cfg, mc, nc, kc, a_pack, b_pack, g.C + ic * g.ldc + jc, g.ldc, g.alpha, beta);
+        }
+      } else {
+        for (int64_t ic = 0; ic < g.M; ic += cfg.mc) {
+          const int64_t mc = std::min(cfg.mc, g.M - ic);
+          int64_t q0, q1;
+          split_range(ceil_div(mc, mr), tid, nthreads, q0, q1);
+          if (q1 > q0) {
+            cfg.pack_a(g.a_at(ic + q0 * mr, pc), g.lda, !g.trans_a, std::min(mc - q0 * mr, (q1 - q0) * mr),
+                       kc, a_pack + q0 * mr * kc);
+          }
+          team_barrier(nthreads);
+          if (p1 > p0) {
+            macro_kernel(cfg, mc, std::min(nc - p0 * nr, (p1 - p0) * nr), kc, a_pack, b_pack + p0 * nr * kc,
+                         g.C + ic * g.ldc + jc + p0 * nr, g.ldc, g.alpha, beta);
+          }
+          team_barrier(nthreads);  // a_pack is overwritten by the next block
+        }
+      }
+      team_barrier(nthreads);  // b_pack is overwritten by the next (pc, jc) step
+    }
+  }
+}
+
+// Multiply-adds below which one thread beats waking a team and syncing it: measured break-even
+// at about 64^3 (~2.5 us of work) on 2 cores. Beyond it, each thread gets at least half that.
+constexpr int64_t k_min_parallel_work = int64_t(1) << 18;
+constexpr int64_t k_work_per_thread = int64_t(1) << 17;
+
+int choose_threads(int64_t M, int64_t N, int64_t K) {
+  if (omp_in_parallel()) return 1;
+  const int64_t work = M * N * K;
+  if (work < k_min_parallel_work) return 1;
+  const int64_t by_work = work / k_work_per_thread;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), by_work)));
+}
+
+// Per-matrix work below which a batch is better run one whole matrix per thread than one
+// matrix at a time with every thread (no barriers, no shared panels; ~160^3).
+constexpr int64_t k_batch_parallel_work = int64_t(1) << 22;
+
+// Fraction of the team kept busy when `items` equal pieces are dealt out contiguously.
+inline double balance(int64_t items, int nthreads) {
+  return double(items) / double(ceil_div(items, nthreads) * nthreads);
+}
+
+template <typename T>
+void gemm_run(const gemm_args<T>& g, int nthreads) {
+  if (g.M <= 0 || g.N <= 0) return;
+  if (g.K <= 0 || g.alpha == T(0)) {
+    scale_c(g.C, g.M, g.N, g.ldc, g.beta);
+    return;
+  }
+  const kernel_config<T>& cfg = active_config<T>();
+
+  const int64_t kc_max = std::min(cfg.kc, g.K);
+  const int64_t nc_max = round_up(std::min(cfg.nc, g.N), cfg.nr);
+  const int64_t mc_max = round_up(std::min(cfg.mc, g.M), cfg.mr);
+  const int64_t m_tiles = ceil_div(g.M, cfg.mr);
+  const int64_t n_panels = ceil_div(nc_max, cfg.nr);
+
+  nthreads = static_cast<int>(std::min<int64_t>(nthreads, std::max(m_tiles, n_panels)));
+  const bool split_m = nthreads == 1 || balance(m_tiles, nthreads) >= 0.85 ||
+                       balance(m_tiles, nthreads) >= balance(n_panels, nthreads);
+
+  // One allocation from the calling thread's scratch: the shared B panel, then either one
+  // A block per thread (split_m) or one shared A block. Elements, 64-byte multiples.
+  const int64_t align = 64 / static_cast<int64_t>(sizeof(T));
+  const int64_t b_elems = round_up(kc_max * nc_max, align);
+  const int64_t a_slice = round_up(kc_max * mc_max, align);
+  const int64_t a_count = split_m ? nthreads : 1;
+  T* b_pack = static_cast<T*>(
+      thread_scratch().get(sizeof(T) * static_cast<std::size_t>(b_elems + a_slice * a_count)));
+  T* a_packs = b_pack + b_elems;
+
+  if (nthreads == 1) {
+    gemm_worker(cfg, g, split_m, b_pack, a_packs, a_slice, 0, 1);
+    return;
+  }
+#pragma omp parallel num_threads(nthreads)
+  {
+    // The team may be smaller than asked (OMP_THREAD_LIMIT, dynamic adjustment); the
+    // split is by the actual size, and a_packs has room for at least that many slices.
+    gemm_worker(cfg, g, split_m, b_pack, a_packs, a_slice, omp_get_thread_num(), omp_get_num_threads());
+  }
+}
+
+}  // namespace
+
+gemm_isa gemm_best_isa() {
+  static const gemm_isa best = detect_isa();
+  return best;
+}
+
+gemm_isa gemm_active_isa() {
+  return static_cast<gemm_isa>(active_isa_slot().load(std::memory_order_relaxed));
+}
+
+gemm_isa gemm_set_isa(gemm_isa isa) {
+  const int clamped = std::min(static_cast<int>(isa), static_cast<int>(gemm_best_isa()));
+  active_isa_slot().store(std::max(clamped, 0), std::memory_order_relaxed);
+  return gemm_active_isa();
+}
+
+const char* gemm_isa_name(gemm_isa isa) {
+  switch (isa) {
+    case gemm_isa::avx512:
+      return "avx512";
+    case gemm_isa::avx2:
+      return "avx2";
+    case gemm_isa::scalar:
+      return "scalar";
+  }
+  return "unknown";
+}
+
+}  // namespace gemm_detail
+
+template <typename T>
+void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda,
+          int64_t ldb, bool trans_a, bool trans_b, T alpha, T beta) {
+  const gemm_detail::gemm_args<T> g{C, A, B, M, N, K, ldc, lda, ldb, trans_a, trans_b, alpha, beta};
+  gemm_detail::gemm_run(g, gemm_detail::choose_threads(M, N, K));
+}
+
+template <typename T>
+void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t ldc,
+                  int64_t lda, int64_t ldb, int64_t stride_c, int64_t stride_a, int64_t stride_b,
+                  bool trans_a, bool trans_b, T alpha, T beta) {
+  using gemm_detail::gemm_args;
+  if (batch <= 0 || M <= 0 || N <= 0) return;
+
+  // A broadcast B with A and C stacked row-contiguously across the batch (a linear layer
+  // applied to [batch, M, K]) is one (batch * M) x N product: B is packed once, and each C
+  // element sees exactly the same operations as in the per-matrix loop.
+  if (batch > 1 && stride_b == 0 && !trans_a && stride_a == M * lda && stride_c == M * ldc) {
+    gemm(C, A, B, batch * M, N, K, ldc, lda, ldb, trans_a, trans_b, alpha, beta);
+    return;
+  }
+
+  const gemm_args<T> first{C, A, B, M, N, K, ldc, lda, ldb, trans_a, trans_b, alpha, beta};
+  const auto args = [&](int64_t b) {
+    gemm_args<T> g = first;
+    g.C += b * stride_c;
+    g.A += b * stride_a;
+    g.B += b * stride_b;
+    return g;
+  };
+
+  // Small matrices: one matrix per thread beats splitting each small product. Either way each
+  // matrix goes through the same blocked code, so results do not depend on the choice.
+  const int batch_threads = gemm_detail::choose_threads(batch * M, N, K);
+  if (batch_threads > 1 && batch >= batch_threads && M * N * K < gemm_detail::k_batch_parallel_work) {
+    std::exception_ptr error;
+#pragma omp parallel for schedule(static) num_threads(batch_threads)
+    for (int64_t b = 0; b < batch; ++b) {
+      try {
+        gemm_detail::gemm_run(args(b), 1);
+      } catch (...) {
+#pragma omp critical(posgrad_gemm_batched_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    return;
+  }
+  const int per_matrix_threads = gemm_detail::choose_threads(M, N, K);
+  for (int64_t b = 0; b < batch; ++b) gemm_detail::gemm_run(args(b), per_matrix_threads);
+}
+
+template void gemm<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                          int64_t, bool, bool, float, float);
+template void gemm<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, bool, bool, double, double);
+template void gemm_batched<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t,
+                                  int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, float,
+                                  float);
+template void gemm_batched<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t,
+                                   int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, double,
+                                   double);
+
+}  // namespace posgrad::kernels::cpu

@@ -1,0 +1,599 @@
+// gemm_microkernels.h — private building blocks of the packed CPU GEMM (gemm.cpp only).
+//
+// What it is: the register-tiled micro-kernels and the panel-packing routines for three
+// instruction sets -- AVX-512 and AVX2+FMA (x86-64, compiled per function with GCC
+// `target` attributes so the library itself needs no -march flag) and portable scalar C++.
+// What it is not: a public header, nor a driver. Blocking, threading and dispatch live in
+// gemm.cpp; nothing here allocates, and nothing here may be included by other files.
+//
+// Conventions (the "packed" formats of Goto & van de Geijn, TOMS 2008, and BLIS, Van Zee &
+// van de Geijn, TOMS 2015):
+//   * a packed A micro-panel holds MR rows of op(A) for kc steps: element (i, k) sits at
+//     a[k * MR + i]; rows beyond the valid m are zero.
+//   * a packed B micro-panel holds NR columns of op(B) for kc steps: element (k, j) sits at
+//     b[k * NR + j]; columns beyond the valid n are zero.
+//   * The micro-kernel computes the MR x NR product of one A and one B micro-panel with the
+//     k loop strictly sequential (one FMA chain per C element, k = 0, 1, ..., kc-1), then
+//     writes C = alpha * acc + beta * C for the valid m x n corner. beta == 0 means C is
+//     not read (it may hold NaN). Row-major C with row stride ldc; vectors run along N.
+//
+// The two packing primitives every pack reduces to (W = MR or NR, the panel width):
+//   pack_contig:     element (k, x) is at src[k * ld + x]   -> straight row copies.
+//   pack_transposed: element (k, x) is at src[x * ld + k]   -> in-register transposes.
+// Packing op(A) with trans_a == false and op(B) with trans_b == true need the transpose;
+// the other two cases are copies. No full transposed copy of a matrix is ever made.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define POSGRAD_GEMM_X86 1
+#else
+#define POSGRAD_GEMM_X86 0
+#endif
+
+#define POSGRAD_GEMM_INLINE inline __attribute__((always_inline))
+
+// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 shuffle intrinsics (the
+// deliberately undefined pass-through operand of _mm512_undefined_*; GCC bug 105593, fixed
+// in GCC 13). The warning is attributed through the inlining stack to this header.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace posgrad::kernels::cpu::gemm_detail {
+
+template <typename T>
+using ukr_fn = void (*)(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t m, int64_t n, T alpha,
+                        T beta);
+
+// Packs the block element (k, x), x < w valid, k < kc, into ceil(w / W) panels of width W.
+// `trans == false` means src[k * ld + x] (copy), `true` means src[x * ld + k] (transpose).
+template <typename T>
+using pack_fn = void (*)(const T* src, int64_t ld, bool trans, int64_t w, int64_t kc, T* dst);
+
+// ------------------------------------------------------------------------------------------
+// Portable pieces (also inlined into the ISA-specific wrappers, where GCC vectorises them
+// for the wrapper's target).
+// ------------------------------------------------------------------------------------------
+
+// One panel, copy layout. With W a compile-time constant the full-width case is a fixed-size
+// copy that the compiler turns into a few vector moves.
+template <typename T, int W>
+POSGRAD_GEMM_INLINE void pack_panel_contig_generic(const T* src, int64_t ld, int64_t w, int64_t kc, T* dst) {
+  if (w == W) {
+    for (int64_t k = 0; k < kc; ++k) {
+      std::memcpy(dst + k * W, src + k * ld, sizeof(T) * W);
+    }
+  } else {
+    for (int64_t k = 0; k < kc; ++k) {
+      for (int x = 0; x < W; ++x) dst[k * W + x] = x < w ? src[k * ld + x] : T(0);
+    }
+  }
+}
+
+// One panel, transposed layout, scalar. Walks k in the outer loop so the W source rows are
+// read as W forward streams and every destination line is written once.
+template <typename T, int W>
+POSGRAD_GEMM_INLINE void pack_panel_transposed_generic(const T* src, int64_t ld, int64_t w, int64_t kc,
+                                                       T* dst) {
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int x = 0; x < W; ++x) dst[k * W + x] = x < w ? src[x * ld + k] : T(0);
+  }
+}
+
+// Loops a panel routine over all the panels of a block.
+template <typename T, int W, typename Contig, typename Transposed>
+POSGRAD_GEMM_INLINE void pack_block(const T* src, int64_t ld, bool trans, int64_t w, int64_t kc, T* dst,
+                                    Contig contig, Transposed transposed) {
+  for (int64_t x0 = 0; x0 < w; x0 += W) {
+    const int64_t wp = w - x0 < W ? w - x0 : W;
+    if (trans) {
+      transposed(src + x0 * ld, ld, wp, kc, dst);
+    } else {
+      contig(src + x0, ld, wp, kc, dst);
+    }
+    dst += W * kc;
+  }
+}
+
+template <typename T, int W>
+void pack_scalar(const T* src, int64_t ld, bool trans, int64_t w, int64_t kc, T* dst) {
+  pack_block<T, W>(
+      src, ld, trans, w, kc, dst,
+      [](const T* s, int64_t l, int64_t wp, int64_t k, T* d) {
+        pack_panel_contig_generic<T, W>(s, l, wp, k, d);
+      },
+      [](const T* s, int64_t l, int64_t wp, int64_t k, T* d) {
+        pack_panel_transposed_generic<T, W>(s, l, wp, k, d);
+      });
+}
+
+// Writes alpha * acc + beta * C for the valid corner of a tile held in a plain array.
+template <typename T, int MR, int NR>
+POSGRAD_GEMM_INLINE void write_tile_generic(const T* acc, T* c, int64_t ldc, int64_t m, int64_t n, T alpha,
+                                            T beta) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* ci = c + i * ldc;
+    const T* ai = acc + i * NR;
+    if (beta == T(0)) {
+      for (int64_t j = 0; j < n; ++j) ci[j] = alpha * ai[j];
+    } else {
+      for (int64_t j = 0; j < n; ++j) ci[j] = alpha * ai[j] + beta * ci[j];
+    }
+  }
+}
+
+// Portable micro-kernel: no intrinsics, used when neither AVX2 nor AVX-512 is available.
+template <typename T, int MR, int NR>
+void ukr_scalar(int64_t kc, const T* __restrict a, const T* __restrict b, T* c, int64_t ldc, int64_t m,
+                int64_t n, T alpha, T beta) {
+  T acc[MR * NR] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int i = 0; i < MR; ++i) {
+      const T ai = a[k * MR + i];
+      for (int j = 0; j < NR; ++j) acc[i * NR + j] += ai * b[k * NR + j];
+    }
+  }
+  write_tile_generic<T, MR, NR>(acc, c, ldc, m, n, alpha, beta);
+}
+
+#if POSGRAD_GEMM_X86
+
+#define POSGRAD_GEMM_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma")))
+#define POSGRAD_GEMM_AVX2 __attribute__((target("avx2,fma")))
+
+// ------------------------------------------------------------------------------------------
+// AVX-512
+// ------------------------------------------------------------------------------------------
+
+template <typename T>
+struct avx512_vec;
+
+template <>
+struct avx512_vec<float> {
+  using reg = __m512;
+  using mask = __mmask16;
+  static constexpr int lanes = 16;
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg zero() { return _mm512_setzero_ps(); }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg set1(float x) { return _mm512_set1_ps(x); }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg load(const float* p) { return _mm512_load_ps(p); }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg loadu(const float* p) { return _mm512_loadu_ps(p); }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg maskz_loadu(mask k, const float* p) {
+    return _mm512_maskz_loadu_ps(k, p);
+  }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE void storeu(float* p, reg v) { _mm512_storeu_ps(p, v); }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE void mask_storeu(float* p, mask k, reg v) {
+    _mm512_mask_storeu_ps(p, k, v);
+  }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg fmadd(reg a, reg b, reg c) {
+    return _mm512_fmadd_ps(a, b, c);
+  }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
+  static constexpr mask first_n(int64_t n) {
+    return n >= lanes ? mask(0xFFFF) : mask((1u << (n > 0 ? n : 0)) - 1u);
+  }
+
+  // In-register transpose of a 16 x 16 block: r[i] holds row i on entry, column i on exit.
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE void transpose(reg* r) {
+    __m512 t[16];
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4g + q]: rows 4g..4g+3, columns q, q+4, q+8, q+12 (one per 128-bit lane).
+    __m512 u[16];
+    for (int g = 0; g < 4; ++g) {
+      const __m512d lo = _mm512_castps_pd(t[4 * g]), hi = _mm512_castps_pd(t[4 * g + 1]);
+      const __m512d lo2 = _mm512_castps_pd(t[4 * g + 2]);
+      const __m512d hi2 = _mm512_castps_pd(t[4 * g + 3]);
+      u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo, lo2));
+      u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo, lo2));
+      u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi, hi2));
+      u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi, hi2));
+    }
+    for (int q = 0; q < 4; ++q) {
+      const __m512 v0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88);
+      const __m512 v1 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88);
+      const __m512 w0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xDD);
+      const __m512 w1 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xDD);
+      r[q] = _mm512_shuffle_f32x4(v0, v1, 0x88);
+      r[q + 8] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
+      r[q + 4] = _mm512_shuffle_f32x4(w0, w1, 0x88);
+      r[q + 12] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
+    }
+  }
+};
+
+template <>
+struct avx512_vec<double> {
+  using reg = __m512d;
+  using mask = __mmask8;
+  static constexpr int lanes = 8;
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg zero() { return _mm512_setzero_pd(); }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg set1(double x) { return _mm512_set1_pd(x); }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg load(const double* p) { return _mm512_load_pd(p); }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg loadu(const double* p) { return _mm512_loadu_pd(p); }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg maskz_loadu(mask k, const double* p) {
+    return _mm512_maskz_loadu_pd(k, p);
+  }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE void storeu(double* p, reg v) { _mm512_storeu_pd(p, v); }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE void mask_storeu(double* p, mask k, reg v) {
+    _mm512_mask_storeu_pd(p, k, v);
+  }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg fmadd(reg a, reg b, reg c) {
+    return _mm512_fmadd_pd(a, b, c);
+  }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg mul(reg a, reg b) { return _mm512_mul_pd(a, b); }
+  static constexpr mask first_n(int64_t n) {
+    return n >= lanes ? mask(0xFF) : mask((1u << (n > 0 ? n : 0)) - 1u);
+  }
+
+  // In-register transpose of an 8 x 8 block of doubles.
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE void transpose(reg* r) {
+    __m512d t[8];
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm512_unpacklo_pd(r[2 * i], r[2 * i + 1]);      // cols 0,2,4,6
+      t[2 * i + 1] = _mm512_unpackhi_pd(r[2 * i], r[2 * i + 1]);  // cols 1,3,5,7
+    }
+    for (int odd = 0; odd < 2; ++odd) {
+      const __m512d u0 = _mm512_shuffle_f64x2(t[odd], t[2 + odd], 0x88);
+      const __m512d u1 = _mm512_shuffle_f64x2(t[4 + odd], t[6 + odd], 0x88);
+      const __m512d u2 = _mm512_shuffle_f64x2(t[odd], t[2 + odd], 0xDD);
+      const __m512d u3 = _mm512_shuffle_f64x2(t[4 + odd], t[6 + odd], 0xDD);
+      r[odd + 0] = _mm512_shuffle_f64x2(u0, u1, 0x88);
+      r[odd + 4] = _mm512_shuffle_f64x2(u0, u1, 0xDD);
+      r[odd + 2] = _mm512_shuffle_f64x2(u2, u3, 0x88);
+      r[odd + 6] = _mm512_shuffle_f64x2(u2, u3, 0xDD);
+    }
+  }
+};
+
+// MR x (NV * lanes) micro-kernel. The MR * NV accumulators stay in zmm registers for the
+// whole k loop (MR * NV <= 28 of the 32 registers); per k step it loads NV vectors of B and
+// broadcasts MR scalars of A, then issues MR * NV independent FMAs. The FMA chain
+// of every C element runs over k in order, so the result does not depend on how the caller
+// splits M or N across threads.
+template <typename T, int MR, int NV>
+POSGRAD_GEMM_AVX512 void ukr_avx512(int64_t kc, const T* __restrict a, const T* __restrict b, T* c,
+                                    int64_t ldc, int64_t m, int64_t n, T alpha, T beta) {
+  using V = avx512_vec<T>;
+  using reg = typename V::reg;
+  constexpr int L = V::lanes;
+
+  reg acc[MR][NV];
+#pragma GCC unroll 32
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
+  }
+
+  // Warm the C tile while the k loop runs: it is read (beta != 0) or written at the end.
+  const int64_t last_col = (n < NV * L ? n : NV * L) - 1;
+  for (int64_t i = 0; i < m; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + last_col), _MM_HINT_T0);
+  }
+
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    reg bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = V::load(b + v * L);
+#pragma GCC unroll 32
+    for (int i = 0; i < MR; ++i) {
+      const reg ai = V::set1(a[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = V::fmadd(ai, bv[v], acc[i][v]);
+    }
+    a += MR;
+    b += NV * L;
+  }
+
+  const reg va = V::set1(alpha);
+  const reg vb = V::set1(beta);
+  if (n == NV * L) {
+#pragma GCC unroll 32
+    for (int i = 0; i < MR; ++i) {
+      if (i < m) {
+        T* ci = c + i * ldc;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          const reg r = beta == T(0) ? V::mul(va, acc[i][v])
+                                     : V::fmadd(va, acc[i][v], V::mul(vb, V::loadu(ci + v * L)));
+          V::storeu(ci + v * L, r);
+        }
+      }
+    }
+  } else {
+    // Right edge: masked loads/stores touch only the n valid columns.
+#pragma GCC unroll 32
+    for (int i = 0; i < MR; ++i) {
+      if (i < m) {
+        T* ci = c + i * ldc;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          const auto k = V::first_n(n - v * L);
+          const reg r = beta == T(0) ? V::mul(va, acc[i][v])
+                                     : V::fmadd(va, acc[i][v], V::mul(vb, V::maskz_loadu(k, ci + v * L)));
+          V::mask_storeu(ci + v * L, k, r);
+        }
+      }
+    }
+  }
+}
+
+// Copy-layout panel: each k row is W contiguous elements, moved with (masked) vector ops.
+template <typename T, int W>
+POSGRAD_GEMM_AVX512 POSGRAD_GEMM_INLINE void pack_panel_contig_avx512(const T* src, int64_t ld, int64_t w,
+                                                                      int64_t kc, T* dst) {
+  using V = avx512_vec<T>;
+  constexpr int L = V::lanes;
+  constexpr int G = (W + L - 1) / L;
+  typename V::mask load_mask[G], store_mask[G];
+  for (int g = 0; g < G; ++g) {
+    load_mask[g] = V::first_n(w - g * L);
+    store_mask[g] = V::first_n(W - g * L);
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      V::mask_storeu(dst + k * W + g * L, store_mask[g], V::maskz_loadu(load_mask[g], src + k * ld + g * L));
+    }
+  }
+}
+
+// Transposed-layout panel: L source rows (contiguous along k) are loaded, transposed in
+// registers, and stored as L consecutive k rows of the panel. Rows x >= w load as zero;
+// lanes x >= W are masked off the store, so W need not be a multiple of L (e.g. MR = 12).
+template <typename T, int W>
+POSGRAD_GEMM_AVX512 POSGRAD_GEMM_INLINE void pack_panel_transposed_avx512(const T* src, int64_t ld, int64_t w,
+                                                                          int64_t kc, T* dst) {
+  using V = avx512_vec<T>;
+  using reg = typename V::reg;
+  constexpr int L = V::lanes;
+  constexpr int G = (W + L - 1) / L;
+  for (int g = 0; g < G; ++g) {
+    const int64_t x0 = int64_t(g) * L;
+    const int64_t rows = w - x0 < L ? (w - x0 > 0 ? w - x0 : 0) : L;
+    const auto smask = V::first_n(W - x0);
+    int64_t k = 0;
+    for (; k + L <= kc; k += L) {
+      reg r[L];
+#pragma GCC unroll 16
+      for (int i = 0; i < L; ++i) {
+        r[i] = i < rows ? V::loadu(src + (x0 + i) * ld + k) : V::zero();
+      }
+      V::transpose(r);
+#pragma GCC unroll 16
+      for (int i = 0; i < L; ++i) V::mask_storeu(dst + (k + i) * W + x0, smask, r[i]);
+    }
+    if (k < kc) {
+      const int64_t rem = kc - k;
+      const auto lmask = V::first_n(rem);
+      reg r[L];
+#pragma GCC unroll 16
+      for (int i = 0; i < L; ++i) {
+        r[i] = i < rows ? V::maskz_loadu(lmask, src + (x0 + i) * ld + k) : V::zero();
+      }
+      V::transpose(r);
+      for (int i = 0; i < rem; ++i) V::mask_storeu(dst + (k + i) * W + x0, smask, r[i]);
+    }
+  }
+}
+
+template <typename T, int W>
+POSGRAD_GEMM_AVX512 void pack_avx512(const T* src, int64_t ld, bool trans, int64_t w, int64_t kc, T* dst) {
+  pack_block<T, W>(
+      src, ld, trans, w, kc, dst,
+      [](const T* s, int64_t l, int64_t wp, int64_t k, T* d)
+          POSGRAD_GEMM_AVX512 { pack_panel_contig_avx512<T, W>(s, l, wp, k, d); },
+      [](const T* s, int64_t l, int64_t wp, int64_t k, T* d)
+          POSGRAD_GEMM_AVX512 { pack_panel_transposed_avx512<T, W>(s, l, wp, k, d); });
+}
+
+// ------------------------------------------------------------------------------------------
+// AVX2 + FMA
+// ------------------------------------------------------------------------------------------
+
+template <typename T>
+struct avx2_vec;
+
+template <>
+struct avx2_vec<float> {
+  using reg = __m256;
+  static constexpr int lanes = 8;
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg zero() { return _mm256_setzero_ps(); }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg set1(float x) { return _mm256_set1_ps(x); }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg load(const float* p) { return _mm256_load_ps(p); }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg loadu(const float* p) { return _mm256_loadu_ps(p); }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE void storeu(float* p, reg v) { _mm256_storeu_ps(p, v); }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg fmadd(reg a, reg b, reg c) {
+    return _mm256_fmadd_ps(a, b, c);
+  }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+  // Stores the first `count` lanes (1..8) without touching memory beyond them.
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE void store_first(float* p, reg v, int count) {
+    if (count == 8) {
+      _mm256_storeu_ps(p, v);
+    } else if (count == 6) {
+      _mm_storeu_ps(p, _mm256_castps256_ps128(v));
+      _mm_storel_pi(reinterpret_cast<__m64*>(p + 4), _mm256_extractf128_ps(v, 1));
+    } else if (count == 4) {
+      _mm_storeu_ps(p, _mm256_castps256_ps128(v));
+    } else {
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, v);
+      for (int i = 0; i < count; ++i) p[i] = tmp[i];
+    }
+  }
+  // 8 x 8 in-register transpose.
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE void transpose(reg* r) {
+    __m256 t[8], s[8];
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; ++h) {  // rows 0-3, rows 4-7
+      const __m256 lo = t[4 * h], hi = t[4 * h + 1], lo2 = t[4 * h + 2], hi2 = t[4 * h + 3];
+      s[4 * h + 0] = _mm256_shuffle_ps(lo, lo2, 0x44);  // cols 0 | 4
+      s[4 * h + 1] = _mm256_shuffle_ps(lo, lo2, 0xEE);  // cols 1 | 5
+      s[4 * h + 2] = _mm256_shuffle_ps(hi, hi2, 0x44);  // cols 2 | 6
+      s[4 * h + 3] = _mm256_shuffle_ps(hi, hi2, 0xEE);  // cols 3 | 7
+    }
+    for (int q = 0; q < 4; ++q) {
+      r[q] = _mm256_permute2f128_ps(s[q], s[4 + q], 0x20);
+      r[q + 4] = _mm256_permute2f128_ps(s[q], s[4 + q], 0x31);
+    }
+  }
+};
+
+template <>
+struct avx2_vec<double> {
+  using reg = __m256d;
+  static constexpr int lanes = 4;
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg zero() { return _mm256_setzero_pd(); }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg set1(double x) { return _mm256_set1_pd(x); }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg load(const double* p) { return _mm256_load_pd(p); }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg loadu(const double* p) { return _mm256_loadu_pd(p); }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE void storeu(double* p, reg v) { _mm256_storeu_pd(p, v); }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg fmadd(reg a, reg b, reg c) {
+    return _mm256_fmadd_pd(a, b, c);
+  }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg mul(reg a, reg b) { return _mm256_mul_pd(a, b); }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE void store_first(double* p, reg v, int count) {
+    if (count == 4) {
+      _mm256_storeu_pd(p, v);
+    } else if (count == 2) {
+      _mm_storeu_pd(p, _mm256_castpd256_pd128(v));
+    } else {
+      alignas(32) double tmp[4];
+      _mm256_store_pd(tmp, v);
+      for (int i = 0; i < count; ++i) p[i] = tmp[i];
+    }
+  }
+  // 4 x 4 in-register transpose.
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE void transpose(reg* r) {
+    const __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]);  // a0 b0 | a2 b2
+    const __m256d t1 = _mm256_unpackhi_pd(r[0], r[1]);  // a1 b1 | a3 b3
+    const __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]);
+    const __m256d t3 = _mm256_unpackhi_pd(r[2], r[3]);
+    r[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    r[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+  }
+};
+
+// MR x (NV * lanes) AVX2 micro-kernel: MR * NV <= 12 accumulators of the 16 ymm registers,
+// NV for B, one for the A broadcast. Edge tiles go through a small stack tile.
+template <typename T, int MR, int NV>
+POSGRAD_GEMM_AVX2 void ukr_avx2(int64_t kc, const T* __restrict a, const T* __restrict b, T* c, int64_t ldc,
+                                int64_t m, int64_t n, T alpha, T beta) {
+  using V = avx2_vec<T>;
+  using reg = typename V::reg;
+  constexpr int L = V::lanes;
+  constexpr int NR = NV * L;
+
+  reg acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
+  }
+  const int64_t last_col = (n < NR ? n : NR) - 1;
+  for (int64_t i = 0; i < m; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + last_col), _MM_HINT_T0);
+  }
+
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    reg bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = V::load(b + v * L);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const reg ai = V::set1(a[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = V::fmadd(ai, bv[v], acc[i][v]);
+    }
+    a += MR;
+    b += NR;
+  }
+
+  const reg va = V::set1(alpha);
+  const reg vb = V::set1(beta);
+  if (n == NR) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      if (i < m) {
+        T* ci = c + i * ldc;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          const reg r = beta == T(0) ? V::mul(va, acc[i][v])
+                                     : V::fmadd(va, acc[i][v], V::mul(vb, V::loadu(ci + v * L)));
+          V::storeu(ci + v * L, r);
+        }
+      }
+    }
+  } else {
+    alignas(32) T tile[MR * NR];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) V::storeu(tile + i * NR + v * L, acc[i][v]);
+    }
+    write_tile_generic<T, MR, NR>(tile, c, ldc, m, n, alpha, beta);
+  }
+}
+
+template <typename T, int W>
+POSGRAD_GEMM_AVX2 POSGRAD_GEMM_INLINE void pack_panel_transposed_avx2(const T* src, int64_t ld, int64_t w,
+                                                                      int64_t kc, T* dst) {
+  using V = avx2_vec<T>;
+  using reg = typename V::reg;
+  constexpr int L = V::lanes;
+  constexpr int G = (W + L - 1) / L;
+  int64_t k = 0;
+  for (; k + L <= kc; k += L) {
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const int64_t x0 = int64_t(g) * L;
+      const int store_count = W - x0 < L ? int(W - x0) : L;
+      reg r[L];
+#pragma GCC unroll 8
+      for (int i = 0; i < L; ++i) {
+        r[i] = x0 + i < w ? V::loadu(src + (x0 + i) * ld + k) : V::zero();
+      }
+      V::transpose(r);
+#pragma GCC unroll 8
+      for (int i = 0; i < L; ++i) V::store_first(dst + (k + i) * W + x0, r[i], store_count);
+    }
+  }
+  // k tail (< L steps): scalar.
+  for (; k < kc; ++k) {
+    for (int x = 0; x < W; ++x) dst[k * W + x] = x < w ? src[x * ld + k] : T(0);
+  }
+}
+
+template <typename T, int W>
+POSGRAD_GEMM_AVX2 void pack_avx2(const T* src, int64_t ld, bool trans, int64_t w, int64_t kc, T* dst) {
+  pack_block<T, W>(
+      src, ld, trans, w, kc, dst,
+      [](const T* s, int64_t l, int64_t wp, int64_t k, T* d)
+          POSGRAD_GEMM_AVX2 { pack_panel_contig_generic<T, W>(s, l, wp, k, d); },
+      [](const T* s, int64_t l, int64_t wp, int64_t k, T* d)
+          POSGRAD_GEMM_AVX2 { pack_panel_transposed_avx2<T, W>(s, l, wp, k, d); });
+}
+
+#endif  // POSGRAD_GEMM_X86
+
+}  // namespace posgrad::kernels::cpu::gemm_detail
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

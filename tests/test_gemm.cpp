@@ -1,0 +1,351 @@
+// test_gemm.cpp — correctness tests for the CPU GEMM (tensor/kernels/cpu/gemm.cpp).
+//
+// What it is: comparisons against a naive triple loop accumulated in long double, for float
+// and double, every transpose combination, ragged sizes (edge tiles, K spanning several KC
+// blocks, N spanning several NC blocks), strided sub-matrix views, alpha/beta (beta == 0 with
+// NaN-filled C), batched products with broadcast operands, and bit-identical results for 1
+// and 2 OpenMP threads. Every instruction set the CPU supports is exercised (AVX-512, AVX2,
+// scalar) through the private gemm_set_isa hook.
+// What it is not: a performance test (see bench/bench_gemm.cpp).
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tensor/kernels/cpu/gemm_internal.h"
+
+namespace posgrad::kernels::cpu {
+template <typename T>
+void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda,
+          int64_t ldb, bool trans_a, bool trans_b, T alpha, T beta);
+template <typename T>
+void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t ldc,
+                  int64_t lda, int64_t ldb, int64_t stride_c, int64_t stride_a, int64_t stride_b,
+                  bool trans_a, bool trans_b, T alpha, T beta);
+}  // namespace posgrad::kernels::cpu
+
+namespace {
+
+using posgrad::kernels::cpu::gemm;
+using posgrad::kernels::cpu::gemm_batched;
+namespace gd = posgrad::kernels::cpu::gemm_detail;
+
+std::vector<gd::gemm_isa> supported_isas() {
+  std::vector<gd::gemm_isa> isas;
+  for (int i = 0; i <= static_cast<int>(gd::gemm_best_isa()); ++i) {
+    isas.push_back(static_cast<gd::gemm_isa>(i));
+  }
+  return isas;
+}
+
+// Restores the best instruction set and the thread count when a test ends.
+struct isa_guard {
+  int threads = omp_get_max_threads();
+  ~isa_guard() {
+    gd::gemm_set_isa(gd::gemm_best_isa());
+    omp_set_num_threads(threads);
+  }
+};
+
+template <typename T>
+std::vector<T> random_vector(std::size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(dist(rng));
+  return v;
+}
+
+// Stored sizes of an operand whose op() is rows x cols.
+struct layout {
+  int64_t rows, cols, ld;
+  std::size_t elems() const { return static_cast<std::size_t>(rows * ld); }
+};
+
+layout stored(int64_t op_rows, int64_t op_cols, bool trans, int64_t pad) {
+  const int64_t r = trans ? op_cols : op_rows;
+  const int64_t c = trans ? op_rows : op_cols;
+  return {r, c, c + pad};
+}
+
+template <typename T>
+T op_at(const std::vector<T>& X, int64_t ld, bool trans, int64_t i, int64_t j) {
+  return trans ? X[j * ld + i] : X[i * ld + j];
+}
+
+struct gemm_case {
+  int64_t M, N, K;
+  bool ta, tb;
+  int64_t pad_a = 0, pad_b = 0, pad_c = 0;
+  double alpha = 1.0, beta = 0.0;
+};
+
+std::string describe(const gemm_case& c) {
+  return "M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+         " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " pads=" + std::to_string(c.pad_a) +
+         "," + std::to_string(c.pad_b) + "," + std::to_string(c.pad_c) + " alpha=" + std::to_string(c.alpha) +
+         " beta=" + std::to_string(c.beta) + " isa=" + gd::gemm_isa_name(gd::gemm_active_isa());
+}
+
+// Runs one case against the long-double reference. Entries of C outside the logical M x N
+// (the ldc padding) must be left untouched. With beta == 0 C starts as NaN.
+template <typename T>
+void check_case(const gemm_case& c, std::mt19937& rng) {
+  const layout la = stored(c.M, c.K, c.ta, c.pad_a);
+  const layout lb = stored(c.K, c.N, c.tb, c.pad_b);
+  const int64_t ldc = c.N + c.pad_c;
+  const auto A = random_vector<T>(la.elems(), rng);
+  const auto B = random_vector<T>(lb.elems(), rng);
+  std::vector<T> C0 = random_vector<T>(static_cast<std::size_t>(c.M * ldc), rng);
+  if (c.beta == 0.0) {
+    for (int64_t i = 0; i < c.M; ++i) {
+      for (int64_t j = 0; j < c.N; ++j) C0[i * ldc + j] = std::numeric_limits<T>::quiet_NaN();
+    }
+  }
+  std::vector<T> C = C0;
+  const T alpha = static_cast<T>(c.alpha), beta = static_cast<T>(c.beta);
+  gemm<T>(C.data(), A.data(), B.data(), c.M, c.N, c.K, ldc, la.ld, lb.ld, c.ta, c.tb, alpha, beta);
+
+  const long double eps = std::numeric_limits<T>::epsilon();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < c.M; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      const T got = C[i * ldc + j];
+      if (j >= c.N) {  // padding: untouched, bit for bit
+        if (std::memcmp(&got, &C0[i * ldc + j], sizeof(T)) != 0) ++bad;
+        continue;
+      }
+      long double sum = 0, mag = 0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        const long double p =
+            static_cast<long double>(op_at(A, la.ld, c.ta, i, k)) * op_at(B, lb.ld, c.tb, k, j);
+        sum += p;
+        mag += std::fabs(p);
+      }
+      long double ref = static_cast<long double>(alpha) * sum;
+      long double scale = std::fabs(static_cast<long double>(alpha)) * mag;
+      if (beta != T(0)) {
+        ref += static_cast<long double>(beta) * C0[i * ldc + j];
+        scale += std::fabs(static_cast<long double>(beta) * C0[i * ldc + j]);
+      }
+      // Worst-case bound of a sequential (blocked) dot product, plus a few roundings
+      // for alpha, beta and the final add.
+      const long double tol = 2 * (c.K + 4) * eps * scale + 1e-30L;
+      if (!(std::fabs(static_cast<long double>(got) - ref) <= tol)) {
+        if (bad < 5) {
+          ADD_FAILURE() << describe(c) << " at (" << i << "," << j << "): got " << got << " want "
+                        << static_cast<double>(ref) << " tol " << static_cast<double>(tol);
+        }
+        ++bad;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0) << describe(c);
+}
+
+template <typename T>
+void sweep_shapes() {
+  isa_guard guard;
+  std::mt19937 rng(1234);
+  const int64_t dims[][3] = {{1, 1, 1},     {3, 7, 13},   {17, 31, 33},  {13, 65, 7},
+                             {65, 17, 129}, {31, 129, 3}, {33, 1, 65},   {1, 257, 31},
+                             {129, 33, 17}, {7, 13, 257}, {257, 65, 33}, {67, 97, 150}};
+  for (const auto isa : supported_isas()) {
+    gd::gemm_set_isa(isa);
+    for (const auto& d : dims) {
+      for (int t = 0; t < 4; ++t) {
+        check_case<T>({d[0], d[1], d[2], (t & 1) != 0, (t & 2) != 0}, rng);
+      }
+    }
+  }
+}
+
+TEST(Gemm, ShapesAndTransposesFloat) {
+  sweep_shapes<float>();
+}
+TEST(Gemm, ShapesAndTransposesDouble) {
+  sweep_shapes<double>();
+}
+
+template <typename T>
+void sweep_views_and_scalars() {
+  isa_guard guard;
+  std::mt19937 rng(99);
+  for (const auto isa : supported_isas()) {
+    gd::gemm_set_isa(isa);
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = (t & 1) != 0, tb = (t & 2) != 0;
+      // Sub-matrix views: row strides larger than the logical widths.
+      check_case<T>({37, 45, 29, ta, tb, 5, 11, 3}, rng);
+      check_case<T>({12, 32, 16, ta, tb, 1, 1, 1}, rng);
+      // alpha / beta combinations; beta == 0 starts from NaN.
+      check_case<T>({29, 50, 41, ta, tb, 2, 0, 7, 0.5, 0.0}, rng);
+      check_case<T>({29, 50, 41, ta, tb, 0, 3, 0, -1.5, 1.0}, rng);
+      check_case<T>({29, 50, 41, ta, tb, 0, 0, 0, 2.0, -0.75}, rng);
+      // K spanning several KC blocks with beta != 0 (beta applied once).
+      check_case<T>({19, 40, 700, ta, tb, 3, 2, 1, 1.0, 0.5}, rng);
+    }
+  }
+}
+
+TEST(Gemm, ViewsAlphaBetaFloat) {
+  sweep_views_and_scalars<float>();
+}
+TEST(Gemm, ViewsAlphaBetaDouble) {
+  sweep_views_and_scalars<double>();
+}
+
+template <typename T>
+void degenerate_sizes() {
+  std::mt19937 rng(5);
+  // K == 0: C = beta * C, and with beta == 0 NaN is overwritten by zero.
+  check_case<T>({5, 7, 0, false, false, 0, 0, 2, 1.0, 0.0}, rng);
+  check_case<T>({5, 7, 0, true, true, 0, 0, 0, 1.0, 0.5}, rng);
+  // M == 0 / N == 0: nothing is touched (check_case verifies nothing is written).
+  check_case<T>({0, 7, 5, false, false}, rng);
+  check_case<T>({6, 0, 5, false, true, 0, 0, 3}, rng);
+  // alpha == 0: A and B are not used, C = beta * C.
+  std::vector<T> C(6, T(2));
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  std::vector<T> A(6, nan), B(6, nan);
+  gemm<T>(C.data(), A.data(), B.data(), 2, 3, 2, 3, 2, 3, false, false, T(0), T(0.5));
+  for (const T v : C) EXPECT_EQ(v, T(1));
+}
+
+TEST(Gemm, DegenerateSizesFloat) {
+  degenerate_sizes<float>();
+}
+TEST(Gemm, DegenerateSizesDouble) {
+  degenerate_sizes<double>();
+}
+
+// Same inputs, 1 vs 2 OpenMP threads: results must match bit for bit (K is never split and
+// the blocking does not depend on the team size). Covers both work splits (over M tiles and,
+// for a short M, over N panels), several KC blocks and more than one NC block.
+template <typename T>
+void thread_count_invariance() {
+  isa_guard guard;
+  std::mt19937 rng(2024);
+  // Every case does >= 2^18 multiply-adds, so two threads are really used.
+  const int64_t dims[][3] = {{131, 67, 65},   // split over M tiles, edge tiles
+                             {5, 600, 300},   // one M tile: split over N panels
+                             {26, 300, 600},  // K > KC: several k blocks
+                             {3, 4500, 40},   // N > NC: several column blocks
+                             {100, 64, 520}};
+  for (const auto isa : supported_isas()) {
+    gd::gemm_set_isa(isa);
+    for (const auto& d : dims) {
+      for (int t = 0; t < 4; ++t) {
+        const bool ta = (t & 1) != 0, tb = (t & 2) != 0;
+        const int64_t M = d[0], N = d[1], K = d[2];
+        const auto A = random_vector<T>(static_cast<std::size_t>(M * K), rng);
+        const auto B = random_vector<T>(static_cast<std::size_t>(K * N), rng);
+        const auto C0 = random_vector<T>(static_cast<std::size_t>(M * N), rng);
+        std::vector<T> c1 = C0, c2 = C0;
+        const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+        omp_set_num_threads(1);
+        gemm<T>(c1.data(), A.data(), B.data(), M, N, K, N, lda, ldb, ta, tb, T(1.25), T(0.5));
+        omp_set_num_threads(2);
+        gemm<T>(c2.data(), A.data(), B.data(), M, N, K, N, lda, ldb, ta, tb, T(1.25), T(0.5));
+        EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(T)), 0)
+            << "M=" << M << " N=" << N << " K=" << K << " ta=" << ta << " tb=" << tb
+            << " isa=" << gd::gemm_isa_name(isa);
+      }
+    }
+  }
+}
+
+TEST(Gemm, ThreadCountInvarianceFloat) {
+  thread_count_invariance<float>();
+}
+TEST(Gemm, ThreadCountInvarianceDouble) {
+  thread_count_invariance<double>();
+}
+
+// Batched products against per-matrix gemm calls (which test_case validated): all strides,
+// broadcast A or B (stride 0), the stacked-A fast path, and small matrices (batch-parallel).
+template <typename T>
+void batched_case(int64_t batch, int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool broadcast_a,
+                  bool broadcast_b, T beta, std::mt19937& rng) {
+  const int64_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 3;
+  const int64_t sa = broadcast_a ? 0 : (ta ? K : M) * lda;
+  const int64_t sb = broadcast_b ? 0 : (tb ? N : K) * ldb;
+  const int64_t sc = M * ldc;
+  const auto A =
+      random_vector<T>(static_cast<std::size_t>((broadcast_a ? 1 : batch) * (ta ? K : M) * lda), rng);
+  const auto B =
+      random_vector<T>(static_cast<std::size_t>((broadcast_b ? 1 : batch) * (tb ? N : K) * ldb), rng);
+  const auto C0 = random_vector<T>(static_cast<std::size_t>(batch * sc), rng);
+  std::vector<T> got = C0, want = C0;
+  const T alpha = T(0.75);
+  gemm_batched<T>(got.data(), A.data(), B.data(), batch, M, N, K, ldc, lda, ldb, sc, sa, sb, ta, tb, alpha,
+                  beta);
+  for (int64_t b = 0; b < batch; ++b) {
+    gemm<T>(want.data() + b * sc, A.data() + b * sa, B.data() + b * sb, M, N, K, ldc, lda, ldb, ta, tb, alpha,
+            beta);
+  }
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0)
+      << "batch=" << batch << " M=" << M << " N=" << N << " K=" << K << " ta=" << ta << " tb=" << tb
+      << " bcast_a=" << broadcast_a << " bcast_b=" << broadcast_b;
+}
+
+template <typename T>
+void batched_sweep() {
+  std::mt19937 rng(7);
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = (t & 1) != 0, tb = (t & 2) != 0;
+    batched_case<T>(5, 17, 33, 13, ta, tb, false, false, T(0), rng);    // small: parallel
+    batched_case<T>(4, 70, 90, 80, ta, tb, false, true, T(0.5), rng);   // shared weight
+    batched_case<T>(3, 9, 40, 31, ta, tb, true, false, T(1), rng);      // shared A
+    batched_case<T>(2, 150, 70, 300, ta, tb, false, false, T(0), rng);  // larger
+  }
+  // Stacked A and C with a broadcast B fold into one (batch * M) x N product; the result
+  // must equal the per-matrix loop bit for bit.
+  const int64_t batch = 6, M = 10, N = 37, K = 45;
+  const auto A = random_vector<T>(static_cast<std::size_t>(batch * M * K), rng);
+  const auto B = random_vector<T>(static_cast<std::size_t>(K * N), rng);
+  std::vector<T> got(static_cast<std::size_t>(batch * M * N), std::numeric_limits<T>::quiet_NaN());
+  std::vector<T> want = got;
+  gemm_batched<T>(got.data(), A.data(), B.data(), batch, M, N, K, N, K, N, M * N, M * K, 0, false, false,
+                  T(1), T(0));
+  for (int64_t b = 0; b < batch; ++b) {
+    gemm<T>(want.data() + b * M * N, A.data() + b * M * K, B.data(), M, N, K, N, K, N, false, false, T(1),
+            T(0));
+  }
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0);
+  // batch == 0 and M == 0 are no-ops.
+  gemm_batched<T>(got.data(), A.data(), B.data(), 0, M, N, K, N, K, N, M * N, M * K, 0, false, false, T(1),
+                  T(0));
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0);
+}
+
+TEST(Gemm, BatchedFloat) {
+  batched_sweep<float>();
+}
+TEST(Gemm, BatchedDouble) {
+  batched_sweep<double>();
+}
+
+// A call from inside an active parallel region runs single-threaded and stays correct.
+TEST(Gemm, InsideParallelRegion) {
+  std::mt19937 rng(11);
+  const int64_t M = 64, N = 80, K = 96;
+  const auto A = random_vector<float>(static_cast<std::size_t>(M * K), rng);
+  const auto B = random_vector<float>(static_cast<std::size_t>(K * N), rng);
+  std::vector<float> want(static_cast<std::size_t>(M * N));
+  gemm<float>(want.data(), A.data(), B.data(), M, N, K, N, K, N, false, false, 1.f, 0.f);
+  std::vector<std::vector<float>> got(2, std::vector<float>(want.size()));
+#pragma omp parallel for num_threads(2)
+  for (int t = 0; t < 2; ++t) {
+    gemm<float>(got[t].data(), A.data(), B.data(), M, N, K, N, K, N, false, false, 1.f, 0.f);
+  }
+  for (const auto& g : got) EXPECT_EQ(std::memcmp(g.data(), want.data(), want.size() * 4), 0);
+}
+
+}  // namespace
