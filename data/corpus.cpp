@@ -1,0 +1,77 @@
+// corpus.cpp — see corpus.h.
+#include "data/corpus.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tensor/errors.h"
+
+namespace posgrad::data {
+
+namespace fs = std::filesystem;
+
+static std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+std::string default_data_home() {
+  std::string h = env_or_empty("POSGRAD_HOME");
+  if (!h.empty()) return h;
+  std::string home = env_or_empty("HOME");
+  if (home.empty()) home = "/root";  // matches scripts/extract_kjv.sh
+  return home + "/.local/share/posgrad";
+}
+
+std::string resolve_data_dir(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  std::string env = env_or_empty("POSGRAD_DATA_DIR");
+  if (!env.empty()) return env;
+  return "../shared/data";
+}
+
+static bool is_shakespeare(const std::string& spec) { return spec == "shakespeare" || spec == "tinyshakespeare"; }
+
+std::string corpus_path(const std::string& spec, const std::string& data_dir) {
+  if (spec == "kjv") return default_data_home() + "/kjv.txt";
+  if (is_shakespeare(spec)) return resolve_data_dir(data_dir) + "/tinyshakespeare.txt";
+  return spec;
+}
+
+// Whole-file read; every failure names the path. `hint` is appended to "missing" errors.
+static std::string read_corpus_file(const std::string& path, const std::string& hint) {
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) throw IoError("corpus file '" + path + "' does not exist" + hint);
+  if (fs::is_directory(st)) throw IoError("corpus '" + path + "' is a directory, not a text file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("cannot open corpus file '" + path + "': " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw IoError("error while reading corpus file '" + path + "'");
+  std::string text = ss.str();
+  if (text.empty()) throw IoError("corpus file '" + path + "' is empty");
+  return text;
+}
+
+std::string load_corpus(const std::string& spec, const std::string& data_dir) {
+  POSGRAD_CHECK(!spec.empty(), ValueError, "empty corpus spec (give a file path, \"kjv\" or \"shakespeare\")");
+  const std::string path = corpus_path(spec, data_dir);
+  if (spec == "kjv")
+    return read_corpus_file(path, " — the King James Bible corpus is extracted by ./scripts/setup.sh (or "
+                                  "./scripts/extract_kjv.sh); set POSGRAD_HOME to look elsewhere");
+  if (is_shakespeare(spec)) {
+    std::string where = !data_dir.empty()                      ? "the --data-dir flag"
+                        : !env_or_empty("POSGRAD_DATA_DIR").empty() ? "$POSGRAD_DATA_DIR"
+                                                                    : "the default ../shared/data (POSGRAD_DATA_DIR unset)";
+    return read_corpus_file(path, " (looked in " + where + "; put tinyshakespeare.txt there, or set "
+                                  "POSGRAD_DATA_DIR / --data-dir to its directory)");
+  }
+  return read_corpus_file(path, " (corpus names: kjv, shakespeare; anything else is a file path)");
+}
+
+}  // namespace posgrad::data

@@ -1,0 +1,26 @@
+// corpus.h — where the training text comes from: a file path, or one of two named corpora.
+//   "kjv"          the King James Bible, extracted offline from Debian's bible-kjv package by
+//                  scripts/extract_kjv.sh to default_data_home()/kjv.txt (the default corpus);
+//   "shakespeare"  tinyshakespeare.txt (Karpathy's char-rnn corpus) inside a data directory, never
+//                  committed to the repository (also accepted: "tinyshakespeare").
+// Anything else is a path. The names win over a file of the same name in the current directory
+// (write ./kjv to mean the file). Deliberately not here: downloading, decompression, tokenisation.
+#pragma once
+
+#include <string>
+
+namespace posgrad::data {
+
+// ${POSGRAD_HOME} if set and non-empty, else $HOME/.local/share/posgrad.
+std::string default_data_home();
+// The directory "shakespeare" is looked up in: `flag` if non-empty, else $POSGRAD_DATA_DIR if set
+// and non-empty, else "../shared/data" (relative to the current directory).
+std::string resolve_data_dir(const std::string& flag);
+// The file a corpus spec names ("kjv" and "shakespeare" resolved, any other spec returned as is).
+std::string corpus_path(const std::string& spec, const std::string& data_dir = "");
+
+// The bytes of the corpus. IoError (naming the path, and for the named corpora how to get them)
+// when the file is missing, unreadable, a directory, or empty.
+std::string load_corpus(const std::string& spec, const std::string& data_dir = "");
+
+}  // namespace posgrad::data
