@@ -1,6 +1,450 @@
-// registry_nn.cpp — op-registry cases (filled in by the nn ops).
+// registry_nn.cpp — op-registry cases for the nn ops: matmul (broadcast batches, transposed and
+// strided operands), linear, softmax / log_softmax over several dims, layer_norm and rms_norm
+// with and without affine parameters, embedding, cross_entropy (ignored rows, (B, T, V) input),
+// cross_entropy_rows, cat and split. Every reference below is a naive loop in double over
+// host() copies; none calls the op it checks. Shapes are odd (7, 13, ...) so that vector
+// remainders and GEMM edge tiles are exercised, and small enough for central differences.
+#include <cmath>
+
+#include "autograd/ops.h"
 #include "autograd/registry.h"
 
 namespace posgrad {
-void register_nn_cases(std::vector<OpCase>&) {}
+
+namespace {
+
+Tensor ref_tensor(const std::vector<double>& v, const Shape& s) { return Tensor::from_vector(v, s, DType::Float64); }
+
+// ---- matmul -------------------------------------------------------------------------------------
+
+// a (..., M, K) @ b (..., K, N) with NumPy batch broadcasting, by index arithmetic.
+Tensor matmul_ref(const Tensor& a, const Tensor& b) {
+  auto av = host(a), bv = host(b);
+  const Shape& as = a.shape();
+  const Shape& bsh = b.shape();
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bsh.back();
+  const Shape ba(as.begin(), as.end() - 2), bb(bsh.begin(), bsh.end() - 2);
+  const size_t nb = std::max(ba.size(), bb.size());
+  Shape bs(nb);
+  auto dim_of = [nb](const Shape& s, size_t i) { return i < nb - s.size() ? int64_t(1) : s[i - (nb - s.size())]; };
+  for (size_t i = 0; i < nb; ++i) bs[i] = std::max(dim_of(ba, i), dim_of(bb, i));
+  // Flat matrix index of a batch index in a (possibly smaller, broadcast) batch shape.
+  auto mat_index = [nb, &dim_of](const Shape& s, const Shape& idx) {
+    int64_t f = 0;
+    for (size_t i = 0; i < nb; ++i) f = f * dim_of(s, i) + (dim_of(s, i) == 1 ? 0 : idx[i]);
+    return f;
+  };
+  const int64_t batches = shape_numel(bs);
+  std::vector<double> y(static_cast<size_t>(batches * M * N), 0.0);
+  Shape idx(nb);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t rem = bi;
+    for (size_t d = nb; d-- > 0;) {
+      idx[d] = rem % bs[d];
+      rem /= bs[d];
+    }
+    const double* A = av.data() + mat_index(ba, idx) * M * K;
+    const double* B = bv.data() + mat_index(bb, idx) * K * N;
+    double* C = y.data() + bi * M * N;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += A[m * K + k] * B[k * N + n];
+        C[m * N + n] = s;
+      }
+  }
+  Shape out = bs;
+  out.push_back(M);
+  out.push_back(N);
+  return ref_tensor(y, out);
+}
+
+// fa / fb turn the stored inputs into the operands (e.g. a transpose); the reference applies the
+// same view and reads it through host(), which follows any layout.
+void add_matmul(std::vector<OpCase>& out, const std::string& name, Shape sa, Shape sb,
+                std::function<Tensor(const Tensor&)> fa = nullptr, std::function<Tensor(const Tensor&)> fb = nullptr) {
+  if (!fa) fa = [](const Tensor& t) { return t; };
+  if (!fb) fb = [](const Tensor& t) { return t; };
+  OpCase c;
+  c.name = "nn/matmul/" + name;
+  c.inputs = [=](Generator& g, DType t) { return TensorList{make_input(sa, g, t), make_input(sb, g, t)}; };
+  c.fn = [=](const TensorList& x) { return matmul(fa(x[0]), fb(x[1])); };
+  c.reference = [=](const TensorList& x) { return matmul_ref(fa(x[0].detach()), fb(x[1].detach())); };
+  out.push_back(c);
+}
+
+void add_linear(std::vector<OpCase>& out, const std::string& name, Shape sx, int64_t out_features, bool bias,
+                bool transposed_weight = false) {
+  const int64_t in = sx.back();
+  OpCase c;
+  c.name = "nn/linear/" + name;
+  c.inputs = [=](Generator& g, DType t) {
+    TensorList l{make_input(sx, g, t),
+                 transposed_weight ? make_input({in, out_features}, g, t) : make_input({out_features, in}, g, t)};
+    l.push_back(bias ? make_input({out_features}, g, t) : Tensor());
+    return l;
+  };
+  auto weight = [transposed_weight](const Tensor& w) { return transposed_weight ? w.t() : w; };
+  c.fn = [=](const TensorList& x) { return linear(x[0], weight(x[1]), x[2]); };
+  c.reference = [=](const TensorList& x) {
+    auto xv = host(x[0]), wv = host(weight(x[1].detach()));  // w (out, in)
+    std::vector<double> bv = x[2].defined() ? host(x[2]) : std::vector<double>(out_features, 0.0);
+    const int64_t R = static_cast<int64_t>(xv.size()) / in;
+    std::vector<double> y(static_cast<size_t>(R * out_features));
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t o = 0; o < out_features; ++o) {
+        double s = bv[o];
+        for (int64_t i = 0; i < in; ++i) s += xv[r * in + i] * wv[o * in + i];
+        y[r * out_features + o] = s;
+      }
+    Shape ys = sx;
+    ys.back() = out_features;
+    return ref_tensor(y, ys);
+  };
+  out.push_back(c);
+}
+
+// ---- softmax ------------------------------------------------------------------------------------
+
+// Softmax (or log-softmax) of a (3, 7, 13) tensor along dim d, by explicit strides.
+Tensor softmax_ref(const Tensor& x, int64_t d, bool log) {
+  auto v = host(x);
+  const Shape s = x.shape();
+  d = d < 0 ? d + static_cast<int64_t>(s.size()) : d;
+  const Shape st = contiguous_strides(s);
+  const int64_t L = s[d], stride = st[d];
+  std::vector<double> y(v.size());
+  for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i) {
+    if ((i / stride) % L != 0) continue;  // i is the first element of a line along d
+    double m = -1e300, z = 0;
+    for (int64_t k = 0; k < L; ++k) m = std::max(m, v[i + k * stride]);
+    for (int64_t k = 0; k < L; ++k) z += std::exp(v[i + k * stride] - m);
+    for (int64_t k = 0; k < L; ++k) {
+      const double e = v[i + k * stride] - m;
+      y[i + k * stride] = log ? e - std::log(z) : std::exp(e) / z;
+    }
+  }
+  return ref_tensor(y, s);
+}
+
+void add_softmax(std::vector<OpCase>& out, bool log, int64_t dim, Shape s = {3, 7, 13}) {
+  OpCase c;
+  c.name = std::string("nn/") + (log ? "log_softmax" : "softmax") + "/dim" + std::to_string(dim) + shape_str(s);
+  c.inputs = [s](Generator& g, DType t) { return TensorList{make_input(s, g, t, true, -3, 3)}; };
+  c.fn = [log, dim](const TensorList& x) { return log ? log_softmax(x[0], dim) : softmax(x[0], dim); };
+  c.reference = [log, dim](const TensorList& x) { return softmax_ref(x[0], dim, log); };
+  out.push_back(c);
+}
+
+// ---- norms --------------------------------------------------------------------------------------
+
+Tensor norm_ref(const Tensor& x, const Tensor& w, const Tensor& b, double eps, bool rms) {
+  auto v = host(x);
+  const int64_t C = x.shape().back(), N = static_cast<int64_t>(v.size()) / C;
+  std::vector<double> wv = w.defined() ? host(w) : std::vector<double>(C, 1.0);
+  std::vector<double> bv = b.defined() ? host(b) : std::vector<double>(C, 0.0);
+  std::vector<double> y(v.size());
+  for (int64_t n = 0; n < N; ++n) {
+    const double* r = v.data() + n * C;
+    double mu = 0, var = 0;
+    if (!rms) {
+      for (int64_t c = 0; c < C; ++c) mu += r[c];
+      mu /= C;
+    }
+    for (int64_t c = 0; c < C; ++c) var += (r[c] - mu) * (r[c] - mu);
+    var /= C;
+    for (int64_t c = 0; c < C; ++c) y[n * C + c] = (r[c] - mu) / std::sqrt(var + eps) * wv[c] + bv[c];
+  }
+  return ref_tensor(y, x.shape());
+}
+
+void add_layer_norm(std::vector<OpCase>& out, const std::string& name, Shape s, bool w, bool b) {
+  const int64_t C = s.back();
+  OpCase c;
+  c.name = "nn/layer_norm/" + name;
+  c.inputs = [=](Generator& g, DType t) {
+    return TensorList{make_input(s, g, t, true, -2, 2), w ? make_input({C}, g, t, true, 0.5, 1.5) : Tensor(),
+                      b ? make_input({C}, g, t) : Tensor()};
+  };
+  c.fn = [](const TensorList& x) { return layer_norm(x[0], x[1], x[2], 1e-5); };
+  c.reference = [](const TensorList& x) { return norm_ref(x[0], x[1], x[2], 1e-5, false); };
+  out.push_back(c);
+}
+
+void add_rms_norm(std::vector<OpCase>& out, const std::string& name, Shape s, bool w) {
+  const int64_t C = s.back();
+  OpCase c;
+  c.name = "nn/rms_norm/" + name;
+  c.inputs = [=](Generator& g, DType t) {
+    return TensorList{make_input(s, g, t, true, -2, 2), w ? make_input({C}, g, t, true, 0.5, 1.5) : Tensor()};
+  };
+  c.fn = [](const TensorList& x) { return rms_norm(x[0], x[1], 1e-6); };
+  c.reference = [](const TensorList& x) { return norm_ref(x[0], x[1], Tensor(), 1e-6, true); };
+  out.push_back(c);
+}
+
+// ---- embedding and cross-entropy ----------------------------------------------------------------
+
+// int64 ids in [0, n) from the generator (deterministic per case).
+Tensor random_ids(const Shape& s, int64_t n, Generator& g) {
+  std::vector<int64_t> v(static_cast<size_t>(shape_numel(s)));
+  for (auto& e : v) e = static_cast<int64_t>(g.next_u64() % static_cast<uint64_t>(n));
+  return Tensor::from_ints(v, s);
+}
+
+void add_embedding(std::vector<OpCase>& out, const std::string& name, int64_t V, int64_t C, Shape idx_shape) {
+  OpCase c;
+  c.name = "nn/embedding/" + name;
+  c.inputs = [=](Generator& g, DType t) {
+    Tensor ids = random_ids(idx_shape, V, g);
+    // Force repeats: the first two ids equal the last one (the scatter-add must sum them).
+    auto v = ids.to_int_vector();
+    if (v.size() >= 3) v[0] = v[1] = v.back();
+    return TensorList{make_input({V, C}, g, t), Tensor::from_ints(v, idx_shape)};
+  };
+  c.fn = [](const TensorList& x) { return embedding(x[0], x[1]); };
+  c.reference = [=](const TensorList& x) {
+    auto tv = host(x[0]);
+    auto iv = x[1].to_int_vector();
+    std::vector<double> y;
+    for (int64_t id : iv)
+      for (int64_t k = 0; k < C; ++k) y.push_back(tv[id * C + k]);
+    Shape s = idx_shape;
+    s.push_back(C);
+    return ref_tensor(y, s);
+  };
+  out.push_back(c);
+}
+
+// Per-row losses (0 for ignored rows) in double.
+std::vector<double> ce_rows_ref(const Tensor& logits, const Tensor& targets, int64_t ignore) {
+  auto lv = host(logits);
+  auto tv = targets.to_int_vector();
+  const int64_t V = logits.shape().back();
+  std::vector<double> r(tv.size(), 0.0);
+  for (size_t n = 0; n < tv.size(); ++n) {
+    if (tv[n] == ignore) continue;
+    const double* x = lv.data() + n * V;
+    double m = -1e300, z = 0;
+    for (int64_t v = 0; v < V; ++v) m = std::max(m, x[v]);
+    for (int64_t v = 0; v < V; ++v) z += std::exp(x[v] - m);
+    r[n] = m + std::log(z) - x[tv[n]];
+  }
+  return r;
+}
+
+// Every `every`-th row (from row 1) gets ignore_index as its target.
+void add_cross_entropy(std::vector<OpCase>& out, const std::string& name, Shape logits_shape, int64_t ignore,
+                       int64_t every, bool rows) {
+  const int64_t V = logits_shape.back();
+  const Shape ts(logits_shape.begin(), logits_shape.end() - 1);
+  OpCase c;
+  c.name = std::string("nn/") + (rows ? "cross_entropy_rows/" : "cross_entropy/") + name;
+  c.inputs = [=](Generator& g, DType t) {
+    auto tv = random_ids(ts, V, g).to_int_vector();
+    for (size_t i = 1; every > 0 && i < tv.size(); i += static_cast<size_t>(every)) tv[i] = ignore;
+    return TensorList{make_input(logits_shape, g, t, true, -3, 3), Tensor::from_ints(tv, ts)};
+  };
+  c.fn = [=](const TensorList& x) {
+    return rows ? cross_entropy_rows(x[0], x[1], ignore) : cross_entropy(x[0], x[1], ignore);
+  };
+  c.reference = [=](const TensorList& x) {
+    auto r = ce_rows_ref(x[0], x[1], ignore);
+    if (rows) return ref_tensor(r, ts);
+    auto tv = x[1].to_int_vector();
+    double s = 0;
+    int64_t cnt = 0;
+    for (size_t n = 0; n < r.size(); ++n)
+      if (tv[n] != ignore) {
+        s += r[n];
+        ++cnt;
+      }
+    return ref_tensor({cnt ? s / cnt : 0.0}, {});
+  };
+  out.push_back(c);
+}
+
+// ---- cat / split --------------------------------------------------------------------------------
+
+// Concatenation of host tensors along d, by index arithmetic.
+Tensor cat_ref(const TensorList& xs, int64_t d) {
+  Shape out = xs[0].shape();
+  d = d < 0 ? d + static_cast<int64_t>(out.size()) : d;
+  out[d] = 0;
+  for (const auto& x : xs) out[d] += x.shape()[d];
+  std::vector<double> y(static_cast<size_t>(shape_numel(out)));
+  const Shape ost = contiguous_strides(out);
+  int64_t off = 0;
+  for (const auto& x : xs) {
+    auto v = host(x);
+    const Shape& s = x.shape();
+    for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i) {
+      int64_t rem = i, o = 0;
+      for (size_t k = s.size(); k-- > 0;) {
+        const int64_t j = rem % s[k];
+        rem /= s[k];
+        o += (static_cast<int64_t>(k) == d ? j + off : j) * ost[k];
+      }
+      y[o] = v[i];
+    }
+    off += s[d];
+  }
+  return ref_tensor(y, out);
+}
+
+// Slice [start, start + len) of x along d, by index arithmetic.
+Tensor slice_ref(const Tensor& x, int64_t d, int64_t start, int64_t len) {
+  auto v = host(x);
+  const Shape& s = x.shape();
+  Shape o = s;
+  o[d] = len;
+  std::vector<double> y;
+  for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i) {
+    const int64_t j = (i / contiguous_strides(s)[d]) % s[d];
+    if (j >= start && j < start + len) y.push_back(v[i]);
+  }
+  return ref_tensor(y, o);
+}
+
+}  // namespace
+
+void register_nn_cases(std::vector<OpCase>& out) {
+  // matmul
+  auto tr = [](const Tensor& t) { return t.transpose(-2, -1); };
+  add_matmul(out, "2d", {7, 13}, {13, 5});
+  add_matmul(out, "batched_BHTD", {2, 3, 7, 4}, {2, 3, 4, 7});
+  add_matmul(out, "scores_qkT", {2, 3, 7, 4}, {2, 3, 7, 4}, nullptr, tr);  // q @ k^T, k a transposed view
+  add_matmul(out, "broadcast_weight", {3, 7, 13}, {13, 5});                // (B, T, C) @ (C, N)
+  add_matmul(out, "broadcast_left", {7, 13}, {3, 13, 5});                  // (M, K) @ (B, K, N)
+  add_matmul(out, "broadcast_mixed", {2, 1, 7, 4}, {1, 3, 4, 5});          // (B, 1) x (1, H) batches
+  add_matmul(out, "broadcast_size1_batch", {3, 1, 5, 4}, {3, 2, 4, 6});    // a's batch dim 1 broadcast
+  add_matmul(out, "transposed_a", {3, 13, 7}, {3, 13, 5}, tr);
+  add_matmul(out, "transposed_both", {13, 7}, {5, 13}, tr, tr);
+  add_matmul(out, "transposed_weight_bcast", {3, 7, 13}, {5, 13}, nullptr, tr);  // x @ W^T with W (out, in)
+  add_matmul(out, "permuted_BTHD", {2, 7, 3, 4}, {2, 3, 4, 5},  // q as (B, T, H, D).permute(0, 2, 1, 3)
+             [](const Tensor& t) { return t.permute({0, 2, 1, 3}); });
+  add_matmul(out, "narrowed_rows", {3, 9, 13}, {13, 6},  // a row-major view with ld > cols
+             [](const Tensor& t) { return t.narrow(2, 1, 11); }, [](const Tensor& t) { return t.narrow(0, 2, 11); });
+  add_matmul(out, "T1", {2, 3, 1, 4}, {2, 3, 4, 1});
+  add_matmul(out, "expanded_rows", {3, 1, 13}, {13, 5},  // stride-0 rows: not a GEMM layout, copied
+             [](const Tensor& t) { return t.expand({3, 7, 13}); });
+
+  // linear
+  add_linear(out, "bias", {3, 7, 13}, 5, true);
+  add_linear(out, "no_bias", {7, 13}, 5, false);
+  add_linear(out, "T1_bias", {1, 1, 13}, 6, true);
+  add_linear(out, "transposed_weight", {3, 7, 13}, 5, true, true);
+
+  // softmax / log_softmax
+  add_softmax(out, false, -1);
+  add_softmax(out, false, 0);
+  add_softmax(out, false, 1);
+  add_softmax(out, false, -1, {5, 1});
+  add_softmax(out, true, -1);
+  add_softmax(out, true, 0);
+  add_softmax(out, true, 1);
+
+  // norms
+  add_layer_norm(out, "affine", {3, 7, 13}, true, true);
+  add_layer_norm(out, "no_affine", {3, 7, 13}, false, false);
+  add_layer_norm(out, "weight_only", {7, 33}, true, false);
+  add_layer_norm(out, "T1", {1, 1, 7}, true, true);
+  add_rms_norm(out, "weight", {3, 7, 13}, true);
+  add_rms_norm(out, "no_weight", {3, 7, 13}, false);
+  add_rms_norm(out, "wide", {2, 70}, true);  // > one 64-column block in the dw kernel
+
+  // embedding
+  add_embedding(out, "repeated_ids", 11, 5, {3, 7});
+  add_embedding(out, "wide", 4, 70, {13});  // few ids, > one 64-column block in the backward
+
+  // cross-entropy
+  add_cross_entropy(out, "NV_ignore", {13, 7}, -100, 4, false);
+  add_cross_entropy(out, "BTV_ignore", {3, 5, 7}, -100, 3, false);
+  add_cross_entropy(out, "no_ignore", {7, 13}, -100, 0, false);
+  add_cross_entropy(out, "ignore_class2", {9, 5}, 2, 0, false);  // a valid class id used as ignore_index
+  add_cross_entropy(out, "BTV_ignore", {3, 5, 7}, -100, 3, true);
+  add_cross_entropy(out, "NV", {13, 7}, -100, 0, true);
+
+  // cat
+  {
+    OpCase c;
+    c.name = "nn/cat/dim0_three";
+    c.inputs = [](Generator& g, DType t) {
+      return TensorList{make_input({2, 7, 5}, g, t), make_input({3, 7, 5}, g, t), make_input({1, 7, 5}, g, t)};
+    };
+    c.fn = [](const TensorList& x) { return cat(x, 0); };
+    c.reference = [](const TensorList& x) { return cat_ref(x, 0); };
+    out.push_back(c);
+  }
+  {
+    OpCase c;
+    c.name = "nn/cat/dim-1_three";
+    c.inputs = [](Generator& g, DType t) {
+      return TensorList{make_input({3, 4, 2}, g, t), make_input({3, 4, 5}, g, t), make_input({3, 4, 1}, g, t)};
+    };
+    c.fn = [](const TensorList& x) { return cat(x, -1); };
+    c.reference = [](const TensorList& x) { return cat_ref(x, -1); };
+    out.push_back(c);
+  }
+  {  // a non-contiguous input (transposed view) and one that needs no gradient
+    OpCase c;
+    c.name = "nn/cat/dim1_strided_const";
+    c.inputs = [](Generator& g, DType t) {
+      return TensorList{make_input({3, 2, 5}, g, t), make_input({3, 4, 5}, g, t, false), make_input({5, 6, 3}, g, t)};
+    };
+    auto prep = [](const TensorList& x) { return TensorList{x[0], x[1], x[2].transpose(0, 2)}; };
+    c.fn = [prep](const TensorList& x) { return cat(prep(x), 1); };
+    c.reference = [prep](const TensorList& x) {
+      TensorList d;
+      for (const auto& t : prep(x)) d.push_back(t.detach());
+      return cat_ref(d, 1);
+    };
+    out.push_back(c);
+  }
+
+  // split: the outputs are recombined with cat so the case has one output.
+  {
+    OpCase c;
+    c.name = "nn/split/unequal_dim1";
+    c.inputs = [](Generator& g, DType t) { return TensorList{make_input({3, 12, 5}, g, t)}; };
+    c.fn = [](const TensorList& x) {
+      TensorList ys = split(x[0], std::vector<int64_t>{2, 7, 3}, 1);
+      return cat({ys[2], ys[0], ys[1]}, 1);
+    };
+    c.reference = [](const TensorList& x) {
+      return cat_ref({slice_ref(x[0], 1, 9, 3), slice_ref(x[0], 1, 0, 2), slice_ref(x[0], 1, 2, 7)}, 1);
+    };
+    out.push_back(c);
+  }
+  {  // an output left unused: its gradient is the engine's zeros
+    OpCase c;
+    c.name = "nn/split/unused_output";
+    c.inputs = [](Generator& g, DType t) { return TensorList{make_input({3, 12, 5}, g, t)}; };
+    c.fn = [](const TensorList& x) {
+      TensorList ys = split(x[0], std::vector<int64_t>{4, 1, 7}, 1);
+      return cat({ys[2], ys[0]}, 1);
+    };
+    c.reference = [](const TensorList& x) {
+      return cat_ref({slice_ref(x[0], 1, 5, 7), slice_ref(x[0], 1, 0, 4)}, 1);
+    };
+    out.push_back(c);
+  }
+  {  // chunks of a fixed size along the last dim (the last chunk is smaller)
+    OpCase c;
+    c.name = "nn/split/chunks_last_dim";
+    c.inputs = [](Generator& g, DType t) { return TensorList{make_input({3, 7, 13}, g, t)}; };
+    c.fn = [](const TensorList& x) {
+      TensorList ys = split(x[0], int64_t{5}, -1);  // 5, 5, 3
+      return cat({ys[2], ys[1] * 2.0, ys[0]}, -1);
+    };
+    c.reference = [](const TensorList& x) {
+      Tensor mid = slice_ref(x[0], 2, 5, 5);
+      auto v = host(mid);
+      for (auto& e : v) e *= 2;
+      return cat_ref({slice_ref(x[0], 2, 10, 3), ref_tensor(v, mid.shape()), slice_ref(x[0], 2, 0, 5)}, 2);
+    };
+    out.push_back(c);
+  }
+}
+
 }  // namespace posgrad
