@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <malloc.h>
+
 #include <cstring>
 #include <new>
 
@@ -17,6 +19,13 @@ namespace {
 
 class CpuBackend final : public DeviceBackend {
  public:
+  CpuBackend() {
+    // Training allocates and frees the same large activation buffers every step. By default glibc
+    // serves them with fresh mmaps, and first-touching fresh pages costs more than the GEMM that
+    // fills them; keeping freed memory in the heap lets the next step reuse warm pages.
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
   void* allocate(size_t nbytes) override {
     size_t rounded = (nbytes + 63) / 64 * 64;
     if (rounded == 0) rounded = 64;

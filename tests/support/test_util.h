@@ -1,4 +1,6 @@
-// test_util.h — shared helpers for the GoogleTest suites.
+// test_util.h — shared helpers for the GoogleTest suites: where the shared data, the posgrad binary
+// and a scratch data home are (compiled-in defaults from CMake, overridable by the environment),
+// and the macro that marks CUDA tests SKIPPED where no GPU exists.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,10 +18,32 @@
 
 namespace posgrad::test {
 
-// The directory of shared data (tinyshakespeare.txt), from POSGRAD_DATA_DIR, or "" when unset.
-inline std::string data_dir() {
-  const char* d = std::getenv("POSGRAD_DATA_DIR");
-  return d ? d : "";
+inline std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
 }
+
+#ifndef POSGRAD_TEST_DATA_DIR
+#define POSGRAD_TEST_DATA_DIR ""
+#endif
+#ifndef POSGRAD_TEST_BIN
+#define POSGRAD_TEST_BIN ""
+#endif
+#ifndef POSGRAD_TEST_HOME
+#define POSGRAD_TEST_HOME "/tmp/posgrad-test-home"
+#endif
+
+// The directory of shared data (tinyshakespeare.txt): $POSGRAD_DATA_DIR, else ../shared/data.
+inline std::string data_dir() { return env_or("POSGRAD_DATA_DIR", POSGRAD_TEST_DATA_DIR); }
+// The posgrad executable: $POSGRAD_BIN, else the one in the build tree.
+inline std::string bin_path() { return env_or("POSGRAD_BIN", POSGRAD_TEST_BIN); }
+
+// Tests never write into the user's data home: POSGRAD_HOME points into the build tree (set once,
+// before any test runs; child processes inherit it).
+inline const bool kTestHomeSet = [] {
+  setenv("POSGRAD_HOME", env_or("POSGRAD_HOME", POSGRAD_TEST_HOME).c_str(), 1);
+  setenv("POSGRAD_DATA_DIR", data_dir().c_str(), 1);
+  return true;
+}();
 
 }  // namespace posgrad::test

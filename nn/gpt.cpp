@@ -1,0 +1,146 @@
+// gpt.cpp — see gpt.h.
+#include "nn/gpt.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace posgrad::nn {
+
+void GPTConfig::validate() const {
+  POSGRAD_CHECK(vocab_size > 0, ValueError, "vocab_size must be positive, got ", vocab_size);
+  POSGRAD_CHECK(block_size > 0, ValueError, "block_size must be positive, got ", block_size);
+  POSGRAD_CHECK(n_layer > 0, ValueError, "n_layer must be positive, got ", n_layer);
+  POSGRAD_CHECK(n_head > 0, ValueError, "n_head must be positive, got ", n_head);
+  POSGRAD_CHECK(n_embd > 0, ValueError, "n_embd must be positive, got ", n_embd);
+  POSGRAD_CHECK(n_embd % n_head == 0, ValueError, "n_embd (", n_embd, ") must be divisible by n_head (", n_head, ")");
+  POSGRAD_CHECK(dropout >= 0.0 && dropout < 1.0, ValueError, "dropout must be in [0, 1), got ", dropout);
+  const auto kinds = position_encoding_kinds();
+  POSGRAD_CHECK(std::find(kinds.begin(), kinds.end(), pos.kind) != kinds.end(), ValueError,
+                "unknown position encoding '", pos.kind, "'");
+}
+
+nlohmann::json GPTConfig::to_json() const {
+  const auto& p = pos;
+  return {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer}, {"n_head", n_head},
+          {"n_embd", n_embd}, {"dropout", dropout}, {"bias", bias},
+          {"pos", {{"kind", p.kind}, {"causal", p.causal},
+                   {"t5_num_buckets", p.t5_num_buckets}, {"t5_max_distance", p.t5_max_distance},
+                   {"t5_scaled", p.t5_scaled}, {"t5_shared_layers", p.t5_shared_layers},
+                   {"deberta_position_buckets", p.deberta_position_buckets},
+                   {"deberta_max_relative_positions", p.deberta_max_relative_positions},
+                   {"deberta_c2p", p.deberta_c2p}, {"deberta_p2c", p.deberta_p2c},
+                   {"deberta_layer_norm", p.deberta_layer_norm}, {"deberta_share_att_key", p.deberta_share_att_key},
+                   {"rope_base", p.rope_base}, {"rope_fraction", p.rope_fraction},
+                   {"rope_interleaved", p.rope_interleaved}, {"rope_scaling", p.rope_scaling},
+                   {"rope_scaling_factor", p.rope_scaling_factor},
+                   {"sinusoidal_scale_embedding", p.sinusoidal_scale_embedding}}}};
+}
+
+GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
+  GPTConfig c;
+  try {
+    c.vocab_size = j.at("vocab_size");
+    c.block_size = j.at("block_size");
+    c.n_layer = j.at("n_layer");
+    c.n_head = j.at("n_head");
+    c.n_embd = j.at("n_embd");
+    c.dropout = j.at("dropout");
+    c.bias = j.at("bias");
+    const auto& p = j.at("pos");
+    c.pos.kind = p.at("kind");
+    c.pos.causal = p.at("causal");
+    c.pos.t5_num_buckets = p.at("t5_num_buckets");
+    c.pos.t5_max_distance = p.at("t5_max_distance");
+    c.pos.t5_scaled = p.at("t5_scaled");
+    c.pos.t5_shared_layers = p.at("t5_shared_layers");
+    c.pos.deberta_position_buckets = p.at("deberta_position_buckets");
+    c.pos.deberta_max_relative_positions = p.at("deberta_max_relative_positions");
+    c.pos.deberta_c2p = p.at("deberta_c2p");
+    c.pos.deberta_p2c = p.at("deberta_p2c");
+    c.pos.deberta_layer_norm = p.at("deberta_layer_norm");
+    c.pos.deberta_share_att_key = p.at("deberta_share_att_key");
+    c.pos.rope_base = p.at("rope_base");
+    c.pos.rope_fraction = p.at("rope_fraction");
+    c.pos.rope_interleaved = p.at("rope_interleaved");
+    c.pos.rope_scaling = p.at("rope_scaling");
+    c.pos.rope_scaling_factor = p.at("rope_scaling_factor");
+    c.pos.sinusoidal_scale_embedding = p.at("sinusoidal_scale_embedding");
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(std::string("invalid model config: ") + e.what());
+  }
+  c.pos.n_embd = c.n_embd;
+  c.pos.n_head = c.n_head;
+  c.pos.n_layer = c.n_layer;
+  c.pos.block_size = c.block_size;
+  return c;
+}
+
+Block::Block(const GPTConfig& cfg, Generator& gen, Generator& dropout_gen) {
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layer));
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(cfg.n_embd));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(cfg.n_embd, cfg.n_head, cfg.bias, gen, proj_std));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(cfg.n_embd));
+  fc = register_module("fc", std::make_shared<Linear>(cfg.n_embd, 4 * cfg.n_embd, cfg.bias, gen));
+  proj = register_module("proj", std::make_shared<Linear>(4 * cfg.n_embd, cfg.n_embd, cfg.bias, gen, proj_std));
+  drop = register_module("drop", std::make_shared<Dropout>(cfg.dropout, dropout_gen));
+}
+
+Tensor Block::forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const {
+  Tensor h = x + drop->forward(attn->forward(ln_1->forward(x), pe, layer, pos0));
+  return h + drop->forward(proj->forward(gelu(fc->forward(ln_2->forward(h)))));
+}
+
+GPT::GPT(const GPTConfig& cfg_in, Generator& gen, Generator& dropout_gen) : cfg_(cfg_in) {
+  cfg_.pos.n_embd = cfg_.n_embd;
+  cfg_.pos.n_head = cfg_.n_head;
+  cfg_.pos.n_layer = cfg_.n_layer;
+  cfg_.pos.block_size = cfg_.block_size;
+  cfg_.validate();
+  wte = register_module("wte", std::make_shared<Embedding>(cfg_.vocab_size, cfg_.n_embd, gen));
+  pos_ = register_module("pos", make_position_encoding(cfg_.pos, gen));
+  blocks = register_module("blocks", std::make_shared<ModuleList<Block>>());
+  for (int64_t l = 0; l < cfg_.n_layer; ++l) blocks->push_back(std::make_shared<Block>(cfg_, gen, dropout_gen));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(cfg_.n_embd));
+  drop_ = register_module("drop", std::make_shared<Dropout>(cfg_.dropout, dropout_gen));
+}
+
+Tensor GPT::forward(const Tensor& idx, int64_t pos0) const {
+  POSGRAD_CHECK(idx.dim() == 2 && idx.dtype() == DType::Int64, ShapeError, "GPT.forward expects int64 (B, T) ids, got ",
+                idx.str());
+  const int64_t T = idx.size(1);
+  const int64_t limit = pos_->max_length();
+  POSGRAD_CHECK(limit < 0 || pos0 + T <= limit, IndexError, "sequence positions up to ", pos0 + T - 1,
+                " exceed the ", pos_->kind(), " position encoding's table of ", limit, " positions");
+  Tensor x = drop_->forward(pos_->embed(wte->forward(idx), pos0));
+  for (size_t l = 0; l < blocks->size(); ++l) x = (*blocks)[l].forward(x, *pos_, static_cast<int64_t>(l), pos0);
+  x = ln_f->forward(x);
+  return linear(x, wte->weight);  // tied LM head: logits = x · wteᵀ
+}
+
+std::vector<std::vector<double>> GPT::attention_by_distance(const Tensor& idx) const {
+  NoGradGuard no_grad;
+  const int64_t T = idx.size(1);
+  std::vector<std::vector<double>> out;
+  Tensor x = drop_->forward(pos_->embed(wte->forward(idx), 0));
+  for (size_t l = 0; l < blocks->size(); ++l) {
+    const Block& b = (*blocks)[l];
+    // (H, T) -> mean over heads
+    std::vector<double> per_head = b.attn->attention_by_distance(b.ln_1->forward(x), *pos_, static_cast<int64_t>(l), 0)
+                                       .to_vector();
+    const int64_t H = static_cast<int64_t>(per_head.size()) / T;
+    std::vector<double> mean(static_cast<size_t>(T), 0.0);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t d = 0; d < T; ++d) mean[d] += per_head[h * T + d] / static_cast<double>(H);
+    out.push_back(mean);
+    x = b.forward(x, *pos_, static_cast<int64_t>(l), 0);
+  }
+  return out;
+}
+
+int64_t GPT::num_non_position_parameters() const {
+  int64_t n = num_parameters();
+  for (const auto& t : pos_->parameters()) n -= t.numel();
+  return n;
+}
+
+}  // namespace posgrad::nn

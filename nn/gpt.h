@@ -1,0 +1,66 @@
+// gpt.h — the GPT-style decoder-only language model: token embedding, a position encoding from
+// the registry (nn/posenc), N pre-LayerNorm blocks (fused attention + GELU MLP), final LayerNorm,
+// LM head tied to the token embedding. GPT-2 initialisation: N(0, 0.02) everywhere, residual
+// projections N(0, 0.02/sqrt(2·n_layer)) (Radford et al. 2019, §2.3; nanoGPT model.py).
+// The model never names a concrete position encoding.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "nn/attention.h"
+#include "nn/layers.h"
+#include "nn/posenc/position_encoding.h"
+
+namespace posgrad::nn {
+
+struct GPTConfig {
+  int64_t vocab_size = 256;
+  int64_t block_size = 64;  // training context length
+  int64_t n_layer = 4, n_head = 4, n_embd = 128;
+  double dropout = 0.0;
+  bool bias = true;
+  PosEncConfig pos;  // pos.kind selects the encoding; its sizes are filled from the fields above
+
+  // Throws ValueError naming the first invalid field (non-positive sizes, n_embd % n_head, dropout range...).
+  void validate() const;
+  nlohmann::json to_json() const;
+  static GPTConfig from_json(const nlohmann::json& j);  // IoError on missing/invalid fields
+};
+
+class Block : public Module {
+ public:
+  Block(const GPTConfig& cfg, Generator& gen, Generator& dropout_gen);
+  // x (B, T, C) -> (B, T, C)
+  Tensor forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const;
+  std::shared_ptr<LayerNorm> ln_1, ln_2;
+  std::shared_ptr<CausalSelfAttention> attn;
+  std::shared_ptr<Linear> fc, proj;
+  std::shared_ptr<Dropout> drop;
+};
+
+class GPT : public Module {
+ public:
+  // gen drives initialisation; dropout_gen drives dropout masks during training (kept by the caller
+  // so its state can be checkpointed).
+  GPT(const GPTConfig& cfg, Generator& gen, Generator& dropout_gen);
+  // idx int64 (B, T) -> logits (B, T, V). pos0 offsets positions (evaluation of a later window).
+  Tensor forward(const Tensor& idx, int64_t pos0 = 0) const;
+  const GPTConfig& config() const { return cfg_; }
+  PositionEncoding& position_encoding() const { return *pos_; }
+  // Mean attention weight at each query-key distance 0..T-1, per layer (averaged over batch,
+  // heads and the queries that have a key at that distance), for idx int64 (B, T). No graph.
+  std::vector<std::vector<double>> attention_by_distance(const Tensor& idx) const;
+  // Parameters without the position tables (nanoGPT reports this count).
+  int64_t num_non_position_parameters() const;
+
+  std::shared_ptr<Embedding> wte;
+  std::shared_ptr<ModuleList<Block>> blocks;
+  std::shared_ptr<LayerNorm> ln_f;
+
+ private:
+  GPTConfig cfg_;
+  std::shared_ptr<PositionEncoding> pos_;
+  std::shared_ptr<Dropout> drop_;
+};
+
+}  // namespace posgrad::nn

@@ -1,0 +1,187 @@
+// optim.cpp — see optim.h.
+#include "train/optim.h"
+
+#include <cmath>
+
+#include "autograd/node.h"
+#include "tensor/kernels/kernels.h"
+
+namespace posgrad::train {
+
+std::vector<ParamGroup> decay_groups(const nn::NamedTensors& params, double weight_decay) {
+  ParamGroup decay{{}, weight_decay}, no_decay{{}, 0.0};
+  for (const auto& p : params) (p.second.dim() >= 2 ? decay : no_decay).params.push_back(p);
+  return {decay, no_decay};
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::move(groups)), lr_(lr) {
+  POSGRAD_CHECK(lr > 0 && std::isfinite(lr), ValueError, "learning rate must be positive, got ", lr);
+  for (const auto& g : groups_)
+    for (const auto& [name, p] : g.params)
+      POSGRAD_CHECK(p.is_contiguous() && is_floating(p.dtype()), ValueError, "parameter '", name,
+                    "' must be a contiguous floating tensor, got ", p.str());
+}
+
+void Optimizer::zero_grad() {
+  for (auto& g : groups_)
+    for (auto& p : g.params) p.second.zero_grad();
+}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& opt) : Optimizer(std::move(groups), opt.lr_), opt_(opt) {
+  POSGRAD_CHECK(opt.beta1_ >= 0 && opt.beta1_ < 1, ValueError, "AdamW beta1 must be in [0, 1), got ", opt.beta1_);
+  POSGRAD_CHECK(opt.beta2_ >= 0 && opt.beta2_ < 1, ValueError, "AdamW beta2 must be in [0, 1), got ", opt.beta2_);
+  POSGRAD_CHECK(opt.eps_ > 0, ValueError, "AdamW eps must be positive, got ", opt.eps_);
+  for (auto& g : groups_) {
+    POSGRAD_CHECK(g.weight_decay >= 0, ValueError, "weight decay must be >= 0, got ", g.weight_decay);
+    m_.emplace_back();
+    v_.emplace_back();
+    for (auto& [n, p] : g.params) {
+      m_.back().push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+      v_.back().push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+    }
+  }
+}
+
+void AdamW::step() {
+  ++steps_;
+  const double bc1 = 1.0 - std::pow(opt_.beta1_, static_cast<double>(steps_));
+  const double bc2 = 1.0 - std::pow(opt_.beta2_, static_cast<double>(steps_));
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    auto& g = groups_[gi];
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      Tensor p = g.params[i].second;
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      grad = grad.contiguous();
+      dispatch_floating(p.dtype(), "AdamW", [&](auto tag) {
+        using T = decltype(tag);
+        POSGRAD_KERNEL(p.device(), adamw_step<T>, p.data<T>(), m_[gi][i].data<T>(), v_[gi][i].data<T>(),
+                       grad.data<T>(), p.numel(), T(lr_), T(opt_.beta1_), T(opt_.beta2_), T(opt_.eps_),
+                       T(g.weight_decay), T(bc1), T(bc2));
+      });
+    }
+  }
+}
+
+nn::NamedTensors AdamW::state() const {
+  nn::NamedTensors s;
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
+      s.emplace_back("exp_avg." + groups_[gi].params[i].first, m_[gi][i]);
+      s.emplace_back("exp_avg_sq." + groups_[gi].params[i].first, v_[gi][i]);
+    }
+  return s;
+}
+
+static const Tensor& find_state(const nn::NamedTensors& s, const std::string& name, const Tensor& like) {
+  for (const auto& [n, t] : s)
+    if (n == name) {
+      POSGRAD_CHECK(t.shape() == like.shape() && t.dtype() == like.dtype(), IoError, "optimizer state '", name,
+                    "' has ", t.str(), ", expected ", like.str());
+      return t;
+    }
+  throw IoError("optimizer state is missing '" + name + "'");
+}
+
+void AdamW::load_state(const nn::NamedTensors& s, int64_t steps) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
+      const auto& name = groups_[gi].params[i].first;
+      nn::assign_data(m_[gi][i], find_state(s, "exp_avg." + name, m_[gi][i]));
+      nn::assign_data(v_[gi][i], find_state(s, "exp_avg_sq." + name, v_[gi][i]));
+    }
+  steps_ = steps;
+}
+
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& opt) : Optimizer(std::move(groups), opt.lr_), opt_(opt) {
+  POSGRAD_CHECK(opt.momentum_ >= 0 && opt.momentum_ < 1, ValueError, "SGD momentum must be in [0, 1), got ",
+                opt.momentum_);
+  for (auto& g : groups_) {
+    buf_.emplace_back();
+    for (auto& [n, p] : g.params) buf_.back().push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+  }
+}
+
+void SGD::step() {
+  ++steps_;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    auto& g = groups_[gi];
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      Tensor p = g.params[i].second;
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      grad = grad.contiguous();
+      dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
+        using T = decltype(tag);
+        POSGRAD_KERNEL(p.device(), sgd_step<T>, p.data<T>(), buf_[gi][i].data<T>(), grad.data<T>(), p.numel(), T(lr_),
+                       T(opt_.momentum_), T(g.weight_decay));
+      });
+    }
+  }
+}
+
+nn::NamedTensors SGD::state() const {
+  nn::NamedTensors s;
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t i = 0; i < groups_[gi].params.size(); ++i)
+      s.emplace_back("momentum_buffer." + groups_[gi].params[i].first, buf_[gi][i]);
+  return s;
+}
+
+void SGD::load_state(const nn::NamedTensors& s, int64_t steps) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t i = 0; i < groups_[gi].params.size(); ++i)
+      nn::assign_data(buf_[gi][i], find_state(s, "momentum_buffer." + groups_[gi].params[i].first, buf_[gi][i]));
+  steps_ = steps;
+}
+
+double grad_norm(const std::vector<Tensor>& params) {
+  double total = 0;
+  for (const auto& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    g = g.contiguous();
+    double s = 0;
+    dispatch_floating(g.dtype(), "grad_norm", [&](auto tag) {
+      using T = decltype(tag);
+      if (g.device().is_cpu()) {
+        kernels::cpu::sum_squares<T>(&s, g.data<T>(), g.numel());
+      } else {
+        // The CUDA kernel writes its double result to device memory.
+        Tensor out = Tensor::empty({1}, DType::Float64, g.device());
+        POSGRAD_KERNEL(g.device(), sum_squares<T>, out.data<double>(), g.data<T>(), g.numel());
+        s = out.item();
+      }
+    });
+    total += s;
+  }
+  return std::sqrt(total);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  const double norm = grad_norm(params);
+  if (max_norm <= 0 || !std::isfinite(norm) || norm <= max_norm) return norm;
+  const double scale = max_norm / (norm + 1e-6);  // PyTorch's clip_grad_norm_ convention
+  for (const auto& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    POSGRAD_CHECK(g.is_contiguous(), ShapeError, "clip_grad_norm: non-contiguous gradient ", g.str());
+    dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
+      using T = decltype(tag);
+      POSGRAD_KERNEL(g.device(), unary_forward<T>, g.data<T>(), g.data<T>(), g.numel(), kernels::UnaryOp::MulScalar,
+                     T(scale));
+    });
+  }
+  return norm;
+}
+
+double LRSchedule::at(int64_t step) const {
+  if (step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup + 1);
+  if (!cosine) return lr;
+  if (step > decay_steps) return min_lr;
+  const double ratio = static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, decay_steps - warmup));
+  const double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
+  return min_lr + coeff * (lr - min_lr);
+}
+
+}  // namespace posgrad::train

@@ -1,0 +1,290 @@
+// trainer.cpp — see trainer.h.
+#include "train/trainer.h"
+
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "autograd/ops.h"
+#include "data/corpus.h"
+#include "train/checkpoint.h"
+#include "train/fileio.h"
+
+namespace posgrad::train {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// ---- config -----------------------------------------------------------------------------------
+
+void TrainConfig::validate() const {
+  model.validate();
+  POSGRAD_CHECK(tokenizer == "char" || tokenizer == "byte", ValueError, "unknown tokenizer '", tokenizer,
+                "' (expected char or byte)");
+  POSGRAD_CHECK(optimizer == "adamw" || optimizer == "sgd", ValueError, "unknown optimizer '", optimizer,
+                "' (expected adamw or sgd)");
+  POSGRAD_CHECK(lr > 0 && std::isfinite(lr), ValueError, "learning rate must be positive, got ", lr);
+  POSGRAD_CHECK(min_lr >= 0 && min_lr <= lr, ValueError, "min_lr must be in [0, lr], got ", min_lr);
+  POSGRAD_CHECK(warmup_iters >= 0, ValueError, "warmup_iters must be >= 0, got ", warmup_iters);
+  POSGRAD_CHECK(max_iters >= 0, ValueError, "max_iters must be >= 0, got ", max_iters);
+  POSGRAD_CHECK(batch_size > 0, ValueError, "batch_size must be positive, got ", batch_size);
+  POSGRAD_CHECK(grad_accum > 0, ValueError, "grad_accum must be positive, got ", grad_accum);
+  POSGRAD_CHECK(weight_decay >= 0, ValueError, "weight_decay must be >= 0, got ", weight_decay);
+  POSGRAD_CHECK(beta1 >= 0 && beta1 < 1, ValueError, "beta1 must be in [0, 1), got ", beta1);
+  POSGRAD_CHECK(beta2 >= 0 && beta2 < 1, ValueError, "beta2 must be in [0, 1), got ", beta2);
+  POSGRAD_CHECK(grad_clip >= 0, ValueError, "grad_clip must be >= 0 (0 disables), got ", grad_clip);
+  POSGRAD_CHECK(eval_interval > 0, ValueError, "eval_interval must be positive, got ", eval_interval);
+  POSGRAD_CHECK(eval_windows > 0, ValueError, "eval_windows must be positive, got ", eval_windows);
+  POSGRAD_CHECK(log_interval > 0, ValueError, "log_interval must be positive, got ", log_interval);
+  POSGRAD_CHECK(threads >= 0, ValueError, "threads must be >= 0, got ", threads);
+  (void)Device::parse(device);
+}
+
+json TrainConfig::to_json() const {
+  return {{"corpus", corpus}, {"tokenizer", tokenizer}, {"data_dir", data_dir}, {"model", model.to_json()},
+          {"optimizer", optimizer}, {"lr", lr}, {"min_lr", min_lr}, {"warmup_iters", warmup_iters},
+          {"max_iters", max_iters}, {"lr_decay_iters", lr_decay_iters}, {"cosine", cosine},
+          {"weight_decay", weight_decay}, {"beta1", beta1}, {"beta2", beta2}, {"momentum", momentum},
+          {"grad_clip", grad_clip}, {"batch_size", batch_size}, {"grad_accum", grad_accum},
+          {"eval_interval", eval_interval}, {"eval_windows", eval_windows}, {"log_interval", log_interval},
+          {"checkpoint_interval", checkpoint_interval}, {"seed", seed}, {"device", device}, {"out_dir", out_dir},
+          {"threads", threads}};
+}
+
+TrainConfig TrainConfig::from_json(const json& j) {
+  TrainConfig c;
+  try {
+    c.corpus = j.at("corpus");
+    c.tokenizer = j.at("tokenizer");
+    c.data_dir = j.at("data_dir");
+    c.model = nn::GPTConfig::from_json(j.at("model"));
+    c.optimizer = j.at("optimizer");
+    c.lr = j.at("lr");
+    c.min_lr = j.at("min_lr");
+    c.warmup_iters = j.at("warmup_iters");
+    c.max_iters = j.at("max_iters");
+    c.lr_decay_iters = j.at("lr_decay_iters");
+    c.cosine = j.at("cosine");
+    c.weight_decay = j.at("weight_decay");
+    c.beta1 = j.at("beta1");
+    c.beta2 = j.at("beta2");
+    c.momentum = j.at("momentum");
+    c.grad_clip = j.at("grad_clip");
+    c.batch_size = j.at("batch_size");
+    c.grad_accum = j.at("grad_accum");
+    c.eval_interval = j.at("eval_interval");
+    c.eval_windows = j.at("eval_windows");
+    c.log_interval = j.at("log_interval");
+    c.checkpoint_interval = j.at("checkpoint_interval");
+    c.seed = j.at("seed");
+    c.device = j.at("device");
+    c.out_dir = j.at("out_dir");
+    c.threads = j.at("threads");
+  } catch (const json::exception& e) {
+    throw IoError(std::string("invalid training config: ") + e.what());
+  }
+  return c;
+}
+
+// ---- construction ------------------------------------------------------------------------------
+
+Trainer::Trainer(TrainConfig cfg, bool resume) : cfg_(std::move(cfg)) {
+  if (resume) {
+    // The saved config defines the run; only the length and intervals may change on resume.
+    TrainConfig saved = read_checkpoint_config(cfg_.out_dir);
+    saved.max_iters = cfg_.max_iters;
+    saved.eval_interval = cfg_.eval_interval;
+    saved.log_interval = cfg_.log_interval;
+    saved.checkpoint_interval = cfg_.checkpoint_interval;
+    saved.out_dir = cfg_.out_dir;
+    saved.device = cfg_.device;
+    saved.threads = cfg_.threads;
+    cfg_ = saved;
+  }
+  cfg_.validate();
+  if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
+  device_ = Device::parse(cfg_.device);
+  if (device_.is_cuda()) (void)backend(DeviceType::CUDA);  // clear DeviceError when unavailable
+  build();
+  if (resume) load_checkpoint();
+}
+
+void Trainer::build() {
+  std::string text = data::load_corpus(cfg_.corpus, cfg_.data_dir);
+  tok_ = data::make_tokenizer(cfg_.tokenizer, text);
+  cfg_.model.vocab_size = tok_->vocab_size();
+  // Token ids are cached (memory-mapped on reuse) under the data home; the cache header holds
+  // hashes of the text and the tokenizer, so a stale file is rebuilt.
+  data_ = std::make_unique<data::TokenDataset>(text, *tok_, cfg_.model.block_size,
+                                               data::token_cache_path(cfg_.corpus, *tok_));
+  sampler_ = std::make_unique<data::BatchSampler>(data_->train(), cfg_.seed);
+  init_gen_ = Generator(cfg_.seed);
+  dropout_gen_ = Generator(cfg_.seed ^ 0x5eedd0u);
+  model_ = std::make_unique<nn::GPT>(cfg_.model, init_gen_, dropout_gen_);
+  model_->to(device_);
+  auto groups = decay_groups(model_->named_parameters(), cfg_.weight_decay);
+  if (cfg_.optimizer == "adamw")
+    opt_ = std::make_unique<AdamW>(groups, AdamWOptions(cfg_.lr).betas(cfg_.beta1, cfg_.beta2));
+  else
+    opt_ = std::make_unique<SGD>(groups, SGDOptions(cfg_.lr).momentum(cfg_.momentum));
+  sched_ = LRSchedule{cfg_.lr, cfg_.min_lr, cfg_.warmup_iters,
+                      cfg_.lr_decay_iters > 0 ? cfg_.lr_decay_iters : cfg_.max_iters, cfg_.cosine};
+}
+
+// ---- the step ------------------------------------------------------------------------------------
+
+StepStats Trainer::step() {
+  auto t0 = std::chrono::steady_clock::now();
+  StepStats st;
+  st.step = step_;
+  st.lr = sched_.at(step_);
+  opt_->set_lr(st.lr);
+  model_->train();
+  opt_->zero_grad();
+  double loss_sum = 0;
+  for (int64_t micro = 0; micro < cfg_.grad_accum; ++micro) {
+    auto [x, y] = sampler_->next(cfg_.batch_size, cfg_.model.block_size);
+    x = x.to(device_);
+    y = y.to(device_);
+    Tensor logits = model_->forward(x);
+    Tensor loss = cross_entropy(logits, y);
+    const double l = loss.item();
+    if (!std::isfinite(l))
+      throw NonFiniteLoss(detail::concat("loss is ", l, " at step ", step_, " (micro-batch ", micro,
+                                         "); stopping — the last good checkpoint in ", cfg_.out_dir, " is kept"));
+    loss_sum += l;
+    (cfg_.grad_accum > 1 ? loss * (1.0 / static_cast<double>(cfg_.grad_accum)) : loss).backward();
+    st.tokens += x.numel();
+  }
+  // Data-parallel training would all-reduce the gradients here (MPI_Allreduce / ncclAllReduce),
+  // before clipping, so that every rank clips and steps on the same averaged gradient.
+  st.grad_norm = clip_grad_norm(model_->parameters(), cfg_.grad_clip);
+  if (!std::isfinite(st.grad_norm))
+    throw NonFiniteLoss(detail::concat("gradient norm is ", st.grad_norm, " at step ", step_,
+                                       "; stopping — the last good checkpoint in ", cfg_.out_dir, " is kept"));
+  opt_->step();
+  st.loss = loss_sum / static_cast<double>(cfg_.grad_accum);
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++step_;
+  return st;
+}
+
+std::vector<std::pair<std::string, double>> Trainer::group_grad_norms() const {
+  std::vector<std::pair<std::string, std::vector<Tensor>>> groups;
+  for (const auto& [name, p] : model_->named_parameters()) {
+    // "blocks.3.attn.qkv.weight" -> "blocks.3.attn"; "wte.weight" -> "wte"
+    size_t cut = name.find('.');
+    if (name.rfind("blocks.", 0) == 0) cut = name.find('.', name.find('.', 7) + 1);
+    std::string g = name.substr(0, cut);
+    if (groups.empty() || groups.back().first != g) groups.emplace_back(g, std::vector<Tensor>{});
+    groups.back().second.push_back(p);
+  }
+  std::vector<std::pair<std::string, double>> out;
+  for (auto& [g, ps] : groups) out.emplace_back(g, grad_norm(ps));
+  return out;
+}
+
+// ---- evaluation and sampling -----------------------------------------------------------------------
+
+EvalResult Trainer::evaluate(int64_t context, int64_t max_windows, int64_t pos0) {
+  return evaluate_tokens(*model_, data_->val(), context, max_windows, pos0, device_);
+}
+
+std::string Trainer::sample(const std::string& prompt, int64_t n, double temperature, int64_t top_k, uint64_t seed) {
+  return sample_text(*model_, *tok_, prompt, n, temperature, top_k, seed, device_);
+}
+
+// ---- the loop ----------------------------------------------------------------------------------------
+
+void Trainer::log_metrics(const json& row) {
+  fs::create_directories(cfg_.out_dir);
+  std::ofstream(cfg_.out_dir + "/metrics.jsonl", std::ios::app) << row.dump() << "\n";
+}
+
+static std::string format_eta(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  int64_t s = static_cast<int64_t>(seconds);
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", long(s / 3600), long(s % 3600 / 60));
+  else std::snprintf(buf, sizeof buf, "%ldm%02lds", long(s / 60), long(s % 60));
+  return buf;
+}
+
+void Trainer::run(int64_t stop_after) {
+  fs::create_directories(cfg_.out_dir);
+  write_file_atomic(cfg_.out_dir + "/config.json", cfg_.to_json().dump(2) + "\n");
+  const int64_t ckpt_every = cfg_.checkpoint_interval > 0 ? cfg_.checkpoint_interval : cfg_.eval_interval;
+  spdlog::info("model: {} parameters ({} without position tables), {} layers, {} heads, {} wide, pos={}",
+               model_->num_parameters(), model_->num_non_position_parameters(), cfg_.model.n_layer,
+               cfg_.model.n_head, cfg_.model.n_embd, cfg_.model.pos.kind);
+  spdlog::info("data: {} train / {} val tokens, vocab {}, batch {}x{} (x{} accumulation)", data_->train().size(),
+               data_->val().size(), tok_->vocab_size(), cfg_.batch_size, cfg_.model.block_size, cfg_.grad_accum);
+  double window_time = 0;
+  int64_t window_tokens = 0, done_here = 0;
+  auto start = std::chrono::steady_clock::now();
+  while (step_ < cfg_.max_iters) {
+    StepStats st = step();
+    ++done_here;
+    window_time += st.seconds;
+    window_tokens += st.tokens;
+    const bool last = step_ == cfg_.max_iters;
+    if (step_ % cfg_.log_interval == 0 || last || step_ == 1) {
+      tokens_per_s_ = window_tokens / std::max(window_time, 1e-9);
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      double eta = elapsed / static_cast<double>(done_here) * static_cast<double>(cfg_.max_iters - step_);
+      spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad {:.3f} | {:.0f} tok/s | ETA {}", step_,
+                   cfg_.max_iters, st.loss, st.lr, st.grad_norm, tokens_per_s_, format_eta(eta));
+      log_metrics({{"step", step_}, {"train_loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm},
+                   {"tokens_per_s", tokens_per_s_}});
+      window_time = 0;
+      window_tokens = 0;
+    }
+    if (step_ % cfg_.eval_interval == 0 || last) {
+      auto norms = group_grad_norms();
+      EvalResult ev = evaluate(cfg_.model.block_size, cfg_.eval_windows);
+      spdlog::info("eval  {:>5} | val loss {:.4f} | ppl {:.3f} | acc {:.4f}", step_, ev.loss, ev.perplexity,
+                   ev.accuracy);
+      json gn = json::object();
+      for (auto& [g, v] : norms) gn[g] = v;
+      log_metrics({{"step", step_}, {"val_loss", ev.loss}, {"val_perplexity", ev.perplexity},
+                   {"val_accuracy", ev.accuracy}, {"grad_norms", gn}});
+    }
+    if (stop_after >= 0 && done_here >= stop_after) {
+      spdlog::warn("stopping after {} steps without a final checkpoint (--stop-after)", done_here);
+      return;
+    }
+    if (step_ % ckpt_every == 0 || last) save_checkpoint();
+  }
+}
+
+void Trainer::save_checkpoint() {
+  CheckpointState s;
+  s.step = step_;
+  s.config = cfg_.to_json();
+  s.tokenizer = tok_->to_json();
+  s.init_rng = init_gen_.state();
+  s.dropout_rng = dropout_gen_.state();
+  s.sampler_rng = sampler_->state();
+  s.optimizer_steps = opt_->steps();
+  write_checkpoint(cfg_.out_dir, s, model_->state_dict(), opt_->state());
+}
+
+void Trainer::load_checkpoint() {
+  LoadedCheckpoint ck = read_checkpoint(cfg_.out_dir);
+  model_->load_state_dict(ck.model);
+  opt_->load_state(ck.optimizer, ck.state.optimizer_steps);
+  step_ = ck.state.step;
+  init_gen_.set_state(ck.state.init_rng);
+  dropout_gen_.set_state(ck.state.dropout_rng);
+  sampler_->set_state(ck.state.sampler_rng);
+  // Metrics written after the checkpoint by an interrupted run are dropped: the resumed run
+  // writes them again, identically.
+  truncate_metrics(cfg_.out_dir + "/metrics.jsonl", step_);
+  spdlog::info("resumed {} at step {}", cfg_.out_dir, step_);
+}
+
+}  // namespace posgrad::train

@@ -1,0 +1,121 @@
+// trainer.h — pretraining loop: data -> GPT -> cross-entropy -> backward -> clip -> optimizer ->
+// schedule, with periodic evaluation, gradient-norm logging, metrics files, atomic checkpoints and
+// bit-identical resume. One step function (Trainer::step) holds forward, backward, clip and update
+// so that a data-parallel gradient all-reduce (MPI / NCCL) slots in between backward and clip.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "nn/gpt.h"
+#include "train/evaluate.h"
+#include "train/optim.h"
+
+namespace posgrad::train {
+
+struct TrainConfig {
+  // data
+  std::string corpus = "kjv";      // path, "kjv" or "shakespeare"
+  std::string tokenizer = "char";  // char | byte
+  std::string data_dir;            // where "shakespeare" is looked up ("" = $POSGRAD_DATA_DIR or ../shared/data)
+  // model (model.vocab_size is set from the tokenizer)
+  nn::GPTConfig model;
+  // optimisation
+  std::string optimizer = "adamw";  // adamw | sgd
+  double lr = 1e-3, min_lr = 1e-4;
+  int64_t warmup_iters = 100, max_iters = 2000, lr_decay_iters = -1;  // -1: = max_iters
+  bool cosine = true;
+  double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, momentum = 0.9, grad_clip = 1.0;
+  int64_t batch_size = 12, grad_accum = 1;
+  // evaluation, logging, checkpoints
+  int64_t eval_interval = 250, eval_windows = 64, log_interval = 10, checkpoint_interval = -1;  // -1: = eval_interval
+  uint64_t seed = 1337;
+  std::string device = "cpu";
+  std::string out_dir = "runs/train";
+  int threads = 0;  // 0: OpenMP default
+
+  void validate() const;  // ValueError naming the field
+  nlohmann::json to_json() const;
+  static TrainConfig from_json(const nlohmann::json& j);
+};
+
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0, lr = 0, grad_norm = 0, seconds = 0;
+  int64_t tokens = 0;
+};
+
+struct EvalResult {
+  int64_t context = 0;   // evaluation window length
+  int64_t windows = 0;   // number of windows scored
+  double loss = 0, perplexity = 0, accuracy = 0;
+  std::vector<double> per_position_loss;  // (context), mean over windows
+};
+
+// Thrown when the loss or the gradient norm is NaN/Inf: training stops at that step and the last
+// good checkpoint is kept.
+struct NonFiniteLoss : Error {
+  using Error::Error;
+};
+
+class Trainer {
+ public:
+  // Builds data, model and optimizer. With resume, loads the run directory's checkpoint (the
+  // config saved there wins for everything except max_iters / intervals) — IoError if it is
+  // missing, corrupt or does not match.
+  Trainer(TrainConfig cfg, bool resume);
+
+  // Trains up to cfg.max_iters, evaluating and checkpointing on the way. stop_after (tests): stop
+  // abruptly after that many steps in this process, without a final checkpoint.
+  void run(int64_t stop_after = -1);
+  StepStats step();
+  // Mean next-token loss / perplexity / accuracy on up to max_windows non-overlapping validation
+  // windows of `context` tokens, plus the per-position loss.
+  EvalResult evaluate(int64_t context, int64_t max_windows, int64_t pos0 = 0);
+  // Continues `prompt` by n tokens (temperature, top-k; 0 = no top-k).
+  std::string sample(const std::string& prompt, int64_t n, double temperature, int64_t top_k, uint64_t seed);
+  void save_checkpoint();
+
+  nn::GPT& model() { return *model_; }
+  const TrainConfig& config() const { return cfg_; }
+  int64_t current_step() const { return step_; }
+  const data::Tokenizer& tokenizer() const { return *tok_; }
+  const data::TokenDataset& dataset() const { return *data_; }
+  // Gradient L2 norm per parameter group ("wte", "blocks.0.attn", "blocks.0.fc", ...) of the last step.
+  std::vector<std::pair<std::string, double>> group_grad_norms() const;
+  double tokens_per_second() const { return tokens_per_s_; }
+
+ private:
+  void build();
+  void load_checkpoint();
+  void log_metrics(const nlohmann::json& row);
+
+  TrainConfig cfg_;
+  Device device_;
+  std::unique_ptr<data::Tokenizer> tok_;
+  std::unique_ptr<data::TokenDataset> data_;
+  std::unique_ptr<data::BatchSampler> sampler_;
+  Generator init_gen_, dropout_gen_;
+  std::unique_ptr<nn::GPT> model_;
+  std::unique_ptr<Optimizer> opt_;
+  LRSchedule sched_;
+  int64_t step_ = 0;
+  double tokens_per_s_ = 0;
+};
+
+// Loads a model (and its tokenizer) from a run directory's checkpoint for eval / sample.
+struct LoadedModel {
+  nn::GPTConfig config;
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::unique_ptr<nn::GPT> model;
+  int64_t step = 0;
+};
+
+}  // namespace posgrad::train
