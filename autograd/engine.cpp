@@ -63,6 +63,12 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     leaf->grad = (owned ? g : g.clone()).detach().impl_ptr();
   } else {
     Tensor acc(leaf->grad);
+    POSGRAD_CHECK(acc.shape() == g.shape() && acc.dtype() == g.dtype(), ShapeError, "accumulated gradient ",
+                  acc.str(), " does not match incoming gradient ", g.str(), " (set_grad with a wrong tensor?)");
+    if (!acc.is_contiguous()) {  // e.g. set_grad(t.t()): the in-place axpy below assumes row-major memory
+      leaf->grad = add(acc, g).impl_ptr();
+      return {};
+    }
     Tensor gc = g.contiguous();
     dispatch_floating(acc.dtype(), "AccumulateGrad", [&](auto tag) {
       using T = decltype(tag);

@@ -65,6 +65,10 @@ GradcheckResult gradcheck(const std::function<Tensor(const TensorList&)>& f, con
     Tensor g = xs[k].grad();
     std::vector<double> analytic = g.defined() ? g.to_vector() : std::vector<double>(xs[k].numel(), 0.0);
     double* p = xs[k].data<double>();
+    // The reported element is a failing one when any fails (the largest error among those, NaN
+    // counting as largest), else the one with the largest error.
+    auto worse = [](double e, double than) { return std::isnan(e) ? !std::isnan(than) : e > than; };
+    double worst_err = -1;
     for (int64_t i = 0; i < xs[k].numel(); ++i) {
       const double orig = p[i];
       p[i] = orig + opt.eps;
@@ -76,7 +80,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const TensorList&)>& f, con
       const double err = std::fabs(analytic[i] - numeric);
       const double rel = err / std::max(std::fabs(numeric), 1e-12);
       const bool ok = err <= opt.atol + opt.rtol * std::fabs(numeric) && std::isfinite(analytic[i]);
-      if (err > rep.max_abs_err || (!ok && rep.ok)) {
+      if (ok ? rep.ok && worse(err, worst_err) : rep.ok || worse(err, worst_err)) {
+        worst_err = err;
         rep.worst_index = i;
         rep.worst_analytic = analytic[i];
         rep.worst_numeric = numeric;

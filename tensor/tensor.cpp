@@ -119,6 +119,7 @@ Tensor Tensor::from_ints(const std::vector<int64_t>& v, const Shape& shape) {
 }
 
 Tensor Tensor::arange(int64_t n, DType dtype) {
+  POSGRAD_CHECK(n >= 0, ValueError, "arange(", n, "): negative length");
   std::vector<double> v(static_cast<size_t>(n));
   std::iota(v.begin(), v.end(), 0.0);
   return from_vector(v, {n}, dtype);
@@ -127,7 +128,10 @@ Tensor Tensor::arange(int64_t n, DType dtype) {
 int64_t Tensor::wrap_dim(int64_t d, bool for_insert) const {
   int64_t n = dim() + (for_insert ? 1 : 0);
   int64_t w = d < 0 ? d + n : d;
-  POSGRAD_CHECK(w >= 0 && w < std::max<int64_t>(n, 1), IndexError, "dim ", d, " out of range for tensor of shape ",
+  // Strictly below n: a 0-d tensor has no dim to index (only an insert, e.g. unsqueeze, may name
+  // dim 0 of it); allowing dim 0 there made size(0), narrow, squeeze, sum and max read shape()[0]
+  // of an empty shape.
+  POSGRAD_CHECK(w >= 0 && w < n, IndexError, "dim ", d, " out of range for tensor of shape ",
                 shape_str(shape()));
   return w;
 }
@@ -310,8 +314,9 @@ Tensor Tensor::expand(const Shape& want) const {
     }
     int64_t have = shape()[i - lead];
     if (want[i] == -1) s[i] = have;
-    POSGRAD_CHECK(have == s[i] || have == 1, ShapeError, "cannot expand shape ", shape_str(shape()), " to ",
-                  shape_str(want));
+    // s[i] >= 0: a size-1 dim must not "expand" to a negative size other than -1.
+    POSGRAD_CHECK(s[i] >= 0 && (have == s[i] || have == 1), ShapeError, "cannot expand shape ", shape_str(shape()),
+                  " to ", shape_str(want));
   }
   if (s == shape()) return *this;
   return ops::expand(*this, s);
