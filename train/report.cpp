@@ -70,8 +70,9 @@ std::string num(double v, int prec = 6) {
   return buf;
 }
 
+// The commit of the source tree posgrad was built from ("-dirty" with uncommitted changes).
 std::string git_commit() {
-  FILE* p = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r");
+  FILE* p = popen("git -C '" POSGRAD_SOURCE_DIR "' describe --always --abbrev=12 --dirty 2>/dev/null", "r");
   if (!p) return "unknown";
   char buf[64] = {0};
   std::string out = fgets(buf, sizeof buf, p) ? buf : "";

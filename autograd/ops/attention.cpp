@@ -1,0 +1,337 @@
+// attention.cpp — the fused attention op (AttentionFn: one autograd node, forward and backward
+// kernels in tensor/kernels/cpu/attention.cpp), its naive materialising reference built from the
+// ordinary ops, and the attention-by-distance diagnostic.
+//
+// The score modifier's relative-position function is evaluated here once per call, per diagonal
+// (Tq + Tk - 1 values): the kernels receive, for every diagonal j - i, a compact index into the
+// list of table rows actually used, so they never call back into position-encoding code.
+// Not here: the position encodings themselves (nn/posenc/), the attention layer (nn/attention.cpp).
+#include "autograd/ops/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/ops.h"
+
+namespace posgrad {
+
+namespace {
+
+// Diagonal -> table-row bookkeeping for T5 / DeBERTa. Diagonal d = j - i + Tq - 1 holds the pairs
+// with relative position r = j - (i + q_offset) = d - (Tq - 1) - q_offset.
+struct RelIndex {
+  std::vector<int64_t> diag_u;  // (Tq + Tk - 1) compact row index
+  std::vector<int64_t> rows;    // (U) distinct table rows, increasing
+};
+
+RelIndex build_rel_index(const ScoreModifier& mod, int64_t R, int64_t Tq, int64_t Tk, int64_t q_offset) {
+  POSGRAD_CHECK(static_cast<bool>(mod.bucket), ValueError, "attention: the ", mod.kind == ScoreBias::T5 ? "T5" : "DeBERTa",
+                " score modifier has no bucket function");
+  const int64_t nd = Tq + Tk - 1;
+  std::vector<int64_t> row_of(static_cast<size_t>(nd));
+  std::vector<int64_t> used(static_cast<size_t>(R), -1);
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t r = d - (Tq - 1) - q_offset;
+    const int64_t row = mod.bucket(r);
+    POSGRAD_CHECK(row >= 0 && row < R, IndexError, "attention: relative position ", r, " maps to table row ", row,
+                  ", outside the table's ", R, " rows");
+    row_of[d] = row;
+    used[row] = 1;
+  }
+  RelIndex ix;
+  for (int64_t row = 0; row < R; ++row)
+    if (used[row] >= 0) {
+      used[row] = static_cast<int64_t>(ix.rows.size());
+      ix.rows.push_back(row);
+    }
+  ix.diag_u.resize(static_cast<size_t>(nd));
+  for (int64_t d = 0; d < nd; ++d) ix.diag_u[d] = used[row_of[d]];
+  return ix;
+}
+
+// Everything about a call that is not a differentiable tensor input.
+struct AttentionConfig {
+  ScoreBias kind = ScoreBias::None;
+  bool causal = true;
+  double scale = 1.0;
+  int64_t q_offset = 0;
+  std::vector<double> slopes;
+  RelIndex ix;
+};
+
+struct Dims {
+  int64_t B, H, Tq, Tk, D, U;
+};
+
+// Validates shapes/dtypes and returns the dimensions.
+Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& table, const Tensor& kr,
+                  const Tensor& qr, const AttentionConfig& cfg) {
+  POSGRAD_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, ShapeError,
+                "attention: q, k, v must be (B, H, T, D), got ", shape_str(q.shape()), ", ", shape_str(k.shape()), ", ",
+                shape_str(v.shape()));
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Tk = k.size(2);
+  POSGRAD_CHECK(k.size(0) == B && k.size(1) == H && k.size(3) == D && v.shape() == k.shape(), ShapeError,
+                "attention: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()),
+                " do not agree on (B, H, D) / key length");
+  POSGRAD_CHECK(B > 0 && H > 0 && Tq > 0 && Tk > 0 && D > 0, ShapeError, "attention: empty dimension in q ",
+                shape_str(q.shape()), " / k ", shape_str(k.shape()));
+  POSGRAD_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), DTypeError,
+                "attention: q, k, v must share one floating dtype, got ", q.str(), ", ", k.str(), ", ", v.str());
+  POSGRAD_CHECK(k.device() == q.device() && v.device() == q.device(), DeviceError, "attention: device mismatch ",
+                q.str(), ", ", k.str(), ", ", v.str());
+  auto same_kind = [&](const Tensor& t, const char* what) {
+    POSGRAD_CHECK(t.dtype() == q.dtype() && t.device() == q.device(), DTypeError, "attention: ", what, " ", t.str(),
+                  " does not match q ", q.str());
+  };
+  int64_t U = 0;
+  switch (cfg.kind) {
+    case ScoreBias::None: break;
+    case ScoreBias::T5:
+      POSGRAD_CHECK(table.defined() && table.dim() == 2 && table.size(1) == H, ShapeError,
+                    "attention: the T5 table must be (buckets, H = ", H, "), got ",
+                    table.defined() ? shape_str(table.shape()) : std::string("undefined"));
+      same_kind(table, "T5 table");
+      U = static_cast<int64_t>(cfg.ix.rows.size());
+      break;
+    case ScoreBias::ALiBi:
+      POSGRAD_CHECK(static_cast<int64_t>(cfg.slopes.size()) == H, ShapeError, "attention: ALiBi needs one slope per head (",
+                    H, "), got ", cfg.slopes.size());
+      break;
+    case ScoreBias::DeBERTa: {
+      POSGRAD_CHECK(kr.defined() || qr.defined(), ValueError,
+                    "attention: the DeBERTa modifier needs kr (c2p) and/or qr (p2c)");
+      for (const Tensor* t : {&kr, &qr}) {
+        if (!t->defined()) continue;
+        POSGRAD_CHECK(t->dim() == 3 && t->size(1) == H && t->size(2) == D, ShapeError,
+                      "attention: DeBERTa kr/qr must be (R, H = ", H, ", D = ", D, "), got ", shape_str(t->shape()));
+        same_kind(*t, "DeBERTa kr/qr");
+      }
+      POSGRAD_CHECK(!(kr.defined() && qr.defined()) || kr.size(0) == qr.size(0), ShapeError,
+                    "attention: kr ", shape_str(kr.shape()), " and qr ", shape_str(qr.shape()), " differ in rows");
+      U = static_cast<int64_t>(cfg.ix.rows.size());
+      break;
+    }
+  }
+  return {B, H, Tq, Tk, D, U};
+}
+
+int64_t table_rows(const ScoreModifier& mod) {
+  if (mod.kind == ScoreBias::T5) return mod.table.defined() ? mod.table.size(0) : 0;
+  if (mod.kind == ScoreBias::DeBERTa) return mod.kr.defined() ? mod.kr.size(0) : mod.qr.defined() ? mod.qr.size(0) : 0;
+  return 0;
+}
+
+AttentionConfig make_config(const ScoreModifier& mod, const Tensor& q, const Tensor& k, bool causal, double scale,
+                            int64_t q_offset) {
+  AttentionConfig cfg;
+  cfg.kind = mod.kind;
+  cfg.causal = causal;
+  cfg.scale = scale;
+  cfg.q_offset = q_offset;
+  cfg.slopes = mod.slopes;
+  POSGRAD_CHECK(std::isfinite(scale), ValueError, "attention: scale must be finite, got ", scale);
+  POSGRAD_CHECK(mod.kind != ScoreBias::DeBERTa || mod.kr.defined() || mod.qr.defined(), ValueError,
+                "attention: the DeBERTa modifier needs kr (c2p) and/or qr (p2c)");
+  POSGRAD_CHECK(mod.kind != ScoreBias::T5 || (mod.table.defined() && mod.table.dim() == 2), ShapeError,
+                "attention: the T5 modifier needs a (buckets, H) table, got ",
+                mod.table.defined() ? shape_str(mod.table.shape()) : std::string("undefined"));
+  if ((mod.kind == ScoreBias::T5 || mod.kind == ScoreBias::DeBERTa) && q.dim() == 4 && k.dim() == 4)
+    cfg.ix = build_rel_index(mod, table_rows(mod), q.size(2), k.size(2), q_offset);
+  return cfg;
+}
+
+// Constant slopes tensor (H) in the dtype of q (the kernels read ALiBi slopes from `table`).
+Tensor slopes_tensor(const std::vector<double>& s, DType dt, Device dev) {
+  return Tensor::from_vector(s, {static_cast<int64_t>(s.size())}, dt).to(dev);
+}
+
+struct AttentionFn : Function<AttentionFn> {
+  static constexpr const char* kName = "attention";
+  struct Saved {
+    Tensor q, k, v, o, lse, table, kr, qr;
+    AttentionConfig cfg;
+    Dims dims{};
+  };
+  static Tensor forward(Context<Saved>& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& table,
+                        const Tensor& kr, const Tensor& qr, const AttentionConfig& cfg) {
+    const Dims d = check_inputs(q, k, v, table, kr, qr, cfg);
+    Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    Tensor tc = cfg.kind == ScoreBias::ALiBi ? slopes_tensor(cfg.slopes, q.dtype(), q.device())
+                : table.defined()            ? table.contiguous()
+                                             : Tensor();
+    Tensor krc = kr.defined() ? kr.contiguous() : Tensor(), qrc = qr.defined() ? qr.contiguous() : Tensor();
+    Tensor o = Tensor::empty({d.B, d.H, d.Tq, d.D}, q.dtype(), q.device());
+    Tensor lse = Tensor::empty({d.B, d.H, d.Tq}, q.dtype(), q.device());
+    const int64_t ns = kernels::cpu::attention_scratch_elems(cfg.kind, 0, d.B, d.H, d.Tq, d.Tk, d.D, d.U);
+    Tensor scratch = Tensor::empty({std::max<int64_t>(ns, 1)}, q.dtype(), q.device());
+    const int64_t* du = cfg.ix.diag_u.empty() ? nullptr : cfg.ix.diag_u.data();
+    const int64_t* rows = cfg.ix.rows.empty() ? nullptr : cfg.ix.rows.data();
+    dispatch_floating(q.dtype(), kName, [&](auto tag) {
+      using T = decltype(tag);
+      POSGRAD_KERNEL(q.device(), attention_forward<T>, o.data<T>(), lse.data<T>(), scratch.data<T>(), qc.data<T>(),
+                     kc.data<T>(), vc.data<T>(), data_or_null<T>(tc), data_or_null<T>(krc), data_or_null<T>(qrc), du,
+                     rows, d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.q_offset, cfg.kind, cfg.causal, T(cfg.scale));
+    });
+    ctx.saved = {save_tensor(qc), save_tensor(kc), save_tensor(vc), save_tensor(o), lse, save_tensor(tc),
+                 save_tensor(krc), save_tensor(qrc), cfg, d};
+    return o;
+  }
+
+  static TensorList backward(Context<Saved>& ctx, const TensorList& grads) {
+    const auto& s = ctx.saved;
+    const Dims& d = s.dims;
+    Tensor dout = grads[0].contiguous();
+    auto zeros_like = [&](const Tensor& t, size_t slot) {
+      return ctx.needs(slot) ? Tensor::zeros(t.shape(), t.dtype(), t.device()) : Tensor();
+    };
+    Tensor dq = zeros_like(s.q, 0), dk = zeros_like(s.k, 1), dv = zeros_like(s.v, 2);
+    Tensor dtable = s.cfg.kind == ScoreBias::T5 ? zeros_like(s.table, 3) : Tensor();
+    Tensor dkr = s.kr.defined() ? zeros_like(s.kr, 4) : Tensor();
+    Tensor dqr = s.qr.defined() ? zeros_like(s.qr, 5) : Tensor();
+    const int64_t ns = kernels::cpu::attention_scratch_elems(s.cfg.kind, 1, d.B, d.H, d.Tq, d.Tk, d.D, d.U);
+    Tensor scratch = Tensor::empty({std::max<int64_t>(ns, 1)}, dout.dtype(), dout.device());
+    const int64_t* du = s.cfg.ix.diag_u.empty() ? nullptr : s.cfg.ix.diag_u.data();
+    const int64_t* rows = s.cfg.ix.rows.empty() ? nullptr : s.cfg.ix.rows.data();
+    dispatch_floating(dout.dtype(), kName, [&](auto tag) {
+      using T = decltype(tag);
+      POSGRAD_KERNEL(dout.device(), attention_backward<T>, data_or_null<T>(dq), data_or_null<T>(dk),
+                     data_or_null<T>(dv), data_or_null<T>(dtable), data_or_null<T>(dkr), data_or_null<T>(dqr),
+                     scratch.data<T>(), dout.data<T>(), data_or_null<T>(s.q), data_or_null<T>(s.k),
+                     data_or_null<T>(s.v), data_or_null<T>(s.o), data_or_null<T>(s.lse), data_or_null<T>(s.table),
+                     data_or_null<T>(s.kr), data_or_null<T>(s.qr), du, rows, d.B, d.H, d.Tq, d.Tk, d.D, d.U,
+                     s.cfg.q_offset, s.cfg.kind, s.cfg.causal, T(s.cfg.scale));
+    });
+    return {dq, dk, dv, dtable, dkr, dqr};
+  }
+};
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
+                 double scale, int64_t q_offset) {
+  AttentionConfig cfg = make_config(mod, q, k, causal, scale, q_offset);
+  const Tensor table = mod.kind == ScoreBias::T5 ? mod.table : Tensor();
+  const Tensor kr = mod.kind == ScoreBias::DeBERTa ? mod.kr : Tensor();
+  const Tensor qr = mod.kind == ScoreBias::DeBERTa ? mod.qr : Tensor();
+  return AttentionFn::apply(q, k, v, table, kr, qr, cfg);
+}
+
+Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
+                           double scale, int64_t q_offset) {
+  AttentionConfig cfg = make_config(mod, q, k, causal, scale, q_offset);
+  const Tensor table = mod.kind == ScoreBias::T5 ? mod.table : Tensor();
+  const Dims d = check_inputs(q, k, v, table, mod.kr, mod.qr, cfg);
+  const int64_t B = d.B, H = d.H, Tq = d.Tq, Tk = d.Tk;
+  // Table row of each (i, j) (T5 / DeBERTa), from the same per-diagonal index the fused op uses.
+  auto row_at = [&](int64_t i, int64_t j) { return cfg.ix.rows[cfg.ix.diag_u[j - i + Tq - 1]]; };
+
+  Tensor scores = matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, Tq, Tk)
+  switch (mod.kind) {
+    case ScoreBias::None: break;
+    case ScoreBias::T5: {
+      std::vector<int64_t> idx(static_cast<size_t>(Tq * Tk));
+      for (int64_t i = 0; i < Tq; ++i)
+        for (int64_t j = 0; j < Tk; ++j) idx[i * Tk + j] = row_at(i, j);
+      Tensor bias = embedding(mod.table, Tensor::from_ints(idx, {Tq, Tk}).to(q.device()));  // (Tq, Tk, H)
+      scores = scores + bias.permute({2, 0, 1});
+      break;
+    }
+    case ScoreBias::ALiBi: {
+      std::vector<double> b(static_cast<size_t>(H * Tq * Tk));
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < Tq; ++i)
+          for (int64_t j = 0; j < Tk; ++j)
+            b[(h * Tq + i) * Tk + j] = -mod.slopes[h] * std::fabs(static_cast<double>(j - i - q_offset));
+      scores = scores + Tensor::from_vector(b, {H, Tq, Tk}, q.dtype()).to(q.device());
+      break;
+    }
+    case ScoreBias::DeBERTa: {
+      // c2p[b,h,i,j] = C2P[b,h,i,c(i,j)] with C2P = Q Kr^T (B, H, Tq, R): a gather, written as an
+      // embedding lookup into the flattened C2P. Likewise p2c with K Qr^T (B, H, Tk, R).
+      const int64_t R = table_rows(mod);
+      auto gather = [&](const Tensor& prod, int64_t L, bool by_query) {
+        std::vector<int64_t> idx(static_cast<size_t>(B * H * Tq * Tk));
+        for (int64_t bh = 0; bh < B * H; ++bh)
+          for (int64_t i = 0; i < Tq; ++i)
+            for (int64_t j = 0; j < Tk; ++j)
+              idx[(bh * Tq + i) * Tk + j] = (bh * L + (by_query ? i : j)) * R + row_at(i, j);
+        Tensor flat = prod.reshape({B * H * L * R, 1});
+        return embedding(flat, Tensor::from_ints(idx, {B, H, Tq, Tk}).to(q.device())).reshape({B, H, Tq, Tk});
+      };
+      if (mod.kr.defined()) scores = scores + gather(matmul(q, mod.kr.permute({1, 2, 0})), Tq, true) * scale;
+      if (mod.qr.defined()) scores = scores + gather(matmul(k, mod.qr.permute({1, 2, 0})), Tk, false) * scale;
+      break;
+    }
+  }
+  bool any_empty_row = false;
+  if (causal) {
+    Tensor mask = Tensor::zeros({Tq, Tk}, DType::Bool);
+    uint8_t* mp = mask.data<uint8_t>();
+    for (int64_t i = 0; i < Tq; ++i) {
+      any_empty_row = any_empty_row || i + q_offset < 0;
+      for (int64_t j = 0; j < Tk; ++j) mp[i * Tk + j] = j > i + q_offset ? 1 : 0;
+    }
+    // A large finite negative (not -inf) so that a fully masked row stays finite; it is zeroed below.
+    scores = masked_fill(scores, mask.to(q.device()), -1e30);
+  }
+  Tensor p = softmax(scores, -1);
+  if (any_empty_row) {  // rows that see no key output 0 (as the fused op does)
+    std::vector<double> keep(static_cast<size_t>(Tq));
+    for (int64_t i = 0; i < Tq; ++i) keep[i] = i + q_offset < 0 ? 0.0 : 1.0;
+    p = p * Tensor::from_vector(keep, {Tq, 1}, q.dtype()).to(q.device());
+  }
+  return matmul(p, v);
+}
+
+Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal,
+                                  double scale) {
+  NoGradGuard guard;
+  POSGRAD_CHECK(q.dim() == 4 && q.shape() == k.shape(), ShapeError,
+                "attention_distance_profile: q and k must be the same (B, H, T, D), got ", shape_str(q.shape()), ", ",
+                shape_str(k.shape()));
+  AttentionConfig cfg = make_config(mod, q, k, causal, scale, 0);
+  const Tensor table = mod.kind == ScoreBias::T5 ? mod.table : Tensor();
+  const Dims d = check_inputs(q, k, k, table, mod.kr, mod.qr, cfg);
+  Tensor qc = q.contiguous(), kc = k.contiguous();
+  Tensor tc = cfg.kind == ScoreBias::ALiBi ? slopes_tensor(cfg.slopes, q.dtype(), q.device())
+              : table.defined()            ? table.contiguous()
+                                           : Tensor();
+  Tensor krc = cfg.kind == ScoreBias::DeBERTa && mod.kr.defined() ? mod.kr.contiguous() : Tensor();
+  Tensor qrc = cfg.kind == ScoreBias::DeBERTa && mod.qr.defined() ? mod.qr.contiguous() : Tensor();
+  const int64_t T = d.Tq, nd = 2 * T - 1;
+  Tensor o = Tensor::empty({d.B, d.H, T, d.D}, q.dtype(), q.device());
+  Tensor lse = Tensor::empty({d.B, d.H, T}, q.dtype(), q.device());
+  Tensor sums = Tensor::zeros({d.H, nd}, q.dtype(), q.device());
+  const int64_t ns = std::max(kernels::cpu::attention_scratch_elems(cfg.kind, 0, d.B, d.H, T, T, d.D, d.U),
+                              kernels::cpu::attention_scratch_elems(cfg.kind, 2, d.B, d.H, T, T, d.D, d.U));
+  Tensor scratch = Tensor::empty({std::max<int64_t>(ns, 1)}, q.dtype(), q.device());
+  const int64_t* du = cfg.ix.diag_u.empty() ? nullptr : cfg.ix.diag_u.data();
+  const int64_t* rows = cfg.ix.rows.empty() ? nullptr : cfg.ix.rows.data();
+  dispatch_floating(q.dtype(), "attention_distance_profile", [&](auto tag) {
+    using T_ = decltype(tag);
+    // The forward gives the row log-sum-exps (v = k is a stand-in: only lse is used).
+    POSGRAD_KERNEL(q.device(), attention_forward<T_>, o.data<T_>(), lse.data<T_>(), scratch.data<T_>(), qc.data<T_>(),
+                   kc.data<T_>(), kc.data<T_>(), data_or_null<T_>(tc), data_or_null<T_>(krc), data_or_null<T_>(qrc),
+                   du, rows, d.B, d.H, T, T, d.D, d.U, int64_t(0), cfg.kind, cfg.causal, T_(cfg.scale));
+    POSGRAD_KERNEL(q.device(), attention_diagonal_sums<T_>, sums.data<T_>(), scratch.data<T_>(), qc.data<T_>(),
+                   kc.data<T_>(), lse.data<T_>(), data_or_null<T_>(tc), data_or_null<T_>(krc), data_or_null<T_>(qrc),
+                   du, rows, d.B, d.H, T, T, d.D, d.U, int64_t(0), cfg.kind, cfg.causal, T_(cfg.scale));
+  });
+  // Fold diagonals r = j - i into distances |r|; average over the (b, i, j) pairs at that distance.
+  auto sv = sums.to_vector();
+  std::vector<double> out(static_cast<size_t>(d.H * T), 0.0);
+  for (int64_t h = 0; h < d.H; ++h)
+    for (int64_t dist = 0; dist < T; ++dist) {
+      double s = 0, count = 0;
+      for (int64_t r : {-dist, dist}) {
+        if (dist == 0 && r > 0) break;  // r = 0 once
+        if (causal && r > 0) continue;
+        s += sv[h * nd + r + T - 1];
+        count += static_cast<double>(d.B * (T - dist));
+      }
+      out[h * T + dist] = count > 0 ? s / count : 0.0;
+    }
+  return Tensor::from_vector(out, {d.H, T}, DType::Float64);
+}
+
+}  // namespace posgrad

@@ -1,0 +1,59 @@
+// attention.cpp — see attention.h.
+#include "nn/attention.h"
+
+#include <tuple>
+
+namespace posgrad::nn {
+
+CausalSelfAttention::CausalSelfAttention(int64_t n_embd_, int64_t n_head_, bool bias, Generator& gen, double proj_std,
+                                         DType dtype)
+    : n_embd(n_embd_), n_head(n_head_) {
+  POSGRAD_CHECK(n_embd > 0 && n_head > 0 && n_embd % n_head == 0, ValueError, "CausalSelfAttention: n_embd (", n_embd,
+                ") must be a positive multiple of n_head (", n_head, ")");
+  qkv = register_module("qkv", std::make_shared<Linear>(n_embd, 3 * n_embd, bias, gen, 0.02, dtype));
+  proj = register_module("proj", std::make_shared<Linear>(n_embd, n_embd, bias, gen, proj_std, dtype));
+}
+
+CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionEncoding& pe, int64_t layer,
+                                                      int64_t pos0) const {
+  POSGRAD_CHECK(x.dim() == 3 && x.size(2) == n_embd, ShapeError, "CausalSelfAttention: x must be (B, T, ", n_embd,
+                "), got ", shape_str(x.shape()));
+  const int64_t B = x.size(0), T = x.size(1), C = n_embd, H = n_head, D = C / H;
+  Tensor y = qkv->forward(x);  // (B, T, 3C)
+  auto split_heads = [&](int64_t part) {  // (B, T, C) slice -> (B, H, T, D)
+    return y.narrow(2, part * C, C).reshape({B, T, H, D}).permute({0, 2, 1, 3});
+  };
+  Heads h;
+  h.q = split_heads(0);
+  h.k = split_heads(1);
+  h.v = split_heads(2);
+  std::tie(h.q, h.k) = pe.rotate(h.q, h.k, pos0);
+  // The q/k rows of the fused weight (PyTorch layout (3C, C): rows [0, C) = q, [C, 2C) = k).
+  LayerProjections lp;
+  lp.w_q = qkv->weight.narrow(0, 0, C);
+  lp.w_k = qkv->weight.narrow(0, C, C);
+  if (qkv->bias.defined()) {
+    lp.b_q = qkv->bias.narrow(0, 0, C);
+    lp.b_k = qkv->bias.narrow(0, C, C);
+  }
+  h.mod = pe.scores(layer, lp, T);
+  h.scale = pe.attention_scale(D);
+  return h;
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const {
+  const Heads h = heads(x, pe, layer, pos0);
+  const Tensor o = naive ? attention_reference(h.q, h.k, h.v, h.mod, pe.causal(), h.scale)
+                         : attention(h.q, h.k, h.v, h.mod, pe.causal(), h.scale);  // (B, H, T, D)
+  const int64_t B = x.size(0), T = x.size(1);
+  return proj->forward(o.permute({0, 2, 1, 3}).reshape({B, T, n_embd}));
+}
+
+Tensor CausalSelfAttention::attention_by_distance(const Tensor& x, PositionEncoding& pe, int64_t layer,
+                                                  int64_t pos0) const {
+  NoGradGuard guard;
+  const Heads h = heads(x, pe, layer, pos0);
+  return attention_distance_profile(h.q, h.k, h.mod, pe.causal(), h.scale);
+}
+
+}  // namespace posgrad::nn

@@ -1,0 +1,138 @@
+// deberta.cpp — DeBERTa disentangled attention (He et al., arXiv 2006.03654; v2/v3 as released:
+// HF transformers modeling_deberta_v2.py, microsoft/DeBERTa disentangled_attention.py; spec §2).
+// One relative-embedding table E_rel (2S, C) shared by all layers, optionally LayerNorm-ed
+// (eps 1e-7 as DeBERTa-v2), projected per layer by the layer's own W_k / W_q (share_att_key) or by
+// per-layer pos_key_proj / pos_query_proj (with bias) into Kr, Qr (2S, H, D). The fused attention
+// adds, inside the tile,
+//   c2p: q_i . Kr[c(i,j)]    p2c: k_j . Qr[c(i,j)]    c(i,j) = clamp(bucket(i - j) + S, 0, 2S - 1)
+// with the released code's p2c index (the SAME row c(i,j) as c2p, spec §2.4 — not the paper's
+// delta(j,i)), and scales everything by 1/sqrt(D (1 + #terms)). Kernels (forward, backward incl.
+// dKr, dQr): tensor/kernels/cpu/attention.cpp (ScoreBias::DeBERTa); the gradients then flow
+// through the ordinary linear / layer_norm ops into W_k, W_q, E_rel (summed over layers by
+// autograd). Works causally (the causal mask is orthogonal to the bias).
+// Not here: position dropout on E_rel (dropout is applied to the model's outputs), v1's
+// length-dependent span and fused in_proj (spec §2.7), talking heads, Shaw et al.'s value-side
+// relative term (spec §6b).
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "nn/layers.h"
+#include "nn/posenc/position_encoding.h"
+
+namespace posgrad::nn {
+
+int64_t deberta_log_bucket(int64_t rel, int64_t position_buckets, int64_t max_position) {
+  if (position_buckets <= 0 || max_position <= 0) return rel;  // no bucketing (HF: only if both > 0)
+  const int64_t mid = position_buckets / 2;
+  const int64_t abs_rel = rel < 0 ? -rel : rel;
+  if (abs_rel <= mid) return rel;  // exact for -mid..mid
+  POSGRAD_CHECK(mid >= 1 && max_position - 1 > mid, ValueError, "DeBERTa log buckets: need position_buckets >= 2 and ",
+                "max_relative_positions - 1 > position_buckets / 2, got position_buckets=", position_buckets,
+                " max_relative_positions=", max_position);
+  // HF: ceil(log(|r| / mid) / log((P - 1) / mid) * (mid - 1)) + mid, same operation order. Both logs
+  // go through the same std::log in double, so |r| = P - 1 gives exactly 1 -> PB - 1 (spec §2.2).
+  const double lp = std::ceil(std::log(static_cast<double>(abs_rel) / static_cast<double>(mid)) /
+                              std::log(static_cast<double>(max_position - 1) / static_cast<double>(mid)) *
+                              static_cast<double>(mid - 1)) +
+                    static_cast<double>(mid);
+  const int64_t b = static_cast<int64_t>(lp);
+  return rel < 0 ? -b : b;
+}
+
+int64_t deberta_span(int64_t position_buckets, int64_t max_relative_positions) {
+  return position_buckets > 0 ? position_buckets : max_relative_positions;
+}
+
+int64_t deberta_row(int64_t rel, int64_t position_buckets, int64_t max_relative_positions) {
+  const int64_t S = deberta_span(position_buckets, max_relative_positions);
+  const int64_t delta = deberta_log_bucket(rel, position_buckets, max_relative_positions);
+  return std::clamp<int64_t>(delta + S, 0, 2 * S - 1);
+}
+
+ScoreModifier deberta_score_modifier(const Tensor& rel_emb, const Tensor& w_k, const Tensor& b_k, const Tensor& w_q,
+                                     const Tensor& b_q, int64_t n_head, int64_t position_buckets,
+                                     int64_t max_relative_positions) {
+  const int64_t S = deberta_span(position_buckets, max_relative_positions);
+  POSGRAD_CHECK(S > 0, ValueError, "DeBERTa: attention span must be positive (position_buckets=", position_buckets,
+                ", max_relative_positions=", max_relative_positions, ")");
+  POSGRAD_CHECK(rel_emb.dim() == 2 && rel_emb.size(0) == 2 * S && rel_emb.size(1) % n_head == 0, ShapeError,
+                "DeBERTa: relative embeddings must be (2S = ", 2 * S, ", C) with C divisible by ", n_head, ", got ",
+                shape_str(rel_emb.shape()));
+  POSGRAD_CHECK(w_k.defined() || w_q.defined(), ValueError, "DeBERTa: neither c2p nor p2c is enabled");
+  const int64_t D = rel_emb.size(1) / n_head;
+  ScoreModifier m;
+  m.kind = ScoreBias::DeBERTa;
+  if (w_k.defined()) m.kr = linear(rel_emb, w_k, b_k).reshape({2 * S, n_head, D});  // c2p keys
+  if (w_q.defined()) m.qr = linear(rel_emb, w_q, b_q).reshape({2 * S, n_head, D});  // p2c queries
+  // The attention passes r = key - query; DeBERTa's relative position is query - key = -r.
+  m.bucket = [=](int64_t r) { return deberta_row(-r, position_buckets, max_relative_positions); };
+  return m;
+}
+
+namespace {
+
+class DebertaEncoding : public PositionEncoding {
+ public:
+  DebertaEncoding(const PosEncConfig& cfg, Generator& gen)
+      : H_(cfg.n_head),
+        PB_(cfg.deberta_position_buckets),
+        M_(cfg.deberta_max_relative_positions < 1 ? cfg.block_size : cfg.deberta_max_relative_positions),
+        c2p_(cfg.deberta_c2p),
+        p2c_(cfg.deberta_p2c),
+        share_(cfg.deberta_share_att_key) {
+    causal_ = cfg.causal;
+    POSGRAD_CHECK(c2p_ || p2c_, ValueError, "DeBERTa position encoding: enable c2p and/or p2c");
+    const int64_t S = deberta_span(PB_, M_);
+    POSGRAD_CHECK(S > 0, ValueError, "DeBERTa: attention span must be positive, got ", S);
+    (void)deberta_log_bucket(M_, PB_, M_);  // validates the bucket parameters
+    const int64_t C = cfg.n_embd;
+    rel_embeddings = register_parameter("rel_embeddings", randn({2 * S, C}, gen, cfg.dtype, Device::cpu(), 0.0, 0.02));
+    if (cfg.deberta_layer_norm) rel_norm = register_module("rel_norm", std::make_shared<LayerNorm>(C, 1e-7, cfg.dtype));
+    if (!share_) {
+      if (c2p_) pos_key_proj = register_module("pos_key_proj", std::make_shared<ModuleList<Linear>>());
+      if (p2c_) pos_query_proj = register_module("pos_query_proj", std::make_shared<ModuleList<Linear>>());
+      for (int64_t l = 0; l < cfg.n_layer; ++l) {
+        if (c2p_) pos_key_proj->push_back(std::make_shared<Linear>(C, C, true, gen, 0.02, cfg.dtype));
+        if (p2c_) pos_query_proj->push_back(std::make_shared<Linear>(C, C, true, gen, 0.02, cfg.dtype));
+      }
+    }
+    n_layer_ = cfg.n_layer;
+  }
+  std::string kind() const override { return "deberta"; }
+  ScoreModifier scores(int64_t layer, const LayerProjections& proj, int64_t) override {
+    POSGRAD_CHECK(layer >= 0 && layer < n_layer_, IndexError, "DeBERTa position encoding: layer ", layer,
+                  " out of range (", n_layer_, " layers)");
+    const Tensor R = rel_norm ? rel_norm->forward(rel_embeddings) : rel_embeddings;
+    Tensor wk, bk, wq, bq;
+    if (share_) {
+      POSGRAD_CHECK((!c2p_ || proj.w_k.defined()) && (!p2c_ || proj.w_q.defined()), ValueError,
+                    "DeBERTa with share_att_key needs the layer's query/key projections");
+      if (c2p_) wk = proj.w_k, bk = proj.b_k;
+      if (p2c_) wq = proj.w_q, bq = proj.b_q;
+    } else {
+      if (c2p_) wk = (*pos_key_proj)[layer].weight, bk = (*pos_key_proj)[layer].bias;
+      if (p2c_) wq = (*pos_query_proj)[layer].weight, bq = (*pos_query_proj)[layer].bias;
+    }
+    return deberta_score_modifier(R, wk, bk, wq, bq, H_, PB_, M_);
+  }
+  double attention_scale(int64_t head_dim) const override {
+    const double terms = 1.0 + (c2p_ ? 1.0 : 0.0) + (p2c_ ? 1.0 : 0.0);
+    return 1.0 / std::sqrt(static_cast<double>(head_dim) * terms);  // spec §2.4: 1/sqrt(d s)
+  }
+
+  Tensor rel_embeddings;  // (2S, C)
+  std::shared_ptr<LayerNorm> rel_norm;
+  std::shared_ptr<ModuleList<Linear>> pos_key_proj, pos_query_proj;
+
+ private:
+  int64_t H_, PB_, M_, n_layer_ = 0;
+  bool c2p_, p2c_, share_;
+};
+
+}  // namespace
+
+std::shared_ptr<PositionEncoding> make_deberta(const PosEncConfig& cfg, Generator& gen) {
+  return std::make_shared<DebertaEncoding>(cfg, gen);
+}
+
+}  // namespace posgrad::nn

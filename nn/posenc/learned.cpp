@@ -1,0 +1,44 @@
+// learned.cpp — learned absolute positions (GPT-2 / BERT wpe; spec §5.2): a (block_size, C)
+// parameter table, N(0, 0.02) init, row pos0 + t added to token t. There is no extrapolation: a
+// position past the table is an IndexError naming the position and the table length (never a
+// clamp). Backward: the add's gradient reaches the rows through narrow (rows never used get 0).
+#include "autograd/ops.h"
+#include "nn/posenc/position_encoding.h"
+
+namespace posgrad::nn {
+
+Tensor add_learned_positions(const Tensor& x, const Tensor& table, int64_t pos0) {
+  POSGRAD_CHECK(table.dim() == 2, ShapeError, "learned positions: table must be (L, C), got ", shape_str(table.shape()));
+  POSGRAD_CHECK(x.dim() == 3 && x.size(2) == table.size(1), ShapeError, "learned positions: x must be (B, T, ",
+                table.size(1), "), got ", shape_str(x.shape()));
+  const int64_t T = x.size(1), L = table.size(0);
+  POSGRAD_CHECK(pos0 >= 0, IndexError, "learned position encoding: negative start position ", pos0);
+  POSGRAD_CHECK(pos0 + T <= L, IndexError, "learned position encoding: position ", pos0 + T - 1,
+                " is beyond the table of ", L, " positions (0..", L - 1, "); learned positions do not extrapolate");
+  return x + table.narrow(0, pos0, T);  // (B, T, C) + (T, C)
+}
+
+namespace {
+
+class LearnedEncoding : public PositionEncoding {
+ public:
+  LearnedEncoding(const PosEncConfig& cfg, Generator& gen) : L_(cfg.block_size) {
+    causal_ = cfg.causal;
+    weight = register_parameter("weight", randn({cfg.block_size, cfg.n_embd}, gen, cfg.dtype, Device::cpu(), 0.0, 0.02));
+  }
+  std::string kind() const override { return "learned"; }
+  Tensor embed(const Tensor& x, int64_t pos0) override { return add_learned_positions(x, weight, pos0); }
+  int64_t max_length() const override { return L_; }
+  Tensor weight;  // (block_size, C)
+
+ private:
+  int64_t L_;
+};
+
+}  // namespace
+
+std::shared_ptr<PositionEncoding> make_learned(const PosEncConfig& cfg, Generator& gen) {
+  return std::make_shared<LearnedEncoding>(cfg, gen);
+}
+
+}  // namespace posgrad::nn

@@ -1,0 +1,22 @@
+// none.cpp — NoPE: no position information at all. A causal decoder can still infer positions
+// from the mask (it sees a growing number of keys); a bidirectional encoder is permutation
+// invariant. No parameters; all three hooks are the identity.
+#include "nn/posenc/position_encoding.h"
+
+namespace posgrad::nn {
+
+namespace {
+
+class NoPositionEncoding : public PositionEncoding {
+ public:
+  explicit NoPositionEncoding(const PosEncConfig& cfg) { causal_ = cfg.causal; }
+  std::string kind() const override { return "none"; }
+};
+
+}  // namespace
+
+std::shared_ptr<PositionEncoding> make_none(const PosEncConfig& cfg, Generator&) {
+  return std::make_shared<NoPositionEncoding>(cfg);
+}
+
+}  // namespace posgrad::nn

@@ -1,0 +1,147 @@
+// position_encoding.h — the plug-in point for position encodings (DESIGN.md §6). The model and
+// the attention layer call the three hooks and never name a concrete encoding:
+//   embed()  — absolute encodings add to the token embeddings (sinusoidal, learned);
+//   rotate() — RoPE rotates queries and keys;
+//   scores() — T5, ALiBi and DeBERTa modify the attention scores inside the fused attention.
+// Adding an encoding = one file in nn/posenc/ + one line in the registry (registry.cpp).
+// Below the interface: the math of each encoding as free functions (bucket functions, slopes,
+// frequencies, tables, score modifiers), so that tests and gradchecks can reach them directly.
+// The mathematical reference is shared/SPEC-positions.md (cited as "spec §n").
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/ops/attention.h"
+#include "nn/module.h"
+#include "tensor/random.h"
+
+namespace posgrad::nn {
+
+// Everything any encoding may be configured with; each encoding reads its own fields.
+struct PosEncConfig {
+  std::string kind = "learned";  // none|sinusoidal|learned|t5|deberta|rope|alibi
+  int64_t n_embd = 128, n_head = 4, n_layer = 4;
+  int64_t block_size = 64;  // training context length (learned table size, RoPE/YaRN original length)
+  bool causal = true;       // decoder (causal) or encoder (bidirectional) attention; selects T5's bucket mode
+  DType dtype = DType::Float32;  // of the parameters (float64 for gradchecks)
+  // Sinusoidal (spec §5.1): Vaswani multiplies the token embedding by sqrt(n_embd) before adding PE.
+  bool sinusoidal_scale_embedding = true;
+  // T5 relative bias (spec §1)
+  int64_t t5_num_buckets = 32, t5_max_distance = 128;
+  bool t5_scaled = true;        // add the bias after the usual 1/sqrt(d) (true) or T5's unscaled q.k (false)
+  bool t5_shared_layers = true; // one table for all layers (T5) or one per layer
+  // DeBERTa (spec §2)
+  int64_t deberta_position_buckets = 32, deberta_max_relative_positions = 128;  // <1: block_size
+  bool deberta_c2p = true, deberta_p2c = true, deberta_layer_norm = true, deberta_share_att_key = true;
+  // RoPE (spec §3)
+  double rope_base = 10000.0, rope_fraction = 1.0;
+  bool rope_interleaved = false;
+  std::string rope_scaling = "none";  // none|linear|dynamic|yarn|llama3 (length extrapolation)
+  double rope_scaling_factor = 1.0;
+};
+
+// The layer's query/key projections, for encodings that project positions with them
+// (DeBERTa with share_att_key). Weights are (C, C) in PyTorch layout, biases (C) or undefined.
+struct LayerProjections {
+  Tensor w_q, b_q, w_k, b_k;
+};
+
+class PositionEncoding : public Module {
+ public:
+  virtual std::string kind() const = 0;
+  // x (B, T, C) token embeddings of positions pos0 .. pos0+T-1 -> same shape.
+  virtual Tensor embed(const Tensor& x, int64_t pos0) { (void)pos0; return x; }
+  // q, k (B, H, T, D) at positions pos0 .. pos0+T-1 -> rotated q, k.
+  virtual std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, int64_t pos0) {
+    (void)pos0;
+    return {q, k};
+  }
+  // Score modifier for attention layer `layer` over T positions (the default: none). Relative
+  // encodings do not depend on pos0: queries and keys of a window shift together.
+  virtual ScoreModifier scores(int64_t layer, const LayerProjections& proj, int64_t T) {
+    (void)layer, (void)proj, (void)T;
+    return {};
+  }
+  // Multiplier of q.k (1/sqrt(D) by default; T5 unscaled gives 1; DeBERTa 1/sqrt(D * (1 + #terms))).
+  virtual double attention_scale(int64_t head_dim) const;
+  // Longest sequence this encoding supports (learned: its table); -1 for unbounded.
+  virtual int64_t max_length() const { return -1; }
+  // Causal (decoder) or bidirectional (encoder) attention, as configured.
+  bool causal() const { return causal_; }
+
+ protected:
+  bool causal_ = true;
+};
+
+// Registry: kind -> factory. make_position_encoding throws ValueError naming the kind and listing
+// the known ones (also for invalid sizes: n_embd % n_head, non-positive lengths).
+using PosEncFactory = std::function<std::shared_ptr<PositionEncoding>(const PosEncConfig&, Generator&)>;
+std::shared_ptr<PositionEncoding> make_position_encoding(const PosEncConfig& cfg, Generator& gen);
+std::vector<std::string> position_encoding_kinds();
+
+// Factories (one per file; registry.cpp maps the kind names onto them).
+std::shared_ptr<PositionEncoding> make_none(const PosEncConfig& cfg, Generator& gen);
+std::shared_ptr<PositionEncoding> make_sinusoidal(const PosEncConfig& cfg, Generator& gen);
+std::shared_ptr<PositionEncoding> make_learned(const PosEncConfig& cfg, Generator& gen);
+std::shared_ptr<PositionEncoding> make_t5(const PosEncConfig& cfg, Generator& gen);
+std::shared_ptr<PositionEncoding> make_deberta(const PosEncConfig& cfg, Generator& gen);
+std::shared_ptr<PositionEncoding> make_rope(const PosEncConfig& cfg, Generator& gen);
+std::shared_ptr<PositionEncoding> make_alibi(const PosEncConfig& cfg, Generator& gen);
+
+// ---- sinusoidal.cpp (spec §5.1) ---------------------------------------------------------------
+// Vaswani interleaved table rows pos0 .. pos0+T-1: (T, C), computed in double then cast.
+Tensor sinusoidal_table(int64_t pos0, int64_t T, int64_t C, DType dtype = DType::Float32);
+
+// ---- learned.cpp (spec §5.2) ------------------------------------------------------------------
+// x (B, T, C) + table[pos0 .. pos0+T-1]; positions past the table are an IndexError.
+Tensor add_learned_positions(const Tensor& x, const Tensor& table, int64_t pos0);
+
+// ---- t5.cpp (spec §1) -------------------------------------------------------------------------
+// Bucket of relative position r = key - query (spec §1.2), exact integer branches first.
+int64_t t5_relative_bucket(int64_t r, bool bidirectional, int64_t num_buckets = 32, int64_t max_distance = 128);
+// table (num_buckets, H) -> the T5 score modifier.
+ScoreModifier t5_score_modifier(const Tensor& table, bool bidirectional, int64_t num_buckets, int64_t max_distance);
+
+// ---- deberta.cpp (spec §2) --------------------------------------------------------------------
+// make_log_bucket_position (spec §2.2) of rel = query - key; position_buckets <= 0: no bucketing.
+int64_t deberta_log_bucket(int64_t rel, int64_t position_buckets, int64_t max_position);
+// Attention span S: position_buckets if > 0 else max_relative_positions; the table has 2S rows.
+int64_t deberta_span(int64_t position_buckets, int64_t max_relative_positions);
+// Table row c(i,j) = clamp(bucket(i - j) + S, 0, 2S - 1) of rel = i - j (spec §2.2).
+int64_t deberta_row(int64_t rel, int64_t position_buckets, int64_t max_relative_positions);
+// rel_emb (2S, C) (after the optional LayerNorm) projected per layer: Kr = rel_emb W_k^T + b_k
+// (c2p), Qr = rel_emb W_q^T + b_q (p2c), both (2S, H, D) (spec §2.3). An undefined weight turns
+// that term off.
+ScoreModifier deberta_score_modifier(const Tensor& rel_emb, const Tensor& w_k, const Tensor& b_k, const Tensor& w_q,
+                                     const Tensor& b_q, int64_t n_head, int64_t position_buckets,
+                                     int64_t max_relative_positions);
+
+// ---- alibi.cpp (spec §4.1) --------------------------------------------------------------------
+std::vector<double> alibi_slopes(int64_t n_heads);
+
+// ---- rope.cpp (spec §3) -----------------------------------------------------------------------
+struct RopeParams {
+  int64_t rotary_dim = 0;      // dr (even), channels [0, dr) of each head are rotated
+  double base = 10000.0;
+  std::string scaling = "none";  // none|linear|dynamic|yarn|llama3
+  double factor = 1.0;           // s
+  int64_t original_length = 0;   // Lmax / L0 (the training context)
+  double beta_fast = 32.0, beta_slow = 1.0;                // YaRN
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;    // llama3
+};
+struct RopeFrequencies {
+  std::vector<double> inv_freq;  // (dr / 2) omega'_k
+  double attention_factor = 1.0; // multiplies cos and sin (YaRN)
+};
+// Frequencies for a forward over positions up to seq_len - 1 (dynamic NTK depends on it).
+RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len);
+// cos, sin (T, dr/2) for positions pos0 .. pos0+T-1: angles in double, then cast.
+std::pair<Tensor, Tensor> rope_tables(const RopeParams& p, int64_t pos0, int64_t T, DType dtype);
+// Rotates x (..., T, D) at positions pos0 .. pos0+T-1.
+Tensor apply_rope(const Tensor& x, const RopeParams& p, bool interleaved, int64_t pos0);
+
+}  // namespace posgrad::nn

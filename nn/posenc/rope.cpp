@@ -1,0 +1,141 @@
+// rope.cpp — rotary position embedding (Su et al., RoFormer, arXiv 2104.09864; HF transformers
+// modeling_llama.py / modeling_gptj.py / modeling_rope_utils.py; spec §3). Queries and keys of
+// every layer are rotated pairwise by angles p * omega_k, so <R(m) q, R(n) k> depends on m - n
+// only. Layouts: rotate_half (GPT-NeoX/LLaMA, default) or interleaved (GPT-J/RoFormer); partial
+// rotary rotates the first dr = floor(D * rope_fraction) channels (rounded down to even; the rest
+// pass through), with dr in the frequency exponent. Scalings for length extrapolation (spec §3.4):
+//   linear  omega / s (position interpolation), always on when selected (as HF);
+//   dynamic NTK: base b' = b (s L / Lmax - (s - 1))^(dr / (dr - 2)) when L = pos0 + T > Lmax;
+//   yarn    per-frequency ramp between omega and omega / s, attention factor 0.1 ln s + 1
+//           multiplying cos and sin;  llama3  (also in spec §3.4) the wavelength-banded variant.
+// Lmax (YaRN's L0) is the training context, block_size. Angles and cos/sin are computed in double,
+// then cast. Forward and backward kernels: tensor/kernels/cpu/rope.cpp (op: autograd/ops/rope.cpp).
+// No parameters.
+#include <cmath>
+#include <numbers>
+
+#include "nn/posenc/position_encoding.h"
+
+namespace posgrad::nn {
+
+RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len) {
+  const int64_t dr = p.rotary_dim, half = dr / 2;
+  POSGRAD_CHECK(dr >= 2 && dr % 2 == 0, ValueError, "RoPE: rotary dimension must be even and >= 2, got ", dr);
+  POSGRAD_CHECK(p.base > 1.0, ValueError, "RoPE: base must be > 1, got ", p.base);
+  const double s = p.factor;
+  const double L0 = static_cast<double>(p.original_length);
+  const bool known = p.scaling == "none" || p.scaling == "linear" || p.scaling == "dynamic" || p.scaling == "yarn" ||
+                     p.scaling == "llama3";
+  POSGRAD_CHECK(known, ValueError, "RoPE: unknown scaling '", p.scaling, "' (none|linear|dynamic|yarn|llama3)");
+  POSGRAD_CHECK(p.scaling == "none" || s > 0.0, ValueError, "RoPE: scaling factor must be positive, got ", s);
+  POSGRAD_CHECK(p.scaling == "none" || p.scaling == "linear" || p.original_length > 0, ValueError,
+                "RoPE ", p.scaling, " scaling needs the original context length, got ", p.original_length);
+
+  double base = p.base;
+  if (p.scaling == "dynamic" && static_cast<double>(seq_len) > L0) {
+    POSGRAD_CHECK(dr > 2, ValueError, "RoPE dynamic NTK scaling needs a rotary dimension > 2, got ", dr);
+    base = p.base * std::pow(s * static_cast<double>(seq_len) / L0 - (s - 1.0),
+                             static_cast<double>(dr) / static_cast<double>(dr - 2));
+  }
+  RopeFrequencies f;
+  f.inv_freq.resize(static_cast<size_t>(half));
+  for (int64_t k = 0; k < half; ++k)  // HF: 1 / base^(arange(0, dr, 2) / dr)
+    f.inv_freq[k] = 1.0 / std::pow(base, static_cast<double>(2 * k) / static_cast<double>(dr));
+
+  if (p.scaling == "linear") {
+    for (auto& w : f.inv_freq) w /= s;
+  } else if (p.scaling == "yarn") {
+    // Peng et al., arXiv 2309.00071; HF _compute_yarn_parameters (read at ef468064).
+    auto corr = [&](double n_rot) {
+      return static_cast<double>(dr) * std::log(L0 / (n_rot * 2.0 * std::numbers::pi)) / (2.0 * std::log(p.base));
+    };
+    const double lo = std::max(std::floor(corr(p.beta_fast)), 0.0);
+    double hi = std::min(std::ceil(corr(p.beta_slow)), static_cast<double>(dr - 1));
+    if (lo == hi) hi += 0.001;  // avoid a zero-width ramp
+    for (int64_t k = 0; k < half; ++k) {
+      const double ramp = std::clamp((static_cast<double>(k) - lo) / (hi - lo), 0.0, 1.0);
+      const double w = f.inv_freq[k];
+      f.inv_freq[k] = (w / s) * ramp + w * (1.0 - ramp);
+    }
+    f.attention_factor = s > 1.0 ? 0.1 * std::log(s) + 1.0 : 1.0;
+  } else if (p.scaling == "llama3") {
+    const double lam_low = L0 / p.low_freq_factor, lam_high = L0 / p.high_freq_factor;
+    for (auto& w : f.inv_freq) {
+      const double lam = 2.0 * std::numbers::pi / w;
+      if (lam < lam_high) continue;
+      if (lam > lam_low) {
+        w /= s;
+      } else {
+        const double g = (L0 / lam - p.low_freq_factor) / (p.high_freq_factor - p.low_freq_factor);
+        w = (1.0 - g) * w / s + g * w;
+      }
+    }
+  }
+  return f;
+}
+
+std::pair<Tensor, Tensor> rope_tables(const RopeParams& p, int64_t pos0, int64_t T, DType dtype) {
+  POSGRAD_CHECK(pos0 >= 0 && T >= 0, ValueError, "RoPE: need pos0 >= 0 and T >= 0, got pos0=", pos0, " T=", T);
+  const RopeFrequencies f = rope_frequencies(p, pos0 + T);
+  const int64_t half = p.rotary_dim / 2;
+  std::vector<double> c(static_cast<size_t>(T * half)), s(static_cast<size_t>(T * half));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < half; ++k) {
+      const double theta = static_cast<double>(pos0 + t) * f.inv_freq[k];
+      c[t * half + k] = std::cos(theta) * f.attention_factor;
+      s[t * half + k] = std::sin(theta) * f.attention_factor;
+    }
+  return {Tensor::from_vector(c, {T, half}, dtype), Tensor::from_vector(s, {T, half}, dtype)};
+}
+
+Tensor apply_rope(const Tensor& x, const RopeParams& p, bool interleaved, int64_t pos0) {
+  POSGRAD_CHECK(x.dim() >= 2 && p.rotary_dim <= x.size(-1), ShapeError, "RoPE: x must be (..., T, D >= ",
+                p.rotary_dim, "), got ", shape_str(x.shape()));
+  auto [c, s] = rope_tables(p, pos0, x.size(-2), x.dtype());
+  return rope(x, c.to(x.device()), s.to(x.device()), interleaved);
+}
+
+namespace {
+
+class RopeEncoding : public PositionEncoding {
+ public:
+  explicit RopeEncoding(const PosEncConfig& cfg) : interleaved_(cfg.rope_interleaved) {
+    causal_ = cfg.causal;
+    const int64_t D = cfg.n_embd / cfg.n_head;
+    POSGRAD_CHECK(cfg.rope_fraction > 0.0 && cfg.rope_fraction <= 1.0, ValueError,
+                  "RoPE: rope_fraction must be in (0, 1], got ", cfg.rope_fraction);
+    int64_t dr = static_cast<int64_t>(std::floor(static_cast<double>(D) * cfg.rope_fraction));
+    dr -= dr % 2;
+    POSGRAD_CHECK(dr >= 2, ValueError, "RoPE: head dim ", D, " x rope_fraction ", cfg.rope_fraction,
+                  " leaves fewer than 2 rotary channels");
+    params_.rotary_dim = dr;
+    params_.base = cfg.rope_base;
+    params_.scaling = cfg.rope_scaling;
+    params_.factor = cfg.rope_scaling_factor;
+    params_.original_length = cfg.block_size;
+    (void)rope_frequencies(params_, 1);  // validates the configuration now, not at the first forward
+  }
+  std::string kind() const override { return "rope"; }
+  std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, int64_t pos0) override {
+    POSGRAD_CHECK(q.dim() == 4 && k.dim() == 4 && q.size(2) == k.size(2), ShapeError,
+                  "RoPE: q, k must be (B, H, T, D) of one length, got ", shape_str(q.shape()), ", ",
+                  shape_str(k.shape()));
+    auto [c, s] = rope_tables(params_, pos0, q.size(2), q.dtype());
+    c = c.to(q.device());
+    s = s.to(q.device());
+    return {rope(q, c, s, interleaved_), rope(k, c, s, interleaved_)};
+  }
+  const RopeParams& params() const { return params_; }
+
+ private:
+  RopeParams params_;
+  bool interleaved_;
+};
+
+}  // namespace
+
+std::shared_ptr<PositionEncoding> make_rope(const PosEncConfig& cfg, Generator&) {
+  return std::make_shared<RopeEncoding>(cfg);
+}
+
+}  // namespace posgrad::nn

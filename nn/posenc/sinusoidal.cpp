@@ -1,0 +1,59 @@
+// sinusoidal.cpp — fixed sinusoidal absolute positions (Vaswani et al. 2017, §3.5; spec §5.1), in
+// the interleaved layout of the paper (HF xlm create_sinusoidal_embeddings):
+//   PE[p, 2k] = sin(p * 10000^(-2k/C)),  PE[p, 2k+1] = cos(p * 10000^(-2k/C)),
+// odd C: the last channel is a sine with k = (C-1)/2. The token embedding is multiplied by
+// sqrt(C) first (Vaswani §3.4; switchable). No parameters: the rows are computed in double for the
+// positions asked for (any length, so it extrapolates) and cast; the gradient flows unchanged into
+// the token-embedding branch (the add's backward), nothing into PE.
+// Not here: the concatenated [sin | cos] layouts of Marian / fairseq (spec §5.1).
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "nn/posenc/position_encoding.h"
+
+namespace posgrad::nn {
+
+Tensor sinusoidal_table(int64_t pos0, int64_t T, int64_t C, DType dtype) {
+  POSGRAD_CHECK(pos0 >= 0 && T >= 0 && C > 0, ValueError, "sinusoidal_table: need pos0 >= 0, T >= 0, C > 0, got pos0=",
+                pos0, " T=", T, " C=", C);
+  std::vector<double> pe(static_cast<size_t>(T * C));
+  for (int64_t c = 0; c < C; ++c) {
+    const int64_t k = c / 2;
+    const double freq = std::pow(10000.0, -2.0 * static_cast<double>(k) / static_cast<double>(C));
+    for (int64_t t = 0; t < T; ++t) {
+      const double angle = static_cast<double>(pos0 + t) * freq;
+      pe[t * C + c] = (c % 2 == 0) ? std::sin(angle) : std::cos(angle);
+    }
+  }
+  return Tensor::from_vector(pe, {T, C}, dtype);
+}
+
+namespace {
+
+class SinusoidalEncoding : public PositionEncoding {
+ public:
+  explicit SinusoidalEncoding(const PosEncConfig& cfg) : C_(cfg.n_embd), scale_embedding_(cfg.sinusoidal_scale_embedding) {
+    causal_ = cfg.causal;
+  }
+  std::string kind() const override { return "sinusoidal"; }
+  Tensor embed(const Tensor& x, int64_t pos0) override {
+    POSGRAD_CHECK(x.dim() == 3 && x.size(2) == C_, ShapeError, "sinusoidal embed: x must be (B, T, ", C_, "), got ",
+                  shape_str(x.shape()));
+    POSGRAD_CHECK(pos0 >= 0, IndexError, "sinusoidal embed: negative start position ", pos0);
+    Tensor pe = sinusoidal_table(pos0, x.size(1), C_, x.dtype()).to(x.device());
+    const Tensor xs = scale_embedding_ ? x * std::sqrt(static_cast<double>(C_)) : x;
+    return xs + pe;  // (B, T, C) + (T, C)
+  }
+
+ private:
+  int64_t C_;
+  bool scale_embedding_;
+};
+
+}  // namespace
+
+std::shared_ptr<PositionEncoding> make_sinusoidal(const PosEncConfig& cfg, Generator&) {
+  return std::make_shared<SinusoidalEncoding>(cfg);
+}
+
+}  // namespace posgrad::nn

@@ -1,0 +1,536 @@
+// attention.cpp — the fused multi-head attention kernels on the CPU: forward, backward and a
+// diagnostic (attention probability mass per diagonal), with the position-encoding score
+// modifiers (T5 relative bias, ALiBi, DeBERTa c2p/p2c) applied inside the tiles.
+//
+// Algorithm: FlashAttention (Dao et al., "FlashAttention: Fast and Memory-Efficient Exact Attention
+// with IO-Awareness", NeurIPS 2022, Algorithms 1 and 2; the loop order of the backward follows
+// FlashAttention-2, Dao 2023, Alg. 2). Written from the papers. Forward: for a block of query rows,
+// sweep the key blocks keeping a running row maximum m and row sum l (online softmax), rescaling the
+// output accumulator when m grows; store only O and lse = m + log l. Backward: recompute the score
+// tile, P = exp(S - lse), dP = dO V^T, dS = P (dP - delta) with delta_i = dO_i . O_i, then
+// dV += P^T dO, dK += scale dS^T Q, dQ += scale dS K. No (B, H, T, T) tensor is ever formed: the
+// per-thread tiles are (64 x 64), the scratch is O(B H T) (T5/ALiBi: one bias value per diagonal;
+// DeBERTa: the c2p/p2c products of each row with the U table rows it can meet, O(B H T U)).
+//
+// Score modifiers (spec §1-§4, shared/SPEC-positions.md):
+//  * T5 / ALiBi: the bias depends only on the diagonal d = j - i, so it is precomputed once per
+//    call as diagb (H, Tq + Tk - 1) and added to a tile row as a contiguous slice. T5's table
+//    gradient is reduced per diagonal first and then binned into the table rows (spec §1.4).
+//  * DeBERTa: c2p(i, u) = scale q_i . kr[rows[u]] and p2c(j, u) = scale k_j . qr[rows[u]] are
+//    precomputed with GEMMs (the "efficient form" of spec §2.5), gathered per (i, j) inside the
+//    tile, and their gradients dc2p(i, u), dp2c(j, u) are scattered per element and turned into
+//    dq, dk, dkr, dqr with GEMMs after the sweep.
+//
+// Tile products go through the project GEMM (cpu/gemm.cpp), which runs single-threaded inside our
+// parallel regions (it checks omp_in_parallel) and uses its AVX-512/AVX2 micro-kernels; the
+// exponentials (float) through a vectorised exp (exp_shift_sum below).
+//
+// Parallelism and determinism: forward over (b, h, query block); backward over (b, h) — each (b, h)
+// owns its slices of dq, dk, dv and of the scratch accumulators, so nothing is shared between
+// threads; the table gradients are then reduced over b in a fixed order by one thread per head.
+// Results are bit-identical whatever the thread count (small problems run on one thread; the GEMM
+// is itself thread-count independent).
+//
+// Per-thread tile buffers are thread_local and only grow (the same deliberate exception to
+// "kernels allocate nothing" as the GEMM's packing buffers): their size depends on the tile and D,
+// not on T.
+//
+// Not here: dropout on the probabilities, padding masks (only the causal mask and query offsets),
+// parallelism inside one (b, h) in backward. The CUDA twin is tensor/kernels/cuda/attention.cu.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "tensor/kernels/kernels.h"
+
+namespace posgrad::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kBlockQ = 64;  // query rows per tile
+constexpr int64_t kBlockK = 64;  // key columns per tile
+// Multiply-adds below which a parallel region costs more than it saves (waking and joining a team
+// is microseconds, far more under an oversubscribed machine): such calls run on one thread.
+constexpr int64_t kParallelWork = int64_t(1) << 17;
+
+// Offsets (in elements) of the scratch regions; -1 when a region is absent.
+struct ScratchLayout {
+  int64_t diagb = -1, krs = -1, qrs = -1, c2p = -1, p2c = -1;           // prepared bias (all passes)
+  int64_t delta = -1, ddiag = -1, dc2p = -1, dp2c = -1, dkrs = -1, dqrs = -1;  // backward
+  int64_t sums = -1;                                                     // diagonal sums
+  int64_t total = 0;
+};
+
+ScratchLayout scratch_layout(ScoreBias bias, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
+                             int64_t D, int64_t U) {
+  ScratchLayout s;
+  const int64_t nd = Tq + Tk - 1;
+  auto take = [&](int64_t n) {
+    const int64_t at = s.total;
+    s.total += n;
+    return at;
+  };
+  if (bias == ScoreBias::T5 || bias == ScoreBias::ALiBi) s.diagb = take(H * nd);
+  if (bias == ScoreBias::DeBERTa) {
+    s.krs = take(H * U * D);
+    s.qrs = take(H * U * D);
+    s.c2p = take(B * H * Tq * U);
+    s.p2c = take(B * H * Tk * U);
+  }
+  if (pass == 1) {
+    s.delta = take(B * H * Tq);
+    if (bias == ScoreBias::T5) s.ddiag = take(B * H * nd);
+    if (bias == ScoreBias::DeBERTa) {
+      s.dc2p = take(B * H * Tq * U);
+      s.dp2c = take(B * H * Tk * U);
+      s.dkrs = take(H * U * D);
+      s.dqrs = take(H * U * D);
+    }
+  }
+  if (pass == 2) s.sums = take(B * H * nd);
+  return s;
+}
+
+// Everything a tile needs to compute its scores.
+template <typename T>
+struct Problem {
+  const T *q, *k;
+  int64_t B, H, Tq, Tk, D, U, q_offset;
+  ScoreBias bias;
+  bool causal;
+  T scale;
+  const T* diagb = nullptr;                       // (H, Tq + Tk - 1)
+  const T *c2p = nullptr, *p2c = nullptr;         // (B, H, Tq, U), (B, H, Tk, U); null = term off
+  const int64_t* diag_u = nullptr;                // (Tq + Tk - 1)
+  int64_t nd() const { return Tq + Tk - 1; }
+  // Number of leading keys of the block [j0, j0 + nk) that query row i may see.
+  int64_t n_valid(int64_t i, int64_t j0, int64_t nk) const {
+    if (!causal) return nk;
+    return std::clamp<int64_t>(i + q_offset + 1 - j0, 0, nk);
+  }
+  // One past the last key any of the query rows [i0, i0 + nq) may see.
+  int64_t key_end(int64_t i0, int64_t nq) const {
+    if (!causal) return Tk;
+    return std::clamp<int64_t>(i0 + nq + q_offset, 0, Tk);
+  }
+  // First query row that may see key j0 (causal), else 0.
+  int64_t query_begin(int64_t j0) const {
+    if (!causal) return 0;
+    return std::clamp<int64_t>(j0 - q_offset, 0, Tq);
+  }
+};
+
+// x[i] <- exp(x[i] - shift) for i < n; returns the sum of the new values. The exponentials are the
+// other half of the work besides the tile GEMMs (T^2 of them in forward and again in backward), so
+// float gets a vectorisable exp: Cephes-style expf (range reduction by ln 2 in two parts, degree-5
+// polynomial, 2^n through the exponent bits; relative error ~2e-7, arguments below -87.3 flush to
+// 0), compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time (target_clones). double
+// keeps std::exp: it is the gradcheck precision. The sum's order is fixed by the vector width, so
+// results are reproducible on one machine (like the GEMM, they may differ between instruction sets).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define POSGRAD_ATTN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define POSGRAD_ATTN_CLONES
+#endif
+
+POSGRAD_ATTN_CLONES float exp_shift_sum(float* x, int64_t n, float shift) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] - shift;
+    const bool underflow = v < -87.3f;
+    v = underflow ? -87.3f : v;
+    v = v > 88.0f ? 88.0f : v;  // (arguments are <= 0 here; the clamp only keeps 2^n representable)
+    // n = round(v / ln 2) by the 1.5 * 2^23 trick (no rounding instruction needed). Integer work
+    // is unsigned so that even a NaN argument (which propagates through p) is no UB.
+    const float kMagic = 12582912.0f;
+    const float t = v * 1.44269504088896341f + kMagic;
+    uint32_t tb, mb;
+    std::memcpy(&tb, &t, 4);
+    std::memcpy(&mb, &kMagic, 4);
+    const uint32_t eb = (tb - mb + 127u) << 23;
+    const float fk = t - kMagic;
+    float r = v - fk * 0.693359375f;
+    r = r - fk * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    float scale;
+    std::memcpy(&scale, &eb, 4);
+    const float e = underflow ? 0.0f : p * scale;
+    x[i] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+double exp_shift_sum(double* x, int64_t n, double shift) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    sum += x[i];
+  }
+  return sum;
+}
+
+// Grows-only per-thread buffer of n elements.
+template <typename T>
+T* thread_buffer(size_t n) {
+  thread_local std::vector<T> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// S (nq, kBlockK) = scale * Q[i0:i0+nq] K[j0:j0+nk]^T + bias, for head (b, h) = bh. Masked entries
+// are left as computed; callers only read the first n_valid(i, ...) entries of each row.
+template <typename T>
+void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t j0, int64_t nk, T* S) {
+  const int64_t D = p.D;
+  gemm<T>(S, p.q + (bh * p.Tq + i0) * D, p.k + (bh * p.Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true,
+          p.scale, T(0));
+  const int64_t h = bh % p.H;
+  if (p.bias == ScoreBias::T5 || p.bias == ScoreBias::ALiBi) {
+    // diagonal d = j - i + Tq - 1: along a row the bias is a contiguous slice of diagb.
+    const T* db = p.diagb + h * p.nd() + (p.Tq - 1);
+    for (int64_t ii = 0; ii < nq; ++ii) {
+      T* row = S + ii * kBlockK;
+      const T* src = db + (j0 - (i0 + ii));
+      for (int64_t jj = 0; jj < nk; ++jj) row[jj] += src[jj];
+    }
+  } else if (p.bias == ScoreBias::DeBERTa) {
+    const int64_t U = p.U;
+    const T* c2p = p.c2p ? p.c2p + bh * p.Tq * U : nullptr;
+    const T* p2c = p.p2c ? p.p2c + bh * p.Tk * U : nullptr;
+    for (int64_t ii = 0; ii < nq; ++ii) {
+      const int64_t i = i0 + ii;
+      T* row = S + ii * kBlockK;
+      const int64_t* du = p.diag_u + (j0 - i + p.Tq - 1);
+      if (c2p) {
+        const T* ci = c2p + i * U;
+        for (int64_t jj = 0; jj < nk; ++jj) row[jj] += ci[du[jj]];
+      }
+      if (p2c) {
+        const T* pj = p2c + j0 * U;
+        for (int64_t jj = 0; jj < nk; ++jj) row[jj] += pj[jj * U + du[jj]];
+      }
+    }
+  }
+}
+
+// Fills the prepared-bias regions of the scratch (shared by all passes) and returns the Problem.
+template <typename T>
+Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, const T* table, const T* kr,
+                   const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
+                   int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
+  Problem<T> p{q, k, B, H, Tq, Tk, D, U, q_offset, bias, causal, scale};
+  p.diag_u = diag_u;
+  const int64_t nd = Tq + Tk - 1;
+  if (bias == ScoreBias::T5 || bias == ScoreBias::ALiBi) {
+    T* db = scratch + L.diagb;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t d = 0; d < nd; ++d) {
+        if (bias == ScoreBias::T5) {
+          db[h * nd + d] = table[rows[diag_u[d]] * H + h];
+        } else {
+          // ALiBi, spec §4.2: -m_h |j - i_abs|; equals the paper's causal m_h (j - i_abs) wherever
+          // the causal mask lets a key through (j <= i_abs), so one form serves both modes.
+          const double r = static_cast<double>(d - (Tq - 1) - q_offset);
+          db[h * nd + d] = static_cast<T>(-static_cast<double>(table[h]) * std::fabs(r));
+        }
+      }
+    p.diagb = db;
+  } else if (bias == ScoreBias::DeBERTa) {
+    T* krs = scratch + L.krs;
+    T* qrs = scratch + L.qrs;
+    // Gather the used table rows per head: krs[h][u] = kr[rows[u], h] (U, D) per head.
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t u = 0; u < U; ++u)
+        for (int64_t e = 0; e < D; ++e) {
+          if (kr) krs[(h * U + u) * D + e] = kr[(rows[u] * H + h) * D + e];
+          if (qr) qrs[(h * U + u) * D + e] = qr[(rows[u] * H + h) * D + e];
+        }
+    T* c2p = scratch + L.c2p;
+    T* p2c = scratch + L.p2c;
+#pragma omp parallel for schedule(static) if (B * H * (Tq + Tk) * U * D > kParallelWork)
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t h = bh % H;
+      // c2p (Tq, U) = scale Q Kr^T, p2c (Tk, U) = scale K Qr^T (spec §2.5, efficient form).
+      if (kr)
+        gemm<T>(c2p + bh * Tq * U, q + bh * Tq * D, krs + h * U * D, Tq, U, D, U, D, D, false, true, scale, T(0));
+      if (qr)
+        gemm<T>(p2c + bh * Tk * U, k + bh * Tk * D, qrs + h * U * D, Tk, U, D, U, D, D, false, true, scale, T(0));
+    }
+    p.c2p = kr ? c2p : nullptr;
+    p.p2c = qr ? p2c : nullptr;
+  }
+  return p;
+}
+
+}  // namespace
+
+int64_t attention_scratch_elems(ScoreBias bias, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
+                                int64_t U) {
+  return scratch_layout(bias, pass, B, H, Tq, Tk, D, U).total;
+}
+
+template <typename T>
+void attention_forward(T* o, T* lse, T* scratch, const T* q, const T* k, const T* v, const T* table, const T* kr,
+                       const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
+                       int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
+  const ScratchLayout L = scratch_layout(bias, 0, B, H, Tq, Tk, D, U);
+  const Problem<T> p =
+      prepare(scratch, L, q, k, table, kr, qr, diag_u, rows, B, H, Tq, Tk, D, U, q_offset, bias, causal, scale);
+  const int64_t nqb = (Tq + kBlockQ - 1) / kBlockQ;
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+
+  // Causal blocks late in the sequence carry more work: dynamic scheduling balances them. Each
+  // task's arithmetic is independent of which thread runs it.
+#pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
+  for (int64_t task = 0; task < B * H * nqb; ++task) {
+    const int64_t bh = task / nqb, i0 = (task % nqb) * kBlockQ;
+    const int64_t nq = std::min(kBlockQ, Tq - i0);
+    T* buf = thread_buffer<T>(static_cast<size_t>(kBlockQ * kBlockK + kBlockQ * D + 2 * kBlockQ));
+    T* S = buf;                            // (kBlockQ, kBlockK) scores, then probabilities
+    T* acc = S + kBlockQ * kBlockK;        // (kBlockQ, D) unnormalised output
+    T* m = acc + kBlockQ * D;              // (kBlockQ) running max
+    T* l = m + kBlockQ;                    // (kBlockQ) running sum
+    std::fill(acc, acc + nq * D, T(0));
+    std::fill(m, m + nq, kNegInf);
+    std::fill(l, l + nq, T(0));
+
+    const int64_t kend = p.key_end(i0, nq);
+    for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+      const int64_t nk = std::min(kBlockK, kend - j0);
+      score_tile(p, bh, i0, nq, j0, nk, S);
+      for (int64_t ii = 0; ii < nq; ++ii) {
+        T* row = S + ii * kBlockK;
+        const int64_t nv = p.n_valid(i0 + ii, j0, nk);
+        if (nv == 0) {
+          std::fill(row, row + nk, T(0));
+          continue;
+        }
+        T mx = row[0];
+        for (int64_t jj = 1; jj < nv; ++jj) mx = std::max(mx, row[jj]);
+        const T m_new = std::max(m[ii], mx);
+        const T alpha = std::exp(m[ii] - m_new);  // 0 on the first visit (m = -inf), no NaN: m_new finite
+        const T sum = exp_shift_sum(row, nv, m_new);
+        std::fill(row + nv, row + nk, T(0));
+        l[ii] = l[ii] * alpha + sum;
+        m[ii] = m_new;
+        if (alpha != T(1)) {
+          T* a = acc + ii * D;
+          for (int64_t e = 0; e < D; ++e) a[e] *= alpha;
+        }
+      }
+      // acc (nq, D) += P (nq, nk) V[j0:j0+nk] (nk, D)
+      gemm<T>(acc, S, v + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false, false, T(1), T(1));
+    }
+    for (int64_t ii = 0; ii < nq; ++ii) {
+      T* out = o + (bh * Tq + i0 + ii) * D;
+      if (l[ii] == T(0)) {  // no key visible: output 0, lse -inf (backward skips the row)
+        std::fill(out, out + D, T(0));
+        lse[bh * Tq + i0 + ii] = kNegInf;
+        continue;
+      }
+      const T inv = T(1) / l[ii];
+      const T* a = acc + ii * D;
+      for (int64_t e = 0; e < D; ++e) out[e] = a[e] * inv;
+      lse[bh * Tq + i0 + ii] = m[ii] + std::log(l[ii]);
+    }
+  }
+}
+
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scratch, const T* dout, const T* q,
+                        const T* k, const T* v, const T* o, const T* lse, const T* table, const T* kr, const T* qr,
+                        const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
+                        int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
+  const ScratchLayout L = scratch_layout(bias, 1, B, H, Tq, Tk, D, U);
+  const Problem<T> p =
+      prepare(scratch, L, q, k, table, kr, qr, diag_u, rows, B, H, Tq, Tk, D, U, q_offset, bias, causal, scale);
+  const int64_t nd = Tq + Tk - 1;
+  T* delta = scratch + L.delta;
+  T* ddiag = (bias == ScoreBias::T5 && dtable) ? scratch + L.ddiag : nullptr;
+  const bool deberta = bias == ScoreBias::DeBERTa;
+  // dc2p is needed for dq and dkr, dp2c for dk and dqr.
+  T* dc2p = deberta && kr && (dq || dkr) ? scratch + L.dc2p : nullptr;
+  T* dp2c = deberta && qr && (dk || dqr) ? scratch + L.dp2c : nullptr;
+  const bool want_ds = dq || dk || ddiag || dc2p || dp2c;
+
+#pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const int64_t h = bh % H;
+    T* buf = thread_buffer<T>(static_cast<size_t>(2 * kBlockQ * kBlockK));
+    T* P = buf;                         // (kBlockQ, kBlockK) probabilities
+    T* dS = P + kBlockQ * kBlockK;      // (kBlockQ, kBlockK) dP, then dS in place
+    const T* dO = dout + bh * Tq * D;
+    const T* Ob = o + bh * Tq * D;
+    const T* lb = lse + bh * Tq;
+    T* db = delta + bh * Tq;
+    // delta_i = dO_i . O_i = sum_j P_ij dP_ij (the softmax-backward row term).
+    for (int64_t i = 0; i < Tq; ++i) {
+      T s = 0;
+      for (int64_t e = 0; e < D; ++e) s += dO[i * D + e] * Ob[i * D + e];
+      db[i] = s;
+    }
+    T* ddg = ddiag ? ddiag + bh * nd : nullptr;
+    T* dcb = dc2p ? dc2p + bh * Tq * U : nullptr;
+    T* dpb = dp2c ? dp2c + bh * Tk * U : nullptr;
+    if (ddg) std::fill(ddg, ddg + nd, T(0));
+    if (dcb) std::fill(dcb, dcb + Tq * U, T(0));
+    if (dpb) std::fill(dpb, dpb + Tk * U, T(0));
+
+    for (int64_t j0 = 0; j0 < Tk; j0 += kBlockK) {
+      const int64_t nk = std::min(kBlockK, Tk - j0);
+      for (int64_t i0 = p.query_begin(j0); i0 < Tq; i0 += kBlockQ) {
+        const int64_t nq = std::min(kBlockQ, Tq - i0);
+        score_tile(p, bh, i0, nq, j0, nk, P);
+        for (int64_t ii = 0; ii < nq; ++ii) {
+          T* row = P + ii * kBlockK;
+          const int64_t nv = p.n_valid(i0 + ii, j0, nk);
+          const T li = lb[i0 + ii];
+          exp_shift_sum(row, nv, li);
+          std::fill(row + nv, row + nk, T(0));
+        }
+        // dV[j0:] (nk, D) += P^T dO[i0:]
+        if (dv)
+          gemm<T>(dv + (bh * Tk + j0) * D, P, dO + i0 * D, nk, D, nq, D, kBlockK, D, true, false, T(1), T(1));
+        if (!want_ds) continue;
+        // dP (nq, nk) = dO[i0:] V[j0:]^T, then dS = P (dP - delta) in place.
+        gemm<T>(dS, dO + i0 * D, v + (bh * Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true, T(1), T(0));
+        for (int64_t ii = 0; ii < nq; ++ii) {
+          T* drow = dS + ii * kBlockK;
+          const T* prow = P + ii * kBlockK;
+          const T di = db[i0 + ii];
+          for (int64_t jj = 0; jj < nk; ++jj) drow[jj] = prow[jj] * (drow[jj] - di);
+        }
+        // dK[j0:] += scale dS^T Q[i0:],  dQ[i0:] += scale dS K[j0:]
+        if (dk)
+          gemm<T>(dk + (bh * Tk + j0) * D, dS, q + (bh * Tq + i0) * D, nk, D, nq, D, kBlockK, D, true, false, scale,
+                  T(1));
+        if (dq)
+          gemm<T>(dq + (bh * Tq + i0) * D, dS, k + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false, false, scale,
+                  T(1));
+        if (ddg) {  // T5: reduce dS along diagonals first (spec §1.4)
+          for (int64_t ii = 0; ii < nq; ++ii) {
+            T* dst = ddg + (j0 - (i0 + ii) + Tq - 1);
+            const T* src = dS + ii * kBlockK;
+            for (int64_t jj = 0; jj < nk; ++jj) dst[jj] += src[jj];
+          }
+        }
+        if (dcb || dpb) {  // DeBERTa: scatter dS into the rows it came from (spec §2.5)
+          for (int64_t ii = 0; ii < nq; ++ii) {
+            const int64_t i = i0 + ii;
+            const int64_t* du = diag_u + (j0 - i + Tq - 1);
+            const T* src = dS + ii * kBlockK;
+            if (dcb) {
+              T* dst = dcb + i * U;
+              for (int64_t jj = 0; jj < nk; ++jj) dst[du[jj]] += src[jj];
+            }
+            if (dpb) {
+              T* dst = dpb + j0 * U;
+              for (int64_t jj = 0; jj < nk; ++jj) dst[jj * U + du[jj]] += src[jj];
+            }
+          }
+        }
+      }
+    }
+    // DeBERTa: dQ += scale dc2p Kr,  dK += scale dp2c Qr  (rows gathered per head).
+    if (dcb && dq)
+      gemm<T>(dq + bh * Tq * D, dcb, scratch + L.krs + h * U * D, Tq, D, U, D, U, D, false, false, scale, T(1));
+    if (dpb && dk)
+      gemm<T>(dk + bh * Tk * D, dpb, scratch + L.qrs + h * U * D, Tk, D, U, D, U, D, false, false, scale, T(1));
+  }
+
+  // Table gradients: one thread per head, batches summed in a fixed order.
+  if (ddiag) {
+#pragma omp parallel for schedule(static) if (B * H * nd > kParallelWork)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t d = 0; d < nd; ++d) dtable[rows[diag_u[d]] * H + h] += ddiag[(b * H + h) * nd + d];
+  }
+  const bool need_dkr = dc2p && dkr, need_dqr = dp2c && dqr;
+  if (need_dkr || need_dqr) {
+    T* dkrs = scratch + L.dkrs;
+    T* dqrs = scratch + L.dqrs;
+#pragma omp parallel for schedule(static) if (B * H * (Tq + Tk) * U * D > kParallelWork)
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t bh = b * H + h;
+        const T beta = b == 0 ? T(0) : T(1);
+        // dKr (U, D) += scale dc2p^T Q;  dQr (U, D) += scale dp2c^T K
+        if (need_dkr)
+          gemm<T>(dkrs + h * U * D, dc2p + bh * Tq * U, q + bh * Tq * D, U, D, Tq, D, U, D, true, false, scale, beta);
+        if (need_dqr)
+          gemm<T>(dqrs + h * U * D, dp2c + bh * Tk * U, k + bh * Tk * D, U, D, Tk, D, U, D, true, false, scale, beta);
+      }
+      for (int64_t u = 0; u < U; ++u)
+        for (int64_t e = 0; e < D; ++e) {
+          if (need_dkr) dkr[(rows[u] * H + h) * D + e] += dkrs[(h * U + u) * D + e];
+          if (need_dqr) dqr[(rows[u] * H + h) * D + e] += dqrs[(h * U + u) * D + e];
+        }
+    }
+  }
+}
+
+template <typename T>
+void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* lse, const T* table,
+                             const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B,
+                             int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
+                             ScoreBias bias, bool causal, T scale) {
+  const ScratchLayout L = scratch_layout(bias, 2, B, H, Tq, Tk, D, U);
+  const Problem<T> p =
+      prepare(scratch, L, q, k, table, kr, qr, diag_u, rows, B, H, Tq, Tk, D, U, q_offset, bias, causal, scale);
+  const int64_t nd = Tq + Tk - 1;
+  T* sums = scratch + L.sums;
+#pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    T* P = thread_buffer<T>(static_cast<size_t>(kBlockQ * kBlockK));
+    T* dst = sums + bh * nd;
+    std::fill(dst, dst + nd, T(0));
+    for (int64_t i0 = 0; i0 < Tq; i0 += kBlockQ) {
+      const int64_t nq = std::min(kBlockQ, Tq - i0);
+      const int64_t kend = p.key_end(i0, nq);
+      for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+        const int64_t nk = std::min(kBlockK, kend - j0);
+        score_tile(p, bh, i0, nq, j0, nk, P);
+        for (int64_t ii = 0; ii < nq; ++ii) {
+          const int64_t i = i0 + ii, nv = p.n_valid(i, j0, nk);
+          const T li = lse[bh * Tq + i];
+          T* drow = dst + (j0 - i + Tq - 1);
+          const T* row = P + ii * kBlockK;
+          for (int64_t jj = 0; jj < nv; ++jj) drow[jj] += std::exp(row[jj] - li);
+        }
+      }
+    }
+  }
+#pragma omp parallel for schedule(static) if (B * H * nd > kParallelWork)
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t d = 0; d < nd; ++d) prob_sum[h * nd + d] += sums[(b * H + h) * nd + d];
+}
+
+#define POSGRAD_ATTENTION_INST(T)                                                                                   \
+  template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,        \
+                                     const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,    \
+                                     int64_t, int64_t, ScoreBias, bool, T);                                         \
+  template void attention_backward<T>(T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,            \
+                                      const T*, const T*, const T*, const T*, const T*, const int64_t*,              \
+                                      const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,         \
+                                      int64_t, ScoreBias, bool, T);                                                 \
+  template void attention_diagonal_sums<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,      \
+                                           const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,      \
+                                           int64_t, int64_t, int64_t, ScoreBias, bool, T);
+POSGRAD_ATTENTION_INST(float)
+POSGRAD_ATTENTION_INST(double)
+#undef POSGRAD_ATTENTION_INST
+
+}  // namespace posgrad::kernels::cpu

@@ -1,0 +1,522 @@
+// attention.cu — the fused multi-head attention kernels on the GPU (forward, backward, and the
+// per-diagonal probability sums), with the T5 / ALiBi / DeBERTa score modifiers; the CUDA twins of
+// cpu/attention.cpp (same contract and formulas: kernels_decl.inc and spec §1-§4 in
+// shared/SPEC-positions.md).
+//
+// Algorithm: the online softmax of FlashAttention (Dao et al., NeurIPS 2022, Alg. 1) in its
+// simplest GPU form — deliberately straightforward rather than fast: one thread block per query
+// row (b, h, i); the keys are swept in tiles of kTile, one key per thread: each thread computes its
+// score as a serial dot product, the block finds the tile maximum and sum (fixed-tree reductions),
+// rescales the running output, and the threads (now one per output channel e) add the tile's
+// p_j v_j in key order. Only O and lse = m + log l are stored.
+// Backward (Alg. 2, recomputing P = exp(S - lse) instead of storing it):
+//   1. row kernel, one block per (b, h, i): delta_i = dO_i . O_i (saved in the scratch), then per key
+//      tile dS_ij = P_ij (dO_i . v_j - delta_i) and dq_i += scale sum_j dS_ij (k_j [+ kr[c_ij]]).
+//      DeBERTa c2p: also dc2p[b,h,i,u] = sum_{j: u(i,j) = u} dS_ij (thread u owns entry u).
+//   2. column kernel, one block per (b, h, j): dv_j += sum_i P_ij dO_i, dk_j += scale sum_i dS_ij
+//      (q_i [+ qr[c_ij]]); DeBERTa p2c: dp2c[b,h,j,u] likewise.
+//   3. table gradients: T5 — one block per (h, diagonal d) sums dS over b and the diagonal, then one
+//      thread per (u, h) bins the diagonals into dtable; DeBERTa — one block per (u, h) forms
+//      dkr[rows[u], h] += scale sum_{b,i} dc2p q_i and dqr += scale sum_{b,j} dp2c k_j.
+// Every output element is written by exactly one thread in a fixed order: no atomics, results are
+// deterministic (but not in the CPU's summation order: CPU and CUDA agree to rounding).
+//
+// Scratch (attention_scratch_elems): pass 0 and 2 use none; pass 1 uses delta (B H Tq), then T5:
+// ddiag (H, Tq + Tk - 1), DeBERTa: dc2p (B H Tq U) and dp2c (B H Tk U). Each region is no larger
+// than the CPU layout's region for the same pass, so a caller that sizes the scratch with either
+// backend's function gives the CUDA kernels enough.
+//
+// What it is not: a FlashAttention-grade kernel (no shared K/V tiles across query rows, no tensor
+// cores); it is memory-light (O(B H T) extra) and exact, and its cost is several recomputations of
+// the score matrix. Head dims up to a few hundred (shared memory holds a few D-vectors).
+#include <cmath>
+
+#include "tensor/kernels/cuda/common.cuh"
+
+namespace posgrad::kernels::cuda {
+
+using namespace posgrad::cuda;
+
+namespace {
+
+#ifndef POSGRAD_CUDA_ATTN_TILE
+#define POSGRAD_CUDA_ATTN_TILE 128
+#endif
+constexpr int kTile = POSGRAD_CUDA_ATTN_TILE;  // keys (or queries) per tile = threads per block; a multiple of 32
+// Dynamic shared memory per block without the opt-in attribute is 48 KiB, including the static
+// shared memory of the block reductions (< 1 KiB).
+constexpr size_t kMaxSmem = 46 * 1024;
+
+template <typename T>
+struct Attn {
+  const T *q, *k, *v, *table, *kr, *qr;
+  const int64_t *diag_u, *rows;
+  int64_t B, H, Tq, Tk, D, U, q_offset;
+  ScoreBias bias;
+  bool causal;
+  T scale;
+};
+
+// Keys j < key_end(i) are visible to query i (causal: j <= i + q_offset).
+template <typename T>
+__device__ __forceinline__ int64_t key_end(const Attn<T>& a, int64_t i) {
+  if (!a.causal) return a.Tk;
+  const int64_t e = i + a.q_offset + 1;
+  return e < 0 ? 0 : (e > a.Tk ? a.Tk : e);
+}
+
+// Queries i >= query_begin(j) see key j.
+template <typename T>
+__device__ __forceinline__ int64_t query_begin(const Attn<T>& a, int64_t j) {
+  if (!a.causal) return 0;
+  const int64_t s = j - a.q_offset;
+  return s < 0 ? 0 : (s > a.Tq ? a.Tq : s);
+}
+
+// Compact table index u of the pair (i, j) (T5 / DeBERTa).
+template <typename T>
+__device__ __forceinline__ int64_t pair_u(const Attn<T>& a, int64_t i, int64_t j) {
+  return a.diag_u[j - i + a.Tq - 1];
+}
+
+template <typename T>
+__device__ __forceinline__ T dot(const T* x, const T* y, int64_t n) {
+  T s = T(0);
+  for (int64_t e = 0; e < n; ++e) s += x[e] * y[e];
+  return s;
+}
+
+// s(i, j) for head h; qi, kj point at the rows (global or shared memory).
+template <typename T>
+__device__ T score(const Attn<T>& a, const T* qi, const T* kj, int64_t h, int64_t i, int64_t j) {
+  const T s = a.scale * dot(qi, kj, a.D);
+  switch (a.bias) {
+    case ScoreBias::None: return s;
+    case ScoreBias::T5: return s + a.table[a.rows[pair_u(a, i, j)] * a.H + h];
+    case ScoreBias::ALiBi: {
+      // -m_h |j - i_abs|, in double as the CPU's prepared diagonal bias (spec §4.2).
+      const double r = static_cast<double>(j - i - a.q_offset);
+      return s + static_cast<T>(-static_cast<double>(a.table[h]) * fabs(r));
+    }
+    case ScoreBias::DeBERTa: {
+      const int64_t c = a.rows[pair_u(a, i, j)];
+      T r = s;
+      if (a.kr) r += a.scale * dot(qi, a.kr + (c * a.H + h) * a.D, a.D);  // c2p
+      if (a.qr) r += a.scale * dot(kj, a.qr + (c * a.H + h) * a.D, a.D);  // p2c
+      return r;
+    }
+  }
+  return s;
+}
+
+unsigned capped_grid(int64_t n) { return static_cast<unsigned>(n < (int64_t(1) << 20) ? (n < 1 ? 1 : n) : (int64_t(1) << 20)); }
+
+// ---- forward: one block per query row --------------------------------------------------------------
+template <typename T>
+__global__ void attention_forward_kernel(T* o, T* lse, Attn<T> a) {
+  POSGRAD_DYNAMIC_SMEM(smem_raw);
+  T* q_s = reinterpret_cast<T*>(smem_raw);  // (D) this row's query
+  T* acc = q_s + a.D;                        // (D) unnormalised output; channel e owned by thread e % kTile
+  T* p_s = acc + a.D;                        // (kTile) the tile's probabilities
+  const int tid = threadIdx.x;
+  const int64_t nrows = a.B * a.H * a.Tq;
+  for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
+    const int64_t i = r % a.Tq, bh = r / a.Tq, h = bh % a.H;
+    const T* kb = a.k + bh * a.Tk * a.D;
+    const T* vb = a.v + bh * a.Tk * a.D;
+    __syncthreads();  // the previous row is done with shared memory
+    for (int64_t e = tid; e < a.D; e += blockDim.x) {
+      q_s[e] = a.q[r * a.D + e];
+      acc[e] = T(0);
+    }
+    __syncthreads();
+    const int64_t jend = key_end(a, i);
+    T m = d_neg_inf<T>(), l = T(0);
+    for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
+      const int64_t nt = jend - j0 < kTile ? jend - j0 : kTile;
+      const int64_t j = j0 + tid;
+      T s = d_neg_inf<T>();
+      if (tid < nt) s = score(a, q_s, kb + j * a.D, h, i, j);
+      const T tmax = block_max(s);
+      const T m_new = tmax > m ? tmax : m;
+      const T p = tid < nt ? d_exp(s - m_new) : T(0);
+      p_s[tid] = p;
+      const T alpha = d_exp(m - m_new);  // 0 on the first tile (m = -inf); m_new is finite
+      l = l * alpha + block_sum(p);      // block_sum synchronises: p_s is visible below
+      for (int64_t e = tid; e < a.D; e += blockDim.x) {
+        T v = acc[e] * alpha;
+        for (int64_t t = 0; t < nt; ++t) v += p_s[t] * vb[(j0 + t) * a.D + e];
+        acc[e] = v;
+      }
+      m = m_new;
+      __syncthreads();  // p_s is rewritten by the next tile
+    }
+    if (l == T(0)) {  // no key visible: output 0, lse -inf (as the CPU)
+      for (int64_t e = tid; e < a.D; e += blockDim.x) o[r * a.D + e] = T(0);
+      if (tid == 0) lse[r] = d_neg_inf<T>();
+    } else {
+      const T inv = T(1) / l;
+      for (int64_t e = tid; e < a.D; e += blockDim.x) o[r * a.D + e] = acc[e] * inv;
+      if (tid == 0) lse[r] = m + d_log(l);
+    }
+  }
+}
+
+// ---- backward 1: one block per query row: delta, dq, dc2p -------------------------------------------
+template <typename T>
+__global__ void attention_backward_rows_kernel(T* dq, T* delta, T* dc2p, const T* dout, const T* o, const T* lse,
+                                               Attn<T> a) {
+  POSGRAD_DYNAMIC_SMEM(smem_raw);
+  T* q_s = reinterpret_cast<T*>(smem_raw);  // (D)
+  T* do_s = q_s + a.D;                       // (D)
+  T* acc = do_s + a.D;                       // (D) sum_j dS_ij (k_j + kr)
+  T* ds_s = acc + a.D;                       // (kTile)
+  int* u_s = reinterpret_cast<int*>(ds_s + kTile);  // (kTile) compact table index of each key
+  const int tid = threadIdx.x;
+  const bool with_kr = a.bias == ScoreBias::DeBERTa && a.kr;
+  const int64_t nrows = a.B * a.H * a.Tq;
+  for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
+    const int64_t i = r % a.Tq, bh = r / a.Tq, h = bh % a.H;
+    const T* kb = a.k + bh * a.Tk * a.D;
+    const T* vb = a.v + bh * a.Tk * a.D;
+    T* dcrow = dc2p ? dc2p + r * a.U : nullptr;
+    __syncthreads();
+    T part = T(0);
+    for (int64_t e = tid; e < a.D; e += blockDim.x) {
+      q_s[e] = a.q[r * a.D + e];
+      do_s[e] = dout[r * a.D + e];
+      acc[e] = T(0);
+      part += dout[r * a.D + e] * o[r * a.D + e];
+    }
+    const T di = block_sum(part);  // delta_i = dO_i . O_i; also publishes q_s, do_s
+    if (tid == 0) delta[r] = di;
+    if (dcrow)
+      for (int64_t u = tid; u < a.U; u += blockDim.x) dcrow[u] = T(0);
+    const T L = lse[r];
+    const int64_t jend = L == d_neg_inf<T>() ? 0 : key_end(a, i);
+    for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
+      const int64_t nt = jend - j0 < kTile ? jend - j0 : kTile;
+      const int64_t j = j0 + tid;
+      T ds = T(0);
+      if (tid < nt) {
+        const T p = d_exp(score(a, q_s, kb + j * a.D, h, i, j) - L);
+        ds = p * (dot(do_s, vb + j * a.D, a.D) - di);
+        if (a.bias == ScoreBias::T5 || a.bias == ScoreBias::DeBERTa) u_s[tid] = static_cast<int>(pair_u(a, i, j));
+      }
+      ds_s[tid] = ds;
+      __syncthreads();
+      for (int64_t e = tid; e < a.D; e += blockDim.x) {
+        T v = acc[e];
+        for (int64_t t = 0; t < nt; ++t) {
+          T kv = kb[(j0 + t) * a.D + e];
+          if (with_kr) kv += a.kr[(a.rows[u_s[t]] * a.H + h) * a.D + e];
+          v += ds_s[t] * kv;
+        }
+        acc[e] = v;
+      }
+      if (dcrow)  // entry u owned by one thread, keys added in order
+        for (int64_t u = tid; u < a.U; u += blockDim.x) {
+          T v = dcrow[u];
+          for (int64_t t = 0; t < nt; ++t)
+            if (u_s[t] == u) v += ds_s[t];
+          dcrow[u] = v;
+        }
+      __syncthreads();  // ds_s, u_s are rewritten by the next tile
+    }
+    if (dq)
+      for (int64_t e = tid; e < a.D; e += blockDim.x) dq[r * a.D + e] += a.scale * acc[e];
+  }
+}
+
+// ---- backward 2: one block per key column: dk, dv, dp2c ---------------------------------------------
+template <typename T>
+__global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* dout, const T* lse, const T* delta,
+                                               Attn<T> a) {
+  POSGRAD_DYNAMIC_SMEM(smem_raw);
+  T* k_s = reinterpret_cast<T*>(smem_raw);  // (D)
+  T* v_s = k_s + a.D;                        // (D)
+  T* acck = v_s + a.D;                       // (D) sum_i dS_ij (q_i + qr)
+  T* accv = acck + a.D;                      // (D) sum_i P_ij dO_i
+  T* p_s = accv + a.D;                       // (kTile)
+  T* ds_s = p_s + kTile;                     // (kTile)
+  int* u_s = reinterpret_cast<int*>(ds_s + kTile);  // (kTile)
+  const int tid = threadIdx.x;
+  const bool with_qr = a.bias == ScoreBias::DeBERTa && a.qr;
+  const int64_t ncols = a.B * a.H * a.Tk;
+  for (int64_t c = blockIdx.x; c < ncols; c += gridDim.x) {
+    const int64_t j = c % a.Tk, bh = c / a.Tk, h = bh % a.H;
+    const T* qb = a.q + bh * a.Tq * a.D;
+    const T* dob = dout + bh * a.Tq * a.D;
+    T* dprow = dp2c ? dp2c + c * a.U : nullptr;
+    __syncthreads();
+    for (int64_t e = tid; e < a.D; e += blockDim.x) {
+      k_s[e] = a.k[c * a.D + e];
+      v_s[e] = a.v[c * a.D + e];
+      acck[e] = T(0);
+      accv[e] = T(0);
+    }
+    if (dprow)
+      for (int64_t u = tid; u < a.U; u += blockDim.x) dprow[u] = T(0);
+    __syncthreads();
+    for (int64_t i0 = query_begin(a, j); i0 < a.Tq; i0 += kTile) {
+      const int64_t nt = a.Tq - i0 < kTile ? a.Tq - i0 : kTile;
+      const int64_t i = i0 + tid;
+      T p = T(0), ds = T(0);
+      if (tid < nt) {
+        const T L = lse[bh * a.Tq + i];
+        if (L != d_neg_inf<T>()) {
+          p = d_exp(score(a, qb + i * a.D, k_s, h, i, j) - L);
+          ds = p * (dot(dob + i * a.D, v_s, a.D) - delta[bh * a.Tq + i]);
+        }
+        if (a.bias == ScoreBias::T5 || a.bias == ScoreBias::DeBERTa) u_s[tid] = static_cast<int>(pair_u(a, i, j));
+      }
+      p_s[tid] = p;
+      ds_s[tid] = ds;
+      __syncthreads();
+      for (int64_t e = tid; e < a.D; e += blockDim.x) {
+        T vk = acck[e], vv = accv[e];
+        for (int64_t t = 0; t < nt; ++t) {
+          T qv = qb[(i0 + t) * a.D + e];
+          if (with_qr) qv += a.qr[(a.rows[u_s[t]] * a.H + h) * a.D + e];
+          vk += ds_s[t] * qv;
+          vv += p_s[t] * dob[(i0 + t) * a.D + e];
+        }
+        acck[e] = vk;
+        accv[e] = vv;
+      }
+      if (dprow)
+        for (int64_t u = tid; u < a.U; u += blockDim.x) {
+          T v = dprow[u];
+          for (int64_t t = 0; t < nt; ++t)
+            if (u_s[t] == u) v += ds_s[t];
+          dprow[u] = v;
+        }
+      __syncthreads();
+    }
+    for (int64_t e = tid; e < a.D; e += blockDim.x) {
+      if (dk) dk[c * a.D + e] += a.scale * acck[e];
+      if (dv) dv[c * a.D + e] += accv[e];
+    }
+  }
+}
+
+// ---- per-diagonal sums: one block per (h, d), d = j - i + Tq - 1 -------------------------------------
+// grad == false: out[h, d] += sum_{b, i} P_ij (attention_diagonal_sums).
+// grad == true:  out[h, d]  = sum_{b, i} dS_ij (T5 table gradient, before binning).
+template <typename T>
+__global__ void attention_diagonal_kernel(T* out, const T* lse, const T* dout, const T* delta, Attn<T> a, bool grad) {
+  const int64_t nd = a.Tq + a.Tk - 1;
+  for (int64_t hd = blockIdx.x; hd < a.H * nd; hd += gridDim.x) {
+    const int64_t h = hd / nd, d = hd % nd;
+    const int64_t rel = d - (a.Tq - 1);  // j - i on this diagonal
+    int64_t i_lo = -rel > 0 ? -rel : 0;
+    int64_t i_hi = a.Tk - rel < a.Tq ? a.Tk - rel : a.Tq;
+    if (a.causal && rel > a.q_offset) i_hi = i_lo;  // the whole diagonal is masked
+    const int64_t len = i_hi > i_lo ? i_hi - i_lo : 0;
+    T total = T(0);
+    for (int64_t p0 = 0; p0 < a.B * len; p0 += kTile) {
+      const int64_t p = p0 + threadIdx.x;
+      T val = T(0);
+      if (p < a.B * len) {
+        const int64_t b = p / len, i = i_lo + p % len, j = i + rel;
+        const int64_t bh = b * a.H + h;
+        const T L = lse[bh * a.Tq + i];
+        if (L != d_neg_inf<T>()) {
+          const T* qi = a.q + (bh * a.Tq + i) * a.D;
+          const T pr = d_exp(score(a, qi, a.k + (bh * a.Tk + j) * a.D, h, i, j) - L);
+          if (grad) {
+            const T dp = dot(dout + (bh * a.Tq + i) * a.D, a.v + (bh * a.Tk + j) * a.D, a.D);
+            val = pr * (dp - delta[bh * a.Tq + i]);
+          } else {
+            val = pr;
+          }
+        }
+      }
+      total += block_sum(val);
+    }
+    if (threadIdx.x == 0) {
+      if (grad) out[hd] = total;
+      else out[hd] += total;
+    }
+  }
+}
+
+// T5: dtable[rows[u], h] += sum over diagonals d with diag_u[d] == u (in order) of ddiag[h, d].
+template <typename T>
+__global__ void t5_bin_kernel(T* dtable, const T* ddiag, const int64_t* diag_u, const int64_t* rows, int64_t H,
+                              int64_t nd, int64_t U) {
+  POSGRAD_GRID_STRIDE(x, U * H) {
+    const int64_t u = x / H, h = x % H;
+    T s = T(0);
+    for (int64_t d = 0; d < nd; ++d)
+      if (diag_u[d] == u) s += ddiag[h * nd + d];
+    dtable[rows[u] * H + h] += s;
+  }
+}
+
+// DeBERTa: dtab[rows[u], h, :] += scale * sum_{b, n} g[b, h, n, u] x[b, h, n, :], n over Tn rows
+// (c2p: g = dc2p, x = q, dtab = dkr; p2c: g = dp2c, x = k, dtab = dqr). One block per (u, h).
+template <typename T>
+__global__ void deberta_table_grad_kernel(T* dtab, const T* g, const T* x, const int64_t* rows, int64_t B, int64_t H,
+                                          int64_t Tn, int64_t D, int64_t U, T scale) {
+  for (int64_t uh = blockIdx.x; uh < U * H; uh += gridDim.x) {
+    const int64_t u = uh / H, h = uh % H;
+    for (int64_t e = threadIdx.x; e < D; e += blockDim.x) {
+      T s = T(0);
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t bh = b * H + h;
+        for (int64_t n = 0; n < Tn; ++n) s += g[(bh * Tn + n) * U + u] * x[(bh * Tn + n) * D + e];
+      }
+      dtab[(rows[u] * H + h) * D + e] += scale * s;
+    }
+  }
+}
+
+template <typename T>
+Attn<T> make_attn(const T* q, const T* k, const T* v, const T* table, const T* kr, const T* qr,
+                  const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
+                  int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale, const char* what) {
+  POSGRAD_CHECK(B >= 0 && H >= 0 && Tq >= 0 && Tk >= 0 && D >= 0, ShapeError, what, ": negative size");
+  POSGRAD_CHECK(bias == ScoreBias::None || bias == ScoreBias::ALiBi || (diag_u && rows && U > 0), ValueError, what,
+                ": T5/DeBERTa need diag_u and rows (U = ", U, ")");
+  POSGRAD_CHECK(U < (int64_t(1) << 30), ValueError, what, ": U = ", U, " too large");
+  return Attn<T>{q, k, v, table, bias == ScoreBias::DeBERTa ? kr : nullptr, bias == ScoreBias::DeBERTa ? qr : nullptr,
+                 diag_u, rows, B, H, Tq, Tk, D, U, q_offset, bias, causal, scale};
+}
+
+// diag_u (Tq + Tk - 1) and rows (U) as the kernels need them: in device memory (the attention op
+// passes host vectors; see DeviceArray in common.cuh).
+class IndexArrays {
+ public:
+  IndexArrays(const int64_t* diag_u, const int64_t* rows, int64_t Tq, int64_t Tk, int64_t U)
+      : diag_u_(diag_u, diag_u && Tq + Tk > 1 ? sizeof(int64_t) * static_cast<size_t>(Tq + Tk - 1) : 0),
+        rows_(rows, rows && U > 0 ? sizeof(int64_t) * static_cast<size_t>(U) : 0) {}
+  const int64_t* diag_u() const { return diag_u_.get<int64_t>(); }
+  const int64_t* rows() const { return rows_.get<int64_t>(); }
+
+ private:
+  DeviceArray diag_u_, rows_;
+};
+
+size_t checked_smem(size_t bytes, int64_t D, const char* what) {
+  POSGRAD_CHECK(bytes <= kMaxSmem, ValueError, what, ": head dim D = ", D, " too large for the CUDA attention kernel");
+  return bytes;
+}
+
+// Scratch regions of attention_backward (see the file comment).
+struct Scratch {
+  int64_t delta = 0, ddiag = -1, dc2p = -1, dp2c = -1, total = 0;
+};
+Scratch scratch_layout(ScoreBias bias, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t U) {
+  Scratch s;
+  if (pass != 1) return s;
+  s.total = B * H * Tq;
+  if (bias == ScoreBias::T5) {
+    s.ddiag = s.total;
+    s.total += H * (Tq + Tk - 1);
+  } else if (bias == ScoreBias::DeBERTa) {
+    s.dc2p = s.total;
+    s.total += B * H * Tq * U;
+    s.dp2c = s.total;
+    s.total += B * H * Tk * U;
+  }
+  return s;
+}
+
+}  // namespace
+
+int64_t attention_scratch_elems(ScoreBias bias, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
+                                int64_t U) {
+  (void)D;
+  return scratch_layout(bias, pass, B, H, Tq, Tk, U).total;
+}
+
+template <typename T>
+void attention_forward(T* o, T* lse, T* scratch, const T* q, const T* k, const T* v, const T* table, const T* kr,
+                       const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
+                       int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
+  (void)scratch;
+  const IndexArrays ix(diag_u, rows, Tq, Tk, U);
+  const Attn<T> a = make_attn(q, k, v, table, kr, qr, ix.diag_u(), ix.rows(), B, H, Tq, Tk, D, U, q_offset, bias,
+                              causal, scale, "attention_forward");
+  const int64_t nrows = B * H * Tq;
+  if (nrows <= 0) return;
+  const size_t smem = checked_smem((2 * D + kTile) * sizeof(T), D, "attention_forward");
+  launch("attention_forward", attention_forward_kernel<T>, capped_grid(nrows), kTile, smem, o, lse, a);
+}
+
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scratch, const T* dout, const T* q,
+                        const T* k, const T* v, const T* o, const T* lse, const T* table, const T* kr, const T* qr,
+                        const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
+                        int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
+  const IndexArrays ix(diag_u, rows, Tq, Tk, U);
+  const Attn<T> a = make_attn(q, k, v, table, kr, qr, ix.diag_u(), ix.rows(), B, H, Tq, Tk, D, U, q_offset, bias,
+                              causal, scale, "attention_backward");
+  if (B * H * Tq <= 0) return;
+  const Scratch L = scratch_layout(bias, 1, B, H, Tq, Tk, U);
+  T* delta = scratch + L.delta;
+  const bool deberta = bias == ScoreBias::DeBERTa;
+  T* dc2p = deberta && a.kr && dkr ? scratch + L.dc2p : nullptr;
+  T* dp2c = deberta && a.qr && dqr ? scratch + L.dp2c : nullptr;
+
+  // 1. rows: delta (always: the other passes read it), dq, dc2p.
+  const size_t smem_rows =
+      checked_smem((3 * D + kTile) * sizeof(T) + kTile * sizeof(int), D, "attention_backward");
+  launch("attention_backward (rows)", attention_backward_rows_kernel<T>, capped_grid(B * H * Tq), kTile, smem_rows, dq,
+         delta, dc2p, dout, o, lse, a);
+  // 2. columns: dk, dv, dp2c.
+  if ((dk || dv || dp2c) && B * H * Tk > 0) {
+    const size_t smem_cols =
+        checked_smem((4 * D + 2 * kTile) * sizeof(T) + kTile * sizeof(int), D, "attention_backward");
+    launch("attention_backward (columns)", attention_backward_cols_kernel<T>, capped_grid(B * H * Tk), kTile,
+           smem_cols, dk, dv, dp2c, dout, lse, static_cast<const T*>(delta), a);
+  }
+  // 3. table gradients.
+  const int64_t nd = Tq + Tk - 1;
+  if (bias == ScoreBias::T5 && dtable && Tk > 0) {
+    T* ddiag = scratch + L.ddiag;
+    launch("attention_backward (T5 diagonals)", attention_diagonal_kernel<T>, capped_grid(H * nd), kTile, 0, ddiag,
+           lse, dout, static_cast<const T*>(delta), a, true);
+    launch("attention_backward (T5 table)", t5_bin_kernel<T>, grid_for(U * H, 128), 128, 0, dtable,
+           static_cast<const T*>(ddiag), ix.diag_u(), ix.rows(), H, nd, U);
+  }
+  if (dc2p)
+    launch("attention_backward (DeBERTa dkr)", deberta_table_grad_kernel<T>, capped_grid(U * H), 64, 0, dkr,
+           static_cast<const T*>(dc2p), q, ix.rows(), B, H, Tq, D, U, scale);
+  if (dp2c && Tk > 0)
+    launch("attention_backward (DeBERTa dqr)", deberta_table_grad_kernel<T>, capped_grid(U * H), 64, 0, dqr,
+           static_cast<const T*>(dp2c), k, ix.rows(), B, H, Tk, D, U, scale);
+}
+
+template <typename T>
+void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* lse, const T* table,
+                             const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B,
+                             int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
+                             ScoreBias bias, bool causal, T scale) {
+  (void)scratch;
+  const IndexArrays ix(diag_u, rows, Tq, Tk, U);
+  const Attn<T> a = make_attn(q, k, static_cast<const T*>(nullptr), table, kr, qr, ix.diag_u(), ix.rows(), B, H, Tq,
+                              Tk, D, U, q_offset, bias, causal, scale, "attention_diagonal_sums");
+  const int64_t nd = Tq + Tk - 1;
+  if (H <= 0 || nd <= 0 || Tq <= 0 || Tk <= 0) return;
+  launch("attention_diagonal_sums", attention_diagonal_kernel<T>, capped_grid(H * nd), kTile, 0, prob_sum, lse,
+         static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), a, false);
+}
+
+#define POSGRAD_ATTENTION_INST(T)                                                                                   \
+  template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,        \
+                                     const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,    \
+                                     int64_t, int64_t, ScoreBias, bool, T);                                         \
+  template void attention_backward<T>(T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,            \
+                                      const T*, const T*, const T*, const T*, const T*, const int64_t*,              \
+                                      const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,         \
+                                      int64_t, ScoreBias, bool, T);                                                 \
+  template void attention_diagonal_sums<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,      \
+                                           const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,      \
+                                           int64_t, int64_t, int64_t, ScoreBias, bool, T);
+POSGRAD_ATTENTION_INST(float)
+POSGRAD_ATTENTION_INST(double)
+#undef POSGRAD_ATTENTION_INST
+
+}  // namespace posgrad::kernels::cuda

@@ -1,0 +1,169 @@
+// norm.cu — LayerNorm and RMSNorm over the last dim of x (N, C) on the GPU, forward and backward;
+// the CUDA twins of cpu/norm.cpp, with its formulas (see there: biased two-pass variance,
+// rstd = 1 / sqrt(var + eps); dx = rstd * (g - <g> - xhat <g xhat>) with g = dy * w).
+//
+// Work split. Forward and dx: one block per row, block-wide fixed-tree reductions. Parameter
+// gradients dw, db (column sums over all N rows): a block owns 32 columns; its 8 thread rows each
+// walk rows n = ty, ty + 8, ... in order, then thread row 0 adds the 8 partials in order. No atomics:
+// the summation order is fixed, so results are deterministic (but not the CPU's order).
+#include "tensor/kernels/cuda/common.cuh"
+
+namespace posgrad::kernels::cuda {
+
+using namespace posgrad::cuda;
+
+namespace {
+
+constexpr int kColTile = 32, kRowLanes = 8;
+
+template <typename T>
+__global__ void layer_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N,
+                                          int64_t C, T eps) {
+  const T inv_c = T(1) / T(C);
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const T* xr = x + n * C;
+    T* yr = y + n * C;
+    T s = T(0);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += xr[c];
+    const T mu = block_sum(s) * inv_c;
+    T ss = T(0);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += (xr[c] - mu) * (xr[c] - mu);
+    const T rs = T(1) / d_sqrt(block_sum(ss) * inv_c + eps);
+    if (threadIdx.x == 0) {
+      mean[n] = mu;
+      rstd[n] = rs;
+    }
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      T v = (xr[c] - mu) * rs;
+      if (w) v = v * w[c];
+      if (b) v = v + b[c];
+      yr[c] = v;
+    }
+  }
+}
+
+// mean == nullptr: RMSNorm (xhat = x * rstd, no centring).
+template <typename T>
+__global__ void norm_dx_kernel(T* dx, const T* dy, const T* x, const T* w, const T* mean, const T* rstd, int64_t N,
+                               int64_t C) {
+  const T inv_c = T(1) / T(C);
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const T* xr = x + n * C;
+    const T* dyr = dy + n * C;
+    T* dxr = dx + n * C;
+    const T mu = mean ? mean[n] : T(0), rs = rstd[n];
+    T sg = T(0), sgx = T(0);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const T g = w ? dyr[c] * w[c] : dyr[c];
+      sg += g;
+      sgx += g * ((xr[c] - mu) * rs);
+    }
+    const T mg = mean ? block_sum(sg) * inv_c : T(0);
+    const T mgx = block_sum(sgx) * inv_c;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const T g = w ? dyr[c] * w[c] : dyr[c];
+      dxr[c] += rs * (g - mg - (xr[c] - mu) * rs * mgx);
+    }
+  }
+}
+
+// dw[c] += sum_n dy[n,c] * xhat(n,c), db[c] += sum_n dy[n,c]. Block (kColTile, kRowLanes).
+template <typename T>
+__global__ void norm_param_grads_kernel(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* rstd,
+                                        int64_t N, int64_t C) {
+  __shared__ T part_w[kRowLanes][kColTile];
+  __shared__ T part_b[kRowLanes][kColTile];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int64_t c0 = static_cast<int64_t>(blockIdx.x) * kColTile; c0 < C; c0 += static_cast<int64_t>(gridDim.x) * kColTile) {
+    const int64_t c = c0 + tx;
+    T aw = T(0), ab = T(0);
+    if (c < C) {
+      for (int64_t n = ty; n < N; n += kRowLanes) {
+        const T g = dy[n * C + c];
+        const T mu = mean ? mean[n] : T(0);
+        aw += g * ((x[n * C + c] - mu) * rstd[n]);
+        ab += g;
+      }
+    }
+    __syncthreads();  // the previous tile's partials have been read
+    part_w[ty][tx] = aw;
+    part_b[ty][tx] = ab;
+    __syncthreads();
+    if (ty == 0 && c < C) {
+      T sw = T(0), sb = T(0);
+      for (int r = 0; r < kRowLanes; ++r) {
+        sw += part_w[r][tx];
+        sb += part_b[r][tx];
+      }
+      if (dw) dw[c] += sw;
+      if (db) db[c] += sb;
+    }
+  }
+}
+
+template <typename T>
+__global__ void rms_norm_forward_kernel(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t C, T eps) {
+  const T inv_c = T(1) / T(C);
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const T* xr = x + n * C;
+    T* yr = y + n * C;
+    T ss = T(0);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += xr[c] * xr[c];
+    const T rs = T(1) / d_sqrt(block_sum(ss) * inv_c + eps);
+    if (threadIdx.x == 0) rstd[n] = rs;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = w ? xr[c] * rs * w[c] : xr[c] * rs;
+  }
+}
+
+template <typename T>
+void param_grads(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* rstd, int64_t N, int64_t C,
+                 const char* name) {
+  const int64_t tiles = (C + kColTile - 1) / kColTile;
+  const unsigned grid = static_cast<unsigned>(tiles < 65535 ? tiles : 65535);
+  launch(name, norm_param_grads_kernel<T>, grid, dim3(kColTile, kRowLanes), 0, dw, db, dy, x, mean, rstd, N, C);
+}
+
+}  // namespace
+
+template <typename T>
+void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N, int64_t C, T eps) {
+  if (N <= 0 || C <= 0) return;
+  launch("layer_norm_forward", layer_norm_forward_kernel<T>, row_grid(N), kRowBlock, 0, y, mean, rstd, x, w, b, N, C,
+         eps);
+}
+
+template <typename T>
+void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
+                         int64_t N, int64_t C) {
+  if (N <= 0 || C <= 0) return;
+  if (dx)
+    launch("layer_norm_backward", norm_dx_kernel<T>, row_grid(N), kRowBlock, 0, dx, dy, x, w, mean, rstd, N, C);
+  if (dw || db) param_grads<T>(dw, db, dy, x, mean, rstd, N, C, "layer_norm_backward (dw, db)");
+}
+
+template <typename T>
+void rms_norm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t C, T eps) {
+  if (N <= 0 || C <= 0) return;
+  launch("rms_norm_forward", rms_norm_forward_kernel<T>, row_grid(N), kRowBlock, 0, y, rstd, x, w, N, C, eps);
+}
+
+template <typename T>
+void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int64_t N, int64_t C) {
+  if (N <= 0 || C <= 0) return;
+  if (dx)
+    launch("rms_norm_backward", norm_dx_kernel<T>, row_grid(N), kRowBlock, 0, dx, dy, x, w,
+           static_cast<const T*>(nullptr), rstd, N, C);
+  if (dw) param_grads<T>(dw, nullptr, dy, x, nullptr, rstd, N, C, "rms_norm_backward (dw)");
+}
+
+#define INST(T)                                                                                                \
+  template void layer_norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, T);          \
+  template void layer_norm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t, \
+                                       int64_t);                                                               \
+  template void rms_norm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, T);                          \
+  template void rms_norm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t);
+INST(float)
+INST(double)
+#undef INST
+
+}  // namespace posgrad::kernels::cuda

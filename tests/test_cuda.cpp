@@ -1,0 +1,912 @@
+// test_cuda.cpp — the CUDA backend itself: device memory (round trips, the caching allocator's
+// reuse and accounting), Philox fills identical to the CPU's, cuBLAS GEMM in every transpose
+// combination against the CPU GEMM, deterministic embedding backward, and the clear error when no
+// GPU is present. Per-op CPU-vs-CUDA parity lives in test_op_registry.cpp (CudaMatchesCpu).
+// Tests that need a GPU start with POSGRAD_REQUIRE_CUDA() and report SKIPPED without one; the
+// no-GPU error test runs everywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "support/test_util.h"
+#include "tensor/kernels/kernels.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+
+using namespace posgrad;
+
+namespace {
+
+bool mentions_cuda(const std::string& s) { return s.find("CUDA") != std::string::npos; }
+
+// A float tensor on the CPU with values in [lo, hi).
+[[maybe_unused]] Tensor uniform(const Shape& shape, uint64_t seed, DType dt = DType::Float32, double lo = -1,
+                               double hi = 1) {
+  Generator g(seed);
+  return rand(shape, g, dt, Device::cpu(), lo, hi);
+}
+
+}  // namespace
+
+// Runs everywhere: without a GPU every CUDA entry point must throw DeviceError naming CUDA.
+TEST(CudaBackend, NoDeviceGivesClearError) {
+  if (cuda_available()) {
+    // With a GPU the same calls must simply work.
+    Tensor t = Tensor::zeros({2}, DType::Float32, Device::cuda());
+    EXPECT_EQ(t.to(Device::cpu()).to_vector(), (std::vector<double>{0, 0}));
+    return;
+  }
+  EXPECT_FALSE(cuda_available());  // cached, and never throws
+  try {
+    (void)Tensor::zeros({2}, DType::Float32, Device::cuda());
+    FAIL() << "Tensor::zeros on cuda did not throw without a GPU";
+  } catch (const DeviceError& e) {
+    EXPECT_TRUE(mentions_cuda(e.what())) << e.what();
+  }
+  try {
+    (void)Tensor::ones({3}).to(Device::cuda());
+    FAIL() << "to(cuda) did not throw without a GPU";
+  } catch (const DeviceError& e) {
+    EXPECT_TRUE(mentions_cuda(e.what())) << e.what();
+  }
+  EXPECT_THROW(backend(DeviceType::CUDA), DeviceError);
+}
+
+TEST(CudaBackend, HostDeviceRoundTrip) {
+  POSGRAD_REQUIRE_CUDA();
+  const std::vector<double> v{1.5, -2.25, 3.0, 0.0, 1e-30, -7.0};
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    Tensor c = Tensor::from_vector(v, {2, 3}, dt);
+    Tensor g = c.to(Device::cuda());
+    EXPECT_TRUE(g.device().is_cuda());
+    EXPECT_EQ(g.to(Device::cpu()).to_vector(), c.to_vector()) << dtype_name(dt);
+    // device -> device copy (clone) and a strided (transposed) copy on the device.
+    EXPECT_EQ(g.clone().to(Device::cpu()).to_vector(), c.to_vector());
+    EXPECT_EQ(g.t().contiguous().to(Device::cpu()).to_vector(), c.t().contiguous().to_vector());
+  }
+  Tensor ints = Tensor::from_ints({3, -1, 1LL << 40, 0}, {4});
+  EXPECT_EQ(ints.to(Device::cuda()).to(Device::cpu()).to_int_vector(), ints.to_int_vector());
+  // dtype casts on the device (bool is x != 0).
+  Tensor f = Tensor::from_vector(std::vector<double>{0.0, 2.5, -1.0}, {3}).to(Device::cuda());
+  EXPECT_EQ(f.to(DType::Bool).to(Device::cpu()).to_vector(), (std::vector<double>{0, 1, 1}));
+  EXPECT_EQ(f.to(DType::Float64).to(Device::cpu()).to_vector(), (std::vector<double>{0.0, 2.5, -1.0}));
+  // fill and zero
+  EXPECT_EQ(Tensor::full({3}, 4.5, DType::Float32, Device::cuda()).to(Device::cpu()).to_vector(),
+            (std::vector<double>{4.5, 4.5, 4.5}));
+  EXPECT_EQ(Tensor::zeros({2}, DType::Int64, Device::cuda()).to(Device::cpu()).to_vector(),
+            (std::vector<double>{0, 0}));
+}
+
+TEST(CudaBackend, AllocatorReusesBlocksAndCountsPeak) {
+  POSGRAD_REQUIRE_CUDA();
+  DeviceBackend& be = backend(DeviceType::CUDA);
+  be.synchronize();
+  const size_t base = be.current_bytes();
+  be.reset_peak();
+  void* first = nullptr;
+  {
+    Tensor a = Tensor::empty({1000}, DType::Float32, Device::cuda());
+    first = a.raw_data();
+    EXPECT_GE(be.current_bytes(), base + 4000);
+    Tensor b = Tensor::empty({1 << 20}, DType::Float32, Device::cuda());
+    EXPECT_GE(be.peak_bytes(), base + 4000 + (4u << 20));
+  }
+  EXPECT_EQ(be.current_bytes(), base);  // freed blocks are cached, not counted
+  EXPECT_GE(be.peak_bytes(), base + 4000 + (4u << 20));
+  Tensor again = Tensor::empty({1000}, DType::Float32, Device::cuda());
+  EXPECT_EQ(again.raw_data(), first) << "a freed block of the same rounded size should be reused";
+  be.reset_peak();
+  EXPECT_EQ(be.peak_bytes(), be.current_bytes());
+}
+
+TEST(CudaBackend, PhiloxFillsMatchCpu) {
+  POSGRAD_REQUIRE_CUDA();
+  const Shape shape{1031};
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    Generator gc(1234), gg(1234);
+    (void)gc.advance(17);
+    (void)gg.advance(17);
+    // Uniform: bit-identical (exact 24-bit u, separately rounded multiply and add).
+    Tensor uc = rand(shape, gc, dt, Device::cpu(), -2.0, 3.0);
+    Tensor ug = rand(shape, gg, dt, Device::cuda(), -2.0, 3.0);
+    EXPECT_EQ(uc.to_vector(), ug.to(Device::cpu()).to_vector()) << dtype_name(dt);
+    // Normal: same Box-Muller; CUDA's double log/cos may differ from glibc's by an ulp.
+    Tensor nc = randn(shape, gc, dt, Device::cpu(), 0.5, 2.0);
+    Tensor ng = randn(shape, gg, dt, Device::cuda(), 0.5, 2.0);
+    auto a = nc.to_vector(), b = ng.to(Device::cpu()).to_vector();
+    const double tol = dt == DType::Float32 ? 1e-6 : 1e-13;
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * (1 + std::fabs(a[i]))) << i;
+    EXPECT_EQ(gc.state().offset, gg.state().offset);
+  }
+  // Dropout drops the same elements on both backends.
+  Tensor x = Tensor::ones({4097});
+  Generator dc(5), dg(5);
+  Tensor yc = dropout(x, 0.3, true, dc);
+  Tensor yg = dropout(x.to(Device::cuda()), 0.3, true, dg);
+  EXPECT_EQ(yc.to_vector(), yg.to(Device::cpu()).to_vector());
+}
+
+#if POSGRAD_HAVE_CUDA  // the tests below call kernels::cuda:: directly
+namespace {
+
+template <typename T>
+void gemm_case(bool ta, bool tb, T beta, bool batched) {
+  const int64_t M = 37, N = 29, K = 53, batch = batched ? 3 : 1;
+  // Padded leading dimensions (ld > stored row width) to exercise the strides.
+  const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+  const int64_t lda = a_cols + 3, ldb = b_cols + 5, ldc = N + 2;
+  const DType dt = dtype_of<T>::value;
+  Tensor A = uniform({batch, a_rows, lda}, 1, dt), B = uniform({b_rows, ldb}, 2, dt);  // B broadcast (stride 0)
+  Tensor C0 = uniform({batch, M, ldc}, 3, dt);
+  if (beta == T(0)) C0 = Tensor::full({batch, M, ldc}, std::numeric_limits<double>::quiet_NaN(), dt);
+  Tensor Cc = C0.clone(), Cg = C0.to(Device::cuda());
+  Tensor Ag = A.to(Device::cuda()), Bg = B.to(Device::cuda());
+  const T alpha = T(0.7);
+  kernels::cpu::gemm_batched<T>(Cc.data<T>(), A.data<T>(), B.data<T>(), batch, M, N, K, ldc, lda, ldb, M * ldc,
+                                a_rows * lda, 0, ta, tb, alpha, beta);
+  if (batched)
+    kernels::cuda::gemm_batched<T>(Cg.data<T>(), Ag.data<T>(), Bg.data<T>(), batch, M, N, K, ldc, lda, ldb, M * ldc,
+                                   a_rows * lda, 0, ta, tb, alpha, beta);
+  else
+    kernels::cuda::gemm<T>(Cg.data<T>(), Ag.data<T>(), Bg.data<T>(), M, N, K, ldc, lda, ldb, ta, tb, alpha, beta);
+  auto c = Cc.to_vector(), g = Cg.to(Device::cpu()).to_vector();
+  const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < ldc; ++j) {
+        const size_t at = static_cast<size_t>((b * M + i) * ldc + j);
+        if (j >= N) {  // padding columns are never touched
+          if (beta != T(0)) {
+            EXPECT_EQ(g[at], c[at]);
+          }
+          continue;
+        }
+        ASSERT_TRUE(std::isfinite(g[at])) << "beta == 0 must not read C";
+        ASSERT_NEAR(c[at], g[at], tol * K) << "ta=" << ta << " tb=" << tb << " b=" << b << " i=" << i << " j=" << j;
+      }
+}
+
+}  // namespace
+#endif  // POSGRAD_HAVE_CUDA
+
+// Without CUDA support compiled in, cuda_available() is false and the tests below are SKIPPED;
+// their bodies (which name kernels::cuda::) are only compiled with CUDA.
+TEST(CudaBackend, GemmAllTransposesMatchCpu) {
+  POSGRAD_REQUIRE_CUDA();
+#if POSGRAD_HAVE_CUDA
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool batched : {false, true}) {
+        gemm_case<float>(ta, tb, 0.0f, batched);
+        gemm_case<float>(ta, tb, 0.5f, batched);
+        gemm_case<double>(ta, tb, 0.0, batched);
+        gemm_case<double>(ta, tb, 0.5, batched);
+      }
+  // matmul through autograd on the device, against the CPU.
+  Tensor a = uniform({5, 7, 9}, 4), b = uniform({9, 11}, 5);
+  Tensor yc = matmul(a, b), yg = matmul(a.to(Device::cuda()), b.to(Device::cuda()));
+  auto x = yc.to_vector(), y = yg.to(Device::cpu()).to_vector();
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-5);
+#endif
+}
+
+TEST(CudaBackend, EmbeddingBackwardIsDeterministicAndMatchesCpu) {
+  POSGRAD_REQUIRE_CUDA();
+#if POSGRAD_HAVE_CUDA
+  // Many repeated ids: the scatter-add must sum each row in the CPU's order (no atomics).
+  const int64_t N = 3000, V = 13, C = 130;
+  std::vector<int64_t> ids(N);
+  for (int64_t n = 0; n < N; ++n) ids[n] = (n * 7 + n / 5) % V;
+  Tensor idx = Tensor::from_ints(ids, {N});
+  Tensor dy = uniform({N, C}, 9);
+  Tensor dtc = Tensor::zeros({V, C});
+  kernels::cpu::embedding_backward<float>(dtc.data<float>(), dy.data<float>(), idx.data<int64_t>(), N, V, C);
+  Tensor idg = idx.to(Device::cuda()), dyg = dy.to(Device::cuda());
+  std::vector<double> first;
+  for (int rep = 0; rep < 2; ++rep) {
+    Tensor dtg = Tensor::zeros({V, C}, DType::Float32, Device::cuda());
+    kernels::cuda::embedding_backward<float>(dtg.data<float>(), dyg.data<float>(), idg.data<int64_t>(), N, V, C);
+    auto got = dtg.to(Device::cpu()).to_vector();
+    if (rep == 0) first = got;
+    else EXPECT_EQ(got, first) << "run-to-run difference";
+  }
+  EXPECT_EQ(first, dtc.to_vector()) << "same summation order as the CPU: bit-identical";
+#endif
+}
+
+TEST(CudaBackend, SumSquaresOnDevice) {
+  POSGRAD_REQUIRE_CUDA();
+#if POSGRAD_HAVE_CUDA
+  Tensor x = uniform({100003}, 21);
+  double ref = 0;
+  kernels::cpu::sum_squares<float>(&ref, x.data<float>(), x.numel());
+  Tensor out = Tensor::empty({1}, DType::Float64, Device::cuda());
+  Tensor xg = x.to(Device::cuda());
+  kernels::cuda::sum_squares<float>(out.data<double>(), xg.data<float>(), xg.numel());
+  EXPECT_NEAR(out.item(), ref, 1e-9 * ref);
+#endif
+}
+
+// =====================================================================================================
+// CPU emulation of the CUDA kernels. This machine class (and CI) has no GPU, so the kernel files
+// tensor/kernels/cuda/*.cu (all but backend.cu and gemm.cu, which need the CUDA runtime and cuBLAS)
+// are compiled here a second time as plain C++ against a small emulation of the execution model:
+// every CUDA thread of a block is a fiber (ucontext) on this one OS thread, __syncthreads and warp
+// shuffles are scheduling points, and the scheduler reports a deadlock (mismatched barrier, partial
+// warp shuffle) as a test failure instead of hanging. Blocks run one after another. The emulated
+// kernels are then compared with the CPU kernels. This checks the kernels' indexing, tiling,
+// reductions and synchronisation logic — not the GPU's memory model, occupancy or compiler: the real
+// check is the GPU run of this file and of test_op_registry's CudaMatchesCpu.
+// Smaller blocks than on the GPU (row blocks of 64 = 2 warps, attention tiles of 32) keep the emulated
+// runs fast and make small test shapes span several tiles.
+// =====================================================================================================
+#include <ucontext.h>
+
+#include <climits>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+
+#define POSGRAD_CUDA_EMULATION 1
+#define POSGRAD_CUDA_ROW_BLOCK 64
+#define POSGRAD_CUDA_ATTN_TILE 32
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define __align__(n) alignas(n)
+#define threadIdx (::emu::S.f[::emu::S.cur].tid)
+#define blockIdx (::emu::S.bidx)
+#define blockDim (::emu::S.bdim)
+#define gridDim (::emu::S.gdim)
+
+namespace emu {
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+using cudaStream_t = struct EmuStream*;
+enum cudaError_t { cudaSuccess = 0 };
+
+enum class St : uint8_t { Run, Barrier, Shfl, Done };
+struct Fiber {
+  ucontext_t ctx;
+  St st = St::Done;
+  dim3 tid;
+  uint64_t val = 0, out = 0;
+  int off = 0;
+};
+struct Sched {
+  ucontext_t main;
+  std::vector<Fiber> f;
+  std::vector<std::unique_ptr<char[]>> stacks;
+  int cur = 0;
+  dim3 bidx, bdim, gdim;
+  std::function<void()> body;
+  std::vector<double> smem;  // dynamic shared memory (8-byte aligned)
+};
+inline Sched S;
+constexpr size_t kStack = 128 * 1024;
+
+inline void fiber_entry() {
+  S.body();
+  S.f[S.cur].st = St::Done;  // returning resumes S.main through uc_link
+}
+inline void yield(St s) {
+  Fiber& me = S.f[S.cur];
+  me.st = s;
+  swapcontext(&me.ctx, &S.main);
+}
+inline void __syncthreads() { yield(St::Barrier); }
+template <typename T>
+T __shfl_down_sync(unsigned, T v, int off) {
+  static_assert(sizeof(T) <= 8);
+  Fiber& me = S.f[S.cur];
+  me.val = 0;
+  std::memcpy(&me.val, &v, sizeof(T));
+  me.off = off;
+  yield(St::Shfl);
+  T r;
+  std::memcpy(&r, &S.f[S.cur].out, sizeof(T));
+  return r;
+}
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline unsigned char* emulated_dynamic_smem() { return reinterpret_cast<unsigned char*>(S.smem.data()); }
+
+// cuBLAS stand-in: the column-major BLAS definition, C = alpha op(A) op(B) + beta C, computed
+// naively (beta == 0 does not read C). Checks gemm.cu's row-major -> column-major mapping.
+enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
+using cublasHandle_t = struct EmuBlas*;
+template <typename T>
+cublasStatus_t ref_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha, const T* A,
+                        int lda, const T* B, int ldb, const T* beta, T* C, int ldc) {
+  if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m || lda < 1 || ldb < 1)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      T s = 0;
+      for (int l = 0; l < k; ++l) {
+        const T a = ta == CUBLAS_OP_N ? A[i + l * lda] : A[l + i * lda];
+        const T b = tb == CUBLAS_OP_N ? B[l + j * ldb] : B[j + l * ldb];
+        s += a * b;
+      }
+      C[i + j * ldc] = *beta == T(0) ? *alpha * s : *alpha * s + *beta * C[i + j * ldc];
+    }
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                  const float* alpha, const float* A, int lda, const float* B, int ldb,
+                                  const float* beta, float* C, int ldc) {
+  return ref_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+inline cublasStatus_t cublasDgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                  const double* alpha, const double* A, int lda, const double* B, int ldb,
+                                  const double* beta, double* C, int ldc) {
+  return ref_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+template <typename T>
+cublasStatus_t ref_gemm_strided(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
+                                const T* A, int lda, long long sa, const T* B, int ldb, long long sb, const T* beta,
+                                T* C, int ldc, long long sc, int batch) {
+  for (int b = 0; b < batch; ++b) {
+    const cublasStatus_t st = ref_gemm(ta, tb, m, n, k, alpha, A + b * sa, lda, B + b * sb, ldb, beta, C + b * sc, ldc);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                int n, int k, const float* alpha, const float* A, int lda,
+                                                long long sa, const float* B, int ldb, long long sb,
+                                                const float* beta, float* C, int ldc, long long sc, int batch) {
+  return ref_gemm_strided(ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+}
+inline cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                int n, int k, const double* alpha, const double* A, int lda,
+                                                long long sa, const double* B, int ldb, long long sb,
+                                                const double* beta, double* C, int ldc, long long sc, int batch) {
+  return ref_gemm_strided(ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+}
+
+struct Deadlock : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Runs S.body for every thread of block S.bidx.
+inline void run_block() {
+  const int n = static_cast<int>(S.bdim.x * S.bdim.y * S.bdim.z);
+  if (static_cast<int>(S.f.size()) < n) S.f.resize(n);
+  while (static_cast<int>(S.stacks.size()) < n) S.stacks.emplace_back(new char[kStack]);
+  for (int t = 0; t < n; ++t) {
+    Fiber& fb = S.f[t];
+    fb.tid = dim3(t % S.bdim.x, (t / S.bdim.x) % S.bdim.y, t / (S.bdim.x * S.bdim.y));
+    getcontext(&fb.ctx);
+    fb.ctx.uc_stack.ss_sp = S.stacks[t].get();
+    fb.ctx.uc_stack.ss_size = kStack;
+    fb.ctx.uc_link = &S.main;
+    makecontext(&fb.ctx, fiber_entry, 0);
+    fb.st = St::Run;
+  }
+  for (;;) {
+    for (int t = 0; t < n; ++t)
+      if (S.f[t].st == St::Run) {
+        S.cur = t;
+        swapcontext(&S.main, &S.f[t].ctx);
+      }
+    // Every live thread now waits at a barrier or a shuffle. Complete the shuffles of full warps.
+    bool released = false;
+    for (int w = 0; w * 32 < n; ++w) {
+      const int lo = w * 32, hi = std::min(n, lo + 32);
+      bool all = true, any = false;
+      for (int t = lo; t < hi; ++t) {
+        all = all && S.f[t].st == St::Shfl;
+        any = any || S.f[t].st == St::Shfl;
+      }
+      if (!any) continue;
+      if (!all || hi - lo != 32) throw Deadlock("warp shuffle reached by only part of a warp");
+      for (int t = lo; t < hi; ++t) {
+        const int src = (t - lo) + S.f[t].off < 32 ? t + S.f[t].off : t;
+        S.f[t].out = S.f[src].val;
+      }
+      for (int t = lo; t < hi; ++t) S.f[t].st = St::Run;
+      released = true;
+    }
+    if (released) continue;
+    int live = 0, waiting = 0;
+    for (int t = 0; t < n; ++t) {
+      live += S.f[t].st != St::Done;
+      waiting += S.f[t].st == St::Barrier;
+    }
+    if (live == 0) return;
+    if (waiting != live) throw Deadlock("__syncthreads not reached by every live thread");
+    for (int t = 0; t < n; ++t)
+      if (S.f[t].st == St::Barrier) S.f[t].st = St::Run;
+  }
+}
+
+template <typename... KArgs, typename... Args>
+void emulate_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+  std::tuple<std::decay_t<KArgs>...> tup(std::forward<Args>(args)...);
+  S.body = [&] { std::apply(kernel, tup); };
+  S.bdim = block;
+  S.gdim = grid;
+  S.smem.assign(smem / sizeof(double) + 2, 0.0);
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        S.bidx = dim3(x, y, z);
+        run_block();
+      }
+}
+
+}  // namespace emu
+
+// The kernel files name posgrad's enums, errors and Philox unqualified or as posgrad::...; inside
+// namespace emu, make the real ones visible and let emu::posgrad::cuda (common.cuh) shadow the rest.
+namespace emu::posgrad {
+using namespace ::posgrad;
+}
+namespace emu::posgrad::kernels {
+using namespace ::posgrad::kernels;
+}
+namespace emu::posgrad::kernels::cuda {
+#include "tensor/kernels/kernels_decl.inc"
+}
+namespace emu {
+#include "tensor/kernels/cuda/common.cuh"
+namespace posgrad::cuda {
+bool is_device_pointer(const void* p) { return p != nullptr; }
+void require_device_pointer(const void*, const char*, const char*) {}
+DeviceArray::DeviceArray(const void* p, size_t bytes) : ptr_(p), bytes_(bytes) {}
+DeviceArray::~DeviceArray() = default;
+cublasHandle_t cublas_handle() { return nullptr; }
+[[noreturn]] void throw_cublas_error(cublasStatus_t st, const char* what, const char*, int) {
+  throw ::posgrad::DeviceError(std::string("emulated cuBLAS error ") + std::to_string(st) + " in " + what);
+}
+}  // namespace posgrad::cuda
+#include "tensor/kernels/cuda/cublas.cuh"
+#include "tensor/kernels/cuda/gemm.cu"
+#include "tensor/kernels/cuda/memory.cu"
+#include "tensor/kernels/cuda/random.cu"
+#include "tensor/kernels/cuda/elementwise.cu"
+#include "tensor/kernels/cuda/reduce.cu"
+#include "tensor/kernels/cuda/softmax.cu"
+#include "tensor/kernels/cuda/norm.cu"
+#include "tensor/kernels/cuda/embedding.cu"
+#include "tensor/kernels/cuda/cross_entropy.cu"
+#include "tensor/kernels/cuda/optim.cu"
+#include "tensor/kernels/cuda/attention.cu"
+#include "tensor/kernels/cuda/rope.cu"
+}  // namespace emu
+
+#undef threadIdx
+#undef blockIdx
+#undef blockDim
+#undef gridDim
+
+namespace {
+
+namespace cpuk = ::posgrad::kernels::cpu;
+namespace emuk = ::emu::posgrad::kernels::cuda;
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+template <typename T>
+std::vector<T> rnd(size_t n, uint64_t seed, double lo = -1, double hi = 1) {
+  std::vector<T> v(n);
+  kernels::cpu::philox_uniform<T>(v.data(), static_cast<int64_t>(n), seed, 0, T(lo), T(hi));
+  return v;
+}
+
+template <typename T>
+void expect_close(const std::vector<T>& a, const std::vector<T>& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = static_cast<double>(a[i]), y = static_cast<double>(b[i]);
+    if (std::isnan(x) && std::isnan(y)) continue;
+    if (std::isinf(x) || std::isinf(y)) {
+      ASSERT_EQ(x, y) << what << " [" << i << "]";
+      continue;
+    }
+    ASSERT_NEAR(x, y, tol * (1 + std::fabs(x))) << what << " [" << i << "]";
+  }
+}
+
+bool emulation_supported() {
+#if defined(__SANITIZE_ADDRESS__)
+  return false;  // ASan does not follow ucontext stack switches
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return false;
+#else
+  return true;
+#endif
+#else
+  return true;
+#endif
+}
+
+#define POSGRAD_REQUIRE_EMULATION() \
+  if (!emulation_supported()) GTEST_SKIP() << "CUDA emulation is not supported under AddressSanitizer"
+
+}  // namespace
+
+TEST(CudaKernelsEmulated, MemoryAndRandom) {
+  POSGRAD_REQUIRE_EMULATION();
+  // copy_strided: a (3, 4, 5) transpose-like permutation into a contiguous destination.
+  const int64_t shape[3] = {3, 4, 5}, ys[3] = {20, 5, 1}, xs[3] = {1, 3, 12};
+  auto x = rnd<double>(60, 1);
+  std::vector<double> yc(60, -9), ye(60, -9);
+  cpuk::copy_strided<double>(yc.data(), x.data(), 3, shape, ys, xs);
+  emuk::copy_strided<double>(ye.data(), x.data(), 3, shape, ys, xs);
+  EXPECT_EQ(yc, ye);
+  std::vector<uint8_t> bc(60), be(60);
+  x[7] = 0;
+  cpuk::cast<uint8_t, double>(bc.data(), x.data(), 60);
+  emuk::cast<uint8_t, double>(be.data(), x.data(), 60);
+  EXPECT_EQ(bc, be);
+  std::vector<float> f(1000, 1.f);
+  emuk::fill<float>(f.data(), 999, 2.5f);
+  EXPECT_EQ(f[998], 2.5f);
+  EXPECT_EQ(f[999], 1.f);
+  auto g = rnd<float>(1000, 2), ac = f, ae = f;
+  cpuk::axpy<float>(ac.data(), g.data(), 1000, 0.3f);
+  emuk::axpy<float>(ae.data(), g.data(), 1000, 0.3f);
+  EXPECT_EQ(ac, ae);
+  double sc = 0, se = 0;
+  auto big = rnd<float>(70001, 3);
+  cpuk::sum_squares<float>(&sc, big.data(), 70001);
+  emuk::sum_squares<float>(&se, big.data(), 70001);
+  EXPECT_NEAR(sc, se, 1e-10 * sc);
+  // Philox fills: the same formulas (host math here, so normals are exact too).
+  for (uint64_t off : {0ull, 12345ull}) {
+    std::vector<float> uc(777), ue(777), nc(777), ne(777);
+    cpuk::philox_uniform<float>(uc.data(), 777, 42, off, -2.f, 3.f);
+    emuk::philox_uniform<float>(ue.data(), 777, 42, off, -2.f, 3.f);
+    EXPECT_EQ(uc, ue);
+    cpuk::philox_normal<float>(nc.data(), 777, 42, off, 0.5f, 2.f);
+    emuk::philox_normal<float>(ne.data(), 777, 42, off, 0.5f, 2.f);
+    EXPECT_EQ(nc, ne);
+  }
+}
+
+TEST(CudaKernelsEmulated, Elementwise) {
+  POSGRAD_REQUIRE_EMULATION();
+  const int64_t n = 1500;
+  auto x = rnd<double>(n, 4, 0.1, 2.0), dy = rnd<double>(n, 5), b = rnd<double>(n, 6, 0.5, 1.5);
+  std::vector<double> y(n);
+  for (int64_t i = 0; i < n; i += 3) x[i] = -x[i];  // negatives for relu/gelu/silu (log/sqrt/pow skip them)
+  for (UnaryOp op : {UnaryOp::Neg, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Tanh, UnaryOp::Relu,
+                     UnaryOp::Gelu, UnaryOp::GeluTanh, UnaryOp::Silu, UnaryOp::Pow, UnaryOp::AddScalar,
+                     UnaryOp::MulScalar}) {
+    std::vector<double> in = x;
+    if (op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Pow)
+      for (auto& v : in) v = std::fabs(v);
+    std::vector<double> yc(n), ye(n), dxc(n, 0.25), dxe(n, 0.25);
+    cpuk::unary_forward<double>(yc.data(), in.data(), n, op, 1.7);
+    emuk::unary_forward<double>(ye.data(), in.data(), n, op, 1.7);
+    expect_close(yc, ye, 1e-15, kernels::unary_op_name(op));
+    cpuk::unary_backward<double>(dxc.data(), dy.data(), in.data(), yc.data(), n, op, 1.7);
+    emuk::unary_backward<double>(dxe.data(), dy.data(), in.data(), yc.data(), n, op, 1.7);
+    expect_close(dxc, dxe, 1e-15, std::string(kernels::unary_op_name(op)) + " backward");
+  }
+  for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div}) {
+    std::vector<double> yc(n), ye(n), dac(n, 1), dae(n, 1), dbc(n, 2), dbe(n, 2);
+    cpuk::binary_forward<double>(yc.data(), x.data(), b.data(), n, op);
+    emuk::binary_forward<double>(ye.data(), x.data(), b.data(), n, op);
+    EXPECT_EQ(yc, ye) << kernels::binary_op_name(op);
+    cpuk::binary_backward<double>(dac.data(), dbc.data(), dy.data(), x.data(), b.data(), n, op);
+    emuk::binary_backward<double>(dae.data(), dbe.data(), dy.data(), x.data(), b.data(), n, op);
+    EXPECT_EQ(dac, dae) << kernels::binary_op_name(op);
+    EXPECT_EQ(dbc, dbe) << kernels::binary_op_name(op);
+    emuk::binary_backward<double>(nullptr, dbe.data(), dy.data(), x.data(), b.data(), n, op);  // null da
+  }
+  std::vector<uint8_t> mask(n);
+  for (int64_t i = 0; i < n; ++i) mask[i] = (i * 7) % 3 == 0;
+  std::vector<float> xf = rnd<float>(n, 8), dyf = rnd<float>(n, 9), yc(n), ye(n), dxc(n, 0.5f), dxe(n, 0.5f);
+  cpuk::masked_fill_forward<float>(yc.data(), xf.data(), mask.data(), n, -3.f);
+  emuk::masked_fill_forward<float>(ye.data(), xf.data(), mask.data(), n, -3.f);
+  EXPECT_EQ(yc, ye);
+  cpuk::masked_fill_backward<float>(dxc.data(), dyf.data(), mask.data(), n);
+  emuk::masked_fill_backward<float>(dxe.data(), dyf.data(), mask.data(), n);
+  EXPECT_EQ(dxc, dxe);
+  cpuk::dropout_forward<float>(yc.data(), xf.data(), n, 0.3f, 77, 5);
+  emuk::dropout_forward<float>(ye.data(), xf.data(), n, 0.3f, 77, 5);
+  EXPECT_EQ(yc, ye);
+  cpuk::dropout_backward<float>(dxc.data(), dyf.data(), n, 0.3f, 77, 5);
+  emuk::dropout_backward<float>(dxe.data(), dyf.data(), n, 0.3f, 77, 5);
+  EXPECT_EQ(dxc, dxe);
+}
+
+TEST(CudaKernelsEmulated, Reductions) {
+  POSGRAD_REQUIRE_EMULATION();
+  struct Case { int64_t outer, R, inner; };
+  for (Case c : {Case{3, 7, 1}, Case{5, 300, 1}, Case{2, 9, 13}, Case{1, 1, 1}}) {
+    const int64_t n = c.outer * c.R * c.inner, m = c.outer * c.inner;
+    auto x = rnd<double>(n, 10);
+    for (int64_t i = 0; i < n; i += 5) x[i] = 0.75;  // ties: the first maximum must win
+    std::vector<double> yc(m), ye(m), dxc(n, 0.1), dxe(n, 0.1);
+    auto dy = rnd<double>(m, 11);
+    cpuk::sum_dim_forward<double>(yc.data(), x.data(), c.outer, c.R, c.inner);
+    emuk::sum_dim_forward<double>(ye.data(), x.data(), c.outer, c.R, c.inner);
+    expect_close(yc, ye, 1e-14, "sum_dim_forward");
+    cpuk::sum_dim_backward<double>(dxc.data(), dy.data(), c.outer, c.R, c.inner);
+    emuk::sum_dim_backward<double>(dxe.data(), dy.data(), c.outer, c.R, c.inner);
+    EXPECT_EQ(dxc, dxe);
+    std::vector<int64_t> ic(m), ie(m);
+    cpuk::max_dim_forward<double>(yc.data(), ic.data(), x.data(), c.outer, c.R, c.inner);
+    emuk::max_dim_forward<double>(ye.data(), ie.data(), x.data(), c.outer, c.R, c.inner);
+    EXPECT_EQ(yc, ye);
+    EXPECT_EQ(ic, ie);
+    cpuk::max_dim_backward<double>(dxc.data(), dy.data(), ic.data(), c.outer, c.R, c.inner);
+    emuk::max_dim_backward<double>(dxe.data(), dy.data(), ie.data(), c.outer, c.R, c.inner);
+    EXPECT_EQ(dxc, dxe);
+  }
+}
+
+TEST(CudaKernelsEmulated, SoftmaxNormsLoss) {
+  POSGRAD_REQUIRE_EMULATION();
+  for (int64_t C : {7, 150}) {
+    const int64_t N = 5, n = N * C;
+    auto x = rnd<double>(n, 12, -3, 3), dy = rnd<double>(n, 13);
+    std::vector<double> yc(n), ye(n), dxc(n, 0.2), dxe(n, 0.2);
+    cpuk::softmax_forward<double>(yc.data(), x.data(), N, C);
+    emuk::softmax_forward<double>(ye.data(), x.data(), N, C);
+    expect_close(yc, ye, 1e-14, "softmax");
+    cpuk::softmax_backward<double>(dxc.data(), dy.data(), yc.data(), N, C);
+    emuk::softmax_backward<double>(dxe.data(), dy.data(), yc.data(), N, C);
+    expect_close(dxc, dxe, 1e-14, "softmax backward");
+    cpuk::log_softmax_forward<double>(yc.data(), x.data(), N, C);
+    emuk::log_softmax_forward<double>(ye.data(), x.data(), N, C);
+    expect_close(yc, ye, 1e-14, "log_softmax");
+    cpuk::log_softmax_backward<double>(dxc.data(), dy.data(), yc.data(), N, C);
+    emuk::log_softmax_backward<double>(dxe.data(), dy.data(), yc.data(), N, C);
+    expect_close(dxc, dxe, 1e-14, "log_softmax backward");
+
+    // LayerNorm / RMSNorm with and without affine parameters.
+    auto w = rnd<double>(C, 14, 0.5, 1.5), bb = rnd<double>(C, 15);
+    for (int affine = 0; affine < 2; ++affine) {
+      const double* wp = affine ? w.data() : nullptr;
+      const double* bp = affine ? bb.data() : nullptr;
+      std::vector<double> mc(N), me(N), rc(N), re(N);
+      cpuk::layer_norm_forward<double>(yc.data(), mc.data(), rc.data(), x.data(), wp, bp, N, C, 1e-5);
+      emuk::layer_norm_forward<double>(ye.data(), me.data(), re.data(), x.data(), wp, bp, N, C, 1e-5);
+      expect_close(yc, ye, 1e-13, "layer_norm");
+      expect_close(mc, me, 1e-14, "layer_norm mean");
+      expect_close(rc, re, 1e-13, "layer_norm rstd");
+      std::vector<double> dwc(C, 0.1), dwe(C, 0.1), dbc(C, 0.3), dbe(C, 0.3);
+      std::fill(dxc.begin(), dxc.end(), 0.2);
+      std::fill(dxe.begin(), dxe.end(), 0.2);
+      cpuk::layer_norm_backward<double>(dxc.data(), dwc.data(), dbc.data(), dy.data(), x.data(), wp, mc.data(),
+                                        rc.data(), N, C);
+      emuk::layer_norm_backward<double>(dxe.data(), dwe.data(), dbe.data(), dy.data(), x.data(), wp, me.data(),
+                                        re.data(), N, C);
+      expect_close(dxc, dxe, 1e-12, "layer_norm dx");
+      expect_close(dwc, dwe, 1e-12, "layer_norm dw");
+      expect_close(dbc, dbe, 1e-13, "layer_norm db");
+      cpuk::rms_norm_forward<double>(yc.data(), rc.data(), x.data(), wp, N, C, 1e-6);
+      emuk::rms_norm_forward<double>(ye.data(), re.data(), x.data(), wp, N, C, 1e-6);
+      expect_close(yc, ye, 1e-13, "rms_norm");
+      cpuk::rms_norm_backward<double>(dxc.data(), dwc.data(), dy.data(), x.data(), wp, rc.data(), N, C);
+      emuk::rms_norm_backward<double>(dxe.data(), dwe.data(), dy.data(), x.data(), wp, re.data(), N, C);
+      expect_close(dxc, dxe, 1e-12, "rms_norm dx");
+      expect_close(dwc, dwe, 1e-12, "rms_norm dw");
+      emuk::rms_norm_backward<double>(nullptr, dwe.data(), dy.data(), x.data(), wp, re.data(), N, C);  // null dx
+    }
+
+    // Cross-entropy with an ignored row.
+    std::vector<int64_t> tg(N);
+    for (int64_t i = 0; i < N; ++i) tg[i] = (i * 5 + 3) % C;
+    tg[2] = -100;
+    std::vector<double> lc(N), le(N), sc(N), se(N);
+    auto dl = rnd<double>(N, 16);
+    cpuk::cross_entropy_forward<double>(lc.data(), sc.data(), x.data(), tg.data(), N, C, -100);
+    emuk::cross_entropy_forward<double>(le.data(), se.data(), x.data(), tg.data(), N, C, -100);
+    expect_close(lc, le, 1e-14, "cross_entropy loss");
+    expect_close(sc, se, 1e-14, "cross_entropy lse");
+    std::fill(dxc.begin(), dxc.end(), 0.2);
+    std::fill(dxe.begin(), dxe.end(), 0.2);
+    cpuk::cross_entropy_backward<double>(dxc.data(), dl.data(), x.data(), sc.data(), tg.data(), N, C, -100);
+    emuk::cross_entropy_backward<double>(dxe.data(), dl.data(), x.data(), sc.data(), tg.data(), N, C, -100);
+    expect_close(dxc, dxe, 1e-14, "cross_entropy backward");
+  }
+}
+
+TEST(CudaKernelsEmulated, EmbeddingOptimRope) {
+  POSGRAD_REQUIRE_EMULATION();
+  const int64_t N = 300, V = 11, C = 150;
+  std::vector<int64_t> idx(N);
+  for (int64_t i = 0; i < N; ++i) idx[i] = (i * 7 + i / 3) % V;
+  auto table = rnd<float>(V * C, 17), dy = rnd<float>(N * C, 18);
+  std::vector<float> yc(N * C), ye(N * C), dtc(V * C, 0.5f), dte(V * C, 0.5f);
+  cpuk::embedding_forward<float>(yc.data(), idx.data(), table.data(), N, V, C);
+  emuk::embedding_forward<float>(ye.data(), idx.data(), table.data(), N, V, C);
+  EXPECT_EQ(yc, ye);
+  cpuk::embedding_backward<float>(dtc.data(), dy.data(), idx.data(), N, V, C);
+  emuk::embedding_backward<float>(dte.data(), dy.data(), idx.data(), N, V, C);
+  EXPECT_EQ(dtc, dte) << "same summation order as the CPU";
+
+  const int64_t n = 999;
+  auto g = rnd<double>(n, 19);
+  auto pc = rnd<double>(n, 20), mc = rnd<double>(n, 21), vc = rnd<double>(n, 22, 0, 1);
+  auto pe = pc, me = mc, ve = vc;
+  cpuk::adamw_step<double>(pc.data(), mc.data(), vc.data(), g.data(), n, 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.19, 0.0975);
+  emuk::adamw_step<double>(pe.data(), me.data(), ve.data(), g.data(), n, 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.19, 0.0975);
+  expect_close(pc, pe, 1e-15, "adamw p");
+  expect_close(mc, me, 1e-15, "adamw m");
+  expect_close(vc, ve, 1e-15, "adamw v");
+  for (double mom : {0.0, 0.9}) {
+    cpuk::sgd_step<double>(pc.data(), mc.data(), g.data(), n, 0.1, mom, 0.01);
+    emuk::sgd_step<double>(pe.data(), me.data(), g.data(), n, 0.1, mom, 0.01);
+    expect_close(pc, pe, 1e-15, "sgd p");
+    expect_close(mc, me, 1e-15, "sgd buf");
+  }
+
+  // RoPE: both layouts, full and partial rotary, forward and backward.
+  const int64_t RN = 3, T = 5, D = 10;
+  for (bool inter : {false, true})
+    for (int64_t dr : {int64_t(10), int64_t(6)}) {
+      auto x = rnd<double>(RN * T * D, 23), cs = rnd<double>(T * dr / 2, 24), sn = rnd<double>(T * dr / 2, 25);
+      std::vector<double> rc(RN * T * D), re(RN * T * D), dc(RN * T * D, 0.1), de(RN * T * D, 0.1);
+      cpuk::rope_forward<double>(rc.data(), x.data(), cs.data(), sn.data(), RN, T, D, dr, inter);
+      emuk::rope_forward<double>(re.data(), x.data(), cs.data(), sn.data(), RN, T, D, dr, inter);
+      EXPECT_EQ(rc, re);
+      cpuk::rope_backward<double>(dc.data(), x.data(), cs.data(), sn.data(), RN, T, D, dr, inter);
+      emuk::rope_backward<double>(de.data(), x.data(), cs.data(), sn.data(), RN, T, D, dr, inter);
+      EXPECT_EQ(dc, de);
+      std::vector<double> inplace = x;  // y == x
+      emuk::rope_forward<double>(inplace.data(), inplace.data(), cs.data(), sn.data(), RN, T, D, dr, inter);
+      EXPECT_EQ(inplace, rc);
+    }
+}
+
+TEST(CudaKernelsEmulated, GemmMapping) {
+  POSGRAD_REQUIRE_EMULATION();
+  // gemm.cu's operand/transposition mapping onto a column-major BLAS, against the CPU GEMM: every
+  // transpose combination, padded leading dimensions, beta 0 (C not read) and not, batched with a
+  // broadcast operand, stride_c == 0, and K == 0.
+  const int64_t M = 7, N = 5, K = 6;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (double beta : {0.0, 0.5})
+        for (int mode = 0; mode < 3; ++mode) {  // 0 plain, 1 batched (B broadcast), 2 batched stride_c == 0
+          const int64_t batch = mode == 0 ? 1 : 3;
+          const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+          const int64_t lda = a_cols + 2, ldb = b_cols + 1, ldc = N + 3;
+          const int64_t sc = mode == 2 ? 0 : M * ldc;
+          auto A = rnd<double>(batch * a_rows * lda, 40), B = rnd<double>(b_rows * ldb, 41);
+          auto C = rnd<double>(batch * M * ldc, 42);
+          if (beta == 0)
+            for (size_t i = 0; i < C.size(); i += 2) C[i] = std::numeric_limits<double>::quiet_NaN();
+          auto Cc = C, Ce = C;
+          if (mode == 0) {
+            cpuk::gemm<double>(Cc.data(), A.data(), B.data(), M, N, K, ldc, lda, ldb, ta, tb, 0.7, beta);
+            emuk::gemm<double>(Ce.data(), A.data(), B.data(), M, N, K, ldc, lda, ldb, ta, tb, 0.7, beta);
+          } else {
+            cpuk::gemm_batched<double>(Cc.data(), A.data(), B.data(), batch, M, N, K, ldc, lda, ldb, sc, a_rows * lda,
+                                       0, ta, tb, 0.7, beta);
+            emuk::gemm_batched<double>(Ce.data(), A.data(), B.data(), batch, M, N, K, ldc, lda, ldb, sc, a_rows * lda,
+                                       0, ta, tb, 0.7, beta);
+          }
+          expect_close(Cc, Ce, 1e-14, "gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
+                                          " beta=" + std::to_string(beta) + " mode=" + std::to_string(mode));
+        }
+  std::vector<float> C(12, std::numeric_limits<float>::quiet_NaN()), A(1), B(1);
+  emuk::gemm<float>(C.data(), A.data(), B.data(), 3, 4, 0, 4, 1, 4, false, false, 1.f, 0.f);  // K == 0, beta == 0
+  EXPECT_EQ(C, std::vector<float>(12, 0.f));
+}
+
+namespace {
+
+// One attention configuration run through the CPU and the emulated CUDA kernels.
+void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
+                    int64_t q_offset, bool with_kr, bool with_qr) {
+  using kernels::ScoreBias;
+  const std::string what = std::string("bias ") + std::to_string(static_cast<int>(bias)) + (causal ? " causal" : "") +
+                           " Tq=" + std::to_string(Tq) + " Tk=" + std::to_string(Tk) + " off=" +
+                           std::to_string(q_offset) + (with_kr ? " kr" : "") + (with_qr ? " qr" : "");
+  const int64_t nd = Tq + Tk - 1, R = 6;
+  auto q = rnd<double>(B * H * Tq * D, 30), k = rnd<double>(B * H * Tk * D, 31), v = rnd<double>(B * H * Tk * D, 32);
+  auto dout = rnd<double>(B * H * Tq * D, 33);
+  std::vector<double> table;
+  std::vector<double> kr, qr;
+  std::vector<int64_t> diag_u, rows;
+  int64_t U = 0;
+  if (bias == ScoreBias::T5 || bias == ScoreBias::DeBERTa) {
+    rows = {4, 0, 5, 2};  // distinct table rows, in no particular order
+    U = static_cast<int64_t>(rows.size());
+    diag_u.resize(nd);
+    for (int64_t d = 0; d < nd; ++d) diag_u[d] = (d * 3 + d / 4) % U;
+  }
+  if (bias == ScoreBias::T5) table = rnd<double>(R * H, 34);
+  if (bias == ScoreBias::ALiBi) {
+    table.resize(H);
+    for (int64_t h = 0; h < H; ++h) table[h] = std::pow(2.0, -(h + 1.0));
+  }
+  if (bias == ScoreBias::DeBERTa) {
+    if (with_kr) kr = rnd<double>(R * H * D, 35);
+    if (with_qr) qr = rnd<double>(R * H * D, 36);
+  }
+  auto ptr = [](const auto& vec) { return vec.empty() ? nullptr : vec.data(); };
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  std::vector<double> scratch(static_cast<size_t>(
+      std::max({kernels::cpu::attention_scratch_elems(bias, 0, B, H, Tq, Tk, D, U),
+                kernels::cpu::attention_scratch_elems(bias, 1, B, H, Tq, Tk, D, U),
+                kernels::cpu::attention_scratch_elems(bias, 2, B, H, Tq, Tk, D, U), int64_t(1)})));
+  // The CUDA kernels must fit in whatever the (CPU-sized) scratch the op allocates.
+  for (int pass = 0; pass < 3; ++pass)
+    ASSERT_LE(emuk::attention_scratch_elems(bias, pass, B, H, Tq, Tk, D, U),
+              kernels::cpu::attention_scratch_elems(bias, pass, B, H, Tq, Tk, D, U))
+        << what;
+  std::vector<double> oc(q.size()), oe(q.size()), lc(B * H * Tq), le(B * H * Tq);
+  cpuk::attention_forward<double>(oc.data(), lc.data(), scratch.data(), q.data(), k.data(), v.data(), ptr(table),
+                                  ptr(kr), ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal,
+                                  scale);
+  emuk::attention_forward<double>(oe.data(), le.data(), scratch.data(), q.data(), k.data(), v.data(), ptr(table),
+                                  ptr(kr), ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal,
+                                  scale);
+  expect_close(oc, oe, 1e-13, what + " o");
+  expect_close(lc, le, 1e-13, what + " lse");
+
+  std::vector<double> dqc(q.size(), 0.1), dqe = dqc, dkc(k.size(), 0.2), dke = dkc, dvc(v.size(), 0.3), dve = dvc;
+  std::vector<double> dtc(table.size(), 0.4), dte = dtc, dkrc(kr.size(), 0.5), dkre = dkrc, dqrc(qr.size(), 0.6),
+      dqre = dqrc;
+  double* dt_c = bias == ScoreBias::T5 ? dtc.data() : nullptr;
+  double* dt_e = bias == ScoreBias::T5 ? dte.data() : nullptr;
+  cpuk::attention_backward<double>(dqc.data(), dkc.data(), dvc.data(), dt_c, ptr(dkrc) ? dkrc.data() : nullptr,
+                                   ptr(dqrc) ? dqrc.data() : nullptr, scratch.data(), dout.data(), q.data(), k.data(),
+                                   v.data(), oc.data(), lc.data(), ptr(table), ptr(kr), ptr(qr), ptr(diag_u),
+                                   ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal, scale);
+  emuk::attention_backward<double>(dqe.data(), dke.data(), dve.data(), dt_e, ptr(dkre) ? dkre.data() : nullptr,
+                                   ptr(dqre) ? dqre.data() : nullptr, scratch.data(), dout.data(), q.data(), k.data(),
+                                   v.data(), oe.data(), le.data(), ptr(table), ptr(kr), ptr(qr), ptr(diag_u),
+                                   ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal, scale);
+  expect_close(dqc, dqe, 1e-12, what + " dq");
+  expect_close(dkc, dke, 1e-12, what + " dk");
+  expect_close(dvc, dve, 1e-12, what + " dv");
+  expect_close(dtc, dte, 1e-12, what + " dtable");
+  expect_close(dkrc, dkre, 1e-12, what + " dkr");
+  expect_close(dqrc, dqre, 1e-12, what + " dqr");
+
+  if (Tq == Tk && q_offset == 0) {
+    std::vector<double> sc(H * nd, 0.5), se(H * nd, 0.5);
+    cpuk::attention_diagonal_sums<double>(sc.data(), scratch.data(), q.data(), k.data(), lc.data(), ptr(table),
+                                          ptr(kr), ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, 0, bias,
+                                          causal, scale);
+    emuk::attention_diagonal_sums<double>(se.data(), scratch.data(), q.data(), k.data(), le.data(), ptr(table),
+                                          ptr(kr), ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, 0, bias,
+                                          causal, scale);
+    expect_close(sc, se, 1e-12, what + " diagonal sums");
+  }
+}
+
+}  // namespace
+
+TEST(CudaKernelsEmulated, Attention) {
+  POSGRAD_REQUIRE_EMULATION();
+  using kernels::ScoreBias;
+  for (ScoreBias bias : {ScoreBias::None, ScoreBias::T5, ScoreBias::ALiBi, ScoreBias::DeBERTa})
+    for (bool causal : {false, true}) {
+      // T = 37 spans two key tiles of the emulated kernels (tile 32).
+      attention_case(bias, causal, 2, 2, 37, 37, 5, 0, true, true);
+      if (bias == ScoreBias::DeBERTa) {
+        attention_case(bias, causal, 1, 2, 7, 7, 4, 0, true, false);
+        attention_case(bias, causal, 1, 2, 7, 7, 4, 0, false, true);
+      }
+      // Fewer queries than keys, queries at the end (KV-cache style).
+      if (bias != ScoreBias::DeBERTa) attention_case(bias, causal, 1, 3, 3, 9, 4, 6, false, false);
+    }
+  // A causal offset that leaves the first query rows with no visible key (output 0, lse -inf).
+  attention_case(ScoreBias::None, true, 1, 1, 4, 4, 3, -2, false, false);
+}

@@ -1,0 +1,547 @@
+// test_posenc.cpp — the position encodings against shared/SPEC-positions.md §7: T5 buckets (the
+// test-vector table and the complete range tables, both modes), DeBERTa log buckets and table rows,
+// ALiBi slopes, RoPE frequencies and every scaling, the rotated-vector examples of both layouts,
+// the inverse rotation, the relative property <R(m)q, R(n)k> = f(m - n), the sinusoidal table;
+// the registry (every kind, unknown kind), learned positions past the table, configuration
+// errors; and finite-difference gradients of every encoding's parameters inside two attention
+// layers (T5's shared table, DeBERTa's shared E_rel / LayerNorm / projections, learned table).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "autograd/ops.h"
+#include "nn/attention.h"
+#include "nn/posenc/position_encoding.h"
+
+using namespace posgrad;
+using namespace posgrad::nn;
+
+namespace {
+
+// ---- T5 (spec §7.1) ---------------------------------------------------------------------------
+
+TEST(T5Buckets, SpecTestVectors) {
+  // r, bidirectional, causal
+  const int64_t v[][3] = {{-200, 15, 31}, {-129, 15, 31}, {-128, 15, 31}, {-100, 15, 30}, {-33, 12, 21},
+                          {-16, 10, 16},  {-15, 9, 15},   {-8, 8, 8},     {-1, 1, 1},     {0, 0, 0},
+                          {1, 17, 0},     {8, 24, 0},     {15, 25, 0},    {16, 26, 0},    {33, 28, 0},
+                          {100, 31, 0},   {128, 31, 0},   {200, 31, 0},   {-64, 14, 26},  {-32, 12, 21},
+                          {32, 28, 0},    {64, 30, 0}};
+  for (const auto& row : v) {
+    EXPECT_EQ(t5_relative_bucket(row[0], true), row[1]) << "bidirectional r=" << row[0];
+    EXPECT_EQ(t5_relative_bucket(row[0], false), row[2]) << "causal r=" << row[0];
+  }
+}
+
+// The complete magnitude -> bucket ranges of spec §7.1 (inclusive; last bucket open-ended).
+void check_ranges(bool bidirectional, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  for (size_t b = 0; b < ranges.size(); ++b) {
+    const auto [lo, hi] = ranges[b];
+    for (int64_t n = lo; n <= hi; ++n) {
+      // bidirectional: n = |r| with r <= 0 (lower half) and r > 0 (upper half, +16)
+      if (bidirectional) {
+        EXPECT_EQ(t5_relative_bucket(-n, true), int64_t(b)) << "r=" << -n;
+        if (n > 0) {
+          EXPECT_EQ(t5_relative_bucket(n, true), int64_t(b) + 16) << "r=" << n;
+        }
+      } else {
+        EXPECT_EQ(t5_relative_bucket(-n, false), int64_t(b)) << "r=" << -n;  // n = max(i - j, 0)
+      }
+    }
+  }
+}
+
+TEST(T5Buckets, FullRangeTables) {
+  check_ranges(true, {{0, 0},   {1, 1},   {2, 2},   {3, 3},   {4, 4},   {5, 5},   {6, 6},   {7, 7},
+                      {8, 11},  {12, 15}, {16, 22}, {23, 31}, {32, 45}, {46, 63}, {64, 90}, {91, 5000}});
+  std::vector<std::pair<int64_t, int64_t>> causal;
+  for (int64_t n = 0; n < 16; ++n) causal.push_back({n, n});
+  for (auto r : std::vector<std::pair<int64_t, int64_t>>{{16, 18}, {19, 20}, {21, 23}, {24, 26}, {27, 30}, {31, 34},
+                                                         {35, 39}, {40, 45}, {46, 51}, {52, 58}, {59, 66}, {67, 76},
+                                                         {77, 86}, {87, 98}, {99, 112}, {113, 5000}})
+    causal.push_back(r);
+  check_ranges(false, causal);
+  for (int64_t r = 1; r <= 300; ++r) EXPECT_EQ(t5_relative_bucket(r, false), 0) << "future key r=" << r;
+}
+
+TEST(T5Buckets, ConfigurableAndValidated) {
+  // 8 buckets, max distance 20, bidirectional: nb = 4, max_exact = 2, log range 2..20 over 2 buckets.
+  EXPECT_EQ(t5_relative_bucket(-1, true, 8, 20), 1);
+  EXPECT_EQ(t5_relative_bucket(1, true, 8, 20), 5);
+  EXPECT_EQ(t5_relative_bucket(-1000, true, 8, 20), 3);
+  EXPECT_EQ(t5_relative_bucket(1000, true, 8, 20), 7);
+  EXPECT_THROW(t5_relative_bucket(5, true, 2, 128), ValueError);
+  EXPECT_THROW(t5_relative_bucket(5, false, 32, 16), ValueError);
+}
+
+// ---- DeBERTa (spec §7.2) ------------------------------------------------------------------------
+
+TEST(DebertaBuckets, SpecTestVectors) {
+  // rel = i - j, HF bucket, row = clamp(bucket + 256, 0, 511)
+  const int64_t v[][3] = {{-600, -270, 0}, {-300, -207, 49}, {-257, -192, 64}, {-256, -192, 64}, {-129, -129, 127},
+                          {-128, -128, 128}, {-64, -64, 192}, {-1, -1, 255},     {0, 0, 256},       {1, 1, 257},
+                          {64, 64, 320},     {128, 128, 384}, {129, 129, 385},   {256, 192, 448},   {257, 192, 448},
+                          {300, 207, 463},   {600, 270, 511}, {-512, -256, 0},   {-511, -255, 1},   {511, 255, 511},
+                          {512, 256, 511}};
+  for (const auto& row : v) {
+    EXPECT_EQ(deberta_log_bucket(row[0], 256, 512), row[1]) << "rel=" << row[0];
+    EXPECT_EQ(deberta_row(row[0], 256, 512), row[2]) << "rel=" << row[0];
+  }
+  // Monotone and symmetric over the whole L = 512 range; exact inside [-128, 128].
+  for (int64_t r = -511; r <= 511; ++r) {
+    EXPECT_EQ(deberta_log_bucket(-r, 256, 512), -deberta_log_bucket(r, 256, 512));
+    if (r > -511) {
+      EXPECT_GE(deberta_log_bucket(r, 256, 512), deberta_log_bucket(r - 1, 256, 512));
+    }
+    if (std::abs(r) <= 128) {
+      EXPECT_EQ(deberta_log_bucket(r, 256, 512), r);
+    }
+  }
+}
+
+TEST(DebertaBuckets, NoBucketingAndSpan) {
+  EXPECT_EQ(deberta_log_bucket(700, 0, 512), 700);
+  EXPECT_EQ(deberta_span(0, 64), 64);
+  EXPECT_EQ(deberta_span(32, 128), 32);
+  EXPECT_EQ(deberta_row(-100, 0, 64), 0);     // delta <= -S -> row 0
+  EXPECT_EQ(deberta_row(63, 0, 64), 127);     // delta >= S - 1 -> last row
+  EXPECT_EQ(deberta_row(5, 0, 64), 69);
+}
+
+// ---- ALiBi (spec §7.3) --------------------------------------------------------------------------
+
+TEST(Alibi, SlopesSpecTestVectors) {
+  const std::map<int64_t, std::vector<double>> expect = {
+      {4, {0.25, 0.0625, 0.015625, 0.00390625}},
+      {8, {0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625}},
+      {12, {0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625, 0.7071067812, 0.3535533906,
+            0.1767766953, 0.08838834765}}};
+  for (const auto& [n, s] : expect) {
+    auto m = alibi_slopes(n);
+    ASSERT_EQ(m.size(), s.size());
+    for (size_t i = 0; i < s.size(); ++i) EXPECT_NEAR(m[i], s[i], 1e-10) << "n=" << n << " head " << i;
+  }
+  EXPECT_EQ(alibi_slopes(1), std::vector<double>{std::exp2(-8.0)});
+  EXPECT_EQ(alibi_slopes(3).size(), 3u);
+  EXPECT_THROW(alibi_slopes(0), ValueError);
+}
+
+// ---- RoPE (spec §7.4) ---------------------------------------------------------------------------
+
+RopeParams rope8(const std::string& scaling = "none", double factor = 1.0, int64_t L0 = 0) {
+  RopeParams p;
+  p.rotary_dim = 8;
+  p.scaling = scaling;
+  p.factor = factor;
+  p.original_length = L0;
+  return p;
+}
+
+void expect_freqs(const RopeFrequencies& f, const std::vector<double>& w, double tol, const std::string& what) {
+  ASSERT_EQ(f.inv_freq.size(), w.size()) << what;
+  for (size_t k = 0; k < w.size(); ++k) EXPECT_NEAR(f.inv_freq[k], w[k], tol * w[k]) << what << " k=" << k;
+}
+
+TEST(Rope, FrequenciesAndScalings) {
+  expect_freqs(rope_frequencies(rope8(), 10), {1, 0.1, 0.01, 0.001}, 1e-15, "default");
+  // float32 bits of the default frequencies (spec table): the cast of the double value.
+  const uint32_t bits[] = {0x3f800000, 0x3dcccccd, 0x3c23d70a, 0x3a83126f};
+  auto f = rope_frequencies(rope8(), 10);
+  for (int k = 0; k < 4; ++k) {
+    const float x = static_cast<float>(f.inv_freq[k]);
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    EXPECT_EQ(b, bits[k]) << "k=" << k;
+  }
+  expect_freqs(rope_frequencies(rope8("linear", 4), 10), {0.25, 0.025, 0.0025, 0.00025}, 1e-14, "linear");
+  expect_freqs(rope_frequencies(rope8("dynamic", 2, 2048), 4096), {1, 0.06933612744, 0.004807498568, 0.0003333333333},
+               1e-9, "dynamic 4096");
+  expect_freqs(rope_frequencies(rope8("dynamic", 2, 2048), 1000), {1, 0.1, 0.01, 0.001}, 1e-15, "dynamic 1000");
+  expect_freqs(rope_frequencies(rope8("dynamic", 2, 2048), 2048), {1, 0.1, 0.01, 0.001}, 1e-15, "dynamic 2048");
+  auto y = rope_frequencies(rope8("yarn", 4, 2048), 10);
+  expect_freqs(y, {1, 0.1, 0.00625, 0.00025}, 1e-12, "yarn");
+  EXPECT_NEAR(y.attention_factor, 1.138629436, 1e-9);
+  expect_freqs(rope_frequencies(rope8("llama3", 8, 8192), 10), {1, 0.1, 0.01, 0.000213607544}, 1e-8, "llama3");
+}
+
+TEST(Rope, LargeDimScalings) {
+  // YaRN dr = 128, b = 1e4, s = 4, L0 = 4096: lo = 20, hi = 46 (k <= 20 kept, k >= 46 divided by s).
+  RopeParams p;
+  p.rotary_dim = 128;
+  p.scaling = "yarn";
+  p.factor = 4;
+  p.original_length = 4096;
+  auto y = rope_frequencies(p, 10);
+  p.scaling = "none";
+  auto d = rope_frequencies(p, 10);
+  for (int k = 0; k <= 20; ++k) EXPECT_DOUBLE_EQ(y.inv_freq[k], d.inv_freq[k]) << k;
+  for (int k = 21; k < 46; ++k) {
+    EXPECT_LT(y.inv_freq[k], d.inv_freq[k]) << k;
+    EXPECT_GT(y.inv_freq[k], d.inv_freq[k] / 4) << k;
+  }
+  for (int k = 46; k < 64; ++k) EXPECT_NEAR(y.inv_freq[k], d.inv_freq[k] / 4, 1e-15 * d.inv_freq[k]) << k;
+  // llama3 dr = 128, b = 5e5, s = 8, L0 = 8192: 29 unchanged, 29 divided by 8, 6 smoothed.
+  RopeParams l;
+  l.rotary_dim = 128;
+  l.base = 5e5;
+  l.scaling = "llama3";
+  l.factor = 8;
+  l.original_length = 8192;
+  auto lf = rope_frequencies(l, 10);
+  l.scaling = "none";
+  auto ld = rope_frequencies(l, 10);
+  int same = 0, divided = 0, smoothed = 0;
+  for (int k = 0; k < 64; ++k) {
+    if (lf.inv_freq[k] == ld.inv_freq[k]) ++same;
+    else if (std::fabs(lf.inv_freq[k] - ld.inv_freq[k] / 8) <= 1e-15 * ld.inv_freq[k]) ++divided;
+    else ++smoothed;
+  }
+  EXPECT_EQ(same, 29);
+  EXPECT_EQ(divided, 29);
+  EXPECT_EQ(smoothed, 6);
+}
+
+// x = [1..8] at position 1 (row 1 of a 2-position tensor), dr = 8, b = 1e4.
+Tensor rotate_example(bool interleaved, Tensor* x_out = nullptr) {
+  std::vector<double> v;
+  for (int r = 0; r < 2; ++r)
+    for (int i = 1; i <= 8; ++i) v.push_back(i);
+  Tensor x = Tensor::from_vector(v, {1, 1, 2, 8}, DType::Float64).set_requires_grad(true);
+  if (x_out) *x_out = x;
+  return apply_rope(x, rope8(), interleaved, 0);
+}
+
+TEST(Rope, RotatedVectorExamples) {
+  const std::vector<double> half = {-3.667052618, 1.391007831, 2.929851168, 3.991998001,
+                                    3.542982514,  6.169691825, 7.029649503, 8.003995999};
+  const std::vector<double> inter = {-1.142639664, 1.922075597, 2.585678829, 4.279516911,
+                                     4.939751002,  6.049699169, 6.991996501, 8.006995999};
+  for (bool il : {false, true}) {
+    auto y = rotate_example(il).to_vector();
+    const auto& e = il ? inter : half;
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_NEAR(y[8 + i], e[i], 1e-9) << (il ? "interleaved" : "rotate_half") << " i=" << i;
+      EXPECT_NEAR(y[i], i + 1.0, 1e-15);  // position 0 is the identity
+    }
+  }
+}
+
+TEST(Rope, BackwardIsInverseRotation) {
+  for (bool il : {false, true}) {
+    Tensor x;
+    Tensor y = rotate_example(il, &x);
+    Generator g(3);
+    Tensor gy = randn(y.shape(), g, DType::Float64);
+    y.backward(gy);
+    // <R x, g> = <x, R^T g>, and R^T R x = x.
+    auto yv = y.to_vector(), gv = gy.to_vector(), xv = x.to_vector(), gx = x.grad().to_vector();
+    double a = 0, b = 0;
+    for (size_t i = 0; i < yv.size(); ++i) {
+      a += yv[i] * gv[i];
+      b += xv[i] * gx[i];
+    }
+    EXPECT_NEAR(a, b, 1e-13);
+    Tensor y2 = y.detach().set_requires_grad(true);
+    // Inverse by autograd: the gradient of <R x, y> with respect to x is R^T y = x.
+    Tensor x2 = x.detach().clone().set_requires_grad(true);
+    Tensor z = apply_rope(x2, rope8(), il, 0);
+    z.backward(y.detach());
+    EXPECT_LE(std::fabs(x2.grad().to_vector()[12] - xv[12]), 1e-14);
+    (void)y2;
+  }
+}
+
+// <R(m) q, R(n) k> depends only on m - n, for every layout and scaling (YaRN's factor squared).
+TEST(Rope, RelativeProperty) {
+  const int64_t T = 120, D = 10;
+  Generator g(11);
+  Tensor q1 = randn({1, 1, 1, D}, g, DType::Float64), k1 = randn({1, 1, 1, D}, g, DType::Float64);
+  Tensor q = q1.expand({1, 1, T, D}).contiguous(), k = k1.expand({1, 1, T, D}).contiguous();
+  for (const std::string scaling : {"none", "linear", "yarn", "llama3"})
+    for (bool il : {false, true}) {
+      RopeParams p;
+      p.rotary_dim = 8;  // partial: the last 2 channels pass through
+      p.base = 100;
+      p.scaling = scaling;
+      p.factor = 3;
+      p.original_length = 32;
+      auto qv = apply_rope(q, p, il, 5).to_vector(), kv = apply_rope(k, p, il, 5).to_vector();
+      auto dot = [&](int64_t m, int64_t n) {
+        double s = 0;
+        for (int64_t e = 0; e < D; ++e) s += qv[m * D + e] * kv[n * D + e];
+        return s;
+      };
+      for (int64_t delta : {0, 1, 7, 40}) {
+        const double ref = dot(delta, 0);
+        for (int64_t n : {int64_t(3), int64_t(17), int64_t(60), T - 1 - delta}) EXPECT_NEAR(dot(n + delta, n), ref, 1e-10) << scaling << " " << il;
+      }
+    }
+}
+
+TEST(Rope, ModuleConfigErrors) {
+  Generator g(0);
+  PosEncConfig c;
+  c.kind = "rope";
+  c.n_embd = 12;
+  c.n_head = 3;
+  c.rope_scaling = "ntk-by-parts";
+  EXPECT_THROW(make_position_encoding(c, g), ValueError);
+  c.rope_scaling = "none";
+  c.rope_fraction = 0.2;  // 4 * 0.2 -> 0 channels
+  EXPECT_THROW(make_position_encoding(c, g), ValueError);
+  c.rope_fraction = 0.75;  // 3 channels -> rounded down to 2
+  auto pe = make_position_encoding(c, g);
+  Generator gx(1);
+  Tensor q = randn({1, 3, 5, 4}, gx), k = randn({1, 3, 5, 4}, gx);
+  auto [qr, kr] = pe->rotate(q, k, 0);
+  auto a = q.to_vector(), b = qr.to_vector();
+  for (int64_t row = 0; row < 15; ++row)
+    for (int64_t e = 2; e < 4; ++e) EXPECT_EQ(a[row * 4 + e], b[row * 4 + e]);  // pass-through channels
+}
+
+// ---- sinusoidal / learned (spec §7.5, §5.2) -----------------------------------------------------
+
+TEST(Sinusoidal, SpecTestVector) {
+  const std::vector<double> e = {0.841470985, 0.540302306, 0.099833417, 0.995004165,
+                                 0.009999833, 0.999950000, 0.001000000, 0.999999500};
+  auto t = sinusoidal_table(0, 2, 8, DType::Float64).to_vector();
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_NEAR(t[8 + i], e[i], 1e-9) << i;
+    EXPECT_EQ(t[i], i % 2 ? 1.0 : 0.0);  // position 0: sin 0, cos 0
+  }
+  auto t1 = sinusoidal_table(1, 1, 8, DType::Float64).to_vector();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(t1[i], t[8 + i]);
+  auto odd = sinusoidal_table(3, 1, 5, DType::Float64).to_vector();  // odd C: last channel is a sine
+  EXPECT_NEAR(odd[4], std::sin(3 * std::pow(10000.0, -4.0 / 5.0)), 1e-15);
+}
+
+TEST(Sinusoidal, EmbedScalesTokensAndAddsTable) {
+  Generator g(0);
+  PosEncConfig c;
+  c.kind = "sinusoidal";
+  c.n_embd = 8;
+  c.n_head = 2;
+  auto pe = make_position_encoding(c, g);
+  EXPECT_EQ(pe->num_parameters(), 0);
+  Tensor x = Tensor::ones({1, 3, 8}, DType::Float64);
+  auto y = pe->embed(x, 1000).to_vector();  // far beyond block_size: sinusoidal extrapolates
+  auto t = sinusoidal_table(1000, 3, 8, DType::Float64).to_vector();
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], std::sqrt(8.0) + t[i], 1e-12);
+  c.sinusoidal_scale_embedding = false;
+  auto pe2 = make_position_encoding(c, g);
+  EXPECT_NEAR(pe2->embed(x, 0).to_vector()[1], 2.0, 1e-12);  // 1 + cos 0
+}
+
+TEST(Learned, PositionBeyondTableIsAnError) {
+  Generator g(0);
+  PosEncConfig c;
+  c.kind = "learned";
+  c.n_embd = 8;
+  c.n_head = 2;
+  c.block_size = 16;
+  auto pe = make_position_encoding(c, g);
+  EXPECT_EQ(pe->max_length(), 16);
+  ASSERT_EQ(pe->named_parameters().size(), 1u);
+  EXPECT_EQ(pe->named_parameters()[0].first, "weight");
+  EXPECT_EQ(pe->named_parameters()[0].second.shape(), (Shape{16, 8}));
+  Tensor x = Tensor::zeros({2, 10, 8});
+  EXPECT_NO_THROW(pe->embed(x, 6));  // positions 6..15
+  try {
+    pe->embed(x, 7);  // positions 7..16
+    FAIL() << "expected IndexError";
+  } catch (const IndexError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("position 16"), std::string::npos) << m;
+    EXPECT_NE(m.find("16 positions"), std::string::npos) << m;
+  }
+  EXPECT_THROW(pe->embed(Tensor::zeros({1, 17, 8}), 0), IndexError);
+  EXPECT_THROW(pe->embed(x, -1), IndexError);
+  // Initialisation N(0, 0.02).
+  auto w = pe->named_parameters()[0].second.to_vector();
+  double ss = 0;
+  for (double v : w) ss += v * v;
+  EXPECT_NEAR(std::sqrt(ss / double(w.size())), 0.02, 0.005);
+}
+
+// ---- the registry --------------------------------------------------------------------------------
+
+TEST(Registry, EveryKindAndUnknownKind) {
+  const std::vector<std::string> expect = {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi"};
+  EXPECT_EQ(position_encoding_kinds(), expect);
+  for (const auto& k : expect) {
+    Generator g(0);
+    PosEncConfig c;
+    c.kind = k;
+    auto pe = make_position_encoding(c, g);
+    EXPECT_EQ(pe->kind(), k);
+    EXPECT_TRUE(pe->causal());
+  }
+  Generator g(0);
+  PosEncConfig c;
+  c.kind = "xpos";
+  try {
+    make_position_encoding(c, g);
+    FAIL() << "expected ValueError";
+  } catch (const ValueError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'xpos'"), std::string::npos) << m;
+    EXPECT_NE(m.find("none|sinusoidal|learned|t5|deberta|rope|alibi"), std::string::npos) << m;
+  }
+  c.kind = "t5";
+  c.n_embd = 10;
+  c.n_head = 4;
+  EXPECT_THROW(make_position_encoding(c, g), ValueError);
+}
+
+TEST(Registry, ScalesParametersAndOptions) {
+  Generator g(0);
+  PosEncConfig c;
+  c.n_embd = 16;
+  c.n_head = 4;
+  c.n_layer = 3;
+  c.kind = "t5";
+  auto t5 = make_position_encoding(c, g);
+  EXPECT_DOUBLE_EQ(t5->attention_scale(4), 0.5);
+  ASSERT_EQ(t5->named_parameters().size(), 1u);
+  EXPECT_EQ(t5->named_parameters()[0].first, "relative_attention_bias");
+  EXPECT_EQ(t5->named_parameters()[0].second.shape(), (Shape{32, 4}));
+  c.t5_scaled = false;
+  c.t5_shared_layers = false;
+  auto t5b = make_position_encoding(c, g);
+  EXPECT_DOUBLE_EQ(t5b->attention_scale(4), 1.0);
+  EXPECT_EQ(t5b->named_parameters().size(), 3u);
+  EXPECT_EQ(t5b->named_parameters()[2].first, "relative_attention_bias_2");
+  EXPECT_THROW(t5b->scores(3, {}, 8), IndexError);
+
+  c.kind = "deberta";
+  auto deb = make_position_encoding(c, g);
+  EXPECT_DOUBLE_EQ(deb->attention_scale(4), 1.0 / std::sqrt(12.0));
+  auto names = deb->named_parameters();
+  ASSERT_EQ(names.size(), 3u);
+  EXPECT_EQ(names[0].first, "rel_embeddings");
+  EXPECT_EQ(names[0].second.shape(), (Shape{64, 16}));
+  EXPECT_EQ(names[1].first, "rel_norm.weight");
+  EXPECT_THROW(deb->scores(0, {}, 8), ValueError);  // share_att_key needs the layer's projections
+  c.deberta_share_att_key = false;
+  c.deberta_p2c = false;
+  c.deberta_layer_norm = false;
+  auto deb2 = make_position_encoding(c, g);
+  EXPECT_DOUBLE_EQ(deb2->attention_scale(4), 1.0 / std::sqrt(8.0));
+  EXPECT_EQ(deb2->named_parameters().size(), 1u + 2u * 3u);  // table + pos_key_proj.{0,1,2}.{weight,bias}
+  EXPECT_EQ(deb2->named_parameters()[1].first, "pos_key_proj.0.weight");
+  c.deberta_c2p = false;
+  EXPECT_THROW(make_position_encoding(c, g), ValueError);
+
+  c.kind = "alibi";
+  auto al = make_position_encoding(c, g);
+  auto m = al->scores(0, {}, 8);
+  EXPECT_EQ(m.kind, ScoreBias::ALiBi);
+  EXPECT_EQ(m.slopes, alibi_slopes(4));
+  EXPECT_EQ(al->num_parameters(), 0);
+}
+
+// ---- every encoding's parameter gradients inside two attention layers (finite differences) ------
+
+struct GradCase {
+  std::string name;
+  PosEncConfig cfg;
+};
+
+std::vector<GradCase> grad_cases() {
+  auto base = [](const std::string& kind) {
+    PosEncConfig c;
+    c.kind = kind;
+    c.n_embd = 6;
+    c.n_head = 3;
+    c.n_layer = 2;
+    c.block_size = 12;
+    c.dtype = DType::Float64;
+    c.t5_num_buckets = 6;
+    c.t5_max_distance = 8;
+    c.deberta_position_buckets = 4;
+    c.deberta_max_relative_positions = 6;
+    return c;
+  };
+  std::vector<GradCase> v;
+  for (const std::string k : {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi"})
+    v.push_back({k, base(k)});
+  GradCase t5l{"t5_per_layer_unscaled_bidir", base("t5")};
+  t5l.cfg.t5_shared_layers = false;
+  t5l.cfg.t5_scaled = false;
+  t5l.cfg.causal = false;
+  v.push_back(t5l);
+  GradCase deb{"deberta_own_projections_no_ln", base("deberta")};
+  deb.cfg.deberta_share_att_key = false;
+  deb.cfg.deberta_layer_norm = false;
+  v.push_back(deb);
+  GradCase deb2{"deberta_c2p_only_bidir", base("deberta")};
+  deb2.cfg.deberta_p2c = false;
+  deb2.cfg.causal = false;
+  v.push_back(deb2);
+  GradCase rope{"rope_interleaved_yarn", base("rope")};
+  rope.cfg.rope_interleaved = true;
+  rope.cfg.rope_scaling = "yarn";
+  rope.cfg.rope_scaling_factor = 2.0;
+  v.push_back(rope);
+  return v;
+}
+
+void PrintTo(const GradCase& c, std::ostream* os) { *os << c.name; }
+
+class EncodingGradients : public ::testing::TestWithParam<GradCase> {};
+
+TEST_P(EncodingGradients, MatchFiniteDifferences) {
+  const PosEncConfig& cfg = GetParam().cfg;
+  Generator gen(21);
+  auto pe = make_position_encoding(cfg, gen);
+  nn::CausalSelfAttention l0(6, 3, true, gen, 0.3, DType::Float64), l1(6, 3, true, gen, 0.3, DType::Float64);
+  // Larger weights than the 0.02 init, so that attention is far from uniform.
+  for (auto* m : {&l0, &l1})
+    for (auto& [n, p] : m->named_parameters()) {
+      Generator gp(n.size() + 7);
+      Tensor r = randn(p.shape(), gp, DType::Float64, Device::cpu(), 0.0, 0.5);
+      assign_data(p, r);
+    }
+  Generator gx(22);
+  const int64_t pos0 = 3;
+  Tensor x0 = randn({2, 9, 6}, gx, DType::Float64), r = randn({2, 9, 6}, gx, DType::Float64);
+  auto loss = [&]() {
+    Tensor x = pe->embed(x0, pos0);
+    Tensor y = l1.forward(x + l0.forward(x, *pe, 0, pos0), *pe, 1, pos0);
+    return sum(y * r);
+  };
+  loss().backward();
+  std::vector<std::pair<std::string, Tensor>> params;
+  for (auto& [n, p] : pe->named_parameters()) params.push_back({"pos." + n, p});
+  for (auto& [n, p] : l0.named_parameters()) params.push_back({"l0." + n, p});
+  int checked = 0;
+  for (auto& [name, p] : params) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    auto g = p.grad().to_vector();
+    double* d = p.data<double>();
+    const int64_t n = p.numel(), stride = std::max<int64_t>(1, n / 24);  // at most ~24 elements per tensor
+    for (int64_t i = 0; i < n; i += stride) {
+      const double orig = d[i], eps = 1e-6;
+      double fp, fm;
+      {
+        NoGradGuard ng;
+        d[i] = orig + eps;
+        fp = loss().item();
+        d[i] = orig - eps;
+        fm = loss().item();
+        d[i] = orig;
+      }
+      const double num = (fp - fm) / (2 * eps);
+      EXPECT_NEAR(g[i], num, 1e-6 + 1e-4 * std::fabs(num)) << GetParam().name << " " << name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, EncodingGradients, ::testing::ValuesIn(grad_cases()),
+                         [](const ::testing::TestParamInfo<GradCase>& i) { return i.param.name; });
+
+}  // namespace
