@@ -21,6 +21,7 @@
 #include "tensor/random.h"
 
 using namespace posgrad;
+using posgrad::test::thrown_message;
 
 namespace {
 
@@ -42,19 +43,6 @@ struct OmpThreads {
   ~OmpThreads() { omp_set_num_threads(prev); }
 };
 
-template <typename E, typename F>
-std::string thrown_message(F&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong exception type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
 
 // ---- basics ----------------------------------------------------------------------------------------
 

@@ -13,19 +13,10 @@
 #include "train/fileio.h"
 
 using namespace posgrad;
+using posgrad::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/posgrad-compare-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string str(const std::string& sub) const { return (path / sub).string(); }
-};
 
 train::CompareConfig tiny(const TempDir& d, const std::string& out) {
   std::ostringstream os;

@@ -13,24 +13,12 @@
 #include "tensor/random.h"
 
 using namespace posgrad;
+using posgrad::test::thrown_message;
 using nn::Module;
 using nn::ModuleList;
 
 namespace {
 
-template <typename E, typename F>
-std::string thrown_message(F&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong exception type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
 
 struct Lin : Module {
   Tensor weight, bias;

@@ -17,39 +17,16 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/errors.h"
+#include "support/test_util.h"
 #include "tensor/tensor.h"
 #include "train/safetensors.h"
 
 namespace fs = std::filesystem;
 using namespace posgrad;
+using posgrad::test::TempDir;
 using Named = std::vector<std::pair<std::string, Tensor>>;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("posgrad_test_st_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> v;
-    for (const auto& e : fs::directory_iterator(path_)) v.push_back(e.path().filename().string());
-    std::sort(v.begin(), v.end());
-    return v;
-  }
-
- private:
-  fs::path path_;
-};
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -21,23 +21,10 @@
 #include "tensor/tensor.h"
 
 using namespace posgrad;
+using posgrad::test::thrown_message;
 
 namespace {
 
-// Runs fn, expects it to throw E, and returns the message (empty if it did not throw E).
-template <typename E, typename F>
-std::string thrown_message(F&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong exception type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
 
 std::vector<double> iota_vec(int64_t n) {
   std::vector<double> v(static_cast<size_t>(n));

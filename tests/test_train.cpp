@@ -21,19 +21,10 @@
 #include "train/trainer.h"
 
 using namespace posgrad;
+using posgrad::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/posgrad-test-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string str(const std::string& sub = "") const { return sub.empty() ? path.string() : (path / sub).string(); }
-};
 
 // A small synthetic corpus (no external data needed): repeated, slightly varied lines.
 std::string write_corpus(const TempDir& d, int lines = 400) {

@@ -59,8 +59,8 @@ CompareConfig compare_preset(const std::string& name) {
     c.base.model.n_embd = 128;
     c.base.model.block_size = 128;
     c.base.batch_size = 16;
-    c.base.max_iters = 3000;
-    c.base.lr_decay_iters = 3000;
+    c.base.max_iters = 6000;
+    c.base.lr_decay_iters = 6000;
     c.base.warmup_iters = 100;
     c.base.eval_interval = 500;
     c.base.eval_windows = 64;

@@ -5,8 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "tensor/storage.h"
 
@@ -45,5 +49,44 @@ inline const bool kTestHomeSet = [] {
   setenv("POSGRAD_DATA_DIR", data_dir().c_str(), 1);
   return true;
 }();
+
+// A fresh temporary directory, removed with everything in it when the object goes away.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "posgrad-test-XXXXXX").string();
+    path = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  // The directory itself, or `name` inside it.
+  std::string str(const std::string& name = "") const { return name.empty() ? path.string() : (path / name).string(); }
+  std::string file(const std::string& name) const { return str(name); }
+  std::vector<std::string> entries() const {  // file names inside, in directory order
+    std::vector<std::string> v;
+    for (const auto& e : std::filesystem::directory_iterator(path)) v.push_back(e.path().filename().string());
+    return v;
+  }
+  std::filesystem::path path;
+};
+
+// Runs fn, expects it to throw E, and returns the message (empty, with a test failure, otherwise).
+template <typename E, typename F>
+std::string thrown_message(F&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw the wrong exception type: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
+}
 
 }  // namespace posgrad::test
