@@ -54,7 +54,13 @@ GradcheckResult gradcheck(const std::function<Tensor(const TensorList&)>& f, con
   Generator gen(opt.seed);
   Tensor r = randn(y.shape(), gen, DType::Float64);
   GradcheckResult res;
-  if (!y.requires_grad()) return res;  // nothing differentiable
+  if (!y.requires_grad()) {
+    // No graph although an input requires grad: the op dropped its history (a bug), unless no
+    // input asked for a gradient in the first place.
+    for (const auto& t : xs)
+      if (t.defined() && t.requires_grad()) res.ok = false;
+    return res;
+  }
   y.backward(r);
 
   for (size_t k = 0; k < xs.size(); ++k) {

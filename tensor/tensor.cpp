@@ -403,7 +403,8 @@ void Tensor::register_hook(GradHook fn) const {
 }
 
 void Tensor::retain_grad() const {
-  if (is_leaf()) return;
+  if (is_leaf() || impl().retains_grad) return;
+  impl().retains_grad = true;
   std::weak_ptr<TensorImpl> weak = impl_;
   register_hook([weak](const Tensor& g) {
     if (auto self = weak.lock()) {

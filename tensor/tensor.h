@@ -38,6 +38,7 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;          // producer node; null for leaves
   uint32_t output_nr = 0;                 // which output of grad_fn this is
   std::shared_ptr<Node> grad_accumulator; // leaves only, created on first use
+  bool retains_grad = false;              // retain_grad() was called (its hook is registered once)
   std::string name;                       // optional, used in messages
 };
 
@@ -82,7 +83,7 @@ class Tensor {
   Tensor view(const Shape& shape) const;     // needs a compatible layout; -1 infers one dim
   Tensor reshape(const Shape& shape) const;  // view if possible, else copy
   Tensor transpose(int64_t d0, int64_t d1) const;
-  Tensor t() const { return transpose(-2, -1); }
+  Tensor t() const { return dim() < 2 ? *this : transpose(-2, -1); }  // 0-d and 1-d: unchanged (as PyTorch)
   Tensor permute(const std::vector<int64_t>& dims) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor slice(int64_t dim, int64_t start, int64_t end) const { return narrow(dim, start, end - start); }

@@ -345,6 +345,7 @@ TEST(AutogradHooks, RetainGrad) {
   Tensor x = leaf({1, 2, 3}, {3});
   Tensor y = x * 2.0;
   y.retain_grad();
+  y.retain_grad();  // a second call must not retain the gradient twice
   Tensor z = y * y;
   z.retain_grad();
   sum(z).backward();

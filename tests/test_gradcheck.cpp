@@ -209,3 +209,11 @@ TEST(Gradcheck, RejectsNonDoubleOrNonCpuInputs) {
 }
 
 }  // namespace
+
+TEST(Gradcheck, FailsWhenTheOpDropsItsHistory) {
+  Tensor x = Tensor::from_vector(std::vector<double>{1, 2}, {2}, DType::Float64);
+  x.set_requires_grad(true);
+  // An "op" that returns a detached result: no gradient can flow, which gradcheck must flag.
+  GradcheckResult r = gradcheck([](const TensorList& in) { return (in[0] * 2.0).detach(); }, {x});
+  EXPECT_FALSE(r.ok);
+}
