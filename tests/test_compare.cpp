@@ -52,9 +52,10 @@ TEST(Compare, TinyPresetWritesReportAndIsReproducible) {
     EXPECT_NE(md.find(section), std::string::npos) << section;
   EXPECT_TRUE(fs::exists(d.str("a/timing.csv")));
   EXPECT_TRUE(fs::exists(d.str("a/results.json")));
-  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0)
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
     for (const char* p : {"ppl_vs_length", "train_loss", "per_position_loss", "attention_distance"})
       EXPECT_TRUE(fs::exists(d.str(std::string("a/plots/") + p + ".png"))) << p;
+  }
 }
 
 TEST(Compare, SecondRunSkipsFinishedUnits) {

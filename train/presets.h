@@ -16,4 +16,10 @@ namespace posgrad::train {
 TrainConfig train_preset(const std::string& name);  // ValueError listing the names
 const std::vector<std::string>& train_preset_names();
 
+// Model shape and run length of a preset in one call (the learning rate decays over max_iters).
+void set_model(TrainConfig& c, int64_t n_layer, int64_t n_head, int64_t n_embd, int64_t block_size);
+void set_run(TrainConfig& c, int64_t batch_size, int64_t max_iters, int64_t warmup_iters, int64_t eval_interval);
+// "unknown <what> '<name>' (known: a, b, c)" as a ValueError.
+[[noreturn]] void unknown_name(const std::string& what, const std::string& name, const std::vector<std::string>& known);
+
 }  // namespace posgrad::train
