@@ -14,6 +14,7 @@
 //
 // Usage: bench_attention [--T 128,512,2048] [--B 1] [--H 8] [--D 64] [--methods none,rope,...]
 //                        [--min-ms 300] [--max-reps 15]
+#include <CLI/CLI.hpp>
 #include <omp.h>
 
 #include <algorithm>
@@ -141,28 +142,19 @@ int main(int argc, char** argv) {
   std::vector<std::string> methods = {"none", "rope", "alibi", "t5", "deberta"};
   double min_ms = 300;
   int max_reps = 15;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--T") {
-      Ts.clear();
-      for (auto& s : split_csv(v)) Ts.push_back(std::stoll(s));
-    } else if (a == "--B") {
-      B = std::stoll(v);
-    } else if (a == "--H") {
-      H = std::stoll(v);
-    } else if (a == "--D") {
-      D = std::stoll(v);
-    } else if (a == "--methods") {
-      methods = split_csv(v);
-    } else if (a == "--min-ms") {
-      min_ms = std::stod(v);
-    } else if (a == "--max-reps") {
-      max_reps = std::stoi(v);
-    } else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
+  std::string ts_arg = "128,512,2048", methods_arg = "none,rope,alibi,t5,deberta";
+  CLI::App app{"Fused attention vs the naive materialising reference: forward+backward time and peak memory"};
+  app.add_option("--T", ts_arg, "Comma-separated sequence lengths")->capture_default_str();
+  app.add_option("--B", B, "Batch")->capture_default_str();
+  app.add_option("--H", H, "Heads")->capture_default_str();
+  app.add_option("--D", D, "Head dim")->capture_default_str();
+  app.add_option("--methods", methods_arg, "Comma-separated score modifiers / encodings")->capture_default_str();
+  app.add_option("--min-ms", min_ms, "Minimum timed milliseconds per method and length")->capture_default_str();
+  app.add_option("--max-reps", max_reps, "Maximum alternating repetitions")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  Ts.clear();
+  for (auto& t : split_csv(ts_arg)) Ts.push_back(std::stoll(t));
+  methods = split_csv(methods_arg);
   std::printf("attention forward+backward, float32, B=%lld H=%lld D=%lld, causal, %d OpenMP threads\n",
               (long long)B, (long long)H, (long long)D, omp_get_max_threads());
   std::printf("time: best and median ms of alternating fused/naive samples (best is the robust figure on a\n"
