@@ -78,7 +78,8 @@ void add_compare(CLI::App& app) {
       ->group("Synthetic task");
   bind_train_options(sub, cfg->base);
   sub->get_option("--out-dir")->description("Experiment directory (one run directory per method and seed inside)");
-  sub->callback([sub, cfg, config, methods, seeds, mults] {
+  // Every bound variable is owned by the callback (CLI11 writes into them while parsing).
+  sub->callback([sub, cfg, config, preset, methods, seeds, mults] {
     if (!config->empty()) apply_json_config(sub, *config);
     cfg->out_dir = cfg->base.out_dir;
     cfg->methods = parse_list<std::string>(*methods, "--methods");

@@ -77,7 +77,8 @@ void add_train(CLI::App& app) {
   sub->add_option("--stop-after", *stop_after, "Stop after this many steps without a final checkpoint (testing)")
       ->group("");
   bind_train_options(sub, *cfg);
-  sub->callback([sub, cfg, config, resume, stop_after] {
+  // Every bound variable is owned by the callback (CLI11 writes into them while parsing).
+  sub->callback([sub, cfg, config, preset, resume, stop_after] {
     if (!config->empty()) apply_json_config(sub, *config);
     train::Trainer t(*cfg, *resume);
     t.run(*stop_after);
