@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "data/corpus.h"
+#include "data/fileio.h"
 #include "tensor/errors.h"
 
 namespace posgrad::data {
@@ -59,16 +60,6 @@ struct CacheHeader {  // the first 64 bytes of a cache file, see dataset.h
   uint64_t reserved;
 };
 static_assert(sizeof(CacheHeader) == kHeaderBytes, "cache header must be exactly 64 bytes");
-
-// FNV-1a, 64-bit (Fowler, Noll, Vo; IETF draft-eastlake-fnv). A change detector, not a MAC.
-uint64_t fnv1a64(std::string_view bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 CacheHeader expected_header(std::string_view text, const Tokenizer& tok, uint64_t count) {
   CacheHeader h{};
@@ -148,53 +139,15 @@ TokenSpan try_map_cache(const std::string& path, const CacheHeader& want, std::s
   return TokenSpan(std::move(map), ids, n);
 }
 
-// Writes header + ids to a temp file beside `path`, fsyncs, renames over `path`, fsyncs the
-// directory. IoError naming the file on failure; the temp file is removed, `path` is untouched.
+// Writes header + ids atomically (see data/fileio.h); `path` is untouched on failure.
 void write_cache_atomic(const std::string& path, const CacheHeader& h, const std::vector<int64_t>& ids) {
-  static std::atomic<uint64_t> counter{0};
-  fs::path p(path);
-  const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
+  const fs::path dir = fs::path(path).parent_path();
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError("cannot create token cache temp file '" + tmp + "': " + std::strerror(errno));
-  auto fail = [&](const char* what) {
-    const int e = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw IoError(std::string("cannot ") + what + " token cache '" + tmp + "': " + std::strerror(e));
-  };
-  auto write_all = [&](const void* src, size_t n) {
-    const char* c = static_cast<const char*>(src);
-    while (n > 0) {
-      ssize_t w = ::write(fd, c, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail("write");
-      }
-      c += w;
-      n -= static_cast<size_t>(w);
-    }
-  };
-  write_all(&h, sizeof h);
-  write_all(ids.data(), ids.size() * sizeof(int64_t));
-  if (::fsync(fd) != 0) fail("fsync");
-  if (::close(fd) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    throw IoError("cannot close token cache '" + tmp + "': " + std::strerror(e));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    throw IoError("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(e));
-  }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {  // best effort: some filesystems refuse directory fds
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  if (!dir.empty()) fs::create_directories(dir, ec);  // a failure surfaces as the write's IoError
+  write_file_atomic(path, [&](const ByteSink& sink) {
+    sink(&h, sizeof h);
+    sink(ids.data(), ids.size() * sizeof(int64_t));
+  });
 }
 
 }  // namespace

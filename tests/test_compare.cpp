@@ -10,7 +10,7 @@
 
 #include "support/test_util.h"
 #include "train/compare.h"
-#include "train/fileio.h"
+#include "data/fileio.h"
 
 using namespace posgrad;
 using posgrad::test::TempDir;
@@ -37,7 +37,7 @@ TEST(Compare, TinyPresetWritesReportAndIsReproducible) {
   std::string report = train::run_compare(tiny(d, "a"));
   ASSERT_TRUE(fs::exists(report));
   train::run_compare(tiny(d, "b"));
-  const std::string a = train::read_file(d.str("a/results.csv")), b = train::read_file(d.str("b/results.csv"));
+  const std::string a = read_file(d.str("a/results.csv")), b = read_file(d.str("b/results.csv"));
   EXPECT_EQ(a, b) << "results.csv differs between two runs with the same seed and thread count";
   // Every method appears, with real numbers at the training length.
   for (const std::string m : {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi"}) {
@@ -47,7 +47,7 @@ TEST(Compare, TinyPresetWritesReportAndIsReproducible) {
   // Learned absolute positions are n/a beyond their table; RoPE has its scaled rows.
   EXPECT_NE(a.find("learned,perplexity_x2,n/a"), std::string::npos);
   EXPECT_NE(a.find("rope+yarn,perplexity_x2,"), std::string::npos);
-  const std::string md = train::read_file(report);
+  const std::string md = read_file(report);
   for (const char* section : {"The article's table, measured", "Length extrapolation", "Cost", "Reading", "git commit"})
     EXPECT_NE(md.find(section), std::string::npos) << section;
   EXPECT_TRUE(fs::exists(d.str("a/timing.csv")));
@@ -64,10 +64,10 @@ TEST(Compare, SecondRunSkipsFinishedUnits) {
   c.methods = {"alibi", "rope"};
   train::run_compare(c);
   const auto t = fs::last_write_time(d.str("a/alibi/seed1/result.json"));
-  const std::string before = train::read_file(d.str("a/results.csv"));
+  const std::string before = read_file(d.str("a/results.csv"));
   train::run_compare(c);
   EXPECT_EQ(fs::last_write_time(d.str("a/alibi/seed1/result.json")), t);
-  EXPECT_EQ(train::read_file(d.str("a/results.csv")), before);
+  EXPECT_EQ(read_file(d.str("a/results.csv")), before);
 }
 
 TEST(Compare, BadSettingsAreRejected) {

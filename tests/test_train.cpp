@@ -15,7 +15,7 @@
 #include "autograd/ops.h"
 #include "support/test_util.h"
 #include "train/checkpoint.h"
-#include "train/fileio.h"
+#include "data/fileio.h"
 #include "train/presets.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
@@ -191,7 +191,7 @@ TEST(Checkpoint, ResumeIsBitIdentical) {
     }
     return out;
   };
-  EXPECT_EQ(strip(train::read_file(a.str("run/metrics.jsonl"))), strip(train::read_file(b.str("run/metrics.jsonl"))));
+  EXPECT_EQ(strip(read_file(a.str("run/metrics.jsonl"))), strip(read_file(b.str("run/metrics.jsonl"))));
 }
 
 TEST(Checkpoint, CorruptTruncatedAndMismatchedAreErrors) {
@@ -203,7 +203,7 @@ TEST(Checkpoint, CorruptTruncatedAndMismatchedAreErrors) {
     t.run();
   }
   const std::string model = d.str("run/checkpoint/model.safetensors");
-  std::string bytes = train::read_file(model);
+  std::string bytes = read_file(model);
   // flipped byte -> checksum mismatch
   std::string bad = bytes;
   bad[bad.size() - 3] ^= 0x5a;
@@ -260,8 +260,8 @@ TEST(Cli, KilledMidRunResumesToTheSameWeights) {
   waitpid(pid, &st, 0);
   Proc r = run_cli(common + " --out-dir " + d.str("killed") + " --resume");
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_EQ(train::read_file(d.str("full/checkpoint/model.safetensors")),
-            train::read_file(d.str("killed/checkpoint/model.safetensors")));
+  EXPECT_EQ(read_file(d.str("full/checkpoint/model.safetensors")),
+            read_file(d.str("killed/checkpoint/model.safetensors")));
 }
 
 TEST(Cli, BadInputGivesClearErrorsAndNonZeroExit) {
@@ -323,7 +323,7 @@ TEST(Cli, TrainEvalSampleAndConfigFile) {
   std::ofstream(cfg) << "{\"max-iters\": 4, \"pos\": \"rope\", \"lr\": 0.002}";
   Proc t = run_cli("train --preset tiny --config " + cfg + " --corpus " + corpus + " --out-dir " + d.str("r"));
   ASSERT_EQ(t.status, 0) << t.out;
-  auto saved = nlohmann::json::parse(train::read_file(d.str("r/config.json")));
+  auto saved = nlohmann::json::parse(read_file(d.str("r/config.json")));
   EXPECT_EQ(saved["max_iters"], 4);
   EXPECT_EQ(saved["model"]["pos"]["kind"], "rope");
   EXPECT_DOUBLE_EQ(saved["lr"].get<double>(), 0.002);

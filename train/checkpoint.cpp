@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "train/fileio.h"
+#include "data/fileio.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
 

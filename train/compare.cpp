@@ -12,7 +12,7 @@
 
 #include "autograd/ops.h"
 #include "data/synthetic.h"
-#include "train/fileio.h"
+#include "data/fileio.h"
 #include "train/presets.h"
 #include "train/report.h"
 

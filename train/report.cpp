@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "train/compare.h"
-#include "train/fileio.h"
+#include "data/fileio.h"
 
 namespace posgrad::train {
 

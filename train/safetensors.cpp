@@ -4,6 +4,8 @@
 // at the end of the file.
 #include "train/safetensors.h"
 
+#include "data/fileio.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -105,48 +107,16 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   }
   hdr.append((8 - hdr.size() % 8) % 8, ' ');  // data section starts 8-aligned (reference writer does the same)
 
-  // Atomic write: temp file in the target's directory, fsync, rename, fsync the directory.
-  static std::atomic<uint64_t> counter{0};
-  const fs::path p(path);
-  const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  Fd f;
-  f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (f.fd < 0) throw IoError("save_safetensors: cannot create '" + tmp + "': " + std::strerror(errno));
-  try {
-    auto write_all = [&](const void* src, size_t n) {
-      const char* c = static_cast<const char*>(src);
-      while (n > 0) {
-        ssize_t w = ::write(f.fd, c, n);
-        if (w < 0) {
-          if (errno == EINTR) continue;
-          throw IoError("save_safetensors: cannot write '" + tmp + "': " + std::strerror(errno));
-        }
-        c += w;
-        n -= static_cast<size_t>(w);
-      }
-    };
+  // Streamed tensor by tensor: a GPU model needs only one extra tensor of host memory at a time.
+  write_file_atomic(path, [&](const ByteSink& sink) {
     const uint64_t n = hdr.size();
-    write_all(&n, sizeof n);
-    write_all(hdr.data(), hdr.size());
+    sink(&n, sizeof n);
+    sink(hdr.data(), hdr.size());
     for (size_t i : order) {
-      // One tensor at a time on the CPU, so a GPU model needs only one extra tensor of host memory.
       Tensor c = tensors[i].second.detach().to(Device::cpu()).contiguous();
-      write_all(c.raw_data(), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
+      sink(c.raw_data(), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
     }
-    if (::fsync(f.fd) != 0) throw IoError("save_safetensors: cannot fsync '" + tmp + "': " + std::strerror(errno));
-    const int fd = f.fd;
-    f.fd = -1;
-    if (::close(fd) != 0) throw IoError("save_safetensors: cannot close '" + tmp + "': " + std::strerror(errno));
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-      throw IoError("save_safetensors: cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
-  } catch (...) {
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  Fd d;
-  d.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (d.fd >= 0) ::fsync(d.fd);  // best effort: some filesystems refuse directory fds
+  });
 }
 
 // ---- reading ----------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@
 #include "autograd/ops.h"
 #include "data/corpus.h"
 #include "train/checkpoint.h"
-#include "train/fileio.h"
+#include "data/fileio.h"
 
 namespace posgrad::train {
 
