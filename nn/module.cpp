@@ -53,15 +53,19 @@ void Module::collect(const std::string& prefix, bool params, bool buffers, bool 
     for (const auto& [n, m] : children_) m->collect(prefix + n + ".", params, buffers, true, out);
 }
 
+// A tensor shared by two modules (e.g. tied embeddings) is listed once, under its first name.
+static NamedTensors unique_tensors(const NamedTensors& all) {
+  NamedTensors unique;
+  std::set<const TensorImpl*> seen;
+  for (const auto& p : all)
+    if (seen.insert(&p.second.impl()).second) unique.push_back(p);
+  return unique;
+}
+
 NamedTensors Module::named_parameters(bool recurse) const {
   NamedTensors out;
   collect("", true, false, recurse, out);
-  // A parameter shared by two modules (e.g. tied embeddings) is listed once, under its first name.
-  NamedTensors unique;
-  std::set<const TensorImpl*> seen;
-  for (auto& p : out)
-    if (seen.insert(&p.second.impl()).second) unique.push_back(p);
-  return unique;
+  return unique_tensors(out);
 }
 
 NamedTensors Module::named_buffers(bool recurse) const {
@@ -117,11 +121,7 @@ void Module::zero_grad() {
 NamedTensors Module::state_dict() const {
   NamedTensors out;
   collect("", true, true, true, out);
-  NamedTensors unique;
-  std::set<const TensorImpl*> seen;
-  for (auto& p : out)
-    if (seen.insert(&p.second.impl()).second) unique.push_back(p);
-  return unique;
+  return unique_tensors(out);
 }
 
 void Module::load_state_dict(const NamedTensors& state) {

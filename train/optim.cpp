@@ -22,6 +22,16 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::m
                     "' must be a contiguous floating tensor, got ", p.str());
 }
 
+void Optimizer::for_each_with_grad(
+    const std::function<void(size_t, size_t, const Tensor&, const Tensor&, double)>& f) const {
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
+      const Tensor& p = groups_[gi].params[i].second;
+      Tensor grad = p.grad();
+      if (grad.defined()) f(gi, i, p, grad.contiguous(), groups_[gi].weight_decay);
+    }
+}
+
 void Optimizer::zero_grad() {
   for (auto& g : groups_)
     for (auto& p : g.params) p.second.zero_grad();
@@ -46,21 +56,14 @@ void AdamW::step() {
   ++steps_;
   const double bc1 = 1.0 - std::pow(opt_.beta1_, static_cast<double>(steps_));
   const double bc2 = 1.0 - std::pow(opt_.beta2_, static_cast<double>(steps_));
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    auto& g = groups_[gi];
-    for (size_t i = 0; i < g.params.size(); ++i) {
-      Tensor p = g.params[i].second;
-      Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      grad = grad.contiguous();
-      dispatch_floating(p.dtype(), "AdamW", [&](auto tag) {
-        using T = decltype(tag);
-        POSGRAD_KERNEL(p.device(), adamw_step<T>, p.data<T>(), m_[gi][i].data<T>(), v_[gi][i].data<T>(),
-                       grad.data<T>(), p.numel(), T(lr_), T(opt_.beta1_), T(opt_.beta2_), T(opt_.eps_),
-                       T(g.weight_decay), T(bc1), T(bc2));
-      });
-    }
-  }
+  for_each_with_grad([&](size_t gi, size_t i, const Tensor& p, const Tensor& grad, double wd) {
+    dispatch_floating(p.dtype(), "AdamW", [&](auto tag) {
+      using T = decltype(tag);
+      POSGRAD_KERNEL(p.device(), adamw_step<T>, p.data<T>(), m_[gi][i].data<T>(), v_[gi][i].data<T>(),
+                     grad.data<T>(), p.numel(), T(lr_), T(opt_.beta1_), T(opt_.beta2_), T(opt_.eps_), T(wd), T(bc1),
+                     T(bc2));
+    });
+  });
 }
 
 nn::NamedTensors AdamW::state() const {
@@ -104,20 +107,13 @@ SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& opt) : Optimizer(std:
 
 void SGD::step() {
   ++steps_;
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    auto& g = groups_[gi];
-    for (size_t i = 0; i < g.params.size(); ++i) {
-      Tensor p = g.params[i].second;
-      Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      grad = grad.contiguous();
-      dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
-        using T = decltype(tag);
-        POSGRAD_KERNEL(p.device(), sgd_step<T>, p.data<T>(), buf_[gi][i].data<T>(), grad.data<T>(), p.numel(), T(lr_),
-                       T(opt_.momentum_), T(g.weight_decay));
-      });
-    }
-  }
+  for_each_with_grad([&](size_t gi, size_t i, const Tensor& p, const Tensor& grad, double wd) {
+    dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
+      using T = decltype(tag);
+      POSGRAD_KERNEL(p.device(), sgd_step<T>, p.data<T>(), buf_[gi][i].data<T>(), grad.data<T>(), p.numel(), T(lr_),
+                     T(opt_.momentum_), T(wd));
+    });
+  });
 }
 
 nn::NamedTensors SGD::state() const {

@@ -4,6 +4,7 @@
 // eps 1e-8, weight_decay 1e-2).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ class Optimizer {
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, double lr);
+  // Calls f(group index, parameter index, parameter, contiguous gradient, group weight decay) for
+  // every parameter that received a gradient (the shared loop of the step() functions).
+  void for_each_with_grad(
+      const std::function<void(size_t, size_t, const Tensor&, const Tensor&, double)>& f) const;
   std::vector<ParamGroup> groups_;
   double lr_;
   int64_t steps_ = 0;
