@@ -17,6 +17,7 @@ void add_gradcheck(CLI::App& app) {
                                  "Check every registered op's backward against central finite differences (double)");
   auto filter = std::make_shared<std::string>("");
   sub->add_option("--filter", *filter, "Only ops whose name contains this text");
+  sub->footer(exit_status_help());
   sub->callback([filter] {
     int failed = 0, run = 0;
     fmt::print("{:<48} {:>6} {:>12} {:>12}  {}\n", "op", "inputs", "max_abs_err", "max_rel_err", "status");
@@ -44,6 +45,7 @@ void add_gradcheck(CLI::App& app) {
 
 void add_info(CLI::App& app) {
   auto* sub = app.add_subcommand("info", "Show the build, the hardware posgrad sees, and what it can train");
+  sub->footer(exit_status_help());
   sub->callback([] {
     fmt::print("posgrad 0.1.0\n");
     fmt::print("CUDA backend : {}\n", POSGRAD_HAVE_CUDA ? (cuda_available() ? "built, GPU present" : "built, no GPU present")

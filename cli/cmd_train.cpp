@@ -1,25 +1,75 @@
 // cmd_train.cpp — `posgrad train`, `posgrad eval`, `posgrad sample`.
 #include <spdlog/spdlog.h>
 
-#include <filesystem>
-#include <sstream>
+#include <chrono>
 
 #include "cli/commands.h"
-#include "cli/json_config.h"
+#include "cli/options.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/interrupt.h"
+#include "train/options.h"
 #include "train/presets.h"
 
 namespace posgrad::cli {
 
 namespace {
 
-std::string preset_help() {
+std::string join(const std::vector<std::string>& v) {
   std::string s;
-  for (const auto& n : train::train_preset_names()) s += (s.empty() ? "" : ", ") + n;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return s;
+}
+
+// Command-level settings of `train` (not part of the run's configuration).
+struct TrainCommand {
+  std::string preset = "default", config;
+  bool resume = false, dry_run = false;
+  int64_t stop_after = -1;
+  std::shared_ptr<GivenText> given;
+};
+
+// The configuration `train` runs with: without --resume, the preset, then --config, then the
+// command line; with --resume, the checkpoint's configuration with the explicit options applied
+// (each change logged).
+train::TrainConfig resolve(const TrainCommand& c, CLI::App* sub) {
+  auto values = explicit_values(train::train_options(), c.config, *c.given);
+  if (!c.resume) {
+    train::TrainConfig cfg = train::train_preset(c.preset);
+    apply_values(train::train_options(), cfg, values);
+    spdlog::info("configuration: preset '{}', given: {}", c.preset, describe(values));
+    return cfg;
+  }
+  if (sub->get_option("--preset")->count() > 0)
+    throw UsageError("--preset cannot be combined with --resume: the run's saved configuration is the base; give "
+                     "single options to change them");
+  std::string dir = train::train_preset(c.preset).out_dir;
+  for (const auto& [name, v] : values)
+    if (name == "out_dir") dir = std::get<std::string>(v);
+  train::TrainConfig cfg = train::read_checkpoint_config(dir);
+  for (const std::string& change : train::apply_resume_overrides(cfg, values))
+    spdlog::info("resume: {} (given explicitly)", change);
+  cfg.out_dir = dir;
+  return cfg;
+}
+
+void run_train(const TrainCommand& c, CLI::App* sub) {
+  train::TrainConfig cfg = resolve(c, sub);
+  if (c.dry_run) {
+    cfg.validate();
+    const auto e = train::estimate_memory(cfg, cfg.model.block_size);
+    spdlog::info("memory estimate: {} (parameters and optimizer state {}, activations {}); this machine has {}",
+                 train::format_bytes(e.total()), train::format_bytes(e.parameter_bytes),
+                 train::format_bytes(e.activation_bytes), train::format_bytes(train::physical_memory_bytes()));
+    fmt::print("{}\n", cfg.to_json().dump(2));
+    return;
+  }
+  train::install_interrupt_handlers();
+  train::Trainer t(cfg, c.resume);
+  t.run(c.stop_after);
+  spdlog::info("done: {} steps, checkpoint in {}/checkpoint", t.current_step(), t.config().out_dir);
 }
 
 // Model + tokenizer + validation tokens of a run directory, for eval and sample.
@@ -31,113 +81,121 @@ struct RunModel {
   int64_t step = 0;
 };
 
-RunModel load_run(const std::string& dir, const std::string& device) {
+RunModel load_run(const std::string& dir, const std::string& device, int64_t longest_context) {
   RunModel r;
   train::LoadedCheckpoint ck = train::read_checkpoint(dir, /*with_optimizer=*/false);
-  r.cfg = train::TrainConfig::from_json(ck.state.config);
+  r.cfg = train::TrainConfig::from_json(ck.state.config, "checkpoint " + dir);
   r.tok = data::Tokenizer::from_json(ck.state.tokenizer);
+  r.cfg.model.vocab_size = r.tok->vocab_size();
+  // No training here: the estimate is the model plus one evaluation batch at the longest context.
+  train::TrainConfig sized = r.cfg;
+  sized.batch_size = 1;
+  train::check_memory(sized, longest_context);
+  Device dev;
+  try {
+    dev = Device::parse(device);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--device: ") + e.what());
+  }
   r.model = std::make_unique<nn::GPT>(r.cfg.model, r.init, r.dropout);
   r.model->load_state_dict(ck.model);
-  r.model->to(Device::parse(device));
+  r.model->to(dev);
   r.step = ck.state.step;
   return r;
 }
 
-std::vector<int64_t> parse_int_list(const std::string& s, const char* what) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      int64_t v = std::stoll(item, &used);
-      if (used != item.size() || v <= 0) throw std::invalid_argument(item);
-      out.push_back(v);
-    } catch (const std::exception&) {
-      throw ValueError(std::string(what) + ": '" + item + "' is not a positive integer");
-    }
-  }
-  if (out.empty()) throw ValueError(std::string(what) + ": empty list");
-  return out;
+template <typename S>
+S resolve_simple(const opt::Table<S>& table, const std::string& config, const GivenText& given) {
+  S s{};
+  apply_values(table, s, explicit_values(table, config, given));
+  return s;
 }
 
 }  // namespace
 
 void add_train(CLI::App& app) {
   auto* sub = app.add_subcommand("train", "Pretrain a small decoder-only language model");
-  auto cfg = std::make_shared<train::TrainConfig>(train::train_preset(preset_from_argv(argc_saved(), argv_saved(), "default")));
-  auto preset = std::make_shared<std::string>("default");
-  auto resume = std::make_shared<bool>(false);
-  auto stop_after = std::make_shared<int64_t>(-1);
-  sub->add_option("--preset", *preset, "Named configuration setting the defaults: " + preset_help())
-      ->check(CLI::IsMember(train::train_preset_names()));
-  auto config = std::make_shared<std::string>();
-  sub->add_option("--config", *config, "JSON file of option values (keys are option names, e.g. {\"lr\": 0.001})");
-  sub->add_flag("--resume", *resume, "Continue the run in --out-dir from its checkpoint");
-  sub->add_option("--stop-after", *stop_after, "Stop after this many steps without a final checkpoint (testing)")
+  auto c = std::make_shared<TrainCommand>();
+  sub->add_option("--preset", c->preset,
+                  "Named configuration that sets the defaults (options given explicitly win): " +
+                      join(train::train_preset_names()))
+      ->check(CLI::IsMember(train::train_preset_names()))
+      ->capture_default_str();
+  sub->add_option("--config", c->config,
+                  "JSON file of option values, keys as in config.json (e.g. {\"lr\": 0.002, \"pos\": \"t5\"}); "
+                  "applied after the preset, before the command line");
+  sub->add_flag("--resume", c->resume,
+                "Continue the run in --out-dir from its checkpoint: its saved configuration is the base, options "
+                "given explicitly change it (logged); model and data options cannot change");
+  sub->add_flag("--dry-run", c->dry_run,
+                "Resolve and validate the configuration, print it (config.json form) and the memory estimate, and exit");
+  sub->add_option("--stop-after", c->stop_after, "Stop after this many steps without a final checkpoint (testing)")
       ->group("");
-  bind_train_options(sub, *cfg);
-  // Every bound variable is owned by the callback (CLI11 writes into them while parsing).
-  sub->callback([sub, cfg, config, preset, resume, stop_after] {
-    if (!config->empty()) apply_json_config(sub, *config);
-    train::Trainer t(*cfg, *resume);
-    t.run(*stop_after);
-    spdlog::info("done: {} steps, checkpoint in {}/checkpoint", t.current_step(), t.config().out_dir);
+  c->given = add_table(sub, train::train_options(), train::train_preset("default"));
+  sub->footer("Defaults shown are the 'default' preset's.\n\n" + exit_status_help());
+  collect_extras(sub);
+  sub->callback([c, sub] {
+    check_extras(sub);
+    run_train(*c, sub);
   });
 }
 
 void add_eval(CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "Evaluate a trained run: loss, perplexity and accuracy at several context lengths");
-  auto dir = std::make_shared<std::string>("runs/train");
-  auto contexts = std::make_shared<std::string>("");
-  auto windows = std::make_shared<int64_t>(64);
-  auto device = std::make_shared<std::string>("cpu");
-  sub->add_option("--run", *dir, "Run directory")->capture_default_str();
-  sub->add_option("--contexts", *contexts, "Comma-separated context lengths (default: 1,2,4x the training length)");
-  sub->add_option("--windows", *windows, "Validation windows per length")->capture_default_str();
-  sub->add_option("--device", *device, "cpu or cuda[:N]")->capture_default_str();
-  sub->callback([=] {
-    RunModel r = load_run(*dir, *device);
-    const int64_t block = r.cfg.model.block_size;
-    std::vector<int64_t> ctx = contexts->empty() ? std::vector<int64_t>{block, 2 * block, 4 * block}
-                                                 : parse_int_list(*contexts, "--contexts");
-    std::string text = data::load_corpus(r.cfg.corpus, r.cfg.data_dir);
+  auto config = std::make_shared<std::string>();
+  sub->add_option("--config", *config, "JSON file of option values (keys: the option names)");
+  auto given = add_table(sub, train::eval_options(), train::EvalOptions{});
+  sub->footer(exit_status_help());
+  collect_extras(sub);
+  sub->callback([sub, config, given] {
+    check_extras(sub);
+    const auto o = resolve_simple(train::eval_options(), *config, *given);
+    int64_t longest = 0;
+    for (int64_t c : o.contexts) longest = std::max(longest, c);
+    // The default lengths need the run's block size: size the check for 4x it after loading.
+    const train::TrainConfig saved = train::read_checkpoint_config(o.run);
+    const int64_t block = saved.model.block_size;
+    const std::vector<int64_t> ctx = o.contexts.empty() ? std::vector<int64_t>{block, 2 * block, 4 * block} : o.contexts;
+    for (int64_t c : ctx) longest = std::max(longest, c);
+    RunModel r = load_run(o.run, o.device, longest);
+    std::string text = data::load_corpus(r.cfg.corpus, r.cfg.data_dir, r.cfg.max_corpus_bytes);
     data::TokenDataset ds(text, *r.tok, block);
-    fmt::print("run {} (step {}, pos={})\n{:>8} {:>10} {:>12} {:>10}\n", *dir, r.step, r.cfg.model.pos.kind, "context",
-               "loss", "perplexity", "accuracy");
+    fmt::print("run {} (step {}, pos={})\n{:>8} {:>10} {:>12} {:>10} {:>8}\n", o.run, r.step, r.cfg.model.pos.kind,
+               "context", "loss", "perplexity", "accuracy", "windows");
     for (int64_t c : ctx) {
       const int64_t limit = r.model->position_encoding().max_length();
       if (limit >= 0 && c > limit) {
-        fmt::print("{:>8} {:>10} {:>12} {:>10}   ({} positions beyond the learned table of {})\n", c, "n/a", "n/a",
-                   "n/a", c, limit);
+        fmt::print("{:>8} {:>10} {:>12} {:>10} {:>8}   ({} positions beyond the learned table of {})\n", c, "n/a", "n/a",
+                   "n/a", 0, c, limit);
         continue;
       }
-      train::EvalResult e = train::evaluate_tokens(*r.model, ds.val(), c, *windows, 0, Device::parse(*device));
-      fmt::print("{:>8} {:>10.4f} {:>12.3f} {:>10.4f}\n", c, e.loss, e.perplexity, e.accuracy);
+      if (static_cast<int64_t>(ds.val().size()) < c + 1)
+        throw UsageError("--contexts: " + std::to_string(c) + " tokens is longer than the validation split (" +
+                         std::to_string(ds.val().size()) + " tokens)");
+      train::EvalResult e = train::evaluate_tokens(*r.model, ds.val(), c, o.windows, 0, Device::parse(o.device));
+      fmt::print("{:>8} {:>10.4f} {:>12.3f} {:>10.4f} {:>8}\n", c, e.loss, e.perplexity, e.accuracy, e.windows);
     }
   });
 }
 
 void add_sample(CLI::App& app) {
-  auto* sub = app.add_subcommand("sample", "Generate text from a trained run");
-  auto dir = std::make_shared<std::string>("runs/train");
-  auto prompt = std::make_shared<std::string>("\n");
-  auto n = std::make_shared<int64_t>(500);
-  auto temperature = std::make_shared<double>(0.8);
-  auto top_k = std::make_shared<int64_t>(200);
-  auto seed = std::make_shared<uint64_t>(1337);
-  auto device = std::make_shared<std::string>("cpu");
-  sub->add_option("--run", *dir, "Run directory")->capture_default_str();
-  sub->add_option("--prompt", *prompt, "Text to continue");
-  sub->add_option("--tokens", *n, "Tokens to generate")->capture_default_str();
-  sub->add_option("--temperature", *temperature, "Softmax temperature (> 0)")->capture_default_str();
-  sub->add_option("--top-k", *top_k, "Sample among the k most likely tokens (0: all)")->capture_default_str();
-  sub->add_option("--seed", *seed, "Sampling seed")->capture_default_str();
-  sub->add_option("--device", *device, "cpu or cuda[:N]")->capture_default_str();
-  sub->callback([=] {
-    RunModel r = load_run(*dir, *device);
-    fmt::print("{}{}\n", *prompt,
-               train::sample_text(*r.model, *r.tok, *prompt, *n, *temperature, *top_k, *seed, Device::parse(*device)));
+  auto* sub = app.add_subcommand("sample", "Generate text from a trained run (the text goes to stdout, the log to stderr)");
+  auto config = std::make_shared<std::string>();
+  sub->add_option("--config", *config, "JSON file of option values (keys: the option names)");
+  auto given = add_table(sub, train::sample_options(), train::SampleOptions{});
+  sub->footer(exit_status_help());
+  collect_extras(sub);
+  sub->callback([sub, config, given] {
+    check_extras(sub);
+    const auto o = resolve_simple(train::sample_options(), *config, *given);
+    const train::TrainConfig saved = train::read_checkpoint_config(o.run);
+    RunModel r = load_run(o.run, o.device, saved.model.block_size);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string text =
+        train::sample_text(*r.model, *r.tok, o.prompt, o.tokens, o.temperature, o.top_k, o.seed, Device::parse(o.device));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fmt::print("{}{}\n", o.prompt, text);
+    spdlog::info("{} tokens in {:.2f} s ({:.0f} tokens/s)", o.tokens, s, static_cast<double>(o.tokens) / std::max(s, 1e-9));
   });
 }
 

@@ -1,11 +1,12 @@
-// commands.h — the subcommands of the `posgrad` tool. Each add_* registers its options and a
-// callback on the app; main.cpp runs the parser and turns posgrad::Error into a message and a
-// non-zero exit.
+// commands.h — the subcommands of the `posgrad` tool. Each add_* registers its options (generated
+// from its option table, cli/options.h) and a callback; a subcommand's set-up and callback read only
+// its own arguments. main.cpp runs the parser and turns exceptions into a message on stderr and
+// the exit status documented in exit_status_help().
 #pragma once
 
 #include <CLI/CLI.hpp>
 
-#include "train/trainer.h"
+#include <string>
 
 namespace posgrad::cli {
 
@@ -16,12 +17,7 @@ void add_gradcheck(CLI::App& app);
 void add_info(CLI::App& app);
 void add_compare(CLI::App& app);
 
-// Binds every TrainConfig field to a long option on `sub` (defaults shown in --help).
-void bind_train_options(CLI::App* sub, train::TrainConfig& cfg);
-// The value of --preset in argv (or `fallback`): presets set the defaults that flags then override.
-std::string preset_from_argv(int argc, char** argv, const std::string& fallback);
-void set_argv(int argc, char** argv);
-int argc_saved();
-char** argv_saved();
+// The exit-status contract, as printed at the end of every --help.
+std::string exit_status_help();
 
 }  // namespace posgrad::cli

@@ -1,16 +1,46 @@
 // main.cpp — the `posgrad` command-line tool: train, eval, sample, compare, gradcheck, info.
-// Bad input of any kind ends with a one-line error naming it and exit status 1 (2 for usage).
+// Output: results (tables, samples, --dry-run's configuration) on stdout; progress, logs and errors
+// on stderr. Every failure ends with one "posgrad: error: ..." line naming the bad input and the
+// exit status of exit_status_help().
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "tensor/errors.h"
+#include "train/interrupt.h"
+#include "train/trainer.h"
+
+namespace posgrad::cli {
+
+std::string exit_status_help() {
+  return "Exit status: 0 success; 1 data or I/O error (a missing, unreadable or corrupt file, an unavailable "
+         "device, out of memory); 2 usage error (an unknown option, a value out of range, a bad configuration file, "
+         "a configuration too large for this machine); 3 numerical failure (non-finite loss, gradient or logits; "
+         "the last good checkpoint is kept); 70 internal error (a bug in posgrad); 130 interrupted by SIGINT or "
+         "SIGTERM (a checkpoint was written; the message says how to resume).";
+}
+
+}  // namespace posgrad::cli
+
+namespace {
+
+int fail(int status, const std::string& what) {
+  fmt::print(stderr, "posgrad: error: {}\n", what);
+  return status;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace posgrad;
+  spdlog::set_default_logger(spdlog::stderr_color_mt("posgrad"));
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
-  cli::set_argv(argc, argv);
   CLI::App app{"posgrad — train small transformers and compare position encodings, with real measurements"};
   app.require_subcommand(1);
+  app.footer(cli::exit_status_help());
   cli::add_train(app);
   cli::add_eval(app);
   cli::add_sample(app);
@@ -19,20 +49,34 @@ int main(int argc, char** argv) {
   cli::add_info(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(2, std::string(e.what()) + " (see --help)");
+  } catch (const train::Interrupted& e) {
+    std::string resume;
+    if (app.got_subcommand("train")) {
+      resume = "posgrad train --out-dir " + e.run_dir + " --resume";
+    } else {
+      for (int i = 0; i < argc; ++i) resume += (i ? " " : "") + std::string(argv[i]);
+    }
+    fmt::print(stderr, "posgrad: {}\nposgrad: to continue, run: {}\n", e.what(), resume);
+    return 130;
   } catch (const train::NonFiniteLoss& e) {
-    spdlog::error("{}", e.what());
-    return 3;
-  } catch (const Error& e) {
-    spdlog::error("{}", e.what());
-    return 1;
+    return fail(3, e.what());
+  } catch (const ValueError& e) {  // UsageError included
+    return fail(2, e.what());
+  } catch (const Error& e) {  // IoError, DeviceError, and errors of shapes or indices that input caused
+    return fail(1, e.what());
+  } catch (const std::filesystem::filesystem_error& e) {
+    return fail(1, e.what());
   } catch (const std::bad_alloc&) {
-    spdlog::error("out of memory");
-    return 1;
+    return fail(1, "out of memory (the configuration's estimate fitted, the allocation did not: reduce --batch-size "
+                   "or the model size)");
   } catch (const std::exception& e) {
-    spdlog::error("internal error: {}", e.what());
-    return 1;
+    return fail(70, std::string("internal error (a bug in posgrad; please report it): ") + e.what());
   }
   return 0;
 }

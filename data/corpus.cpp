@@ -43,11 +43,23 @@ std::string corpus_path(const std::string& spec, const std::string& data_dir) {
 }
 
 // Whole-file read; every failure names the path. `hint` is appended to "missing" errors.
-static std::string read_corpus_file(const std::string& path, const std::string& hint) {
+static std::string read_corpus_file(const std::string& path, const std::string& hint, int64_t max_bytes) {
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) throw IoError("corpus file '" + path + "' does not exist" + hint);
   if (fs::is_directory(st)) throw IoError("corpus '" + path + "' is a directory, not a text file");
+  if (!fs::is_regular_file(st)) {
+    const char* what = fs::is_fifo(st)                                     ? "a FIFO"
+                       : fs::is_block_file(st) || fs::is_character_file(st) ? "a device"
+                       : fs::is_socket(st)                                  ? "a socket"
+                                                                            : "not a regular file";
+    throw IoError("corpus '" + path + "' is " + what + ", not a regular text file");
+  }
+  const auto size = fs::file_size(path, ec);
+  if (ec) throw IoError("cannot read the size of corpus file '" + path + "': " + ec.message());
+  if (size > static_cast<uintmax_t>(max_bytes))
+    throw IoError("corpus file '" + path + "' has " + std::to_string(size) + " bytes, more than --max-corpus-bytes " +
+                  std::to_string(max_bytes));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open corpus file '" + path + "': " + std::strerror(errno));
   std::ostringstream ss;
@@ -58,20 +70,20 @@ static std::string read_corpus_file(const std::string& path, const std::string& 
   return text;
 }
 
-std::string load_corpus(const std::string& spec, const std::string& data_dir) {
+std::string load_corpus(const std::string& spec, const std::string& data_dir, int64_t max_bytes) {
   POSGRAD_CHECK(!spec.empty(), ValueError, "empty corpus spec (give a file path, \"kjv\" or \"shakespeare\")");
   const std::string path = corpus_path(spec, data_dir);
   if (spec == "kjv")
     return read_corpus_file(path, " — the King James Bible corpus is extracted by ./scripts/setup.sh (or "
-                                  "./scripts/extract_kjv.sh); set POSGRAD_HOME to look elsewhere");
+                                  "./scripts/extract_kjv.sh); set POSGRAD_HOME to look elsewhere", max_bytes);
   if (is_shakespeare(spec)) {
     std::string where = !data_dir.empty()                      ? "the --data-dir flag"
                         : !env_or_empty("POSGRAD_DATA_DIR").empty() ? "$POSGRAD_DATA_DIR"
                                                                     : "the default ../shared/data (POSGRAD_DATA_DIR unset)";
     return read_corpus_file(path, " (looked in " + where + "; put tinyshakespeare.txt there, or set "
-                                  "POSGRAD_DATA_DIR / --data-dir to its directory)");
+                                  "POSGRAD_DATA_DIR / --data-dir to its directory)", max_bytes);
   }
-  return read_corpus_file(path, " (corpus names: kjv, shakespeare; anything else is a file path)");
+  return read_corpus_file(path, " (corpus names: kjv, shakespeare; anything else is a file path)", max_bytes);
 }
 
 }  // namespace posgrad::data

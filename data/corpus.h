@@ -7,6 +7,7 @@
 // (write ./kjv to mean the file). Deliberately not here: downloading, decompression, tokenisation.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace posgrad::data {
@@ -20,7 +21,9 @@ std::string resolve_data_dir(const std::string& flag);
 std::string corpus_path(const std::string& spec, const std::string& data_dir = "");
 
 // The bytes of the corpus. IoError (naming the path, and for the named corpora how to get them)
-// when the file is missing, unreadable, a directory, or empty.
-std::string load_corpus(const std::string& spec, const std::string& data_dir = "");
+// when the file is missing, unreadable, not a regular file (a directory, device, FIFO or socket:
+// symbolic links are followed), empty, or larger than max_bytes (checked before reading).
+std::string load_corpus(const std::string& spec, const std::string& data_dir = "",
+                        int64_t max_bytes = int64_t{1} << 30);
 
 }  // namespace posgrad::data

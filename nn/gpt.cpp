@@ -17,62 +17,7 @@ void GPTConfig::validate() const {
   const auto kinds = position_encoding_kinds();
   POSGRAD_CHECK(std::find(kinds.begin(), kinds.end(), pos.kind) != kinds.end(), ValueError,
                 "unknown position encoding '", pos.kind, "'");
-}
-
-nlohmann::json GPTConfig::to_json() const {
-  const auto& p = pos;
-  return {{"vocab_size", vocab_size}, {"block_size", block_size}, {"n_layer", n_layer}, {"n_head", n_head},
-          {"n_embd", n_embd}, {"dropout", dropout}, {"bias", bias},
-          {"pos", {{"kind", p.kind}, {"causal", p.causal},
-                   {"t5_num_buckets", p.t5_num_buckets}, {"t5_max_distance", p.t5_max_distance},
-                   {"t5_scaled", p.t5_scaled}, {"t5_shared_layers", p.t5_shared_layers},
-                   {"deberta_position_buckets", p.deberta_position_buckets},
-                   {"deberta_max_relative_positions", p.deberta_max_relative_positions},
-                   {"deberta_c2p", p.deberta_c2p}, {"deberta_p2c", p.deberta_p2c},
-                   {"deberta_layer_norm", p.deberta_layer_norm}, {"deberta_share_att_key", p.deberta_share_att_key},
-                   {"rope_base", p.rope_base}, {"rope_fraction", p.rope_fraction},
-                   {"rope_interleaved", p.rope_interleaved}, {"rope_scaling", p.rope_scaling},
-                   {"rope_scaling_factor", p.rope_scaling_factor},
-                   {"sinusoidal_scale_embedding", p.sinusoidal_scale_embedding}}}};
-}
-
-GPTConfig GPTConfig::from_json(const nlohmann::json& j) {
-  GPTConfig c;
-  try {
-    c.vocab_size = j.at("vocab_size");
-    c.block_size = j.at("block_size");
-    c.n_layer = j.at("n_layer");
-    c.n_head = j.at("n_head");
-    c.n_embd = j.at("n_embd");
-    c.dropout = j.at("dropout");
-    c.bias = j.at("bias");
-    const auto& p = j.at("pos");
-    c.pos.kind = p.at("kind");
-    c.pos.causal = p.at("causal");
-    c.pos.t5_num_buckets = p.at("t5_num_buckets");
-    c.pos.t5_max_distance = p.at("t5_max_distance");
-    c.pos.t5_scaled = p.at("t5_scaled");
-    c.pos.t5_shared_layers = p.at("t5_shared_layers");
-    c.pos.deberta_position_buckets = p.at("deberta_position_buckets");
-    c.pos.deberta_max_relative_positions = p.at("deberta_max_relative_positions");
-    c.pos.deberta_c2p = p.at("deberta_c2p");
-    c.pos.deberta_p2c = p.at("deberta_p2c");
-    c.pos.deberta_layer_norm = p.at("deberta_layer_norm");
-    c.pos.deberta_share_att_key = p.at("deberta_share_att_key");
-    c.pos.rope_base = p.at("rope_base");
-    c.pos.rope_fraction = p.at("rope_fraction");
-    c.pos.rope_interleaved = p.at("rope_interleaved");
-    c.pos.rope_scaling = p.at("rope_scaling");
-    c.pos.rope_scaling_factor = p.at("rope_scaling_factor");
-    c.pos.sinusoidal_scale_embedding = p.at("sinusoidal_scale_embedding");
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError(std::string("invalid model config: ") + e.what());
-  }
-  c.pos.n_embd = c.n_embd;
-  c.pos.n_head = c.n_head;
-  c.pos.n_layer = c.n_layer;
-  c.pos.block_size = c.block_size;
-  return c;
+  pos.validate();
 }
 
 Block::Block(const GPTConfig& cfg, Generator& gen, Generator& dropout_gen) {

@@ -21,10 +21,9 @@ struct GPTConfig {
   bool bias = true;
   PosEncConfig pos;  // pos.kind selects the encoding; its sizes are filled from the fields above
 
-  // Throws ValueError naming the first invalid field (non-positive sizes, n_embd % n_head, dropout range...).
+  // Throws ValueError naming the first invalid field (non-positive sizes, n_embd % n_head, dropout
+  // range, an encoding option out of range...). Saved and loaded through train_options().
   void validate() const;
-  nlohmann::json to_json() const;
-  static GPTConfig from_json(const nlohmann::json& j);  // IoError on missing/invalid fields
 };
 
 class Block : public Module {

@@ -25,6 +25,11 @@ struct IndexError : Error {  // out-of-range dim, index or position
 struct ValueError : Error {  // invalid hyperparameter or argument value
   using Error::Error;
 };
+// An option, value or configuration as the user gave it (flag, JSON key, preset) is invalid. The
+// CLI exits with status 2 for every ValueError, this one included.
+struct UsageError : ValueError {
+  using ValueError::ValueError;
+};
 struct IoError : Error {  // missing, unreadable, empty or corrupt files
   using Error::Error;
 };

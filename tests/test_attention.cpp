@@ -245,11 +245,11 @@ nn::PosEncConfig small_config(const std::string& kind, bool causal) {
   cfg.block_size = 16;
   cfg.causal = causal;
   cfg.dtype = DType::Float64;
-  cfg.t5_num_buckets = 8;
-  cfg.t5_max_distance = 12;
-  cfg.deberta_position_buckets = 4;
-  cfg.deberta_max_relative_positions = 10;
-  cfg.rope_fraction = 0.5;
+  cfg.set("t5_num_buckets", int64_t{8});
+  cfg.set("t5_max_distance", int64_t{12});
+  cfg.set("deberta_position_buckets", int64_t{4});
+  cfg.set("deberta_max_relative_positions", int64_t{10});
+  cfg.set("rope_fraction", 0.5);
   return cfg;
 }
 

@@ -5,7 +5,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "data/fileio.h"
+#include "tensor/options.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
 
@@ -14,7 +17,7 @@ namespace posgrad::train {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-static constexpr int kFormatVersion = 1;
+static constexpr int kFormatVersion = 2;  // 2: flat option-table config, state_checksum
 
 static json rng_json(const GeneratorState& g) { return {{"seed", g.seed}, {"offset", g.offset}}; }
 static GeneratorState rng_from(const json& j) { return {j.at("seed").get<uint64_t>(), j.at("offset").get<uint64_t>()}; }
@@ -43,6 +46,7 @@ void write_checkpoint(const std::string& run_dir, const CheckpointState& s, cons
              {"checksums",
               {{"model.safetensors", hex64(fnv1a64(read_file(tmp + "/model.safetensors")))},
                {"optimizer.safetensors", hex64(fnv1a64(read_file(tmp + "/optimizer.safetensors")))}}}};
+  st["state_checksum"] = hex64(fnv1a64(st.dump()));  // over the canonical (sorted-key) dump of the rest
   write_file_atomic(tmp + "/state.json", st.dump(2) + "\n");
   fsync_dir(tmp);
   // Swap: cur -> old, tmp -> cur, drop old. Each rename is atomic; readers try cur then old.
@@ -51,6 +55,15 @@ void write_checkpoint(const std::string& run_dir, const CheckpointState& s, cons
   fs::rename(tmp, cur);
   fsync_dir(run_dir);
   fs::remove_all(old);
+}
+
+static TrainConfig config_from_state(const std::string& dir, const json& st) {
+  if (!st.contains("config")) throw IoError("checkpoint " + dir + "/state.json has no config");
+  try {
+    return TrainConfig::from_json(st.at("config"), "checkpoint " + dir + "/state.json: config");
+  } catch (const UsageError& e) {
+    throw IoError(e.what());
+  }
 }
 
 static void verify_checksum(const std::string& dir, const json& st, const std::string& file) {
@@ -66,16 +79,25 @@ static void verify_checksum(const std::string& dir, const json& st, const std::s
 }
 
 static json read_state_json(const std::string& dir) {
+  const std::string path = dir + "/state.json";
   json st;
   try {
-    st = json::parse(read_file(dir + "/state.json"));
-  } catch (const json::exception& e) {
-    throw IoError("checkpoint " + dir + "/state.json is not valid JSON: " + e.what());
+    st = opt::parse_json_limited(read_file(path), "checkpoint " + path, 64 << 20, 8);
+  } catch (const UsageError& e) {
+    throw IoError(e.what());
   }
-  int version = st.value("format_version", -1);
-  if (version != kFormatVersion)
-    throw IoError("checkpoint " + dir + "/state.json has format_version " + std::to_string(version) + ", expected " +
-                  std::to_string(kFormatVersion));
+  if (!st.is_object()) throw IoError("checkpoint " + path + " is not a JSON object");
+  const json version = st.value("format_version", json(-1));
+  if (version != json(kFormatVersion))
+    throw IoError("checkpoint " + path + " has format_version " + version.dump() + ", expected " +
+                  std::to_string(kFormatVersion) + " (written by another version of posgrad)");
+  if (!st.contains("state_checksum") || !st["state_checksum"].is_string())
+    throw IoError("checkpoint " + path + " has no state_checksum");
+  const std::string want = st["state_checksum"].get<std::string>();
+  st.erase("state_checksum");
+  const std::string got = hex64(fnv1a64(st.dump()));
+  if (got != want)
+    throw IoError("checkpoint " + path + " is corrupt or was edited (checksum " + got + ", expected " + want + ")");
   return st;
 }
 
@@ -86,8 +108,8 @@ LoadedCheckpoint read_checkpoint(const std::string& run_dir, bool with_optimizer
   if (with_optimizer) verify_checksum(dir, st, "optimizer.safetensors");
   LoadedCheckpoint ck;
   try {
-    ck.state.step = st.at("step");
-    ck.state.optimizer_steps = st.at("optimizer_steps");
+    ck.state.step = st.at("step").get<int64_t>();
+    ck.state.optimizer_steps = st.at("optimizer_steps").get<int64_t>();
     ck.state.config = st.at("config");
     ck.state.tokenizer = st.at("tokenizer");
     ck.state.init_rng = rng_from(st.at("rng").at("init"));
@@ -96,6 +118,13 @@ LoadedCheckpoint read_checkpoint(const std::string& run_dir, bool with_optimizer
   } catch (const json::exception& e) {
     throw IoError("checkpoint " + dir + "/state.json is incomplete: " + e.what());
   }
+  // Every field in range: the configuration through its option table, the counters against it.
+  const TrainConfig cfg = config_from_state(dir, st);
+  if (ck.state.step < 0 || ck.state.step > cfg.max_iters || ck.state.optimizer_steps < 0 ||
+      ck.state.optimizer_steps > ck.state.step)
+    throw IoError("checkpoint " + dir + "/state.json: step " + std::to_string(ck.state.step) + " / optimizer_steps " +
+                  std::to_string(ck.state.optimizer_steps) + " out of range for a run of max_iters " +
+                  std::to_string(cfg.max_iters));
   ck.model = load_safetensors(dir + "/model.safetensors").tensors;
   if (with_optimizer) ck.optimizer = load_safetensors(dir + "/optimizer.safetensors").tensors;
   return ck;
@@ -103,9 +132,37 @@ LoadedCheckpoint read_checkpoint(const std::string& run_dir, bool with_optimizer
 
 TrainConfig read_checkpoint_config(const std::string& run_dir) {
   const std::string dir = checkpoint_dir(run_dir);
-  json st = read_state_json(dir);
-  if (!st.contains("config")) throw IoError("checkpoint " + dir + "/state.json has no config");
-  return TrainConfig::from_json(st.at("config"));
+  return config_from_state(dir, read_state_json(dir));
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& run_dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) return removed;
+  auto is_temp = [](const std::string& name) {
+    // write_file_atomic's "<file>.tmp.<pid>.<n>"
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos) return false;
+    const std::string rest = name.substr(at + 5);
+    const size_t dot = rest.find('.');
+    auto digits = [](const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; };
+    return dot != std::string::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1));
+  };
+  for (const std::string sub : {"", "/checkpoint"}) {
+    if (!fs::is_directory(run_dir + sub, ec)) continue;
+    for (const auto& e : fs::directory_iterator(run_dir + sub, ec))
+      if (is_temp(e.path().filename().string())) removed.push_back(e.path().string());
+  }
+  if (fs::exists(run_dir + "/checkpoint.tmp", ec)) removed.push_back(run_dir + "/checkpoint.tmp");
+  // checkpoint.old next to a complete checkpoint is a swap that was cut short.
+  if (fs::exists(run_dir + "/checkpoint/state.json", ec) && fs::exists(run_dir + "/checkpoint.old", ec))
+    removed.push_back(run_dir + "/checkpoint.old");
+  for (const auto& p : removed) {
+    fs::remove_all(p, ec);
+    if (ec) throw IoError("cannot remove the stale temporary '" + p + "': " + ec.message());
+    spdlog::warn("removed {} (left by an interrupted run)", p);
+  }
+  return removed;
 }
 
 void truncate_metrics(const std::string& path, int64_t step) {

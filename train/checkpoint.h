@@ -1,12 +1,14 @@
 // checkpoint.h — a run directory's checkpoint: model weights in safetensors (model.safetensors,
 // loadable by PyTorch's safetensors), optimizer moments (optimizer.safetensors), and state.json
-// (config, tokenizer, step, RNG states, FNV-1a checksums of both tensor files).
+// (config, tokenizer, step, RNG states, FNV-1a checksums of both tensor files, and a checksum of
+// state.json itself: "state_checksum", over the canonical dump of everything else).
 // Written as a new directory (checkpoint.tmp) whose files are fsynced, then swapped in by renames,
 // so a crash at any moment leaves either the old or the new checkpoint complete. A truncated,
 // corrupt or mismatched checkpoint is an IoError naming the file and the problem.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -34,7 +36,11 @@ void write_checkpoint(const std::string& run_dir, const CheckpointState& s, cons
                       const nn::NamedTensors& optimizer);
 // Reads and verifies (checksums, shapes, JSON) the checkpoint of run_dir.
 LoadedCheckpoint read_checkpoint(const std::string& run_dir, bool with_optimizer = true);
+// The saved configuration, every option range-checked (IoError naming state.json and the key).
 TrainConfig read_checkpoint_config(const std::string& run_dir);
+// Removes what a killed run can leave in run_dir: checkpoint.tmp/ and atomic-write temporaries
+// ("<file>.tmp.<pid>.<n>"). Returns the paths removed (each is also logged).
+std::vector<std::string> remove_stale_temporaries(const std::string& run_dir);
 std::string checkpoint_dir(const std::string& run_dir);  // the directory that holds the current checkpoint
 // Drops metrics lines whose "step" is beyond `step` (rewritten atomically).
 void truncate_metrics(const std::string& path, int64_t step);

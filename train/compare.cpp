@@ -13,6 +13,8 @@
 #include "autograd/ops.h"
 #include "data/synthetic.h"
 #include "data/fileio.h"
+#include "train/interrupt.h"
+#include "train/options.h"
 #include "train/presets.h"
 #include "train/report.h"
 
@@ -80,31 +82,30 @@ CompareConfig compare_preset(const std::string& name) {
 }
 
 void CompareConfig::validate() const {
-  POSGRAD_CHECK(!methods.empty(), ValueError, "--methods is empty");
-  const auto kinds = nn::position_encoding_kinds();
-  for (const auto& m : methods)
-    POSGRAD_CHECK(std::find(kinds.begin(), kinds.end(), m) != kinds.end(), ValueError, "unknown method '", m, "'");
-  POSGRAD_CHECK(!seeds.empty(), ValueError, "--seeds is empty");
-  POSGRAD_CHECK(!eval_multipliers.empty(), ValueError, "--eval-multipliers is empty");
-  for (int64_t m : eval_multipliers) POSGRAD_CHECK(m > 0, ValueError, "evaluation multiplier must be positive, got ", m);
-  POSGRAD_CHECK(eval_tokens > 0, ValueError, "eval_tokens must be positive, got ", eval_tokens);
-  POSGRAD_CHECK(task_length > 0 && task_symbols >= 2 && task_iters >= 0 && task_batch > 0 && task_examples > 0,
-                ValueError, "invalid synthetic task settings");
-  (void)data::parse_synthetic_task(task);
-  TrainConfig b = base;
-  b.model.vocab_size = 2;
-  b.model.pos.kind = methods.front();
-  b.validate();
+  opt::check_all(compare_options(), *this);
+  POSGRAD_CHECK(task_n_embd % task_n_head == 0, UsageError, "--task-n-embd (", task_n_embd,
+                ") must be divisible by --task-n-head (", task_n_head, ")");
+  const int64_t longest = *std::max_element(eval_multipliers.begin(), eval_multipliers.end()) * base.model.block_size;
+  for (const auto& m : methods) {
+    TrainConfig b = base;
+    b.model.pos.kind = m;
+    b.validate();
+    check_memory(b, std::max(longest, per_position_multiplier * base.model.block_size));
+  }
+  // The synthetic task's model, trained on task_batch sequences of 2·task_length + 1 tokens and
+  // scored at the longest task multiplier.
+  TrainConfig task_model;
+  task_model.model.n_layer = task_n_layer;
+  task_model.model.n_head = task_n_head;
+  task_model.model.n_embd = task_n_embd;
+  task_model.model.block_size = 2 * task_length + 1;
+  task_model.model.vocab_size = task_symbols + 2;
+  task_model.batch_size = std::max(task_batch, task_examples);
+  const int64_t longest_task = *std::max_element(task_multipliers.begin(), task_multipliers.end());
+  check_memory(task_model, (2 * task_length + 1) * (longest_task + 1));
 }
 
-json CompareConfig::to_json() const {
-  return {{"base", base.to_json()}, {"methods", methods}, {"seeds", seeds}, {"eval_multipliers", eval_multipliers},
-          {"eval_tokens", eval_tokens}, {"per_position_multiplier", per_position_multiplier}, {"task", task},
-          {"task_length", task_length}, {"task_symbols", task_symbols}, {"task_iters", task_iters},
-          {"task_batch", task_batch}, {"task_examples", task_examples}, {"task_n_layer", task_n_layer},
-          {"task_n_embd", task_n_embd}, {"task_n_head", task_n_head}, {"task_multipliers", task_multipliers},
-          {"out_dir", out_dir}};
-}
+json CompareConfig::to_json() const { return opt::to_json(compare_options(), *this); }
 
 // ---- one (method, seed) unit -----------------------------------------------------------------------
 
@@ -134,8 +135,8 @@ json extrapolation(nn::GPT& model, const data::TokenSpan& val, const CompareConf
 // A copy of `model` whose RoPE uses an eval-time scaling (RoPE has no parameters to change).
 std::unique_ptr<nn::GPT> rope_variant(const nn::GPT& model, const std::string& scaling, double factor) {
   nn::GPTConfig c = model.config();
-  c.pos.rope_scaling = scaling;
-  c.pos.rope_scaling_factor = factor;
+  c.pos.set("rope_scaling", scaling);
+  c.pos.set("rope_scaling_factor", factor);
   Generator g(0), d(0);
   auto m = std::make_unique<nn::GPT>(c, g, d);
   m->load_state_dict(model.state_dict());
@@ -215,7 +216,12 @@ json synthetic_task(const CompareConfig& cfg, const std::string& method, uint64_
     data::SyntheticBatch b = train_gen.next(cfg.task_batch, L);
     Tensor loss = cross_entropy(model.forward(b.x.to(dev)), b.y.to(dev));
     last_loss = loss.item();
-    POSGRAD_CHECK(std::isfinite(last_loss), Error, "synthetic task: loss is ", last_loss, " at step ", it, " (", method, ")");
+    if (!std::isfinite(last_loss))
+      throw NonFiniteLoss(detail::concat("synthetic task: loss is ", last_loss, " at step ", it, " (", method, ")"));
+    if (interrupt_requested())
+      throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()), " during the synthetic task of ",
+                                       method, " seed ", seed, " (it restarts on resume; it takes seconds)"),
+                        cfg.out_dir, it, interrupt_signal());
     loss.backward();
     clip_grad_norm(model.parameters(), 1.0);
     opt.step();

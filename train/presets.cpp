@@ -18,7 +18,7 @@ void set_model(TrainConfig& c, int64_t n_layer, int64_t n_head, int64_t n_embd, 
 void set_run(TrainConfig& c, int64_t batch_size, int64_t max_iters, int64_t warmup_iters, int64_t eval_interval) {
   c.batch_size = batch_size;
   c.max_iters = max_iters;
-  c.lr_decay_iters = -1;  // decay over the whole run
+  c.lr_decay_iters = 0;  // decay over the whole run
   c.warmup_iters = warmup_iters;
   c.eval_interval = eval_interval;
 }

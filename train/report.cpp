@@ -12,8 +12,9 @@
 #include <optional>
 #include <sstream>
 
-#include "train/compare.h"
 #include "data/fileio.h"
+#include "train/compare.h"
+#include "train/options.h"
 
 namespace posgrad::train {
 
@@ -305,15 +306,12 @@ std::string write_report(const CompareConfig& cfg, const std::vector<json>& resu
      << "- seeds: ";
   for (size_t i = 0; i < cfg.seeds.size(); ++i) md << (i ? ", " : "") << cfg.seeds[i];
   md << " (mean ± sample std over seeds where more than one)\n"
-     << "- T5 bias: " << (b.model.pos.t5_scaled ? "added after the 1/sqrt(d) scaling (so only the encoding differs between methods)"
-                                               : "T5's own unscaled q·k")
-     << ", " << b.model.pos.t5_num_buckets << " buckets, max distance " << b.model.pos.t5_max_distance << ", "
-     << (b.model.pos.t5_shared_layers ? "one table shared by all layers" : "one table per layer") << "\n"
-     << "- DeBERTa: c2p " << (b.model.pos.deberta_c2p ? "on" : "off") << ", p2c " << (b.model.pos.deberta_p2c ? "on" : "off")
-     << ", position_buckets " << b.model.pos.deberta_position_buckets << ", max_relative_positions "
-     << b.model.pos.deberta_max_relative_positions << "\n"
-     << "- RoPE base " << b.model.pos.rope_base << "; evaluation-time scalings: linear and YaRN with s = L/L_train, dynamic NTK\n"
+     << "- RoPE evaluation-time scalings: linear and YaRN with s = L/L_train, dynamic NTK\n"
      << "- git commit: `" << git_commit() << "`\n\n";
+  // Every setting, generated from the option table (the same names as the CLI flags and config.json).
+  md << "<details><summary>All settings (as <code>posgrad compare</code> options)</summary>\n\n| option | value |\n|---|---|\n";
+  for (const auto& o : compare_options()) md << "| `" << o.spec.flag() << "` | " << opt::format(o.get(cfg)) << " |\n";
+  md << "\n</details>\n\n";
 
   md << "## The article's table, measured\n\n"
      << "Perplexity and accuracy: next-token prediction on the validation split at the training length. "

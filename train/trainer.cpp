@@ -11,8 +11,10 @@
 
 #include "autograd/ops.h"
 #include "data/corpus.h"
-#include "train/checkpoint.h"
 #include "data/fileio.h"
+#include "train/checkpoint.h"
+#include "train/interrupt.h"
+#include "train/options.h"
 
 namespace posgrad::train {
 
@@ -22,91 +24,55 @@ using json = nlohmann::json;
 // ---- config -----------------------------------------------------------------------------------
 
 void TrainConfig::validate() const {
+  opt::check_all(train_options(), *this);
   model.validate();
-  POSGRAD_CHECK(tokenizer == "char" || tokenizer == "byte", ValueError, "unknown tokenizer '", tokenizer,
-                "' (expected char or byte)");
-  POSGRAD_CHECK(optimizer == "adamw" || optimizer == "sgd", ValueError, "unknown optimizer '", optimizer,
-                "' (expected adamw or sgd)");
-  POSGRAD_CHECK(lr > 0 && std::isfinite(lr), ValueError, "learning rate must be positive, got ", lr);
-  POSGRAD_CHECK(min_lr >= 0 && min_lr <= lr, ValueError, "min_lr must be in [0, lr], got ", min_lr);
-  POSGRAD_CHECK(warmup_iters >= 0, ValueError, "warmup_iters must be >= 0, got ", warmup_iters);
-  POSGRAD_CHECK(max_iters >= 0, ValueError, "max_iters must be >= 0, got ", max_iters);
-  POSGRAD_CHECK(batch_size > 0, ValueError, "batch_size must be positive, got ", batch_size);
-  POSGRAD_CHECK(grad_accum > 0, ValueError, "grad_accum must be positive, got ", grad_accum);
-  POSGRAD_CHECK(weight_decay >= 0, ValueError, "weight_decay must be >= 0, got ", weight_decay);
-  POSGRAD_CHECK(beta1 >= 0 && beta1 < 1, ValueError, "beta1 must be in [0, 1), got ", beta1);
-  POSGRAD_CHECK(beta2 >= 0 && beta2 < 1, ValueError, "beta2 must be in [0, 1), got ", beta2);
-  POSGRAD_CHECK(grad_clip >= 0, ValueError, "grad_clip must be >= 0 (0 disables), got ", grad_clip);
-  POSGRAD_CHECK(eval_interval > 0, ValueError, "eval_interval must be positive, got ", eval_interval);
-  POSGRAD_CHECK(eval_windows > 0, ValueError, "eval_windows must be positive, got ", eval_windows);
-  POSGRAD_CHECK(log_interval > 0, ValueError, "log_interval must be positive, got ", log_interval);
-  POSGRAD_CHECK(threads >= 0, ValueError, "threads must be >= 0, got ", threads);
-  (void)Device::parse(device);
-}
-
-json TrainConfig::to_json() const {
-  return {{"corpus", corpus}, {"tokenizer", tokenizer}, {"data_dir", data_dir}, {"model", model.to_json()},
-          {"optimizer", optimizer}, {"lr", lr}, {"min_lr", min_lr}, {"warmup_iters", warmup_iters},
-          {"max_iters", max_iters}, {"lr_decay_iters", lr_decay_iters}, {"cosine", cosine},
-          {"weight_decay", weight_decay}, {"beta1", beta1}, {"beta2", beta2}, {"momentum", momentum},
-          {"grad_clip", grad_clip}, {"batch_size", batch_size}, {"grad_accum", grad_accum},
-          {"eval_interval", eval_interval}, {"eval_windows", eval_windows}, {"log_interval", log_interval},
-          {"checkpoint_interval", checkpoint_interval}, {"seed", seed}, {"device", device}, {"out_dir", out_dir},
-          {"threads", threads}};
-}
-
-TrainConfig TrainConfig::from_json(const json& j) {
-  TrainConfig c;
+  POSGRAD_CHECK(min_lr <= lr, UsageError, "--min-lr (", min_lr, ") must not exceed --lr (", lr, ")");
   try {
-    c.corpus = j.at("corpus");
-    c.tokenizer = j.at("tokenizer");
-    c.data_dir = j.at("data_dir");
-    c.model = nn::GPTConfig::from_json(j.at("model"));
-    c.optimizer = j.at("optimizer");
-    c.lr = j.at("lr");
-    c.min_lr = j.at("min_lr");
-    c.warmup_iters = j.at("warmup_iters");
-    c.max_iters = j.at("max_iters");
-    c.lr_decay_iters = j.at("lr_decay_iters");
-    c.cosine = j.at("cosine");
-    c.weight_decay = j.at("weight_decay");
-    c.beta1 = j.at("beta1");
-    c.beta2 = j.at("beta2");
-    c.momentum = j.at("momentum");
-    c.grad_clip = j.at("grad_clip");
-    c.batch_size = j.at("batch_size");
-    c.grad_accum = j.at("grad_accum");
-    c.eval_interval = j.at("eval_interval");
-    c.eval_windows = j.at("eval_windows");
-    c.log_interval = j.at("log_interval");
-    c.checkpoint_interval = j.at("checkpoint_interval");
-    c.seed = j.at("seed");
-    c.device = j.at("device");
-    c.out_dir = j.at("out_dir");
-    c.threads = j.at("threads");
-  } catch (const json::exception& e) {
-    throw IoError(std::string("invalid training config: ") + e.what());
+    (void)Device::parse(device);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--device: ") + e.what());
   }
+  check_memory(*this, model.block_size);
+}
+
+json TrainConfig::to_json() const { return opt::to_json(train_options(), *this); }
+
+TrainConfig TrainConfig::from_json(const json& j, const std::string& source) {
+  TrainConfig c;
+  opt::from_json(train_options(), c, j, source, /*require_all=*/true);
   return c;
+}
+
+std::vector<std::string> apply_resume_overrides(TrainConfig& saved, const std::vector<std::pair<std::string, opt::Value>>& overrides) {
+  std::vector<std::string> changes;
+  for (const auto& [name, value] : overrides) {
+    const auto* o = opt::find(train_options(), name);
+    POSGRAD_CHECK(o, UsageError, "unknown option '", name, "'");
+    const opt::Value before = o->get(saved);
+    if (before == value) continue;
+    POSGRAD_CHECK(o->spec.resumable, UsageError, o->spec.flag(), " cannot change when resuming (the run was trained with ",
+                  opt::format(before), ", asked for ", opt::format(value),
+                  "): it defines the model or the data; start a new run in another --out-dir instead");
+    o->set(saved, value);
+    changes.push_back(o->spec.flag() + " " + opt::format(before) + " -> " + opt::format(value));
+  }
+  return changes;
 }
 
 // ---- construction ------------------------------------------------------------------------------
 
 Trainer::Trainer(TrainConfig cfg, bool resume) : cfg_(std::move(cfg)) {
-  if (resume) {
-    // The saved config defines the run; only the length and intervals may change on resume.
-    TrainConfig saved = read_checkpoint_config(cfg_.out_dir);
-    saved.max_iters = cfg_.max_iters;
-    saved.eval_interval = cfg_.eval_interval;
-    saved.log_interval = cfg_.log_interval;
-    saved.checkpoint_interval = cfg_.checkpoint_interval;
-    saved.out_dir = cfg_.out_dir;
-    saved.device = cfg_.device;
-    saved.threads = cfg_.threads;
-    cfg_ = saved;
-  }
   cfg_.validate();
-  if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
+  if (resume) {
+    // The checkpoint defines the model and the data: every option fixed on resume must match.
+    const TrainConfig saved = read_checkpoint_config(cfg_.out_dir);
+    for (const auto& o : train_options())
+      POSGRAD_CHECK(o.spec.resumable || o.get(saved) == o.get(cfg_), UsageError, "resuming ", cfg_.out_dir, ": ",
+                    o.spec.flag(), " is ", opt::format(o.get(cfg_)), " but the checkpoint was trained with ",
+                    opt::format(o.get(saved)));
+  }
+  remove_stale_temporaries(cfg_.out_dir);
+  if (cfg_.threads > 0) omp_set_num_threads(static_cast<int>(cfg_.threads));
   device_ = Device::parse(cfg_.device);
   if (device_.is_cuda()) (void)backend(DeviceType::CUDA);  // clear DeviceError when unavailable
   build();
@@ -114,9 +80,10 @@ Trainer::Trainer(TrainConfig cfg, bool resume) : cfg_(std::move(cfg)) {
 }
 
 void Trainer::build() {
-  std::string text = data::load_corpus(cfg_.corpus, cfg_.data_dir);
+  std::string text = data::load_corpus(cfg_.corpus, cfg_.data_dir, cfg_.max_corpus_bytes);
   tok_ = data::make_tokenizer(cfg_.tokenizer, text);
   cfg_.model.vocab_size = tok_->vocab_size();
+  check_memory(cfg_, cfg_.model.block_size);  // again, with the real vocabulary
   // Token ids are cached (memory-mapped on reuse) under the data home; the cache header holds
   // hashes of the text and the tokenizer, so a stale file is rebuilt.
   data_ = std::make_unique<data::TokenDataset>(text, *tok_, cfg_.model.block_size,
@@ -257,8 +224,16 @@ void Trainer::run(int64_t stop_after) {
       spdlog::warn("stopping after {} steps without a final checkpoint (--stop-after)", done_here);
       return;
     }
-    if (step_ % ckpt_every == 0 || last) save_checkpoint();
+    const bool saved = step_ % ckpt_every == 0 || last;
+    if (saved) save_checkpoint();
+    if (interrupt_requested()) {
+      if (!saved) save_checkpoint();
+      throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()), " at step ", step_, "/",
+                                       cfg_.max_iters, "; checkpoint written to ", cfg_.out_dir, "/checkpoint"),
+                        cfg_.out_dir, step_, interrupt_signal());
+    }
   }
+  if (done_here == 0) spdlog::info("nothing to do: {} is already at step {} of {}", cfg_.out_dir, step_, cfg_.max_iters);
 }
 
 void Trainer::save_checkpoint() {

@@ -16,34 +16,44 @@
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
 #include "train/evaluate.h"
+#include "tensor/options.h"
 #include "train/optim.h"
 
 namespace posgrad::train {
 
+// The settings of one training run. The member initialisers are the defaults; the option table
+// (train_options() in train/options.h) gives every member its name, range, unit and help, and
+// generates the CLI flags, config.json and validation from them.
 struct TrainConfig {
   // data
   std::string corpus = "kjv";      // path, "kjv" or "shakespeare"
   std::string tokenizer = "char";  // char | byte
   std::string data_dir;            // where "shakespeare" is looked up ("" = $POSGRAD_DATA_DIR or ../shared/data)
+  int64_t max_corpus_bytes = int64_t{1} << 30;  // a larger corpus file is refused before it is read
   // model (model.vocab_size is set from the tokenizer)
   nn::GPTConfig model;
   // optimisation
   std::string optimizer = "adamw";  // adamw | sgd
   double lr = 1e-3, min_lr = 1e-4;
-  int64_t warmup_iters = 100, max_iters = 2000, lr_decay_iters = -1;  // -1: = max_iters
+  int64_t warmup_iters = 100, max_iters = 2000, lr_decay_iters = 0;  // 0: = max_iters
   bool cosine = true;
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, momentum = 0.9, grad_clip = 1.0;
   int64_t batch_size = 12, grad_accum = 1;
   // evaluation, logging, checkpoints
-  int64_t eval_interval = 250, eval_windows = 64, log_interval = 10, checkpoint_interval = -1;  // -1: = eval_interval
+  int64_t eval_interval = 250, eval_windows = 64, log_interval = 10, checkpoint_interval = 0;  // 0: = eval_interval
   uint64_t seed = 1337;
   std::string device = "cpu";
   std::string out_dir = "runs/train";
-  int threads = 0;  // 0: OpenMP default
+  int64_t threads = 0;  // 0: OpenMP default
 
-  void validate() const;  // ValueError naming the field
+  // Every option in its range (the table), then the relations between options (min_lr <= lr,
+  // n_embd % n_head, the device exists) and the memory estimate against this machine's memory.
+  // UsageError naming the option(s).
+  void validate() const;
+  // The flat {option: value} object of config.json and state.json (keys: train_options()).
   nlohmann::json to_json() const;
-  static TrainConfig from_json(const nlohmann::json& j);
+  // Reads a complete saved configuration; UsageError naming `source` and the key.
+  static TrainConfig from_json(const nlohmann::json& j, const std::string& source = "configuration");
 };
 
 struct StepStats {
@@ -65,11 +75,19 @@ struct NonFiniteLoss : Error {
   using Error::Error;
 };
 
+// The configuration a resumed run continues with: `saved` (from the checkpoint) with the options
+// given explicitly (name, value) applied. Returns one line per change ("--max-iters 1000 -> 2000")
+// for the log; an unchanged value is not a change. UsageError for an option fixed on resume
+// (model, data, seed, optimizer) that would change.
+std::vector<std::string> apply_resume_overrides(TrainConfig& saved,
+                                                const std::vector<std::pair<std::string, opt::Value>>& overrides);
+
 class Trainer {
  public:
-  // Builds data, model and optimizer. With resume, loads the run directory's checkpoint (the
-  // config saved there wins for everything except max_iters / intervals) — IoError if it is
-  // missing, corrupt or does not match.
+  // Validates cfg (UsageError), removes temporary files a killed run left in cfg.out_dir, builds
+  // data, model and optimizer. With resume, loads the run directory's checkpoint: cfg must agree
+  // with it on every option fixed on resume (UsageError; see apply_resume_overrides), and a
+  // missing, corrupt or mismatched checkpoint is an IoError.
   Trainer(TrainConfig cfg, bool resume);
 
   // Trains up to cfg.max_iters, evaluating and checkpointing on the way. stop_after (tests): stop

@@ -42,8 +42,10 @@ class AlibiEncoding : public PositionEncoding {
 
 }  // namespace
 
-std::shared_ptr<PositionEncoding> make_alibi(const PosEncConfig& cfg, Generator&) {
-  return std::make_shared<AlibiEncoding>(cfg);
+PosEncEntry alibi_encoding() {
+  return {"alibi", "linear distance penalty per head on the attention scores (Press et al. 2022)",
+          [](const PosEncConfig& cfg, Generator&) { return std::make_shared<AlibiEncoding>(cfg); },
+          {}};
 }
 
 }  // namespace posgrad::nn

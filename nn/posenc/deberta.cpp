@@ -75,11 +75,13 @@ class DebertaEncoding : public PositionEncoding {
  public:
   DebertaEncoding(const PosEncConfig& cfg, Generator& gen)
       : H_(cfg.n_head),
-        PB_(cfg.deberta_position_buckets),
-        M_(cfg.deberta_max_relative_positions < 1 ? cfg.block_size : cfg.deberta_max_relative_positions),
-        c2p_(cfg.deberta_c2p),
-        p2c_(cfg.deberta_p2c),
-        share_(cfg.deberta_share_att_key) {
+        PB_(cfg.options.integer("deberta_position_buckets")),
+        M_(cfg.options.integer("deberta_max_relative_positions") < 1
+               ? cfg.block_size
+               : cfg.options.integer("deberta_max_relative_positions")),
+        c2p_(cfg.options.boolean("deberta_c2p")),
+        p2c_(cfg.options.boolean("deberta_p2c")),
+        share_(cfg.options.boolean("deberta_share_att_key")) {
     causal_ = cfg.causal;
     POSGRAD_CHECK(c2p_ || p2c_, ValueError, "DeBERTa position encoding: enable c2p and/or p2c");
     const int64_t S = deberta_span(PB_, M_);
@@ -87,7 +89,7 @@ class DebertaEncoding : public PositionEncoding {
     (void)deberta_log_bucket(M_, PB_, M_);  // validates the bucket parameters
     const int64_t C = cfg.n_embd;
     rel_embeddings = register_parameter("rel_embeddings", randn({2 * S, C}, gen, cfg.dtype, Device::cpu(), 0.0, 0.02));
-    if (cfg.deberta_layer_norm) rel_norm = register_module("rel_norm", std::make_shared<LayerNorm>(C, 1e-7, cfg.dtype));
+    if (cfg.options.boolean("deberta_layer_norm")) rel_norm = register_module("rel_norm", std::make_shared<LayerNorm>(C, 1e-7, cfg.dtype));
     if (!share_) {
       if (c2p_) pos_key_proj = register_module("pos_key_proj", std::make_shared<ModuleList<Linear>>());
       if (p2c_) pos_query_proj = register_module("pos_query_proj", std::make_shared<ModuleList<Linear>>());
@@ -131,8 +133,22 @@ class DebertaEncoding : public PositionEncoding {
 
 }  // namespace
 
-std::shared_ptr<PositionEncoding> make_deberta(const PosEncConfig& cfg, Generator& gen) {
-  return std::make_shared<DebertaEncoding>(cfg, gen);
+PosEncEntry deberta_encoding() {
+  using namespace opt;
+  return {"deberta", "disentangled content-to-position and position-to-content attention terms (He et al. 2021)",
+          [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<DebertaEncoding>(cfg, gen); },
+          {with_default(integer("deberta_position_buckets", closed(0, 4096),
+                                "DeBERTa: position_buckets of the log bucketing (0: no bucketing)"),
+                        int64_t{32}),
+           with_default(integer("deberta_max_relative_positions", closed(0, 1 << 20),
+                                "DeBERTa: max_relative_positions (0: the training context)", "positions"),
+                        int64_t{128}),
+           with_default(boolean("deberta_c2p", "DeBERTa: content-to-position term"), true),
+           with_default(boolean("deberta_p2c", "DeBERTa: position-to-content term"), true),
+           with_default(boolean("deberta_layer_norm", "DeBERTa: LayerNorm on the relative-embedding table"), true),
+           with_default(boolean("deberta_share_att_key",
+                                "DeBERTa: project positions with the layer's content query/key weights"),
+                        true)}};
 }
 
 }  // namespace posgrad::nn

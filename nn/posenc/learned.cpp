@@ -37,8 +37,10 @@ class LearnedEncoding : public PositionEncoding {
 
 }  // namespace
 
-std::shared_ptr<PositionEncoding> make_learned(const PosEncConfig& cfg, Generator& gen) {
-  return std::make_shared<LearnedEncoding>(cfg, gen);
+PosEncEntry learned_encoding() {
+  return {"learned", "learned absolute position table of block_size rows (GPT-2); no positions beyond it",
+          [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<LearnedEncoding>(cfg, gen); },
+          {}};
 }
 
 }  // namespace posgrad::nn

@@ -15,8 +15,10 @@ class NoPositionEncoding : public PositionEncoding {
 
 }  // namespace
 
-std::shared_ptr<PositionEncoding> make_none(const PosEncConfig& cfg, Generator&) {
-  return std::make_shared<NoPositionEncoding>(cfg);
+PosEncEntry none_encoding() {
+  return {"none", "NoPE: no position information (the causal mask alone orders tokens)",
+          [](const PosEncConfig& cfg, Generator&) { return std::make_shared<NoPositionEncoding>(cfg); },
+          {}};
 }
 
 }  // namespace posgrad::nn

@@ -3,7 +3,8 @@
 //   embed()  — absolute encodings add to the token embeddings (sinusoidal, learned);
 //   rotate() — RoPE rotates queries and keys;
 //   scores() — T5, ALiBi and DeBERTa modify the attention scores inside the fused attention.
-// Adding an encoding = one file in nn/posenc/ + one line in the registry (registry.cpp).
+// Adding an encoding = one file in nn/posenc/ (its code, its options, a PosEncEntry) + its line in
+// the registry (registry.cpp).
 // Below the interface: the math of each encoding as free functions (bucket functions, slopes,
 // frequencies, tables, score modifiers), so that tests and gradchecks can reach them directly.
 // The mathematical reference is shared/SPEC-positions.md (cited as "spec §n").
@@ -17,31 +18,30 @@
 
 #include "autograd/ops/attention.h"
 #include "nn/module.h"
+#include "tensor/options.h"
 #include "tensor/random.h"
 
 namespace posgrad::nn {
 
-// Everything any encoding may be configured with; each encoding reads its own fields.
+// The sizes every encoding is built for, and each encoding's own options. The options are
+// declared beside each encoding's code (its PosEncEntry) with name, type, default, range and help;
+// `options` holds a value for every registered encoding's options, their defaults unless set. The
+// CLI flags, config.json keys and validation are generated from those declarations.
 struct PosEncConfig {
-  std::string kind = "learned";  // none|sinusoidal|learned|t5|deberta|rope|alibi
+  std::string kind = "learned";  // a registered kind: position_encoding_kinds()
   int64_t n_embd = 128, n_head = 4, n_layer = 4;
   int64_t block_size = 64;  // training context length (learned table size, RoPE/YaRN original length)
   bool causal = true;       // decoder (causal) or encoder (bidirectional) attention; selects T5's bucket mode
   DType dtype = DType::Float32;  // of the parameters (float64 for gradchecks)
-  // Sinusoidal (spec §5.1): Vaswani multiplies the token embedding by sqrt(n_embd) before adding PE.
-  bool sinusoidal_scale_embedding = true;
-  // T5 relative bias (spec §1)
-  int64_t t5_num_buckets = 32, t5_max_distance = 128;
-  bool t5_scaled = true;        // add the bias after the usual 1/sqrt(d) (true) or T5's unscaled q.k (false)
-  bool t5_shared_layers = true; // one table for all layers (T5) or one per layer
-  // DeBERTa (spec §2)
-  int64_t deberta_position_buckets = 32, deberta_max_relative_positions = 128;  // <1: block_size
-  bool deberta_c2p = true, deberta_p2c = true, deberta_layer_norm = true, deberta_share_att_key = true;
-  // RoPE (spec §3)
-  double rope_base = 10000.0, rope_fraction = 1.0;
-  bool rope_interleaved = false;
-  std::string rope_scaling = "none";  // none|linear|dynamic|yarn|llama3 (length extrapolation)
-  double rope_scaling_factor = 1.0;
+  opt::Values options = default_position_encoding_options();
+
+  // Sets one declared option after checking its type and range (UsageError naming it), e.g.
+  // cfg.set("rope_scaling", std::string("yarn")).
+  void set(const std::string& name, opt::Value v);
+  // Every option value in range (UsageError naming the first that is not).
+  void validate() const;
+
+  static opt::Values default_position_encoding_options();
 };
 
 // The layer's query/key projections, for encodings that project positions with them
@@ -77,20 +77,23 @@ class PositionEncoding : public Module {
   bool causal_ = true;
 };
 
-// Registry: kind -> factory. make_position_encoding throws ValueError naming the kind and listing
-// the known ones (also for invalid sizes: n_embd % n_head, non-positive lengths).
+// Registry. Each encoding's file defines one `PosEncEntry <kind>_encoding()` — its name, its
+// factory, and the options it reads (their names start with the kind: "t5_num_buckets") — and
+// registry.cpp lists those functions. make_position_encoding throws ValueError naming the kind and
+// listing the known ones (also for invalid sizes: n_embd % n_head, non-positive lengths).
 using PosEncFactory = std::function<std::shared_ptr<PositionEncoding>(const PosEncConfig&, Generator&)>;
+struct PosEncEntry {
+  std::string kind;
+  std::string summary;  // one line for --help and the report: paper and what it adds
+  PosEncFactory make;
+  std::vector<opt::Spec> options;  // with defaults (opt::with_default)
+};
+const std::vector<PosEncEntry>& position_encodings();
 std::shared_ptr<PositionEncoding> make_position_encoding(const PosEncConfig& cfg, Generator& gen);
 std::vector<std::string> position_encoding_kinds();
-
-// Factories (one per file; registry.cpp maps the kind names onto them).
-std::shared_ptr<PositionEncoding> make_none(const PosEncConfig& cfg, Generator& gen);
-std::shared_ptr<PositionEncoding> make_sinusoidal(const PosEncConfig& cfg, Generator& gen);
-std::shared_ptr<PositionEncoding> make_learned(const PosEncConfig& cfg, Generator& gen);
-std::shared_ptr<PositionEncoding> make_t5(const PosEncConfig& cfg, Generator& gen);
-std::shared_ptr<PositionEncoding> make_deberta(const PosEncConfig& cfg, Generator& gen);
-std::shared_ptr<PositionEncoding> make_rope(const PosEncConfig& cfg, Generator& gen);
-std::shared_ptr<PositionEncoding> make_alibi(const PosEncConfig& cfg, Generator& gen);
+// Every registered encoding's option specs, in registry order (group "Position encoding: <kind>";
+// all fixed on resume: they define the model).
+const std::vector<opt::Spec>& position_encoding_options();
 
 // ---- sinusoidal.cpp (spec §5.1) ---------------------------------------------------------------
 // Vaswani interleaved table rows pos0 .. pos0+T-1: (T, C), computed in double then cast.

@@ -30,6 +30,11 @@ RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len) {
   POSGRAD_CHECK(p.scaling == "none" || s > 0.0, ValueError, "RoPE: scaling factor must be positive, got ", s);
   POSGRAD_CHECK(p.scaling == "none" || p.scaling == "linear" || p.original_length > 0, ValueError,
                 "RoPE ", p.scaling, " scaling needs the original context length, got ", p.original_length);
+  POSGRAD_CHECK(p.scaling != "yarn" || p.beta_fast > p.beta_slow, ValueError,
+                "RoPE YaRN: rope_yarn_beta_fast (", p.beta_fast, ") must exceed rope_yarn_beta_slow (", p.beta_slow, ")");
+  POSGRAD_CHECK(p.scaling != "llama3" || p.high_freq_factor > p.low_freq_factor, ValueError,
+                "RoPE Llama 3: rope_llama3_high_freq_factor (", p.high_freq_factor,
+                ") must exceed rope_llama3_low_freq_factor (", p.low_freq_factor, ")");
 
   double base = p.base;
   if (p.scaling == "dynamic" && static_cast<double>(seq_len) > L0) {
@@ -99,20 +104,25 @@ namespace {
 
 class RopeEncoding : public PositionEncoding {
  public:
-  explicit RopeEncoding(const PosEncConfig& cfg) : interleaved_(cfg.rope_interleaved) {
+  explicit RopeEncoding(const PosEncConfig& cfg) : interleaved_(cfg.options.boolean("rope_interleaved")) {
     causal_ = cfg.causal;
     const int64_t D = cfg.n_embd / cfg.n_head;
-    POSGRAD_CHECK(cfg.rope_fraction > 0.0 && cfg.rope_fraction <= 1.0, ValueError,
-                  "RoPE: rope_fraction must be in (0, 1], got ", cfg.rope_fraction);
-    int64_t dr = static_cast<int64_t>(std::floor(static_cast<double>(D) * cfg.rope_fraction));
+    const double fraction = cfg.options.real("rope_fraction");
+    POSGRAD_CHECK(fraction > 0.0 && fraction <= 1.0, ValueError, "RoPE: rope_fraction must be in (0, 1], got ",
+                  fraction);
+    int64_t dr = static_cast<int64_t>(std::floor(static_cast<double>(D) * fraction));
     dr -= dr % 2;
-    POSGRAD_CHECK(dr >= 2, ValueError, "RoPE: head dim ", D, " x rope_fraction ", cfg.rope_fraction,
+    POSGRAD_CHECK(dr >= 2, ValueError, "RoPE: head dim ", D, " x rope_fraction ", fraction,
                   " leaves fewer than 2 rotary channels");
     params_.rotary_dim = dr;
-    params_.base = cfg.rope_base;
-    params_.scaling = cfg.rope_scaling;
-    params_.factor = cfg.rope_scaling_factor;
+    params_.base = cfg.options.real("rope_base");
+    params_.scaling = cfg.options.text("rope_scaling");
+    params_.factor = cfg.options.real("rope_scaling_factor");
     params_.original_length = cfg.block_size;
+    params_.beta_fast = cfg.options.real("rope_yarn_beta_fast");
+    params_.beta_slow = cfg.options.real("rope_yarn_beta_slow");
+    params_.low_freq_factor = cfg.options.real("rope_llama3_low_freq_factor");
+    params_.high_freq_factor = cfg.options.real("rope_llama3_high_freq_factor");
     (void)rope_frequencies(params_, 1);  // validates the configuration now, not at the first forward
   }
   std::string kind() const override { return "rope"; }
@@ -134,8 +144,28 @@ class RopeEncoding : public PositionEncoding {
 
 }  // namespace
 
-std::shared_ptr<PositionEncoding> make_rope(const PosEncConfig& cfg, Generator&) {
-  return std::make_shared<RopeEncoding>(cfg);
+PosEncEntry rope_encoding() {
+  using namespace opt;
+  return {"rope", "rotary positions: queries and keys rotated by position-dependent angles (Su et al. 2021)",
+          [](const PosEncConfig& cfg, Generator&) { return std::make_shared<RopeEncoding>(cfg); },
+          {with_default(real("rope_base", open_closed(1, 1e12), "RoPE: base (theta) of the frequencies"), 10000.0),
+           with_default(real("rope_fraction", open_closed(0, 1), "RoPE: fraction of the head dim rotated (partial rotary)"),
+                        1.0),
+           with_default(boolean("rope_interleaved", "RoPE: interleaved (GPT-J) instead of the rotate-half (NeoX) layout"),
+                        false),
+           with_default(choice("rope_scaling", {"none", "linear", "dynamic", "yarn", "llama3"},
+                               "RoPE: context-extension scaling (spec §3.3): position interpolation (linear), dynamic "
+                               "NTK, YaRN or Llama 3"),
+                        std::string("none")),
+           with_default(real("rope_scaling_factor", closed(1, 1e6),
+                             "RoPE: scaling factor s (extended length / training length)"),
+                        1.0),
+           with_default(real("rope_yarn_beta_fast", open_closed(0, 1e6), "RoPE YaRN: beta_fast (rotations; Peng et al. §A.2)"),
+                        32.0),
+           with_default(real("rope_yarn_beta_slow", open_closed(0, 1e6), "RoPE YaRN: beta_slow (rotations)"), 1.0),
+           with_default(real("rope_llama3_low_freq_factor", open_closed(0, 1e6), "RoPE Llama 3: low_freq_factor"), 1.0),
+           with_default(real("rope_llama3_high_freq_factor", open_closed(0, 1e6), "RoPE Llama 3: high_freq_factor"),
+                        4.0)}};
 }
 
 }  // namespace posgrad::nn

@@ -32,7 +32,7 @@ namespace {
 
 class SinusoidalEncoding : public PositionEncoding {
  public:
-  explicit SinusoidalEncoding(const PosEncConfig& cfg) : C_(cfg.n_embd), scale_embedding_(cfg.sinusoidal_scale_embedding) {
+  explicit SinusoidalEncoding(const PosEncConfig& cfg) : C_(cfg.n_embd), scale_embedding_(cfg.options.boolean("sinusoidal_scale_embedding")) {
     causal_ = cfg.causal;
   }
   std::string kind() const override { return "sinusoidal"; }
@@ -52,8 +52,13 @@ class SinusoidalEncoding : public PositionEncoding {
 
 }  // namespace
 
-std::shared_ptr<PositionEncoding> make_sinusoidal(const PosEncConfig& cfg, Generator&) {
-  return std::make_shared<SinusoidalEncoding>(cfg);
+PosEncEntry sinusoidal_encoding() {
+  using namespace opt;
+  return {"sinusoidal", "fixed sin/cos absolute positions added to the embeddings (Vaswani et al. 2017)",
+          [](const PosEncConfig& cfg, Generator&) { return std::make_shared<SinusoidalEncoding>(cfg); },
+          {with_default(boolean("sinusoidal_scale_embedding",
+                                "Sinusoidal: multiply the token embedding by sqrt(n_embd) before adding (Vaswani §3.4)"),
+                        true)}};
 }
 
 }  // namespace posgrad::nn

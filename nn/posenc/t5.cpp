@@ -52,15 +52,18 @@ namespace {
 class T5Encoding : public PositionEncoding {
  public:
   T5Encoding(const PosEncConfig& cfg, Generator& gen)
-      : num_buckets_(cfg.t5_num_buckets), max_distance_(cfg.t5_max_distance), scaled_(cfg.t5_scaled) {
+      : num_buckets_(cfg.options.integer("t5_num_buckets")),
+        max_distance_(cfg.options.integer("t5_max_distance")),
+        scaled_(cfg.options.boolean("t5_scaled")) {
     causal_ = cfg.causal;
     (void)t5_relative_bucket(0, !causal_, num_buckets_, max_distance_);  // validates the sizes early
     // HF T5PreTrainedModel._init_weights: relative_attention_bias ~ N(0, d_model^-0.5).
     const double std = 1.0 / std::sqrt(static_cast<double>(cfg.n_embd));
-    const int64_t n_tables = cfg.t5_shared_layers ? 1 : cfg.n_layer;
+    const bool shared = cfg.options.boolean("t5_shared_layers");
+    const int64_t n_tables = shared ? 1 : cfg.n_layer;
     for (int64_t l = 0; l < n_tables; ++l) {
       const std::string name =
-          cfg.t5_shared_layers ? "relative_attention_bias" : "relative_attention_bias_" + std::to_string(l);
+          shared ? "relative_attention_bias" : "relative_attention_bias_" + std::to_string(l);
       tables_.push_back(
           register_parameter(name, randn({num_buckets_, cfg.n_head}, gen, cfg.dtype, Device::cpu(), 0.0, std)));
     }
@@ -84,8 +87,20 @@ class T5Encoding : public PositionEncoding {
 
 }  // namespace
 
-std::shared_ptr<PositionEncoding> make_t5(const PosEncConfig& cfg, Generator& gen) {
-  return std::make_shared<T5Encoding>(cfg, gen);
+PosEncEntry t5_encoding() {
+  using namespace opt;
+  return {"t5", "learned bias per head and log-bucketed relative distance on the scores (Raffel et al. 2020)",
+          [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<T5Encoding>(cfg, gen); },
+          {with_default(integer("t5_num_buckets", closed(2, 4096), "T5: relative-position buckets (num_buckets)"),
+                        int64_t{32}),
+           with_default(integer("t5_max_distance", closed(2, 1 << 20),
+                                "T5: distance at which the log buckets end (max_distance)", "positions"),
+                        int64_t{128}),
+           with_default(boolean("t5_scaled", "T5: add the bias after the 1/sqrt(d) scaling (true) or use T5's "
+                                             "unscaled q.k (false)"),
+                        true),
+           with_default(boolean("t5_shared_layers", "T5: one bias table for all layers (true) or one per layer"),
+                        true)}};
 }
 
 }  // namespace posgrad::nn

@@ -1,0 +1,257 @@
+// options.cpp — see options.h. One row per option: adding an option is one line here (plus its
+// member in the struct).
+#include "train/options.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "data/synthetic.h"
+#include "nn/posenc/position_encoding.h"
+
+namespace posgrad::train {
+
+using namespace opt;
+
+namespace {
+
+// Appends rows to a table under the current --help group.
+template <typename S>
+class Rows {
+ public:
+  explicit Rows(Table<S>& t) : t_(t) {}
+  Rows& group(std::string g) {
+    group_ = std::move(g);
+    return *this;
+  }
+  template <typename F>
+  Rows& add(Spec s, F field) {
+    s.group = group_;
+    t_.push_back(bind<S>(std::move(s), field));
+    return *this;
+  }
+
+ private:
+  Table<S>& t_;
+  std::string group_;
+};
+
+#define POSGRAD_MEMBER(path) [](auto& s) -> auto& { return s.path; }
+
+constexpr long double kBig = 1e9L;  // "as many as you like" for step counts and intervals
+
+}  // namespace
+
+const Table<TrainConfig>& train_options() {
+  static const Table<TrainConfig> table = [] {
+    Table<TrainConfig> t;
+    Rows<TrainConfig> r(t);
+    r.group("Data")
+        .add(fixed_on_resume(text("corpus", "Text to train on: a file path, 'kjv' (offline default) or 'shakespeare'",
+                                  false)),
+             POSGRAD_MEMBER(corpus))
+        .add(fixed_on_resume(choice("tokenizer", {"char", "byte"},
+                                    "Tokenizer: char (vocabulary from the corpus) or byte (256 symbols)")),
+             POSGRAD_MEMBER(tokenizer))
+        .add(text("data_dir", "Directory holding tinyshakespeare.txt (empty: $POSGRAD_DATA_DIR, else ../shared/data)"),
+             POSGRAD_MEMBER(data_dir))
+        .add(integer("max_corpus_bytes", closed(1, 1LL << 40), "Refuse a corpus file larger than this", "bytes"),
+             POSGRAD_MEMBER(max_corpus_bytes));
+    r.group("Model")
+        .add(fixed_on_resume(choice("pos", nn::position_encoding_kinds(), "Position encoding")),
+             POSGRAD_MEMBER(model.pos.kind))
+        .add(fixed_on_resume(integer("n_layer", closed(1, 1024), "Transformer blocks")), POSGRAD_MEMBER(model.n_layer))
+        .add(fixed_on_resume(integer("n_head", closed(1, 1024), "Attention heads")), POSGRAD_MEMBER(model.n_head))
+        .add(fixed_on_resume(integer("n_embd", closed(1, 1 << 16), "Model width, divisible by n_head", "channels")),
+             POSGRAD_MEMBER(model.n_embd))
+        .add(fixed_on_resume(integer("block_size", closed(1, 1 << 20), "Training context length", "tokens")),
+             POSGRAD_MEMBER(model.block_size))
+        .add(fixed_on_resume(real("dropout", closed_open(0, 1), "Dropout probability")), POSGRAD_MEMBER(model.dropout))
+        .add(fixed_on_resume(boolean("bias", "Biases in the Linear layers")), POSGRAD_MEMBER(model.bias));
+    for (const Spec& s : nn::position_encoding_options())
+      t.push_back(bind_value<TrainConfig>(s, [](auto& c) -> auto& { return c.model.pos.options; }));
+    r.group("Optimisation")
+        .add(fixed_on_resume(choice("optimizer", {"adamw", "sgd"}, "Optimizer")), POSGRAD_MEMBER(optimizer))
+        .add(real("lr", open_closed(0, 1e6), "Peak learning rate"), POSGRAD_MEMBER(lr))
+        .add(real("min_lr", closed(0, 1e6), "Learning rate at the end of the cosine decay (<= lr)"),
+             POSGRAD_MEMBER(min_lr))
+        .add(integer("warmup_iters", closed(0, kBig), "Linear warm-up", "steps"), POSGRAD_MEMBER(warmup_iters))
+        .add(integer("max_iters", closed(0, kBig), "Optimisation steps of the whole run", "steps"),
+             POSGRAD_MEMBER(max_iters))
+        .add(integer("lr_decay_iters", closed(0, kBig), "Step at which the cosine reaches min_lr (0: max_iters)", "steps"),
+             POSGRAD_MEMBER(lr_decay_iters))
+        .add(boolean("cosine", "Cosine decay after warm-up (false: constant)"), POSGRAD_MEMBER(cosine))
+        .add(real("weight_decay", closed(0, 100), "Decoupled weight decay (matrices only)"), POSGRAD_MEMBER(weight_decay))
+        .add(real("beta1", closed_open(0, 1), "AdamW beta1"), POSGRAD_MEMBER(beta1))
+        .add(real("beta2", closed_open(0, 1), "AdamW beta2"), POSGRAD_MEMBER(beta2))
+        .add(real("momentum", closed_open(0, 1), "SGD momentum"), POSGRAD_MEMBER(momentum))
+        .add(real("grad_clip", closed(0, 1e9), "Clip the global gradient norm to this (0: off)"),
+             POSGRAD_MEMBER(grad_clip))
+        .add(integer("batch_size", closed(1, 1 << 20), "Sequences per micro-batch", "sequences"),
+             POSGRAD_MEMBER(batch_size))
+        .add(integer("grad_accum", closed(1, 1 << 20), "Micro-batches accumulated per step"), POSGRAD_MEMBER(grad_accum));
+    r.group("Run")
+        .add(integer("eval_interval", closed(1, kBig), "Steps between evaluations", "steps"), POSGRAD_MEMBER(eval_interval))
+        .add(integer("eval_windows", closed(1, 1 << 20), "Validation windows per evaluation", "windows"),
+             POSGRAD_MEMBER(eval_windows))
+        .add(integer("log_interval", closed(1, kBig), "Steps between progress lines", "steps"), POSGRAD_MEMBER(log_interval))
+        .add(integer("checkpoint_interval", closed(0, kBig), "Steps between checkpoints (0: eval_interval)", "steps"),
+             POSGRAD_MEMBER(checkpoint_interval))
+        .add(fixed_on_resume(unsigned_integer("seed", "Seed of initialisation, data order and dropout")),
+             POSGRAD_MEMBER(seed))
+        .add(text("device", "cpu or cuda[:N]", false), POSGRAD_MEMBER(device))
+        .add(text("out_dir", "Run directory (checkpoint, metrics.jsonl, config.json)", false), POSGRAD_MEMBER(out_dir))
+        .add(integer("threads", closed(0, 1024), "OpenMP threads (0: all cores)"), POSGRAD_MEMBER(threads));
+    return t;
+  }();
+  return table;
+}
+
+const Table<CompareConfig>& compare_options() {
+  static const Table<CompareConfig> table = [] {
+    Table<CompareConfig> t;
+    Rows<CompareConfig> r(t);
+    r.group("Experiment")
+        .add(choice_list("methods", nn::position_encoding_kinds(), 32, "Position encodings to compare"),
+             POSGRAD_MEMBER(methods))
+        .add(unsigned_list("seeds", 64, "Seeds; every method is trained once per seed (mean ± std over them)"),
+             POSGRAD_MEMBER(seeds))
+        .add(integer_list("eval_multipliers", closed(1, 64), 1, 16,
+                          "Evaluation lengths as multiples of the training length"),
+             POSGRAD_MEMBER(eval_multipliers))
+        .add(integer("eval_tokens", closed(1, 1 << 24), "Validation tokens scored per evaluation length", "tokens"),
+             POSGRAD_MEMBER(eval_tokens))
+        .add(integer("per_position_multiplier", closed(1, 64),
+                     "Window of the per-position loss, as a multiple of the training length"),
+             POSGRAD_MEMBER(per_position_multiplier))
+        .add(text("out_dir", "Experiment directory (one run directory per method and seed inside)", false),
+             POSGRAD_MEMBER(out_dir));
+    r.group("Synthetic task")
+        .add(choice("task", {"copy", "reverse"}, "Synthetic task"), POSGRAD_MEMBER(task))
+        .add(integer("task_length", closed(1, 256), "Training sequence length of the task", "symbols"),
+             POSGRAD_MEMBER(task_length))
+        .add(integer("task_symbols", closed(2, 1024), "Alphabet size of the task", "symbols"), POSGRAD_MEMBER(task_symbols))
+        .add(integer("task_iters", closed(0, kBig), "Training steps of the task", "steps"), POSGRAD_MEMBER(task_iters))
+        .add(integer("task_batch", closed(1, 4096), "Task sequences per step", "sequences"), POSGRAD_MEMBER(task_batch))
+        .add(integer("task_examples", closed(1, 1 << 16), "Task examples scored per length", "sequences"),
+             POSGRAD_MEMBER(task_examples))
+        .add(integer("task_n_layer", closed(1, 64), "Task model: transformer blocks"), POSGRAD_MEMBER(task_n_layer))
+        .add(integer("task_n_embd", closed(1, 4096), "Task model: width, divisible by task_n_head", "channels"),
+             POSGRAD_MEMBER(task_n_embd))
+        .add(integer("task_n_head", closed(1, 64), "Task model: attention heads"), POSGRAD_MEMBER(task_n_head))
+        .add(integer_list("task_multipliers", closed(1, 16), 1, 8, "Task lengths scored, as multiples of task_length"),
+             POSGRAD_MEMBER(task_multipliers));
+    auto base = lift<CompareConfig, TrainConfig>(
+        train_options(), [](auto& c) -> auto& { return c.base; }, {"pos", "seed", "out_dir"});
+    t.insert(t.end(), base.begin(), base.end());
+    return t;
+  }();
+  return table;
+}
+
+const Table<EvalOptions>& eval_options() {
+  static const Table<EvalOptions> table = [] {
+    Table<EvalOptions> t;
+    Rows<EvalOptions>(t)
+        .group("Evaluation")
+        .add(text("run", "Run directory (written by posgrad train)", false), POSGRAD_MEMBER(run))
+        .add(integer_list("contexts", closed(1, 1 << 20), 0, 32,
+                          "Context lengths to evaluate (empty: 1, 2 and 4 times the training length)", "tokens"),
+             POSGRAD_MEMBER(contexts))
+        .add(integer("windows", closed(1, 1 << 20), "Validation windows per length", "windows"), POSGRAD_MEMBER(windows))
+        .add(text("device", "cpu or cuda[:N]", false), POSGRAD_MEMBER(device));
+    return t;
+  }();
+  return table;
+}
+
+const Table<SampleOptions>& sample_options() {
+  static const Table<SampleOptions> table = [] {
+    Table<SampleOptions> t;
+    Rows<SampleOptions>(t)
+        .group("Sampling")
+        .add(text("run", "Run directory (written by posgrad train)", false), POSGRAD_MEMBER(run))
+        .add(text("prompt", "Text to continue (empty: a newline)"), POSGRAD_MEMBER(prompt))
+        .add(integer("tokens", closed(0, 1 << 20), "Tokens to generate", "tokens"), POSGRAD_MEMBER(tokens))
+        .add(real("temperature", open_closed(0, 1e6), "Softmax temperature; towards 0 sampling becomes greedy"),
+             POSGRAD_MEMBER(temperature))
+        .add(integer("top_k", closed(0, 1LL << 30), "Sample among the k most likely tokens (0: all)"), POSGRAD_MEMBER(top_k))
+        .add(unsigned_integer("seed", "Sampling seed"), POSGRAD_MEMBER(seed))
+        .add(text("device", "cpu or cuda[:N]", false), POSGRAD_MEMBER(device));
+    return t;
+  }();
+  return table;
+}
+
+#undef POSGRAD_MEMBER
+
+// ---- memory ------------------------------------------------------------------------------------------
+
+MemoryEstimate estimate_memory(const TrainConfig& c, int64_t longest_context) {
+  using LD = long double;
+  const auto& m = c.model;
+  const LD C = static_cast<LD>(m.n_embd), L = static_cast<LD>(m.n_layer), H = static_cast<LD>(m.n_head);
+  const LD V = static_cast<LD>(std::max<int64_t>(m.vocab_size, 256));
+  const LD T = static_cast<LD>(m.block_size), B = static_cast<LD>(c.batch_size);
+  // Parameters: embedding, per block 12C² + 13C (qkv, proj, fc, proj, two LayerNorms), final LayerNorm,
+  // plus the position encoding's own tables (the largest of any kind, an upper bound).
+  LD pos = 0;
+  const std::string& kind = m.pos.kind;
+  if (kind == "learned") pos = T * C;
+  if (kind == "t5") pos = static_cast<LD>(m.pos.options.integer("t5_num_buckets")) * H * L;
+  if (kind == "deberta") {
+    LD span = static_cast<LD>(std::max<int64_t>({m.pos.options.integer("deberta_position_buckets"),
+                                                 m.pos.options.integer("deberta_max_relative_positions"), m.block_size}));
+    pos = 2 * span * C + 2 * L * (C * C + C);
+  }
+  MemoryEstimate e;
+  e.parameters = V * C + L * (12 * C * C + 13 * C) + 2 * C + pos;
+  const LD state = c.optimizer == "adamw" ? 4 : 3;  // value, gradient (+ momentum) (+ second moment)
+  e.parameter_bytes = e.parameters * state * 4;
+  // Activations kept for backward per token and layer: LayerNorm outputs and statistics, q/k/v,
+  // attention output and log-sum-exp (the fused kernel keeps O(T), not O(T²)), the MLP's 4C input
+  // and activation, residuals: about 18C + H floats; backward holds about as much again.
+  const LD dropout_masks = m.dropout > 0 ? 3 * C : 0;
+  const LD per_token = 2 * L * (18 * C + H + dropout_masks) + 3 * V + 2 * C;
+  e.activation_bytes = B * T * per_token * 4;
+  // Evaluation: 8 windows at the longest context, no graph: a few layers' tensors plus logits.
+  const LD Te = static_cast<LD>(std::max<int64_t>(longest_context, m.block_size));
+  e.evaluation_bytes = 8 * Te * (8 * C + 4 * V) * 4;
+  return e;
+}
+
+uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+std::string format_bytes(long double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (b >= 1024 && u < 6) b /= 1024, ++u;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0Lf %s" : "%.1Lf %s", b, units[u]);
+  return buf;
+}
+
+void check_memory(const TrainConfig& c, int64_t longest_context) {
+  const uint64_t have = physical_memory_bytes();
+  if (have == 0) return;
+  const MemoryEstimate e = estimate_memory(c, longest_context);
+  if (e.total() <= static_cast<long double>(have)) return;
+  const auto& m = c.model;
+  std::string msg = "this configuration needs an estimated " + format_bytes(e.total()) + " but the machine has " +
+                    format_bytes(have) + ": parameters and optimizer state " + format_bytes(e.parameter_bytes) +
+                    " (--n-layer " + std::to_string(m.n_layer) + ", --n-embd " + std::to_string(m.n_embd) +
+                    (m.pos.kind == "learned" ? ", --block-size " + std::to_string(m.block_size) : "") +
+                    "), training activations " + format_bytes(e.activation_bytes) + " (--batch-size " +
+                    std::to_string(c.batch_size) + " x --block-size " + std::to_string(m.block_size) + " x --n-layer " +
+                    std::to_string(m.n_layer) + " x --n-embd " + std::to_string(m.n_embd) + ")";
+  if (longest_context > m.block_size)
+    msg += ", evaluation at " + std::to_string(longest_context) + " tokens " + format_bytes(e.evaluation_bytes);
+  throw UsageError(msg + "; reduce the largest of these");
+}
+
+}  // namespace posgrad::train
