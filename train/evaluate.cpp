@@ -68,7 +68,6 @@ std::string sample_text(nn::GPT& model, const data::Tokenizer& tok, const std::s
     std::vector<int64_t> ctx(ids.end() - T, ids.end());
     Tensor logits = model.forward(Tensor::from_ints(ctx, {1, T}).to(dev));
     std::vector<double> l = logits.narrow(1, T - 1, 1).to_vector();
-    for (auto& v : l) v /= temperature;
     if (top_k > 0 && top_k < static_cast<int64_t>(l.size())) {
       std::vector<double> sorted = l;
       std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<>());
@@ -77,8 +76,12 @@ std::string sample_text(nn::GPT& model, const data::Tokenizer& tok, const std::s
         if (v < kth) v = -INFINITY;
     }
     const double mx = *std::max_element(l.begin(), l.end());
+    if (!std::isfinite(mx))
+      throw NonFiniteLoss(detail::concat("the model produced non-finite logits (max ", mx, ") at generated token ", t));
+    // exp((l - max) / temperature): every exponent is <= 0 and the maximum's is exactly 0, so a
+    // temperature near 0 tends to greedy decoding (underflow to 0, never inf/inf) instead of NaN.
     double z = 0;
-    for (auto& v : l) z += (v = std::exp(v - mx));
+    for (auto& v : l) z += (v = std::exp((v - mx) / temperature));
     double u = gen.next_unit() * z, acc = 0;
     int64_t pick = static_cast<int64_t>(l.size()) - 1;
     for (size_t i = 0; i < l.size(); ++i) {

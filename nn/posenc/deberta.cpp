@@ -148,7 +148,16 @@ PosEncEntry deberta_encoding() {
            with_default(boolean("deberta_layer_norm", "DeBERTa: LayerNorm on the relative-embedding table"), true),
            with_default(boolean("deberta_share_att_key",
                                 "DeBERTa: project positions with the layer's content query/key weights"),
-                        true)}};
+                        true)},
+          [](const PosEncConfig& cfg) {
+            POSGRAD_CHECK(cfg.options.boolean("deberta_c2p") || cfg.options.boolean("deberta_p2c"), ValueError,
+                          "DeBERTa: --deberta-c2p and --deberta-p2c are both false; enable at least one");
+            const int64_t pb = cfg.options.integer("deberta_position_buckets");
+            const int64_t m = cfg.options.integer("deberta_max_relative_positions") < 1
+                                  ? cfg.block_size
+                                  : cfg.options.integer("deberta_max_relative_positions");
+            (void)deberta_log_bucket(m, pb, m);
+          }};
 }
 
 }  // namespace posgrad::nn

@@ -38,7 +38,8 @@ struct PosEncConfig {
   // Sets one declared option after checking its type and range (UsageError naming it), e.g.
   // cfg.set("rope_scaling", std::string("yarn")).
   void set(const std::string& name, opt::Value v);
-  // Every option value in range (UsageError naming the first that is not).
+  // Every option value in range (UsageError naming the first that is not), then the selected
+  // encoding's own checks of how its options relate (ValueError).
   void validate() const;
 
   static opt::Values default_position_encoding_options();
@@ -87,6 +88,9 @@ struct PosEncEntry {
   std::string summary;  // one line for --help and the report: paper and what it adds
   PosEncFactory make;
   std::vector<opt::Spec> options;  // with defaults (opt::with_default)
+  // Relations between the options and the sizes that no single range expresses (ValueError);
+  // run by PosEncConfig::validate() before anything is built. Empty: nothing to check.
+  std::function<void(const PosEncConfig&)> check;
 };
 const std::vector<PosEncEntry>& position_encodings();
 std::shared_ptr<PositionEncoding> make_position_encoding(const PosEncConfig& cfg, Generator& gen);

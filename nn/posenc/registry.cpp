@@ -70,6 +70,8 @@ void PosEncConfig::set(const std::string& name, opt::Value v) {
 
 void PosEncConfig::validate() const {
   for (const auto& s : position_encoding_options()) opt::check(s, options.at(s.name), s.flag());
+  for (const auto& e : position_encodings())
+    if (e.kind == kind && e.check) e.check(*this);
 }
 
 std::shared_ptr<PositionEncoding> make_position_encoding(const PosEncConfig& cfg, Generator& gen) {

@@ -104,8 +104,13 @@ namespace {
 
 class RopeEncoding : public PositionEncoding {
  public:
-  explicit RopeEncoding(const PosEncConfig& cfg) : interleaved_(cfg.options.boolean("rope_interleaved")) {
+  explicit RopeEncoding(const PosEncConfig& cfg)
+      : params_(rope_params(cfg)), interleaved_(cfg.options.boolean("rope_interleaved")) {
     causal_ = cfg.causal;
+  }
+  // The encoding's parameters from its options, validated (frequencies computed once).
+  static RopeParams rope_params(const PosEncConfig& cfg) {
+    RopeParams p;
     const int64_t D = cfg.n_embd / cfg.n_head;
     const double fraction = cfg.options.real("rope_fraction");
     POSGRAD_CHECK(fraction > 0.0 && fraction <= 1.0, ValueError, "RoPE: rope_fraction must be in (0, 1], got ",
@@ -114,16 +119,17 @@ class RopeEncoding : public PositionEncoding {
     dr -= dr % 2;
     POSGRAD_CHECK(dr >= 2, ValueError, "RoPE: head dim ", D, " x rope_fraction ", fraction,
                   " leaves fewer than 2 rotary channels");
-    params_.rotary_dim = dr;
-    params_.base = cfg.options.real("rope_base");
-    params_.scaling = cfg.options.text("rope_scaling");
-    params_.factor = cfg.options.real("rope_scaling_factor");
-    params_.original_length = cfg.block_size;
-    params_.beta_fast = cfg.options.real("rope_yarn_beta_fast");
-    params_.beta_slow = cfg.options.real("rope_yarn_beta_slow");
-    params_.low_freq_factor = cfg.options.real("rope_llama3_low_freq_factor");
-    params_.high_freq_factor = cfg.options.real("rope_llama3_high_freq_factor");
-    (void)rope_frequencies(params_, 1);  // validates the configuration now, not at the first forward
+    p.rotary_dim = dr;
+    p.base = cfg.options.real("rope_base");
+    p.scaling = cfg.options.text("rope_scaling");
+    p.factor = cfg.options.real("rope_scaling_factor");
+    p.original_length = cfg.block_size;
+    p.beta_fast = cfg.options.real("rope_yarn_beta_fast");
+    p.beta_slow = cfg.options.real("rope_yarn_beta_slow");
+    p.low_freq_factor = cfg.options.real("rope_llama3_low_freq_factor");
+    p.high_freq_factor = cfg.options.real("rope_llama3_high_freq_factor");
+    (void)rope_frequencies(p, 1);  // validates the configuration now, not at the first forward
+    return p;
   }
   std::string kind() const override { return "rope"; }
   std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, int64_t pos0) override {
@@ -165,7 +171,8 @@ PosEncEntry rope_encoding() {
            with_default(real("rope_yarn_beta_slow", open_closed(0, 1e6), "RoPE YaRN: beta_slow (rotations)"), 1.0),
            with_default(real("rope_llama3_low_freq_factor", open_closed(0, 1e6), "RoPE Llama 3: low_freq_factor"), 1.0),
            with_default(real("rope_llama3_high_freq_factor", open_closed(0, 1e6), "RoPE Llama 3: high_freq_factor"),
-                        4.0)}};
+                        4.0)},
+          [](const PosEncConfig& cfg) { (void)RopeEncoding::rope_params(cfg); }};
 }
 
 }  // namespace posgrad::nn

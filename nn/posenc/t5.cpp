@@ -100,7 +100,11 @@ PosEncEntry t5_encoding() {
                                              "unscaled q.k (false)"),
                         true),
            with_default(boolean("t5_shared_layers", "T5: one bias table for all layers (true) or one per layer"),
-                        true)}};
+                        true)},
+          [](const PosEncConfig& cfg) {  // the bucket sizes (max_exact >= 1, max_distance > max_exact)
+            (void)t5_relative_bucket(0, !cfg.causal, cfg.options.integer("t5_num_buckets"),
+                                     cfg.options.integer("t5_max_distance"));
+          }};
 }
 
 }  // namespace posgrad::nn
