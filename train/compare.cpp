@@ -325,8 +325,35 @@ json run_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed
 
 }  // namespace
 
+// A re-run resumes an experiment, so its finished units must have been measured with the same
+// settings: only the list of methods and seeds (and where things are) may change.
+static void check_same_experiment(const CompareConfig& cfg) {
+  const std::string path = cfg.out_dir + "/compare_config.json";
+  if (!fs::exists(path)) return;
+  CompareConfig saved;
+  try {
+    opt::from_json(compare_options(), saved, opt::parse_json_limited(read_file(path), path), path, true);
+  } catch (const UsageError& e) {
+    throw IoError(std::string(e.what()) + " (written by another version of posgrad? use another --out-dir)");
+  }
+  std::string diff;
+  for (const auto& o : compare_options()) {
+    const std::string& n = o.spec.name;
+    if (n == "methods" || n == "seeds" || n == "out_dir" || n == "log_interval" || n == "data_dir" ||
+        n == "max_corpus_bytes")
+      continue;
+    if (o.get(saved) != o.get(cfg))
+      diff += (diff.empty() ? "" : ", ") + o.spec.flag() + " " + opt::format(o.get(saved)) + " there, " +
+              opt::format(o.get(cfg)) + " now";
+  }
+  if (!diff.empty())
+    throw UsageError(cfg.out_dir + " holds an experiment with other settings (" + diff +
+                     "); its finished units cannot be mixed with new ones: use another --out-dir, or the same settings");
+}
+
 std::string run_compare(const CompareConfig& cfg) {
   cfg.validate();
+  check_same_experiment(cfg);
   fs::create_directories(cfg.out_dir);
   write_file_atomic(cfg.out_dir + "/compare_config.json", cfg.to_json().dump(2) + "\n");
   std::vector<json> results;
