@@ -242,6 +242,15 @@ json synthetic_task(const CompareConfig& cfg, const std::string& method, uint64_
   return out;
 }
 
+// A JSON file this experiment wrote; a damaged one is an IoError naming it (delete it to redo the unit).
+json read_json_file(const std::string& path) {
+  try {
+    return json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    throw IoError("'" + path + "' is not valid JSON (" + e.what() + "); delete it to measure that unit again");
+  }
+}
+
 json read_metrics(const std::string& path) {
   json curve = json::array(), val = json::array();
   std::vector<double> tps;
@@ -249,7 +258,12 @@ json read_metrics(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    json j = json::parse(line);
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::exception& e) {
+      throw IoError("'" + path + "' has a line that is not valid JSON (" + e.what() + ")");
+    }
     if (j.contains("train_loss")) {
       curve.push_back({j["step"], j["train_loss"]});
       if (j.contains("tokens_per_s") && j["step"].get<int64_t>() > 1) tps.push_back(j["tokens_per_s"]);
@@ -269,7 +283,7 @@ json run_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed
   const std::string result_path = dir + "/result.json";
   if (fs::exists(result_path)) {
     spdlog::info("[{} seed {}] finished earlier — skipping", method, seed);
-    return json::parse(read_file(result_path));
+    return read_json_file(result_path);
   }
   TrainConfig tc = cfg.base;
   tc.model.pos.kind = method;

@@ -160,13 +160,13 @@ PosEncEntry rope_encoding() {
            with_default(boolean("rope_interleaved", "RoPE: interleaved (GPT-J) instead of the rotate-half (NeoX) layout"),
                         false),
            with_default(choice("rope_scaling", {"none", "linear", "dynamic", "yarn", "llama3"},
-                               "RoPE: context-extension scaling (spec §3.3): position interpolation (linear), dynamic "
+                               "RoPE: context-extension scaling (spec §3.4): position interpolation (linear), dynamic "
                                "NTK, YaRN or Llama 3"),
                         std::string("none")),
            with_default(real("rope_scaling_factor", closed(1, 1e6),
                              "RoPE: scaling factor s (extended length / training length)"),
                         1.0),
-           with_default(real("rope_yarn_beta_fast", open_closed(0, 1e6), "RoPE YaRN: beta_fast (rotations; Peng et al. §A.2)"),
+           with_default(real("rope_yarn_beta_fast", open_closed(0, 1e6), "RoPE YaRN: beta_fast, in rotations (Peng et al. 2023; spec §3.4)"),
                         32.0),
            with_default(real("rope_yarn_beta_slow", open_closed(0, 1e6), "RoPE YaRN: beta_slow (rotations)"), 1.0),
            with_default(real("rope_llama3_low_freq_factor", open_closed(0, 1e6), "RoPE Llama 3: low_freq_factor"), 1.0),
