@@ -5,11 +5,15 @@ bench_train (same sizes, same position encodings, same step: forward, backward, 
     python3 bench/reference_gpt.py --size gpt2 --device cuda
     ./build/bench/bench_train --size gpt2 --device cuda
 
+The model has posgrad's layout and parameter names, so posgrad's weights load into it by name; the
+PyTorch replay fixtures (bench/make_replay_fixtures.py) are made with it.
+
 Position encodings follow ../shared/SPEC-positions.md: T5 bucketed bias (causal buckets, one table
 shared by all layers, added after 1/sqrt(d)), DeBERTa c2p + p2c with log buckets and a shared
 LayerNorm-ed relative table projected by the content W_q/W_k (share_att_key), scale 1/sqrt(3d),
-RoPE rotate-half, ALiBi causal slopes, sinusoidal (Vaswani interleaved), learned, none.
-A reference for speed only: it is not used by posgrad and not part of the test suite.
+RoPE rotate-half with the linear / dynamic NTK / YaRN / Llama 3 scalings, ALiBi causal slopes,
+sinusoidal (Vaswani interleaved), learned, none. Not used by posgrad, its tests or CI (the replay
+fixtures it makes are committed).
 """
 import argparse
 import math
@@ -49,15 +53,13 @@ def alibi_slopes(n):
     return torch.tensor(s)
 
 
-class Block(nn.Module):
+class Attention(nn.Module):
     def __init__(self, C, H):
         super().__init__()
-        self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
         self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
-        self.fc, self.out = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
         self.H = H
 
-    def attn(self, x, pe, rel):
+    def forward(self, x, pe):
         B, T, C = x.shape
         H, D = self.H, C // self.H
         q, k, v = self.qkv(x).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)
@@ -68,7 +70,7 @@ class Block(nn.Module):
         elif pe.kind in ("t5", "alibi"):
             bias = pe.bias(T)
         elif pe.kind == "deberta":
-            R = pe.rel_ln(pe.rel_emb)                      # (2S, C), shared by all layers
+            R = pe.rel_norm(pe.rel_embeddings)                 # (2S, C), shared by all layers
             Wq, Wk, _ = self.qkv.weight.split(C)
             bq, bk, _ = self.qkv.bias.split(C)
             kr = F.linear(R, Wk, bk).view(-1, H, D).transpose(0, 1)  # (H, 2S, D)
@@ -85,69 +87,121 @@ class Block(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(~mask, float("-inf")), scale=scale)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
-    def forward(self, x, pe, rel):
-        x = x + self.attn(self.ln_1(x), pe, rel)
-        return x + self.out(F.gelu(self.fc(self.ln_2(x))))
+
+class Block(nn.Module):
+    """posgrad's block, with its parameter names (blocks.N.ln_1, .attn.qkv, .attn.proj, .ln_2, .fc, .proj)."""
+
+    def __init__(self, C, H):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.attn = Attention(C, H)
+        self.fc, self.proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+    def forward(self, x, pe):
+        x = x + self.attn(self.ln_1(x), pe)
+        return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
+
+
+def rope_frequencies(dr, base, scaling, s, L0, T, beta_fast=32.0, beta_slow=1.0, low=1.0, high=4.0):
+    """(inv_freq (dr/2,) float64, attention_factor) of spec §3.4 for a forward over T positions."""
+    k = torch.arange(0, dr, 2, dtype=torch.float64)
+    if scaling == "dynamic" and T > L0:
+        base = base * (s * T / L0 - (s - 1)) ** (dr / (dr - 2))
+    w = 1.0 / base ** (k / dr)
+    factor = 1.0
+    if scaling == "linear":
+        w = w / s
+    elif scaling == "yarn":
+        corr = lambda n_rot: dr * math.log(L0 / (n_rot * 2 * math.pi)) / (2 * math.log(base))
+        lo, hi = max(math.floor(corr(beta_fast)), 0), min(math.ceil(corr(beta_slow)), dr - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = ((torch.arange(dr // 2, dtype=torch.float64) - lo) / (hi - lo)).clamp(0, 1)
+        w = (w / s) * ramp + w * (1 - ramp)
+        factor = 0.1 * math.log(s) + 1 if s > 1 else 1.0
+    elif scaling == "llama3":
+        lam = 2 * math.pi / w
+        g = (L0 / lam - low) / (high - low)
+        mid = (1 - g) * w / s + g * w
+        w = torch.where(lam < L0 / high, w, torch.where(lam > L0 / low, w / s, mid))
+    return w, factor
 
 
 class PosEnc(nn.Module):
-    def __init__(self, kind, C, H, T):
+    """posgrad's encodings with their parameter names (pos.weight, pos.relative_attention_bias,
+    pos.rel_embeddings, pos.rel_norm); tables computed in float64 and cast, as posgrad does."""
+
+    def __init__(self, kind, C, H, T, opts=None):
         super().__init__()
-        self.kind, self.H, self.D = kind, H, C // H
+        o = {"t5_num_buckets": 32, "t5_max_distance": 128, "deberta_position_buckets": 32, "rope_base": 10000.0,
+             "rope_scaling": "none", "rope_scaling_factor": 1.0, "rope_yarn_beta_fast": 32.0,
+             "rope_yarn_beta_slow": 1.0, "rope_llama3_low_freq_factor": 1.0, "rope_llama3_high_freq_factor": 4.0}
+        o.update(opts or {})
+        self.kind, self.H, self.D, self.L0, self.o = kind, H, C // H, T, o
         if kind == "learned":
-            self.table = nn.Parameter(torch.randn(T, C) * 0.02)
+            self.weight = nn.Parameter(torch.randn(T, C) * 0.02)
         if kind == "t5":
-            self.t5 = nn.Embedding(32, H)
+            self.relative_attention_bias = nn.Parameter(torch.randn(o["t5_num_buckets"], H) * C ** -0.5)
         if kind == "deberta":
-            self.rel_emb = nn.Parameter(torch.randn(64, C) * 0.02)
-            self.rel_ln = nn.LayerNorm(C)
+            S = o["deberta_position_buckets"]
+            self.rel_embeddings = nn.Parameter(torch.randn(2 * S, C) * 0.02)
+            self.rel_norm = nn.LayerNorm(C, eps=1e-7)
         if kind == "alibi":
-            self.register_buffer("slopes", alibi_slopes(H))
+            self.register_buffer("slopes", alibi_slopes(H), persistent=False)
 
     def embed(self, x):
         T, C = x.shape[1], x.shape[2]
         if self.kind == "learned":
-            return x + self.table[:T]
+            return x + self.weight[:T]
         if self.kind == "sinusoidal":
-            p = torch.arange(T, device=x.device).float()[:, None]
-            w = torch.exp(-math.log(10000.0) * torch.arange(0, C, 2, device=x.device).float() / C)
-            pe = torch.zeros(T, C, device=x.device)
+            p = torch.arange(T, dtype=torch.float64)[:, None]
+            w = torch.exp(-math.log(10000.0) * torch.arange(0, C, 2, dtype=torch.float64) / C)
+            pe = torch.zeros(T, C, dtype=torch.float64)
             pe[:, 0::2], pe[:, 1::2] = torch.sin(p * w), torch.cos(p * w)
-            return x * math.sqrt(C) + pe
+            return x * math.sqrt(C) + pe.to(x.dtype).to(x.device)
         return x
 
     def rotate(self, q):
         T, D = q.shape[2], q.shape[3]
-        w = 10000.0 ** (-torch.arange(0, D, 2, device=q.device).float() / D)
-        th = torch.arange(T, device=q.device).float()[:, None] * w
-        cos, sin = torch.cat([th.cos(), th.cos()], -1), torch.cat([th.sin(), th.sin()], -1)
+        o = self.o
+        w, a = rope_frequencies(D, o["rope_base"], o["rope_scaling"], o["rope_scaling_factor"], self.L0, T,
+                                o["rope_yarn_beta_fast"], o["rope_yarn_beta_slow"],
+                                o["rope_llama3_low_freq_factor"], o["rope_llama3_high_freq_factor"])
+        th = torch.arange(T, dtype=torch.float64)[:, None] * w
+        cos = (torch.cat([th.cos(), th.cos()], -1) * a).to(q.dtype).to(q.device)
+        sin = (torch.cat([th.sin(), th.sin()], -1) * a).to(q.dtype).to(q.device)
         rot = torch.cat([-q[..., D // 2:], q[..., :D // 2]], -1)
         return q * cos + rot * sin
 
     def bias(self, T):
-        i = torch.arange(T, device=self.t5.weight.device if self.kind == "t5" else self.slopes.device)
+        dev = self.relative_attention_bias.device if self.kind == "t5" else self.slopes.device
+        i = torch.arange(T, device=dev)
         r = i[None, :] - i[:, None]  # j - i
         if self.kind == "t5":
-            return self.t5(t5_bucket((-r).clamp(min=0))).permute(2, 0, 1)  # (H, T, T)
-        return self.slopes[:, None, None] * r  # ALiBi causal m (j - i)
+            b = t5_bucket((-r).clamp(min=0), self.o["t5_num_buckets"], self.o["t5_max_distance"])
+            return self.relative_attention_bias[b].permute(2, 0, 1)  # (H, T, T)
+        return self.slopes[:, None, None].to(torch.float32) * r  # ALiBi causal m (j - i)
 
     def rows(self, T):
-        i = torch.arange(T, device=self.rel_emb.device)
-        return (deberta_bucket(i[:, None] - i[None, :]) + 32).clamp(0, 63)
+        S = self.o["deberta_position_buckets"]
+        i = torch.arange(T, device=self.rel_embeddings.device)
+        return (deberta_bucket(i[:, None] - i[None, :], S) + S).clamp(0, 2 * S - 1)
 
 
 class GPT(nn.Module):
-    def __init__(self, kind, L, H, C, T, V):
+    """posgrad's GPT (nn/gpt.h): names wte, pos, blocks, ln_f; LM head tied to wte."""
+
+    def __init__(self, kind, L, H, C, T, V, opts=None):
         super().__init__()
         self.wte = nn.Embedding(V, C)
-        self.pe = PosEnc(kind, C, H, T)
+        self.pos = PosEnc(kind, C, H, T, opts)
         self.blocks = nn.ModuleList(Block(C, H) for _ in range(L))
         self.ln_f = nn.LayerNorm(C)
 
     def forward(self, idx):
-        x = self.pe.embed(self.wte(idx))
+        x = self.pos.embed(self.wte(idx))
         for b in self.blocks:
-            x = b(x, self.pe, None)
+            x = b(x, self.pos)
         return F.linear(self.ln_f(x), self.wte.weight)
 
 
