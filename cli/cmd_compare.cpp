@@ -6,6 +6,7 @@
 #include "train/compare.h"
 #include "train/interrupt.h"
 #include "train/options.h"
+#include "train/report.h"
 
 namespace posgrad::cli {
 
@@ -44,6 +45,16 @@ void add_compare(CLI::App& app) {
     std::string report = train::run_compare(cfg);
     spdlog::info("report: {}", report);
   });
+}
+
+void add_report(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "report", "Re-render report.md, results.csv, cost.csv and the plots of a finished comparison from its results.json "
+                "(no training)");
+  auto dir = std::make_shared<std::string>();
+  sub->add_option("RUN_DIR", *dir, "Experiment directory of posgrad compare (holds results.json)")->required();
+  sub->footer(exit_status_help());
+  sub->callback([dir] { spdlog::info("report: {}", train::rerender_report(*dir)); });
 }
 
 }  // namespace posgrad::cli

@@ -16,6 +16,7 @@ void add_sample(CLI::App& app);
 void add_gradcheck(CLI::App& app);
 void add_info(CLI::App& app);
 void add_compare(CLI::App& app);
+void add_report(CLI::App& app);  // re-renders a finished comparison
 
 // The exit-status contract, as printed at the end of every --help.
 std::string exit_status_help();

@@ -307,7 +307,7 @@ TEST(Cli, ImpossibleSizesFailAtOnceNamingTheOptions) {
   p = run_posgrad("train --dry-run --batch-size 1048576 --block-size 1048576");
   EXPECT_EQ(p.status, 2);
   EXPECT_TRUE(contains(p.err, "--batch-size 1048576")) << p.err;
-  p = run_posgrad("compare --dry-run --preset tiny --eval-multipliers 64 --block-size 1048576");
+  p = run_posgrad("compare --dry-run --preset tiny --eval-multipliers 1,64 --per-position-multiplier 64 --block-size 1048576");
   EXPECT_EQ(p.status, 2);
   EXPECT_TRUE(contains(p.err, "estimated")) << p.err;
   // An in-range configuration the machine can hold passes and prints the estimate.

@@ -1,16 +1,20 @@
-// test_compare.cpp — the comparison experiment on its tiny preset: it writes the report, the CSVs
-// and the plots; the same seed and thread count give a byte-identical results.csv; a second run
-// into the same directory skips the finished units; bad --methods are rejected.
+// test_compare.cpp — the comparison experiment: the tiny preset end to end (results.csv
+// byte-identical for the same seeds and threads, the report's sections, the cost benchmark),
+// `posgrad report` re-rendering from results.json alone, the typed result's JSON round trip, the
+// claims table on results with known answers, and settings that must be refused.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include "support/test_util.h"
-#include "train/compare.h"
 #include "data/fileio.h"
+#include "nn/posenc/position_encoding.h"
+#include "support/test_util.h"
+#include "train/claims.h"
+#include "train/compare.h"
+#include "train/report.h"
+#include "train/results.h"
 
 using namespace posgrad;
 using posgrad::test::TempDir;
@@ -30,35 +34,71 @@ train::CompareConfig tiny(const TempDir& d, const std::string& out) {
   return c;
 }
 
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace
 
-TEST(Compare, TinyPresetWritesReportAndIsReproducible) {
+TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   TempDir d;
-  std::string report = train::run_compare(tiny(d, "a"));
+  const std::string report = train::run_compare(tiny(d, "a"));
   ASSERT_TRUE(fs::exists(report));
   train::run_compare(tiny(d, "b"));
   const std::string a = read_file(d.str("a/results.csv")), b = read_file(d.str("b/results.csv"));
-  EXPECT_EQ(a, b) << "results.csv differs between two runs with the same seed and thread count";
-  // Every method appears, with real numbers at the training length.
-  for (const std::string m : {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi"}) {
-    EXPECT_NE(a.find(m + ",val_perplexity,"), std::string::npos) << m;
-    EXPECT_EQ(a.find(m + ",val_perplexity,n/a"), std::string::npos) << m;
+  EXPECT_EQ(a, b) << "results.csv differs between two runs with the same seeds and thread count";
+  // Every method, with both seeds and an interval at the training length.
+  for (const auto& m : nn::position_encoding_kinds()) {
+    EXPECT_NE(a.find("\n" + m + ",val_perplexity,2,"), std::string::npos) << m;
+    EXPECT_EQ(a.find("\n" + m + ",val_perplexity,2,n/a"), std::string::npos) << m;
   }
-  // Learned absolute positions are n/a beyond their table; RoPE has its scaled rows.
-  EXPECT_NE(a.find("learned,perplexity_x2,n/a"), std::string::npos);
-  EXPECT_NE(a.find("rope+yarn,perplexity_x2,"), std::string::npos);
+  // Learned absolute positions are n/a beyond their table; RoPE's variants are rows of their own.
+  EXPECT_NE(a.find("\nlearned,perplexity_x2,0,n/a"), std::string::npos);
+  for (const char* v : {"rope+yarn", "rope+linear", "rope+dynamic", "rope@bf16", "rope@fp16"})
+    EXPECT_NE(a.find(std::string("\n") + v + ",perplexity_x2,2,"), std::string::npos) << v;
   const std::string md = read_file(report);
-  for (const char* section : {"The article's table, measured", "Length extrapolation", "Cost", "Reading", "git commit"})
+  for (const char* section : {"## Provenance", "git commit", "seed-to-seed noise", "## The article's table, measured",
+                              "## Which differences are real", "## The article's claims", "## Length extrapolation",
+                              "## Cost (interleaved benchmark", "Noise figure", "All settings"})
     EXPECT_NE(md.find(section), std::string::npos) << section;
-  EXPECT_TRUE(fs::exists(d.str("a/timing.csv")));
-  EXPECT_TRUE(fs::exists(d.str("a/results.json")));
-  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+  // The claims table has one row per claim (a) .. (k), each with a verdict.
+  for (const char id : std::string("abcdefghijk")) EXPECT_NE(md.find(std::string("| ") + id + " | "), std::string::npos) << id;
+  EXPECT_EQ(count(md, "**supported**") + count(md, "**contradicted**") + count(md, "**inconclusive**"), 11u);
+  // The cost benchmark: every method at every length, attention and step, with peak memory.
+  const std::string cost = read_file(d.str("a/cost.csv"));
+  for (const auto& m : nn::position_encoding_kinds())
+    for (const char* what : {",attention,16,", ",step,32,"})
+      EXPECT_NE(cost.find("\n" + m + what), std::string::npos) << m << what;
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0)
     for (const char* p : {"ppl_vs_length", "train_loss", "per_position_loss", "attention_distance"})
       EXPECT_TRUE(fs::exists(d.str(std::string("a/plots/") + p + ".png"))) << p;
-  }
 }
 
-TEST(Compare, SecondRunSkipsFinishedUnits) {
+TEST(Compare, ReportRerendersFromResultsJsonAlone) {
+  TempDir d;
+  auto c = tiny(d, "a");
+  c.methods = {"t5", "rope"};
+  train::run_compare(c);
+  const std::string csv = read_file(d.str("a/results.csv")), md = read_file(d.str("a/report.md"));
+  // Moved elsewhere, with only results.json: the same report, rendered where it now is.
+  fs::create_directories(d.str("moved"));
+  fs::copy_file(d.str("a/results.json"), d.str("moved/results.json"));
+  const std::string report = train::rerender_report(d.str("moved"));
+  EXPECT_EQ(report, d.str("moved/report.md"));
+  EXPECT_EQ(read_file(d.str("moved/results.csv")), csv);
+  std::string expected = md;  // the only difference: the --out-dir setting
+  const std::string from = "| `--out-dir` | " + d.str("a") + " |", to = "| `--out-dir` | " + d.str("moved") + " |";
+  ASSERT_NE(expected.find(from), std::string::npos);
+  expected.replace(expected.find(from), from.size(), to);
+  EXPECT_EQ(read_file(report), expected);
+  EXPECT_THROW(train::rerender_report(d.str("nothing")), IoError);
+  std::ofstream(d.str("moved/results.json"), std::ios::trunc) << "{\"format\": \"something else\"}";
+  EXPECT_THROW(train::rerender_report(d.str("moved")), IoError);
+}
+
+TEST(Compare, SecondRunKeepsFinishedUnits) {
   TempDir d;
   auto c = tiny(d, "a");
   c.methods = {"alibi", "rope"};
@@ -68,6 +108,12 @@ TEST(Compare, SecondRunSkipsFinishedUnits) {
   train::run_compare(c);
   EXPECT_EQ(fs::last_write_time(d.str("a/alibi/seed1/result.json")), t);
   EXPECT_EQ(read_file(d.str("a/results.csv")), before);
+  // Other settings in the same directory would mix units measured differently: refused.
+  c.base.lr = 0.002;
+  EXPECT_THROW(train::run_compare(c), UsageError);
+  c.base.lr = tiny(d, "a").base.lr;
+  c.methods = {"alibi", "rope", "none"};  // more methods (or seeds) are fine
+  EXPECT_NO_THROW(train::run_compare(c));
 }
 
 TEST(Compare, BadSettingsAreRejected) {
@@ -80,4 +126,138 @@ TEST(Compare, BadSettingsAreRejected) {
   c = tiny(d, "a");
   c.task = "sort";
   EXPECT_THROW(train::run_compare(c), ValueError);
+  c = tiny(d, "a");
+  c.eval_multipliers = {2, 4};  // the training length itself is needed
+  EXPECT_THROW(train::run_compare(c), UsageError);
+  c = tiny(d, "a");
+  c.per_position_multiplier = 3;  // not an evaluated length
+  EXPECT_THROW(train::run_compare(c), UsageError);
+}
+
+// ---- results and claims with known answers ----------------------------------------------------------
+
+namespace {
+
+// A comparison whose val perplexities (1x) and growths are given per method and seed.
+train::ComparisonResult synthetic(const std::map<std::string, std::vector<double>>& ppl,
+                                  const std::map<std::string, std::vector<double>>& growth_4x = {}) {
+  train::ComparisonResult r;
+  r.config = train::compare_preset("tiny");  // eval multipliers 1, 2, 4
+  r.config.methods.clear();
+  for (const auto& [m, v] : ppl) r.config.methods.push_back(m);
+  r.config.seeds = {1, 2, 3};
+  for (const auto& [m, v] : ppl)
+    for (size_t s = 0; s < v.size(); ++s) {
+      train::UnitResult u;
+      u.method = m;
+      u.seed = s + 1;
+      const double g = growth_4x.count(m) ? growth_4x.at(m)[s] : 1.0;
+      for (double mult : {1.0, 2.0, 4.0}) {
+        const double p = v[s] * (mult == 4.0 ? g : 1.0);
+        u.lengths.push_back(train::LengthResult{static_cast<int64_t>(16 * mult), 4, std::log(p), p, 0.5});
+      }
+      r.units.push_back(u);
+    }
+  return r;
+}
+
+std::string verdict(const std::vector<train::ClaimVerdict>& v, const std::string& id) {
+  for (const auto& c : v)
+    if (c.id == id) return c.verdict;
+  return "missing";
+}
+
+}  // namespace
+
+TEST(Claims, OrderingsAreDecidedPairByPair) {
+  // Well separated, in the claimed order: supported.
+  auto r = synthetic({{"rope", {4.00, 4.02, 4.01}},
+                      {"deberta", {4.50, 4.52, 4.51}},
+                      {"t5", {5.00, 5.02, 5.01}},
+                      {"sinusoidal", {6.00, 6.02, 6.01}},
+                      {"learned", {6.50, 6.52, 6.51}}});
+  EXPECT_EQ(verdict(train::judge_claims(r), "a"), "supported");
+  EXPECT_EQ(verdict(train::judge_claims(r), "d"), "supported");
+  EXPECT_EQ(train::ranking(r, r.config.methods, {train::Quantity::Perplexity, 1}),
+            "rope < deberta < t5 < sinusoidal < learned");
+  // One pair significantly the other way: contradicted.
+  r = synthetic({{"rope", {4.50, 4.52, 4.51}},
+                 {"deberta", {4.00, 4.02, 4.01}},
+                 {"t5", {5.00, 5.02, 5.01}},
+                 {"sinusoidal", {6.00, 6.02, 6.01}},
+                 {"learned", {6.50, 6.52, 6.51}}});
+  EXPECT_EQ(verdict(train::judge_claims(r), "a"), "contradicted");
+  // Overlapping noise: inconclusive, and the ranking does not order what it cannot tell apart.
+  r = synthetic({{"rope", {4.0, 4.6, 4.3}},
+                 {"deberta", {4.2, 4.5, 4.35}},
+                 {"t5", {5.00, 5.02, 5.01}},
+                 {"sinusoidal", {6.00, 6.02, 6.01}},
+                 {"learned", {6.50, 6.52, 6.51}}});
+  EXPECT_EQ(verdict(train::judge_claims(r), "a"), "inconclusive");
+  EXPECT_EQ(train::ranking(r, r.config.methods, {train::Quantity::Perplexity, 1}),
+            "rope ≈ deberta < t5 < sinusoidal < learned");
+}
+
+TEST(Claims, ExtrapolationThresholdsAndMissingMethods) {
+  auto r = synthetic({{"t5", {5.0, 5.1, 5.2}}, {"rope", {4.0, 4.1, 4.2}}},
+                     {{"t5", {1.02, 1.03, 1.025}}, {"rope", {1.9, 2.1, 2.0}}});
+  const auto v = train::judge_claims(r);
+  EXPECT_EQ(verdict(v, "e"), "supported");     // growth well under 10%
+  EXPECT_EQ(verdict(v, "f"), "contradicted");  // RoPE doubles its perplexity at 4x
+  EXPECT_EQ(verdict(v, "a"), "inconclusive");  // deberta and the absolute methods were not run
+  EXPECT_EQ(verdict(v, "j"), "inconclusive");  // nothing at 2048 tokens
+}
+
+TEST(Claims, ParameterCountsAreExact) {
+  auto r = synthetic({{"t5", {5, 5, 5}}, {"rope", {4, 4, 4}}, {"deberta", {4, 4, 4}}, {"learned", {6, 6, 6}}});
+  auto set = [&](const std::string& m, int64_t n) {
+    for (auto& u : r.units)
+      if (u.method == m) u.position_parameters = n;
+  };
+  set("t5", 128);
+  set("rope", 0);
+  set("deberta", 8192);
+  set("learned", 4096);
+  EXPECT_EQ(verdict(train::judge_claims(r), "i"), "supported");
+  set("learned", 64);  // a smaller table than T5's
+  EXPECT_EQ(verdict(train::judge_claims(r), "i"), "contradicted");
+}
+
+TEST(Results, JsonRoundTripIsExact) {
+  auto r = synthetic({{"rope", {4.0, 4.1, 4.2}}, {"t5", {5.0, 5.1, 5.2}}});
+  r.units.front().variants["rope+yarn"] = r.units.front().lengths;
+  r.units.front().variants["rope+yarn"][2].reset();
+  r.units.front().task = {train::TaskScore{3, 4, 0.25, 0.5, 0.75}, std::nullopt};
+  r.units.front().attention_by_distance = {{0.5, 0.25, 0.125}};
+  r.cost.rounds = 2;
+  r.cost.lengths = {16};
+  r.cost.rows.push_back({"rope", "step", 16, 4, {0.1, 0.3}, 1024, 77});
+  r.provenance.git_commit = "abc";
+  const nlohmann::json j = train::to_json(r);
+  const train::ComparisonResult back = train::comparison_from_json(j, "test");
+  EXPECT_EQ(train::to_json(back), j);
+  EXPECT_DOUBLE_EQ(back.cost.rows.front().median(), 0.2);
+  EXPECT_DOUBLE_EQ(back.cost.rows.front().spread(), 1.0);
+  nlohmann::json broken = j;
+  broken["units"][0].erase("lengths");
+  EXPECT_THROW(train::comparison_from_json(broken, "broken.json"), IoError);
+}
+
+TEST(Claims, AttentionDecayCorrelation) {
+  EXPECT_DOUBLE_EQ(train::attention_distance_correlation({{0.5, 0.3, 0.2, 0.1}}), -1.0);
+  EXPECT_DOUBLE_EQ(train::attention_distance_correlation({{0.1, 0.2, 0.3, 0.4}, {0.1, 0.2, 0.3, 0.4}}), 1.0);
+}
+
+TEST(HalfPrecision, RoundingToBf16AndFp16IsToNearestEven) {
+  EXPECT_EQ(nn::round_to_fp16(2049.0), 2048.0);  // tie -> even
+  EXPECT_EQ(nn::round_to_fp16(2051.0), 2052.0);
+  EXPECT_EQ(nn::round_to_fp16(65519.0), 65504.0);
+  EXPECT_TRUE(std::isinf(nn::round_to_fp16(65520.0)));
+  EXPECT_EQ(nn::round_to_fp16(1.0 / 3.0), 0.333251953125);
+  EXPECT_EQ(nn::round_to_fp16(std::ldexp(1.0, -24)), std::ldexp(1.0, -24));  // the smallest subnormal
+  EXPECT_EQ(nn::round_to_bf16(257.0), 256.0);
+  EXPECT_EQ(nn::round_to_bf16(259.0), 260.0);
+  EXPECT_EQ(nn::round_to_bf16(1.0 / 3.0), 0.333984375);
+  EXPECT_EQ(nn::round_to_bf16(-3.0), -3.0);
+  EXPECT_EQ(nn::round_to_bf16(0.0), 0.0);
 }

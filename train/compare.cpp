@@ -16,7 +16,9 @@
 #include "train/interrupt.h"
 #include "train/options.h"
 #include "train/presets.h"
+#include "train/cost.h"
 #include "train/report.h"
+#include "train/results.h"
 
 namespace posgrad::train {
 
@@ -35,13 +37,16 @@ CompareConfig compare_preset(const std::string& name) {
   c.base = train_preset("default");
   c.base.corpus = "kjv";
   c.base.log_interval = 25;
+  // Every preset evaluates up to 32x the training length (2048 tokens at 64) for claim (j).
+  c.eval_multipliers = {1, 2, 4, 8, 16, 32};
   if (name == "quick") {
-    // nanoGPT's small CPU model, shorter: all seven methods finish in about 6 minutes on a quiet
-    // 2-core machine (the budget is 15).
+    // The default: nanoGPT's small CPU model, three seeds of every method within 20 minutes on a
+    // quiet 2-core machine (the report's settings block gives the measured seed-to-seed noise).
     set_model(c.base, 4, 4, 128, 64);
-    set_run(c.base, 12, 1500, 100, 500);
+    set_run(c.base, 12, 1000, 100, 500);
     c.base.eval_windows = 32;
     c.base.log_interval = 50;
+    c.seeds = {1, 2, 3};
     c.eval_tokens = 8192;
     c.task_iters = 400;
     c.out_dir = "runs/compare-quick";
@@ -50,7 +55,7 @@ CompareConfig compare_preset(const std::string& name) {
     set_model(c.base, 4, 4, 128, 128);
     set_run(c.base, 16, 6000, 100, 500);
     c.base.eval_windows = 64;
-    c.seeds = {1, 2, 3};
+    c.seeds = {1, 2, 3, 4, 5};
     c.eval_tokens = 32768;
     c.task_iters = 1500;
     c.task_length = 12;
@@ -74,6 +79,9 @@ CompareConfig compare_preset(const std::string& name) {
     c.task_n_embd = 16;
     c.task_n_head = 2;
     c.task_multipliers = {1, 2};
+    c.seeds = {1, 2};
+    c.cost_lengths = {16, 32};
+    c.cost_rounds = 2;
     c.out_dir = "runs/compare-tiny";
   } else {
     unknown_name("compare preset", name, compare_preset_names());
@@ -83,6 +91,17 @@ CompareConfig compare_preset(const std::string& name) {
 
 void CompareConfig::validate() const {
   opt::check_all(compare_options(), *this);
+  auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  POSGRAD_CHECK(has(eval_multipliers, 1), UsageError, "--eval-multipliers must include 1 (the training length)");
+  POSGRAD_CHECK(has(task_multipliers, 1), UsageError, "--task-multipliers must include 1 (the training length)");
+  POSGRAD_CHECK(has(eval_multipliers, per_position_multiplier), UsageError, "--per-position-multiplier (",
+                per_position_multiplier, ") must be one of --eval-multipliers (the per-position loss comes from that pass)");
+  for (int64_t T : cost_lengths) {
+    TrainConfig b = base;
+    b.model.block_size = T;
+    b.batch_size = std::max<int64_t>(1, base.batch_size * base.model.block_size / T);
+    check_memory(b, T);
+  }
   POSGRAD_CHECK(task_n_embd % task_n_head == 0, UsageError, "--task-n-embd (", task_n_embd,
                 ") must be divisible by --task-n-head (", task_n_head, ")");
   const int64_t longest = *std::max_element(eval_multipliers.begin(), eval_multipliers.end()) * base.model.block_size;
@@ -111,32 +130,31 @@ json CompareConfig::to_json() const { return opt::to_json(compare_options(), *th
 
 namespace {
 
-json eval_json(const EvalResult& e) {
-  return {{"context", e.context}, {"windows", e.windows}, {"loss", e.loss}, {"perplexity", e.perplexity},
-          {"accuracy", e.accuracy}};
-}
-
-// Perplexity etc. at each multiple of the training length, on the same validation text.
-json extrapolation(nn::GPT& model, const data::TokenSpan& val, const CompareConfig& cfg, Device dev) {
-  json out = json::object();
+// One pass at each evaluation length: loss, perplexity, accuracy (and the per-position loss of the
+// per_position_multiplier window), on the same validation text. n/a beyond a learned table or the split.
+std::vector<std::optional<LengthResult>> evaluate_lengths(nn::GPT& model, const data::TokenSpan& val,
+                                                          const CompareConfig& cfg, Device dev,
+                                                          std::vector<double>* per_position) {
+  std::vector<std::optional<LengthResult>> out;
   const int64_t block = model.config().block_size;
   const int64_t limit = model.position_encoding().max_length();
   for (int64_t m : cfg.eval_multipliers) {
     const int64_t ctx = m * block;
-    if ((limit >= 0 && ctx > limit) || ctx + 1 > val.size()) {
-      out[std::to_string(m)] = nullptr;  // n/a: beyond a learned table (or the split)
+    if ((limit >= 0 && ctx > limit) || ctx + 1 > static_cast<int64_t>(val.size())) {
+      out.emplace_back();
       continue;
     }
-    out[std::to_string(m)] = eval_json(evaluate_tokens(model, val, ctx, std::max<int64_t>(1, cfg.eval_tokens / ctx), 0, dev));
+    const EvalResult e = evaluate_tokens(model, val, ctx, std::max<int64_t>(1, cfg.eval_tokens / ctx), 0, dev);
+    out.push_back(LengthResult{e.context, e.windows, e.loss, e.perplexity, e.accuracy});
+    if (per_position && m == cfg.per_position_multiplier) *per_position = e.per_position_loss;
   }
   return out;
 }
 
-// A copy of `model` whose RoPE uses an eval-time scaling (RoPE has no parameters to change).
-std::unique_ptr<nn::GPT> rope_variant(const nn::GPT& model, const std::string& scaling, double factor) {
+// A copy of `model` with other RoPE options (RoPE has no parameters to change).
+std::unique_ptr<nn::GPT> rope_variant(const nn::GPT& model, const std::vector<std::pair<std::string, opt::Value>>& options) {
   nn::GPTConfig c = model.config();
-  c.pos.set("rope_scaling", scaling);
-  c.pos.set("rope_scaling_factor", factor);
+  for (const auto& [name, v] : options) c.pos.set(name, v);
   Generator g(0), d(0);
   auto m = std::make_unique<nn::GPT>(c, g, d);
   m->load_state_dict(model.state_dict());
@@ -144,54 +162,33 @@ std::unique_ptr<nn::GPT> rope_variant(const nn::GPT& model, const std::string& s
   return m;
 }
 
-json rope_scaled_rows(nn::GPT& model, const data::TokenSpan& val, const CompareConfig& cfg, Device dev) {
-  json rows = json::object();
-  const int64_t block = model.config().block_size;
+// Evaluation-time variants of a trained RoPE model: the context-extension scalings (linear and YaRN
+// stretch by s = L / L_train; dynamic NTK grows its base with the current length itself, s = 1, so
+// it is the plain model up to L_train), and the rotary arithmetic rounded to bf16 / fp16 (claim k).
+std::map<std::string, std::vector<std::optional<LengthResult>>> rope_variants(nn::GPT& model, const data::TokenSpan& val,
+                                                                            const CompareConfig& cfg, Device dev) {
+  std::map<std::string, std::vector<std::optional<LengthResult>>> rows;
   for (const std::string scaling : {"linear", "dynamic", "yarn"}) {
-    json row = json::object();
+    std::vector<std::optional<LengthResult>> row;
     for (int64_t m : cfg.eval_multipliers) {
-      const int64_t ctx = m * block;
-      if (ctx + 1 > val.size()) {
-        row[std::to_string(m)] = nullptr;
-        continue;
-      }
-      // Linear and YaRN stretch by s = L / L_train; dynamic NTK grows its base with the current
-      // length itself (s = 1 in its formula), so it is exactly the plain model up to L_train.
-      const double factor = scaling == "dynamic" ? 1.0 : static_cast<double>(m);
-      auto v = rope_variant(model, scaling, factor);
-      row[std::to_string(m)] = eval_json(evaluate_tokens(*v, val, ctx, std::max<int64_t>(1, cfg.eval_tokens / ctx), 0, dev));
+      CompareConfig one = cfg;
+      one.eval_multipliers = {m};
+      auto v = rope_variant(model, {{"rope_scaling", scaling},
+                                    {"rope_scaling_factor", scaling == "dynamic" ? 1.0 : static_cast<double>(m)}});
+      row.push_back(evaluate_lengths(*v, val, one, dev, nullptr).front());
     }
     rows["rope+" + scaling] = row;
+  }
+  for (const std::string precision : {"bf16", "fp16"}) {
+    auto v = rope_variant(model, {{"rope_position_precision", precision}});
+    rows["rope@" + precision] = evaluate_lengths(*v, val, cfg, dev, nullptr);
   }
   return rows;
 }
 
-// Greedy decoding of the synthetic task's answers, scored by exact match and token F1.
-data::SyntheticScore synthetic_eval(nn::GPT& model, data::SyntheticTaskGenerator& gen, int64_t examples, int64_t length,
-                                    Device dev) {
-  NoGradGuard no_grad;
-  model.eval();
-  data::SyntheticBatch b = gen.next(examples, length);
-  std::vector<int64_t> seq = b.prompt.to_int_vector();
-  int64_t T = b.prompt.size(1);
-  for (int64_t t = 0; t < length; ++t) {
-    Tensor x = Tensor::from_ints(seq, {examples, T}).to(dev);
-    Tensor logits = model.forward(x).narrow(1, T - 1, 1);
-    std::vector<int64_t> next = max(logits, -1).second.to_int_vector();
-    std::vector<int64_t> grown;
-    grown.reserve(seq.size() + examples);
-    for (int64_t i = 0; i < examples; ++i) {
-      grown.insert(grown.end(), seq.begin() + i * T, seq.begin() + (i + 1) * T);
-      grown.push_back(next[i]);
-    }
-    seq.swap(grown);
-    ++T;
-  }
-  Tensor all = Tensor::from_ints(seq, {examples, T});
-  return data::score_predictions(all.narrow(1, T - length, length).contiguous(), b.target);
-}
-
-json synthetic_task(const CompareConfig& cfg, const std::string& method, uint64_t seed, Device dev) {
+// The synthetic task: a small model trained with the one training step, scored with the one
+// decoder (greedy) at each task multiplier.
+void synthetic_task(const CompareConfig& cfg, const std::string& method, uint64_t seed, Device dev, UnitResult& u) {
   const auto task = data::parse_synthetic_task(cfg.task);
   const int64_t L = cfg.task_length;
   nn::GPTConfig mc;
@@ -206,135 +203,93 @@ json synthetic_task(const CompareConfig& cfg, const std::string& method, uint64_
   nn::GPT model(mc, init, drop);
   model.to(dev);
   AdamW opt(decay_groups(model.named_parameters(), 0.0), AdamWOptions(2e-3).betas(0.9, 0.98));
-  LRSchedule sched{2e-3, 2e-4, std::max<int64_t>(1, cfg.task_iters / 10), cfg.task_iters, true};
+  const LRSchedule sched{2e-3, 2e-4, std::max<int64_t>(1, cfg.task_iters / 10), cfg.task_iters, true};
   data::SyntheticTaskGenerator train_gen(task, cfg.task_symbols, seed * 7919 + 1);
-  double last_loss = 0;
   for (int64_t it = 0; it < cfg.task_iters; ++it) {
-    model.train();
-    opt.set_lr(sched.at(it));
-    opt.zero_grad();
-    data::SyntheticBatch b = train_gen.next(cfg.task_batch, L);
-    Tensor loss = cross_entropy(model.forward(b.x.to(dev)), b.y.to(dev));
-    last_loss = loss.item();
-    if (!std::isfinite(last_loss))
-      throw NonFiniteLoss(detail::concat("synthetic task: loss is ", last_loss, " at step ", it, " (", method, ")"));
     if (interrupt_requested())
       throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()), " during the synthetic task of ",
                                        method, " seed ", seed, " (it restarts on resume; it takes seconds)"),
                         cfg.out_dir, it, interrupt_signal());
-    loss.backward();
-    clip_grad_norm(model.parameters(), 1.0);
-    opt.step();
+    try {
+      u.task_final_loss = training_step(model, opt, sched, it, 1, 1.0, dev, [&] {
+                            data::SyntheticBatch b = train_gen.next(cfg.task_batch, L);
+                            return std::make_pair(b.x, b.y);
+                          }).loss;
+    } catch (const NonFiniteLoss& e) {
+      throw NonFiniteLoss("synthetic task (" + method + " seed " + std::to_string(seed) + "): " + e.what());
+    }
   }
-  json out = {{"task", cfg.task}, {"train_length", L}, {"final_train_loss", last_loss}, {"scores", json::object()}};
   const int64_t limit = model.position_encoding().max_length();
   for (int64_t m : cfg.task_multipliers) {
     const int64_t len = m * L;
     if (limit >= 0 && 2 * len + 1 > limit) {
-      out["scores"][std::to_string(m)] = nullptr;
+      u.task.emplace_back();
       continue;
     }
     data::SyntheticTaskGenerator test_gen(task, cfg.task_symbols, 1000003 + static_cast<uint64_t>(m));
-    data::SyntheticScore s = synthetic_eval(model, test_gen, cfg.task_examples, len, dev);
-    out["scores"][std::to_string(m)] = {{"exact_match", s.exact_match}, {"token_f1", s.token_f1},
-                                        {"token_accuracy", s.token_accuracy}};
+    data::SyntheticBatch b = test_gen.next(cfg.task_examples, len);
+    std::vector<std::vector<int64_t>> prompts;
+    const std::vector<int64_t> flat = b.prompt.to_int_vector();
+    const int64_t P = b.prompt.size(1);
+    for (int64_t i = 0; i < cfg.task_examples; ++i) prompts.emplace_back(flat.begin() + i * P, flat.begin() + (i + 1) * P);
+    const auto answers = generate(model, prompts, len, 0.0, 0, nullptr, 0, dev);
+    const data::SyntheticScore s = data::score_predictions(answers, [&] {
+      std::vector<std::vector<int64_t>> t;
+      const std::vector<int64_t> tf = b.target.to_int_vector();
+      for (int64_t i = 0; i < cfg.task_examples; ++i) t.emplace_back(tf.begin() + i * len, tf.begin() + (i + 1) * len);
+      return t;
+    }());
+    u.task.push_back(TaskScore{len, s.examples, s.exact_match, s.token_f1, s.token_accuracy});
   }
-  return out;
 }
 
-// A JSON file this experiment wrote; a damaged one is an IoError naming it (delete it to redo the unit).
-json read_json_file(const std::string& path) {
-  try {
-    return json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    throw IoError("'" + path + "' is not valid JSON (" + e.what() + "); delete it to measure that unit again");
-  }
-}
-
-json read_metrics(const std::string& path) {
-  json curve = json::array(), val = json::array();
-  std::vector<double> tps;
-  std::istringstream in(read_file(path));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception& e) {
-      throw IoError("'" + path + "' has a line that is not valid JSON (" + e.what() + ")");
-    }
-    if (j.contains("train_loss")) {
-      curve.push_back({j["step"], j["train_loss"]});
-      if (j.contains("tokens_per_s") && j["step"].get<int64_t>() > 1) tps.push_back(j["tokens_per_s"]);
-    }
-    if (j.contains("val_loss")) val.push_back({j["step"], j["val_loss"]});
-  }
-  double median = 0;
-  if (!tps.empty()) {
-    std::sort(tps.begin(), tps.end());
-    median = tps[tps.size() / 2];
-  }
-  return {{"train_curve", curve}, {"val_curve", val}, {"tokens_per_s", median}};
-}
-
-json run_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed) {
+UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed) {
   const std::string dir = cfg.out_dir + "/" + method + "/seed" + std::to_string(seed);
   const std::string result_path = dir + "/result.json";
   if (fs::exists(result_path)) {
-    spdlog::info("[{} seed {}] finished earlier — skipping", method, seed);
-    return read_json_file(result_path);
+    spdlog::info("[{} seed {}] finished earlier — kept", method, seed);
+    json j;
+    try {
+      j = json::parse(read_file(result_path));
+    } catch (const json::exception& e) {
+      throw IoError("'" + result_path + "' is not valid JSON (" + e.what() + "); delete it to measure that unit again");
+    }
+    return unit_from_json(j, result_path);
   }
   TrainConfig tc = cfg.base;
   tc.model.pos.kind = method;
   tc.seed = seed;
   tc.out_dir = dir;
   const bool resume = fs::exists(dir + "/checkpoint/state.json");
-  Device dev = Device::parse(tc.device);
-  backend(dev.type).reset_peak();
-  const size_t before = backend(dev.type).current_bytes();
+  const Device dev = Device::parse(tc.device);
   auto t0 = std::chrono::steady_clock::now();
   Trainer t(tc, resume);
   spdlog::info("[{} seed {}] training{}", method, seed, resume ? " (resumed)" : "");
   t.run();
-  const double train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double peak_mb = static_cast<double>(backend(dev.type).peak_bytes() - std::min(before, backend(dev.type).peak_bytes())) / (1 << 20);
-
+  UnitResult u;
+  u.method = method;
+  u.seed = seed;
+  u.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  u.resumed = resume;
   nn::GPT& model = t.model();
   model.eval();
-  json r = {{"method", method}, {"seed", seed}, {"parameters", model.num_parameters()}};
-  json m = read_metrics(dir + "/metrics.jsonl");
-  r["train_curve"] = m["train_curve"];
-  r["val_curve"] = m["val_curve"];
-  const int64_t block = tc.model.block_size;
-  const double tps = m["tokens_per_s"].get<double>();
-  r["timing"] = {{"tokens_per_s", tps},
-                 {"step_ms", tps > 0 ? 1000.0 * static_cast<double>(tc.batch_size * tc.grad_accum * block) / tps : 0.0},
-                 {"peak_mb", peak_mb},
-                 {"train_seconds", train_s},
-                 {"resumed", resume}};
+  u.parameters = model.num_parameters();
+  u.position_parameters = u.parameters - model.num_non_position_parameters();
+  u.train_curve = t.train_curve();
+  u.val_curve = t.val_curve();
   spdlog::info("[{} seed {}] evaluating", method, seed);
   const data::TokenSpan& val = t.dataset().val();
-  r["val"] = eval_json(evaluate_tokens(model, val, block, std::max<int64_t>(1, cfg.eval_tokens / block), 0, dev));
-  r["extrapolation"] = extrapolation(model, val, cfg, dev);
-  if (method == "rope") r["rope_scaled"] = rope_scaled_rows(model, val, cfg, dev);
+  u.lengths = evaluate_lengths(model, val, cfg, dev, &u.per_position_loss);
+  if (method == "rope") u.variants = rope_variants(model, val, cfg, dev);
   {
-    const int64_t limit = model.position_encoding().max_length();
-    int64_t ctx = cfg.per_position_multiplier * block;
-    if (limit >= 0) ctx = std::min(ctx, limit);
-    ctx = std::min<int64_t>(ctx, val.size() - 1);
-    EvalResult e = evaluate_tokens(model, val, ctx, std::max<int64_t>(1, cfg.eval_tokens / ctx), 0, dev);
-    r["per_position_loss"] = e.per_position_loss;
-  }
-  {
-    data::EvalWindows w = t.dataset().eval_windows(block, 8);
+    data::EvalWindows w = t.dataset().eval_windows(tc.model.block_size, 8);
     Tensor x = w.batch(0, w.size()).first.to(dev);
-    r["attention_by_distance"] = model.attention_by_distance(x);
+    u.attention_by_distance = model.attention_by_distance(x);
   }
   spdlog::info("[{} seed {}] synthetic {} task", method, seed, cfg.task);
-  r["synthetic"] = synthetic_task(cfg, method, seed, dev);
-  write_file_atomic(result_path, r.dump(1) + "\n");
-  return r;
+  synthetic_task(cfg, method, seed, dev, u);
+  write_file_atomic(result_path, to_json(u).dump(1) + "\n");
+  return u;
 }
 
 }  // namespace
@@ -370,19 +325,25 @@ std::string run_compare(const CompareConfig& cfg) {
   check_same_experiment(cfg);
   fs::create_directories(cfg.out_dir);
   write_file_atomic(cfg.out_dir + "/compare_config.json", cfg.to_json().dump(2) + "\n");
-  std::vector<json> results;
+  ComparisonResult r;
+  r.config = cfg;
+  r.provenance = collect_provenance(cfg);
   const size_t total = cfg.methods.size() * cfg.seeds.size();
-  size_t done = 0;
   auto t0 = std::chrono::steady_clock::now();
   for (uint64_t seed : cfg.seeds)
     for (const auto& method : cfg.methods) {
-      spdlog::info("=== unit {}/{}: {} (seed {}) ===", done + 1, total, method, seed);
-      results.push_back(run_unit(cfg, method, seed));
-      ++done;
+      spdlog::info("=== unit {}/{}: {} (seed {}) ===", r.units.size() + 1, total, method, seed);
+      r.units.push_back(run_unit(cfg, method, seed));
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      spdlog::info("=== {}/{} units done, {:.0f} s elapsed ===", done, total, el);
+      const double eta = el / static_cast<double>(r.units.size()) * static_cast<double>(total - r.units.size());
+      spdlog::info("=== {}/{} units done, {:.0f} s elapsed, about {:.0f} s to go (before the cost benchmark) ===",
+                   r.units.size(), total, el, eta);
     }
-  return write_report(cfg, results);
+  spdlog::info("=== cost benchmark: {} rounds over {} methods x {} lengths ===", cfg.cost_rounds, cfg.methods.size(),
+               cfg.cost_lengths.size());
+  r.cost = measure_cost(cfg);
+  write_file_atomic(cfg.out_dir + "/results.json", to_json(r).dump(1) + "\n");
+  return write_report(r);
 }
 
 }  // namespace posgrad::train

@@ -31,6 +31,9 @@ struct CompareConfig {
   int64_t task_length = 8, task_symbols = 16, task_iters = 300, task_batch = 32, task_examples = 64;
   int64_t task_n_layer = 2, task_n_embd = 64, task_n_head = 4;
   std::vector<int64_t> task_multipliers = {1, 2, 3, 4};
+  // cost benchmark (train/cost.h)
+  std::vector<int64_t> cost_lengths = {64, 256, 1024, 2048};
+  int64_t cost_rounds = 5;
   std::string out_dir = "runs/compare";
 
   void validate() const;
@@ -40,8 +43,9 @@ struct CompareConfig {
 CompareConfig compare_preset(const std::string& name);  // quick | full | tiny; ValueError otherwise
 const std::vector<std::string>& compare_preset_names();
 
-// Runs (or resumes) every unit, then writes report.md, results.csv, timing.csv, results.json and
-// the plots into cfg.out_dir. Returns the path of report.md.
+// Runs (or resumes) every unit, then the cost benchmark, writes results.json (the typed
+// ComparisonResult, train/results.h) and renders report.md, results.csv, cost.csv and the plots
+// from it (train/report.h) into cfg.out_dir. Returns the path of report.md.
 std::string run_compare(const CompareConfig& cfg);
 
 }  // namespace posgrad::train

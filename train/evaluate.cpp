@@ -51,51 +51,75 @@ EvalResult evaluate_tokens(nn::GPT& model, const data::TokenSpan& tokens, int64_
   return r;
 }
 
-std::string sample_text(nn::GPT& model, const data::Tokenizer& tok, const std::string& prompt, int64_t n,
-                        double temperature, int64_t top_k, uint64_t seed, Device dev) {
-  POSGRAD_CHECK(n >= 0, ValueError, "number of tokens to sample must be >= 0, got ", n);
-  POSGRAD_CHECK(temperature > 0, ValueError, "temperature must be positive, got ", temperature);
+std::vector<std::vector<int64_t>> generate(nn::GPT& model, const std::vector<std::vector<int64_t>>& prompts, int64_t n,
+                                           double temperature, int64_t top_k, Generator* gen, int64_t context_limit,
+                                           Device dev) {
+  POSGRAD_CHECK(n >= 0, ValueError, "number of tokens to generate must be >= 0, got ", n);
+  POSGRAD_CHECK(temperature >= 0 && std::isfinite(temperature), ValueError, "temperature must be finite and >= 0, got ",
+                temperature);
   POSGRAD_CHECK(top_k >= 0, ValueError, "top_k must be >= 0, got ", top_k);
-  std::vector<int64_t> ids = tok.encode(prompt.empty() ? "\n" : prompt);
+  POSGRAD_CHECK(!prompts.empty() && !prompts.front().empty(), ValueError, "generate needs at least one non-empty prompt");
+  POSGRAD_CHECK(temperature == 0 || gen, ValueError, "sampling (temperature > 0) needs a generator");
+  const size_t B = prompts.size();
+  for (const auto& p : prompts)
+    POSGRAD_CHECK(p.size() == prompts.front().size(), ShapeError, "generate: prompts of different lengths (",
+                  p.size(), " and ", prompts.front().size(), ")");
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  Generator gen(seed);
-  const int64_t block = model.config().block_size;
-  std::vector<int64_t> out;
+  std::vector<std::vector<int64_t>> seq = prompts, out(B);
   for (int64_t t = 0; t < n; ++t) {
-    const int64_t T = std::min<int64_t>(block, static_cast<int64_t>(ids.size()));
-    std::vector<int64_t> ctx(ids.end() - T, ids.end());
-    Tensor logits = model.forward(Tensor::from_ints(ctx, {1, T}).to(dev));
-    std::vector<double> l = logits.narrow(1, T - 1, 1).to_vector();
-    if (top_k > 0 && top_k < static_cast<int64_t>(l.size())) {
-      std::vector<double> sorted = l;
-      std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<>());
-      const double kth = sorted[static_cast<size_t>(top_k - 1)];
-      for (auto& v : l)
-        if (v < kth) v = -INFINITY;
-    }
-    const double mx = *std::max_element(l.begin(), l.end());
-    if (!std::isfinite(mx))
-      throw NonFiniteLoss(detail::concat("the model produced non-finite logits (max ", mx, ") at generated token ", t));
-    // exp((l - max) / temperature): every exponent is <= 0 and the maximum's is exactly 0, so a
-    // temperature near 0 tends to greedy decoding (underflow to 0, never inf/inf) instead of NaN.
-    double z = 0;
-    for (auto& v : l) z += (v = std::exp((v - mx) / temperature));
-    double u = gen.next_unit() * z, acc = 0;
-    int64_t pick = static_cast<int64_t>(l.size()) - 1;
-    for (size_t i = 0; i < l.size(); ++i) {
-      acc += l[i];
-      if (u < acc) {
-        pick = static_cast<int64_t>(i);
-        break;
+    const int64_t len = static_cast<int64_t>(seq.front().size());
+    const int64_t T = context_limit > 0 ? std::min(context_limit, len) : len;
+    std::vector<int64_t> ids;
+    ids.reserve(B * static_cast<size_t>(T));
+    for (const auto& s : seq) ids.insert(ids.end(), s.end() - T, s.end());
+    const Tensor logits = model.forward(Tensor::from_ints(ids, {static_cast<int64_t>(B), T}).to(dev)).narrow(1, T - 1, 1);
+    const std::vector<double> all = logits.to_vector();  // (B, V)
+    const size_t V = all.size() / B;
+    for (size_t b = 0; b < B; ++b) {
+      std::vector<double> l(all.begin() + b * V, all.begin() + (b + 1) * V);
+      const double mx = *std::max_element(l.begin(), l.end());
+      if (!std::isfinite(mx))
+        throw NonFiniteLoss(detail::concat("the model produced non-finite logits (max ", mx, ") at generated token ", t));
+      int64_t pick = static_cast<int64_t>(std::max_element(l.begin(), l.end()) - l.begin());  // greedy
+      if (temperature > 0) {
+        if (top_k > 0 && top_k < static_cast<int64_t>(V)) {
+          std::vector<double> sorted = l;
+          std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<>());
+          const double kth = sorted[static_cast<size_t>(top_k - 1)];
+          for (auto& v : l)
+            if (v < kth) v = -INFINITY;
+        }
+        // exp((l - max) / temperature): every exponent is <= 0 and the maximum's is exactly 0, so a
+        // temperature near 0 tends to greedy decoding (underflow to 0, never inf/inf) instead of NaN.
+        double z = 0;
+        for (auto& v : l) z += (v = std::exp((v - mx) / temperature));
+        const double u = gen->next_unit() * z;
+        double acc = 0;
+        pick = static_cast<int64_t>(V) - 1;
+        for (size_t i = 0; i < V; ++i) {
+          acc += l[i];
+          if (u < acc) {
+            pick = static_cast<int64_t>(i);
+            break;
+          }
+        }
       }
+      seq[b].push_back(pick);
+      out[b].push_back(pick);
     }
-    ids.push_back(pick);
-    out.push_back(pick);
   }
   if (was_training) model.train();
-  return tok.decode(out);
+  return out;
+}
+
+std::string sample_text(nn::GPT& model, const data::Tokenizer& tok, const std::string& prompt, int64_t n,
+                        double temperature, int64_t top_k, uint64_t seed, Device dev) {
+  POSGRAD_CHECK(temperature > 0, ValueError, "temperature must be positive, got ", temperature);
+  Generator gen(seed);
+  const std::vector<int64_t> ids = tok.encode(prompt.empty() ? "\n" : prompt);
+  return tok.decode(generate(model, {ids}, n, temperature, top_k, &gen, model.config().block_size, dev).front());
 }
 
 }  // namespace posgrad::train

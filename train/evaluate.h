@@ -37,6 +37,15 @@ struct SampleOptions {
 // Throws ValueError when not even one window fits, naming both lengths.
 EvalResult evaluate_tokens(nn::GPT& model, const data::TokenSpan& tokens, int64_t context, int64_t max_windows,
                            int64_t pos0, Device dev, int64_t batch = 8);
+// The one decoder: continues each prompt of `prompts` (all of one length) by n tokens, together as
+// a batch. temperature 0: greedy (argmax; ties go to the lowest id); > 0: sampled from
+// softmax(logits / temperature) over the top_k most likely tokens (0: all), drawing from `gen`
+// (one draw per row and token, rows in order). context_limit > 0 keeps only the last context_limit
+// tokens as the model's input (a learned table's length); 0 feeds everything. Returns the new
+// tokens of each row. NonFiniteLoss when the model produces non-finite logits.
+std::vector<std::vector<int64_t>> generate(nn::GPT& model, const std::vector<std::vector<int64_t>>& prompts, int64_t n,
+                                           double temperature, int64_t top_k, Generator* gen, int64_t context_limit,
+                                           Device dev);
 std::string sample_text(nn::GPT& model, const data::Tokenizer& tok, const std::string& prompt, int64_t n,
                         double temperature, int64_t top_k, uint64_t seed, Device dev);
 

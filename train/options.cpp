@@ -143,6 +143,11 @@ const Table<CompareConfig>& compare_options() {
         .add(integer("task_n_head", closed(1, 64), "Task model: attention heads"), POSGRAD_MEMBER(task_n_head))
         .add(integer_list("task_multipliers", closed(1, 16), 1, 8, "Task lengths scored, as multiples of task_length"),
              POSGRAD_MEMBER(task_multipliers));
+    r.group("Cost benchmark")
+        .add(integer_list("cost_lengths", closed(1, 1 << 16), 1, 8, "Sequence lengths timed", "tokens"),
+             POSGRAD_MEMBER(cost_lengths))
+        .add(integer("cost_rounds", closed(1, 1000), "Interleaved rounds (every method once per round, after a warm-up)"),
+             POSGRAD_MEMBER(cost_rounds));
     auto base = lift<CompareConfig, TrainConfig>(
         train_options(), [](auto& c) -> auto& { return c.base; }, {"pos", "seed", "out_dir"});
     t.insert(t.end(), base.begin(), base.end());

@@ -8,93 +8,45 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <optional>
 #include <sstream>
 
 #include "data/fileio.h"
-#include "train/compare.h"
+#include "train/claims.h"
 #include "train/options.h"
 
 namespace posgrad::train {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 namespace {
 
-struct Stat {
-  double mean = NAN, std = 0;
-  int n = 0;  // seeds with a value (0: n/a)
-};
-
-Stat stat_of(const std::vector<double>& v) {
-  Stat s;
-  s.n = static_cast<int>(v.size());
-  if (v.empty()) return s;
-  double sum = 0;
-  for (double x : v) sum += x;
-  s.mean = sum / s.n;
-  if (s.n > 1) {
-    double ss = 0;
-    for (double x : v) ss += (x - s.mean) * (x - s.mean);
-    s.std = std::sqrt(ss / (s.n - 1));  // sample standard deviation over seeds
-  }
-  return s;
-}
-
-// Value at a JSON path ("a/b/c"), or nullopt where it is missing or null (n/a).
-std::optional<double> at(const json& j, const std::string& path) {
-  const json* cur = &j;
-  std::stringstream ss(path);
-  std::string key;
-  while (std::getline(ss, key, '/')) {
-    if (!cur->is_object() || !cur->contains(key)) return std::nullopt;
-    cur = &(*cur)[key];
-    if (cur->is_null()) return std::nullopt;
-  }
-  if (!cur->is_number()) return std::nullopt;
-  return cur->get<double>();
-}
-
-std::string fmt(const Stat& s, int prec = 3) {
-  if (s.n == 0) return "n/a";
-  char buf[64];
-  if (s.n > 1) std::snprintf(buf, sizeof buf, "%.*f ± %.*f", prec, s.mean, prec, s.std);
-  else std::snprintf(buf, sizeof buf, "%.*f", prec, s.mean);
-  return buf;
-}
-
 std::string num(double v, int prec = 6) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", prec, v);
   return buf;
 }
 
-// The commit of the source tree posgrad was built from ("-dirty" with uncommitted changes).
-std::string git_commit() {
-  FILE* p = popen("git -C '" POSGRAD_SOURCE_DIR "' describe --always --abbrev=12 --dirty 2>/dev/null", "r");
-  if (!p) return "unknown";
-  char buf[64] = {0};
-  std::string out = fgets(buf, sizeof buf, p) ? buf : "";
-  pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out.empty() ? "unknown (not a git checkout)" : out;
+// "4.312 ± 0.021 [4.260, 4.364]"; one seed: the value; none: n/a.
+std::string cell(const Summary& s, int prec) {
+  if (s.n == 0) return "n/a";
+  if (!s.has_interval()) return num(s.mean, prec);
+  return num(s.mean, prec) + " ± " + num(s.std, prec) + " [" + num(s.ci_low, prec) + ", " + num(s.ci_high, prec) + "]";
 }
 
 class Table {
  public:
-  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  explicit Table(std::vector<std::string> header, bool text = false) : header_(std::move(header)), text_(text) {}
   void row(std::vector<std::string> r) { rows_.push_back(std::move(r)); }
   std::string markdown() const {
     std::string s = "|";
-    for (auto& h : header_) s += " " + h + " |";
+    for (const auto& h : header_) s += " " + h + " |";
     s += "\n|";
-    for (size_t i = 0; i < header_.size(); ++i) s += i == 0 ? "---|" : "---:|";
+    for (size_t i = 0; i < header_.size(); ++i) s += i == 0 || text_ ? "---|" : "---:|";
     s += "\n";
-    for (auto& r : rows_) {
+    for (const auto& r : rows_) {
       s += "|";
-      for (auto& c : r) s += " " + c + " |";
+      for (const auto& c : r) s += " " + c + " |";
       s += "\n";
     }
     return s;
@@ -103,356 +55,386 @@ class Table {
  private:
   std::vector<std::string> header_;
   std::vector<std::vector<std::string>> rows_;
+  bool text_ = false;  // left-aligned columns (prose), else numbers right-aligned
 };
 
-struct Aggregate {
-  std::vector<std::string> methods;  // in the configured order
-  std::map<std::string, std::vector<const json*>> by_method;
-  Stat get(const std::string& method, const std::string& path) const {
-    std::vector<double> v;
-    for (const json* r : by_method.at(method))
-      if (auto x = at(*r, path)) v.push_back(*x);
-    return stat_of(v);
-  }
-};
+int64_t longest(const CompareConfig& c) { return c.eval_multipliers.back(); }
 
-bool run_gnuplot(const std::string& script_path) {
-  std::string cmd = "gnuplot '" + script_path + "' 2>&1";
+const UnitResult* first_unit(const ComparisonResult& r, const std::string& method) {
+  for (uint64_t seed : r.config.seeds)
+    for (const auto& u : r.units)
+      if (u.method == method && u.seed == seed) return &u;
+  return nullptr;
+}
+
+bool run_gnuplot(const std::string& script) {
+  const std::string cmd = "gnuplot '" + script + "' 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return false;
   char buf[512];
   std::string out;
   while (fgets(buf, sizeof buf, p)) out += buf;
-  int st = pclose(p);
-  if (st != 0) spdlog::warn("gnuplot failed on {}: {}", script_path, out);
+  const int st = pclose(p);
+  if (st != 0) spdlog::warn("gnuplot failed on {}: {}", script, out);
   return st == 0;
 }
 
-const char* kStyle =
-    "set terminal pngcairo size 1000,650 enhanced font 'Sans,11'\n"
-    "set grid\nset key outside right top\n";
+const char* kStyle = "set terminal pngcairo size 1000,650 enhanced font 'Sans,11'\nset grid\nset key outside right top\n";
 
 }  // namespace
 
-std::string write_report(const CompareConfig& cfg, const std::vector<json>& results) {
-  Aggregate agg;
-  for (const auto& m : cfg.methods) {
-    agg.methods.push_back(m);
-    agg.by_method[m] = {};
-  }
-  for (const auto& r : results) agg.by_method[r.at("method").get<std::string>()].push_back(&r);
-  const auto& M = cfg.eval_multipliers;
-  const auto& TM = cfg.task_multipliers;
-  const int64_t block = cfg.base.model.block_size;
-  const std::string rope_variants[] = {"rope+linear", "rope+dynamic", "rope+yarn"};
-  const bool have_rope = agg.by_method.count("rope") && !agg.by_method["rope"].empty();
+// ---- CSV ---------------------------------------------------------------------------------------------
 
-  // ---- results.csv (deterministic numbers only) and timing.csv --------------------------------
-  std::string csv = "method,metric,mean,std,n\n";
-  auto csv_row = [&](const std::string& method, const std::string& metric, const Stat& s) {
-    csv += method + "," + metric + "," + (s.n ? num(s.mean) : "n/a") + "," + (s.n ? num(s.std) : "n/a") + "," +
-           std::to_string(s.n) + "\n";
-  };
-  for (const auto& m : agg.methods) {
-    csv_row(m, "parameters", agg.get(m, "parameters"));
-    csv_row(m, "val_loss", agg.get(m, "val/loss"));
-    csv_row(m, "val_perplexity", agg.get(m, "val/perplexity"));
-    csv_row(m, "val_accuracy", agg.get(m, "val/accuracy"));
-    for (int64_t k : M) csv_row(m, "perplexity_x" + std::to_string(k), agg.get(m, "extrapolation/" + std::to_string(k) + "/perplexity"));
-    for (int64_t k : TM) {
-      csv_row(m, "task_exact_match_x" + std::to_string(k), agg.get(m, "synthetic/scores/" + std::to_string(k) + "/exact_match"));
-      csv_row(m, "task_token_f1_x" + std::to_string(k), agg.get(m, "synthetic/scores/" + std::to_string(k) + "/token_f1"));
+void write_results_csv(const ComparisonResult& r, const std::string& path) {
+  std::string csv = "row,metric,n,mean,std,ci_low,ci_high\n";
+  for (const auto& row : rows(r))
+    for (const Metric& m : csv_metrics(r.config)) {
+      const Summary s = summary(r, row, m);
+      csv += row + "," + m.name() + "," + std::to_string(s.n) + ",";
+      if (s.n == 0) csv += "n/a,n/a,n/a,n/a\n";
+      else if (!s.has_interval()) csv += num(s.mean) + "," + num(s.std) + ",n/a,n/a\n";
+      else csv += num(s.mean) + "," + num(s.std) + "," + num(s.ci_low) + "," + num(s.ci_high) + "\n";
     }
-  }
-  if (have_rope)
-    for (const auto& v : rope_variants)
-      for (int64_t k : M)
-        csv_row(v, "perplexity_x" + std::to_string(k), agg.get("rope", "rope_scaled/" + v + "/" + std::to_string(k) + "/perplexity"));
-  write_file_atomic(cfg.out_dir + "/results.csv", csv);
+  write_file_atomic(path, csv);
+}
 
-  std::string tcsv = "method,seed,tokens_per_s,step_ms,peak_mb,train_seconds,resumed\n";
-  for (const auto& r : results) {
-    const auto& t = r.at("timing");
-    tcsv += r.at("method").get<std::string>() + "," + std::to_string(r.at("seed").get<uint64_t>()) + "," +
-            num(t.at("tokens_per_s"), 1) + "," + num(t.at("step_ms"), 2) + "," + num(t.at("peak_mb"), 2) + "," +
-            num(t.at("train_seconds"), 1) + "," + (t.at("resumed").get<bool>() ? "yes" : "no") + "\n";
+void write_cost_csv(const ComparisonResult& r, const std::string& path) {
+  std::string csv = "method,measurement,T,batch,rounds,median_ms,min_ms,max_ms,spread,peak_mib,parameters\n";
+  for (const auto& c : r.cost.rows) {
+    if (c.seconds.empty()) continue;
+    const auto [lo, hi] = std::minmax_element(c.seconds.begin(), c.seconds.end());
+    csv += c.method + "," + c.what + "," + std::to_string(c.T) + "," + std::to_string(c.batch) + "," +
+           std::to_string(c.seconds.size()) + "," + num(1e3 * c.median(), 3) + "," + num(1e3 * *lo, 3) + "," +
+           num(1e3 * *hi, 3) + "," + num(c.spread(), 3) + "," + num(static_cast<double>(c.peak_bytes) / (1 << 20), 2) + "," +
+           std::to_string(c.parameters) + "\n";
   }
-  write_file_atomic(cfg.out_dir + "/timing.csv", tcsv);
-  write_file_atomic(cfg.out_dir + "/results.json", json({{"config", cfg.to_json()}, {"results", results}}).dump(1) + "\n");
+  write_file_atomic(path, csv);
+}
 
-  // ---- plots ---------------------------------------------------------------------------------------
-  const std::string pd = cfg.out_dir + "/plots";
-  fs::create_directories(pd);
-  std::vector<std::string> plots;
-  {
-    std::ofstream dat(pd + "/ppl_vs_length.dat");
+// ---- plots ------------------------------------------------------------------------------------------
+
+std::vector<std::string> write_plots(const ComparisonResult& r, const std::string& dir) {
+  fs::create_directories(dir);
+  const std::string d = fs::absolute(dir).string();
+  const CompareConfig& c = r.config;
+  const int64_t block = c.base.model.block_size;
+  std::vector<std::string> scripts;
+  {  // perplexity vs length, mean with the 95% interval
+    std::ofstream dat(d + "/ppl_vs_length.dat");
     std::string plot = "plot ";
     int idx = 0;
-    auto series = [&](const std::string& name, const std::function<Stat(int64_t)>& f, const std::string& style) {
-      dat << "# " << name << "\n";
-      for (int64_t k : M) {
-        Stat s = f(k);
-        if (s.n) dat << k * block << " " << s.mean << "\n";
+    for (const auto& row : rows(r)) {
+      dat << "# " << row << "\n";
+      int points = 0;
+      for (int64_t k : c.eval_multipliers) {
+        const Summary s = summary(r, row, {Quantity::Perplexity, k});
+        if (!s.n) continue;
+        ++points;
+        dat << k * block << " " << s.mean << " " << (s.has_interval() ? s.ci_low : s.mean) << " "
+            << (s.has_interval() ? s.ci_high : s.mean) << "\n";
       }
       dat << "\n\n";
-      plot += std::string(idx ? ", " : "") + "'ppl_vs_length.dat' index " + std::to_string(idx) + " with linespoints " +
-              style + " title '" + name + "'";
+      if (!points) {
+        ++idx;
+        continue;
+      }
+      const bool variant = row.find_first_of("+@") != std::string::npos;
+      plot += std::string(plot.size() > 5 ? ", " : "") + "'" + d + "/ppl_vs_length.dat' index " + std::to_string(idx) +
+              " with yerrorlines " + (variant ? "dt 2 lw 1" : "lw 2") + " title '" + row + "'";
       ++idx;
-    };
-    for (const auto& m : agg.methods)
-      series(m, [&](int64_t k) { return agg.get(m, "extrapolation/" + std::to_string(k) + "/perplexity"); }, "lw 2");
-    if (have_rope)
-      for (const auto& v : rope_variants)
-        series(v, [&](int64_t k) { return agg.get("rope", "rope_scaled/" + v + "/" + std::to_string(k) + "/perplexity"); },
-               "dt 2 lw 1");
-    std::ofstream gp(pd + "/ppl_vs_length.gp");
-    gp << kStyle << "set output 'ppl_vs_length.png'\nset logscale x 2\nset logscale y\n"
+    }
+    std::ofstream gp(d + "/ppl_vs_length.gp");
+    gp << kStyle << "set output '" << d << "/ppl_vs_length.png'\nset logscale x 2\nset logscale y\n"
        << "set xlabel 'evaluation length (tokens); training length " << block << "'\nset ylabel 'validation perplexity'\n"
-       << "set title 'Length extrapolation'\n" << plot << "\n";
-    plots.push_back("ppl_vs_length");
+       << "set title 'Length extrapolation (mean and 95% interval over " << c.seeds.size() << " seeds)'\n" << plot << "\n";
+    scripts.push_back("ppl_vs_length");
   }
-  {
-    std::ofstream dat(pd + "/train_loss.dat");
+  {  // training loss, first seed
+    std::ofstream dat(d + "/train_loss.dat");
     std::string plot = "plot ";
     int idx = 0;
-    for (const auto& m : agg.methods) {
-      if (agg.by_method[m].empty()) continue;
+    for (const auto& m : c.methods) {
+      const UnitResult* u = first_unit(r, m);
+      if (!u) continue;
       dat << "# " << m << "\n";
-      for (const auto& p : agg.by_method[m].front()->at("train_curve")) dat << p[0] << " " << p[1] << "\n";
+      for (const auto& [step, loss] : u->train_curve) dat << step << " " << loss << "\n";
       dat << "\n\n";
-      plot += std::string(idx ? ", " : "") + "'train_loss.dat' index " + std::to_string(idx) + " with lines lw 2 title '" + m + "'";
-      ++idx;
-    }
-    std::ofstream gp(pd + "/train_loss.gp");
-    gp << kStyle << "set output 'train_loss.png'\nset xlabel 'step'\nset ylabel 'training loss'\n"
-       << "set title 'Training loss (first seed)'\n" << plot << "\n";
-    plots.push_back("train_loss");
-  }
-  {
-    std::ofstream dat(pd + "/per_position_loss.dat");
-    std::string plot = "plot ";
-    int idx = 0;
-    for (const auto& m : agg.methods) {
-      if (agg.by_method[m].empty()) continue;
-      const auto& v = agg.by_method[m].front()->at("per_position_loss");
-      dat << "# " << m << "\n";
-      // Mean over buckets of 8 positions: the raw curve is noisy with few windows.
-      const size_t bucket = v.size() >= 64 ? 8 : 1;
-      for (size_t i = 0; i + bucket <= v.size(); i += bucket) {
-        double s = 0;
-        for (size_t k = 0; k < bucket; ++k) s += v[i + k].get<double>();
-        dat << i + bucket / 2 << " " << s / bucket << "\n";
-      }
-      dat << "\n\n";
-      plot += std::string(idx ? ", " : "") + "'per_position_loss.dat' index " + std::to_string(idx) +
+      plot += std::string(idx ? ", " : "") + "'" + d + "/train_loss.dat' index " + std::to_string(idx) +
               " with lines lw 2 title '" + m + "'";
       ++idx;
     }
-    std::ofstream gp(pd + "/per_position_loss.gp");
-    gp << kStyle << "set output 'per_position_loss.png'\nset xlabel 'position in the window'\nset ylabel 'loss'\n"
-       << "set arrow from " << block << ", graph 0 to " << block << ", graph 1 nohead dt 3\n"
-       << "set title 'Loss per position inside a " << cfg.per_position_multiplier
-       << "x window (dotted: training length)'\n" << plot << "\n";
-    plots.push_back("per_position_loss");
+    std::ofstream gp(d + "/train_loss.gp");
+    gp << kStyle << "set output '" << d << "/train_loss.png'\nset xlabel 'step'\nset ylabel 'training loss'\n"
+       << "set title 'Training loss (first seed)'\n" << plot << "\n";
+    scripts.push_back("train_loss");
   }
-  {
-    std::ofstream dat(pd + "/attention_distance.dat");
-    std::ofstream gp(pd + "/attention_distance.gp");
-    const int n = static_cast<int>(agg.methods.size());
-    const int cols = std::min(n, 4), rows = (n + cols - 1) / cols;
-    gp << "set terminal pngcairo size " << 420 * cols << "," << 330 * rows << " enhanced font 'Sans,9'\n"
-       << "set output 'attention_distance.png'\nset multiplot layout " << rows << "," << cols
-       << " title 'Mean attention weight vs query-key distance (per layer)'\nset logscale y\nset grid\n"
+  {  // per-position loss, first seed, buckets of 8 positions
+    std::ofstream dat(d + "/per_position_loss.dat");
+    std::string plot = "plot ";
+    int idx = 0;
+    for (const auto& m : c.methods) {
+      const UnitResult* u = first_unit(r, m);
+      if (!u || u->per_position_loss.empty()) continue;
+      const auto& v = u->per_position_loss;
+      dat << "# " << m << "\n";
+      const size_t bucket = v.size() >= 64 ? 8 : 1;
+      for (size_t i = 0; i + bucket <= v.size(); i += bucket) {
+        double s = 0;
+        for (size_t k = 0; k < bucket; ++k) s += v[i + k];
+        dat << i + bucket / 2 << " " << s / static_cast<double>(bucket) << "\n";
+      }
+      dat << "\n\n";
+      plot += std::string(idx ? ", " : "") + "'" + d + "/per_position_loss.dat' index " + std::to_string(idx) +
+              " with lines lw 2 title '" + m + "'";
+      ++idx;
+    }
+    std::ofstream gp(d + "/per_position_loss.gp");
+    gp << kStyle << "set output '" << d << "/per_position_loss.png'\nset xlabel 'position in the window'\n"
+       << "set ylabel 'loss'\nset arrow from " << block << ", graph 0 to " << block << ", graph 1 nohead dt 3\n"
+       << "set title 'Loss per position inside a " << c.per_position_multiplier
+       << "x window (dotted: training length; first seed)'\n" << plot << "\n";
+    scripts.push_back("per_position_loss");
+  }
+  {  // attention weight vs distance, one panel per method
+    std::ofstream dat(d + "/attention_distance.dat");
+    std::ofstream gp(d + "/attention_distance.gp");
+    const int n = static_cast<int>(c.methods.size());
+    const int cols = std::min(n, 4), rows_ = (n + cols - 1) / cols;
+    gp << "set terminal pngcairo size " << 420 * cols << "," << 330 * rows_ << " enhanced font 'Sans,9'\n"
+       << "set output '" << d << "/attention_distance.png'\nset multiplot layout " << rows_ << "," << cols
+       << " title 'Mean attention weight vs query-key distance (per layer, first seed)'\nset logscale y\nset grid\n"
        << "set xlabel 'distance'\n";
     int idx = 0;
-    for (const auto& m : agg.methods) {
-      if (agg.by_method[m].empty()) continue;
-      const auto& layers = agg.by_method[m].front()->at("attention_by_distance");
+    for (const auto& m : c.methods) {
+      const UnitResult* u = first_unit(r, m);
+      if (!u) continue;
       std::string plot = "plot ";
-      for (size_t l = 0; l < layers.size(); ++l) {
+      for (size_t l = 0; l < u->attention_by_distance.size(); ++l) {
         dat << "# " << m << " layer " << l << "\n";
-        for (size_t d = 0; d < layers[l].size(); ++d)
-          if (layers[l][d].get<double>() > 0) dat << d << " " << layers[l][d].get<double>() << "\n";
+        for (size_t k = 0; k < u->attention_by_distance[l].size(); ++k)
+          if (u->attention_by_distance[l][k] > 0) dat << k << " " << u->attention_by_distance[l][k] << "\n";
         dat << "\n\n";
-        plot += std::string(l ? ", " : "") + "'attention_distance.dat' index " + std::to_string(idx) +
+        plot += std::string(l ? ", " : "") + "'" + d + "/attention_distance.dat' index " + std::to_string(idx) +
                 " with lines lw 2 title 'layer " + std::to_string(l) + "'";
         ++idx;
       }
       gp << "set title '" << m << "'\n" << plot << "\n";
     }
     gp << "unset multiplot\n";
-    plots.push_back("attention_distance");
+    scripts.push_back("attention_distance");
   }
   std::vector<std::string> made;
-  {
-    const auto cwd = fs::current_path();
-    fs::current_path(pd);
-    for (const auto& p : plots)
-      if (run_gnuplot(p + ".gp") && fs::exists(p + ".png")) made.push_back(p);
-    fs::current_path(cwd);
-  }
+  for (const auto& s : scripts)
+    if (run_gnuplot(d + "/" + s + ".gp") && fs::exists(d + "/" + s + ".png")) made.push_back(s);
+  return made;
+}
 
-  // ---- report.md -------------------------------------------------------------------------------------
+// ---- markdown -------------------------------------------------------------------------------------
+
+void write_markdown(const ComparisonResult& r, const std::vector<std::string>& plots, const std::string& path) {
+  const CompareConfig& c = r.config;
+  const auto& b = c.base;
+  const int64_t block = b.model.block_size;
+  const Metric ppl{Quantity::Perplexity, 1}, acc{Quantity::Accuracy, 1};
   std::ostringstream md;
-  const auto& b = cfg.base;
   md << "# posgrad position-encoding comparison\n\n"
-     << "Measured, not illustrative: every number below comes from the runs in this directory.\n\n"
+     << "Measured, not illustrative: every number below comes from the runs in this directory, as mean ± sample "
+     << "standard deviation [95% confidence interval of the mean, Student's t] over " << c.seeds.size() << " seed"
+     << (c.seeds.size() == 1 ? "" : "s") << ".\n\n";
+
+  md << "## Provenance\n\n"
+     << "- git commit: `" << r.provenance.git_commit << "`\n"
+     << "- CPU: " << r.provenance.cpu << " (SIMD path " << r.provenance.simd << "), " << r.provenance.threads
+     << " OpenMP threads\n"
+     << "- compiler: " << r.provenance.compiler << "; libraries: " << r.provenance.libraries << "; CUDA backend "
+     << r.provenance.cuda << "\n"
+     << "- configuration hash (FNV-1a of the settings below): `" << r.provenance.config_hash << "`\n\n";
+
+  md << "## Settings\n\n"
      << "- corpus: `" << b.corpus << "` (" << b.tokenizer << "-level), contiguous 90/10 train/validation split\n"
      << "- model: GPT, " << b.model.n_layer << " layers, " << b.model.n_head << " heads, " << b.model.n_embd
      << " wide, training length " << block << ", dropout " << b.model.dropout << "\n"
-     << "- training: " << b.max_iters << " steps of " << b.batch_size << "x" << block << " tokens, AdamW lr "
-     << b.lr << " (warm-up " << b.warmup_iters << ", cosine to " << b.min_lr << "), weight decay " << b.weight_decay
-     << ", clip " << b.grad_clip << "\n"
-     << "- seeds: ";
-  for (size_t i = 0; i < cfg.seeds.size(); ++i) md << (i ? ", " : "") << cfg.seeds[i];
-  md << " (mean ± sample std over seeds where more than one)\n"
-     << "- RoPE evaluation-time scalings: linear and YaRN with s = L/L_train, dynamic NTK\n"
-     << "- git commit: `" << git_commit() << "`\n\n";
-  // Every setting, generated from the option table (the same names as the CLI flags and config.json).
-  md << "<details><summary>All settings (as <code>posgrad compare</code> options)</summary>\n\n| option | value |\n|---|---|\n";
-  for (const auto& o : compare_options()) md << "| `" << o.spec.flag() << "` | " << opt::format(o.get(cfg)) << " |\n";
+     << "- training: " << b.max_iters << " steps of " << b.batch_size << "x" << block << " tokens, AdamW lr " << b.lr
+     << " (warm-up " << b.warmup_iters << ", cosine to " << b.min_lr << "), weight decay " << b.weight_decay << ", clip "
+     << b.grad_clip << "\n- seeds: ";
+  for (size_t i = 0; i < c.seeds.size(); ++i) md << (i ? ", " : "") << c.seeds[i];
+  {  // the measured seed-to-seed noise that sizes the experiment
+    std::vector<double> rel;
+    for (const auto& m : c.methods) {
+      const Summary s = summary(r, m, ppl);
+      if (s.has_interval()) rel.push_back(s.std / s.mean);
+    }
+    std::sort(rel.begin(), rel.end());
+    md << "\n- seed-to-seed noise: the standard deviation of the validation perplexity over seeds is "
+       << (rel.empty() ? std::string("not measured (one seed)") : num(100 * rel[rel.size() / 2], 2) + "% of the mean (median over methods)")
+       << "; differences smaller than about twice that are not resolved with " << c.seeds.size() << " seeds\n";
+  }
+  md << "- RoPE evaluation-time variants: linear and YaRN scaling with s = L/L_train, dynamic NTK; `rope@bf16` and "
+     << "`rope@fp16` round the rotary angle arithmetic to that format\n\n"
+     << "<details><summary>All settings (as <code>posgrad compare</code> options)</summary>\n\n| option | value |\n|---|---|\n";
+  for (const auto& o : compare_options()) md << "| `" << o.spec.flag() << "` | " << opt::format(o.get(c)) << " |\n";
   md << "\n</details>\n\n";
 
+  const int64_t tm = c.task_multipliers.back(), xm = longest(c);
   md << "## The article's table, measured\n\n"
-     << "Perplexity and accuracy: next-token prediction on the validation split at the training length. "
-     << "Exact match / F1: the synthetic " << cfg.task << " task at its training length (" << cfg.task_length
-     << " symbols) and at " << TM.back() << "x that length (token F1 is SQuAD-style bag-of-tokens F1). "
-     << "Extrapolation: perplexity at " << (M.size() > 2 ? M[2] : M.back()) << "x the training length divided by perplexity at 1x "
-     << "(1.0 = no degradation; n/a = the method cannot run there).\n\n";
-  const int64_t xm = M.size() > 2 ? M[2] : M.back();
-  Table main({"method", "val perplexity", "val accuracy", "task exact match (1x)", "task F1 (1x)",
-              "task exact match (" + std::to_string(TM.back()) + "x)", "task F1 (" + std::to_string(TM.back()) + "x)",
+     << "Perplexity and accuracy: next-token prediction on the validation split at the training length. Task "
+     << "exact match / F1: the synthetic " << c.task << " task at its training length (" << c.task_length
+     << " symbols) and at " << tm << "x (token F1 is bag-of-tokens F1). Extrapolation: perplexity at " << xm
+     << "x the training length (" << xm * block << " tokens) over perplexity at 1x (1.0 = no degradation; n/a = the "
+     << "method cannot run there).\n\n";
+  Table main({"method", "val perplexity", "val accuracy", "task F1 (1x)", "task F1 (" + std::to_string(tm) + "x)",
               "extrapolation ppl(" + std::to_string(xm) + "x)/ppl(1x)"});
-  auto ratio = [&](const std::string& m, int64_t k) {
-    std::vector<double> v;
-    for (const json* r : agg.by_method.at(m)) {
-      auto a = at(*r, "extrapolation/" + std::to_string(k) + "/perplexity");
-      auto c = at(*r, "extrapolation/1/perplexity");
-      if (a && c) v.push_back(*a / *c);
-    }
-    return stat_of(v);
-  };
-  for (const auto& m : agg.methods)
-    main.row({m, fmt(agg.get(m, "val/perplexity")), fmt(agg.get(m, "val/accuracy"), 4),
-              fmt(agg.get(m, "synthetic/scores/1/exact_match")), fmt(agg.get(m, "synthetic/scores/1/token_f1")),
-              fmt(agg.get(m, "synthetic/scores/" + std::to_string(TM.back()) + "/exact_match")),
-              fmt(agg.get(m, "synthetic/scores/" + std::to_string(TM.back()) + "/token_f1")), fmt(ratio(m, xm))});
+  for (const auto& m : c.methods)
+    main.row({m, cell(summary(r, m, ppl), 3), cell(summary(r, m, acc), 4),
+              cell(summary(r, m, {Quantity::TaskTokenF1, 1}), 3), cell(summary(r, m, {Quantity::TaskTokenF1, tm}), 3),
+              cell(summary(r, m, {Quantity::PerplexityRatio, xm}), 2)});
   md << main.markdown() << "\n";
 
+  md << "## Which differences are real\n\n"
+     << "Welch's t-test (unequal variances) on the per-seed values of every pair of methods, two-sided, 5% level, "
+     << "no correction for the number of comparisons. A ranking orders only significant differences: `<` between "
+     << "neighbours that differ, `≈` where they do not (≈ is not transitive).\n\n";
+  const std::vector<Metric> key = {ppl, acc, {Quantity::PerplexityRatio, xm}, {Quantity::TaskTokenF1, 1}};
+  for (const Metric& m : key) {
+    md << "**" << m.name() << "** (" << (m.lower_is_better() ? "lower" : "higher") << " is better): "
+       << ranking(r, c.methods, m) << "\n\n";
+    std::vector<std::string> header = {"p-value"};
+    header.insert(header.end(), c.methods.begin(), c.methods.end());
+    Table t(header);
+    for (const auto& a : c.methods) {
+      std::vector<std::string> row = {a};
+      for (const auto& bm : c.methods) {
+        if (a == bm) {
+          row.push_back("—");
+          continue;
+        }
+        const WelchTest w = welch_test(values(r, a, m), values(r, bm, m));
+        if (!w.testable) {
+          row.push_back("n/a");
+          continue;
+        }
+        const int o = significant_order(w);
+        row.push_back(num(w.p, 3) + (o < 0 ? " (lower)" : o > 0 ? " (higher)" : ""));
+      }
+      t.row(row);
+    }
+    md << "<details><summary>pairwise p-values (row vs column)</summary>\n\n" << t.markdown() << "\n</details>\n\n";
+  }
+
+  md << "## The article's claims\n\n";
+  Table claims({"", "claim", "metric", "measured", "verdict", "why"}, /*text=*/true);
+  for (const auto& v : judge_claims(r))
+    claims.row({v.id, v.claim, v.metric, v.measured, "**" + v.verdict + "**", v.why});
+  md << claims.markdown() << "\n";
+
   md << "## Length extrapolation: validation perplexity at multiples of the training length\n\n"
-     << "Non-overlapping windows over the same validation text (about " << cfg.eval_tokens
+     << "Non-overlapping windows over the same validation text (about " << c.eval_tokens
      << " scored tokens per length).\n\n";
   std::vector<std::string> eh = {"method"};
-  for (int64_t k : M) eh.push_back(std::to_string(k) + "x (" + std::to_string(k * block) + ")");
+  for (int64_t k : c.eval_multipliers) eh.push_back(std::to_string(k) + "x (" + std::to_string(k * block) + ")");
   Table ext(eh);
-  for (const auto& m : agg.methods) {
-    std::vector<std::string> r = {m};
-    for (int64_t k : M) r.push_back(fmt(agg.get(m, "extrapolation/" + std::to_string(k) + "/perplexity")));
-    ext.row(r);
+  for (const auto& row : rows(r)) {
+    std::vector<std::string> cells = {row};
+    for (int64_t k : c.eval_multipliers) cells.push_back(cell(summary(r, row, {Quantity::Perplexity, k}), 2));
+    ext.row(cells);
   }
-  if (have_rope)
-    for (const auto& v : rope_variants) {
-      std::vector<std::string> r = {v};
-      for (int64_t k : M) r.push_back(fmt(agg.get("rope", "rope_scaled/" + v + "/" + std::to_string(k) + "/perplexity")));
-      ext.row(r);
-    }
   md << ext.markdown() << "\n";
 
-  md << "## Synthetic " << cfg.task << " task (trained at " << cfg.task_length << " symbols)\n\n";
+  md << "## Synthetic " << c.task << " task (trained at " << c.task_length << " symbols)\n\n";
   std::vector<std::string> th = {"method"};
-  for (int64_t k : TM) th.push_back("EM / F1 at " + std::to_string(k * cfg.task_length));
+  for (int64_t k : c.task_multipliers) th.push_back("exact match / F1 at " + std::to_string(k * c.task_length));
   Table task(th);
-  for (const auto& m : agg.methods) {
-    std::vector<std::string> r = {m};
-    for (int64_t k : TM)
-      r.push_back(fmt(agg.get(m, "synthetic/scores/" + std::to_string(k) + "/exact_match"), 2) + " / " +
-                  fmt(agg.get(m, "synthetic/scores/" + std::to_string(k) + "/token_f1"), 2));
-    task.row(r);
+  for (const auto& m : c.methods) {
+    std::vector<std::string> cells = {m};
+    for (int64_t k : c.task_multipliers)
+      cells.push_back(cell(summary(r, m, {Quantity::TaskExactMatch, k}), 2) + " / " +
+                      cell(summary(r, m, {Quantity::TaskTokenF1, k}), 2));
+    task.row(cells);
   }
   md << task.markdown() << "\n";
 
-  md << "## Cost (measured while training; timing varies between machines and runs)\n\n";
-  Table cost({"method", "parameters", "tokens/s", "step (ms)", "peak memory (MiB)", "train time (s)"});
-  for (const auto& m : agg.methods)
-    cost.row({m, fmt(agg.get(m, "parameters"), 0), fmt(agg.get(m, "timing/tokens_per_s"), 0),
-              fmt(agg.get(m, "timing/step_ms"), 1), fmt(agg.get(m, "timing/peak_mb"), 1),
-              fmt(agg.get(m, "timing/train_seconds"), 1)});
-  md << cost.markdown() << "\n";
-
-  // ---- reading ----------------------------------------------------------------------------------------
-  md << "## Reading\n\n";
-  {
-    std::vector<std::pair<double, std::string>> by_ppl;
-    for (const auto& m : agg.methods) {
-      Stat s = agg.get(m, "val/perplexity");
-      if (s.n) by_ppl.emplace_back(s.mean, m);
-    }
-    std::sort(by_ppl.begin(), by_ppl.end());
-    if (!by_ppl.empty()) {
-      md << "- At the training length the best validation perplexity is **" << by_ppl.front().second << "** ("
-         << num(by_ppl.front().first, 3) << ") and the worst **" << by_ppl.back().second << "** ("
-         << num(by_ppl.back().first, 3) << "). Ranking: ";
-      for (size_t i = 0; i < by_ppl.size(); ++i) md << (i ? " < " : "") << by_ppl[i].second;
-      md << ".\n";
-    }
-    const int64_t far = M.back();
-    std::vector<std::pair<double, std::string>> degr;
-    for (const auto& m : agg.methods) {
-      Stat s = ratio(m, far);
-      if (s.n) degr.emplace_back(s.mean, m);
-    }
-    std::sort(degr.begin(), degr.end());
-    if (!degr.empty()) {
-      md << "- At " << far << "x the training length, perplexity grows least for **" << degr.front().second << "** (x"
-         << num(degr.front().first, 2) << ") and most for **" << degr.back().second << "** (x" << num(degr.back().first, 2)
-         << "). Ranking by growth: ";
-      for (size_t i = 0; i < degr.size(); ++i) md << (i ? " < " : "") << degr[i].second;
-      md << ". Learned absolute positions cannot be evaluated beyond their table (n/a).\n";
-    }
-    // The ALiBi paper (Press et al. 2022, Fig. 1): sinusoidal degrades first, rotary next, T5 bias and ALiBi hold longest.
-    auto r = [&](const std::string& m) -> std::optional<double> {
-      if (!agg.by_method.count(m)) return std::nullopt;
-      Stat s = ratio(m, far);
-      if (!s.n) return std::nullopt;
-      return s.mean;
-    };
-    auto sin = r("sinusoidal"), rope = r("rope"), t5 = r("t5"), alibi = r("alibi");
-    if (sin && rope && t5 && alibi) {
-      const bool first = *sin > *rope && *sin > *t5 && *sin > *alibi;
-      const bool next = *rope > *t5 && *rope > *alibi;
-      md << "- The ALiBi paper's ordering (sinusoidal degrades first, rotary next, T5 bias and ALiBi hold longest) is **"
-         << (first && next ? "reproduced" : "not reproduced") << "** here at " << far << "x: growth sinusoidal x"
-         << num(*sin, 2) << ", rope x" << num(*rope, 2) << ", t5 x" << num(*t5, 2) << ", alibi x" << num(*alibi, 2) << ".";
-      if (!(first && next))
-        md << (first ? " Sinusoidal does degrade first, but rotary is not worse than both T5 and ALiBi."
-                     : " Sinusoidal is not the first to degrade.");
-      md << "\n";
-    } else {
-      md << "- The ALiBi paper's ordering cannot be checked: it needs sinusoidal, rope, t5 and alibi among --methods.\n";
-    }
-    if (agg.by_method.count("none") && !agg.by_method["none"].empty()) {
-      Stat none = agg.get("none", "val/perplexity");
-      md << "- NoPE (no position encoding; the causal mask alone carries order) reaches perplexity " << fmt(none)
-         << " at the training length.\n";
-    }
-    Stat base_tps = agg.by_method.count("none") ? agg.get("none", "timing/tokens_per_s") : Stat{};
-    if (base_tps.n) {
-      md << "- Throughput relative to NoPE:";
-      for (const auto& m : agg.methods) {
-        Stat s = agg.get(m, "timing/tokens_per_s");
-        if (s.n && m != "none") md << " " << m << " " << num(s.mean / base_tps.mean, 2) << "x;";
-      }
-      md << " (cost differences are the encodings' own work inside attention and embedding).\n";
-    }
+  const double noise = r.cost.noise();
+  md << "## Cost (interleaved benchmark, not training time)\n\n"
+     << r.cost.rounds << " rounds after a warm-up, every method once per round and length, " << r.cost.threads
+     << " threads; median time with [min, max]. Noise figure: the median (max - min) / median over all measurements "
+     << "is " << num(100 * noise, 1) << "%; a difference smaller than that is inside the noise. Memory: the peak "
+     << "of posgrad's allocator during the training step (not the RSS). Parameters of the benchmark models "
+     << "(256-symbol vocabulary, block_size = T).\n\n";
+  std::vector<std::string> ch = {"method", "position parameters"};
+  for (int64_t T : r.cost.lengths) {
+    ch.push_back("step T=" + std::to_string(T) + " (ms)");
+    ch.push_back("attention T=" + std::to_string(T) + " (ms)");
   }
+  ch.push_back("peak memory at T=" + (r.cost.lengths.empty() ? std::string("?") : std::to_string(r.cost.lengths.back())) + " (MiB)");
+  Table cost(ch);
+  for (const auto& m : c.methods) {
+    const Summary pp = summary(r, m, {Quantity::PositionParameters, 1});  // exact: the same for every seed
+    std::vector<std::string> cells = {m, pp.n ? num(pp.mean, 0) : "n/a"};
+    const CostRow* last = nullptr;
+    for (int64_t T : r.cost.lengths)
+      for (const std::string what : {"step", "attention"}) {
+        const CostRow* x = r.cost.find(m, what, T);
+        if (!x || x->seconds.empty()) {
+          cells.push_back("n/a");
+          continue;
+        }
+        const auto [lo, hi] = std::minmax_element(x->seconds.begin(), x->seconds.end());
+        cells.push_back(num(1e3 * x->median(), 2) + " [" + num(1e3 * *lo, 2) + ", " + num(1e3 * *hi, 2) + "]");
+        if (what == std::string("step")) last = x;
+      }
+    cells.push_back(last ? num(static_cast<double>(last->peak_bytes) / (1 << 20), 1) : "n/a");
+    cost.row(cells);
+  }
+  md << cost.markdown() << "\n";
+  for (int64_t T : r.cost.lengths) {  // which step times are inside the noise of the cheapest
+    const CostRow* best = nullptr;
+    for (const auto& m : c.methods) {
+      const CostRow* x = r.cost.find(m, "step", T);
+      if (x && !x->seconds.empty() && (!best || x->median() < best->median())) best = x;
+    }
+    if (!best) continue;
+    std::string close;
+    for (const auto& m : c.methods) {
+      const CostRow* x = r.cost.find(m, "step", T);
+      if (x && x != best && !x->seconds.empty() && x->median() < best->median() * (1 + noise))
+        close += (close.empty() ? "" : ", ") + m;
+    }
+    md << "- T=" << T << ": cheapest step " << best->method << " (" << num(1e3 * best->median(), 2) << " ms)"
+       << (close.empty() ? "; every other method is dearer by more than the noise" : "; inside the noise of it: " + close)
+       << "\n";
+  }
+
   md << "\n## Plots\n\n";
-  for (const auto& p : made) md << "![" << p << "](plots/" << p << ".png)\n\n";
-  if (made.size() != plots.size()) md << "(Some plots could not be drawn: is gnuplot installed?)\n\n";
-  md << "Files: `results.csv` (metrics, byte-identical for the same seed and thread count), `timing.csv`, "
-     << "`results.json` (everything, per seed), one run directory per method and seed.\n";
-  const std::string path = cfg.out_dir + "/report.md";
+  for (const auto& p : plots) md << "![" << p << "](plots/" << p << ".png)\n\n";
+  if (plots.size() < 4) md << "(Some plots could not be drawn: is gnuplot installed?)\n\n";
+  md << "Files: `results.json` (the typed result: every unit, the cost benchmark, the provenance; `posgrad report "
+     << "DIR` re-renders this report from it), `results.csv` (every metric with its interval; byte-identical for "
+     << "the same seeds and threads), `cost.csv`, one run directory per method and seed.\n";
   write_file_atomic(path, md.str());
-  return path;
+}
+
+std::string write_report(const ComparisonResult& r) {
+  const std::string dir = r.config.out_dir;
+  fs::create_directories(dir);
+  write_results_csv(r, dir + "/results.csv");
+  write_cost_csv(r, dir + "/cost.csv");
+  const auto plots = write_plots(r, dir + "/plots");
+  write_markdown(r, plots, dir + "/report.md");
+  return dir + "/report.md";
+}
+
+std::string rerender_report(const std::string& run_dir) {
+  const std::string path = run_dir + "/results.json";
+  if (!fs::exists(path)) throw IoError("no results.json in '" + run_dir + "' (run posgrad compare there first)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("'" + path + "' is not valid JSON (" + e.what() + ")");
+  }
+  ComparisonResult r = comparison_from_json(j, path);
+  r.config.out_dir = run_dir;  // render where the results are, wherever the run was made
+  return write_report(r);
 }
 
 }  // namespace posgrad::train

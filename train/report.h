@@ -1,18 +1,29 @@
-// report.h — turns the comparison's per-unit results into report.md (the article's table with
-// measured numbers, extrapolation, synthetic-task and cost tables, configuration, commit and a
-// plain-words reading), results.csv (deterministic metrics only: byte-identical for the same seed
-// and thread count), timing.csv (speed and memory), results.json, and gnuplot PNG plots.
+// report.h — renders a ComparisonResult (train/results.h) into the experiment directory, each
+// output by its own function and all of them from the typed result (no JSON paths):
+//   results.csv  every metric per row (method or variant): n, mean, std, 95% interval — the
+//                deterministic numbers only, byte-identical for the same seeds and threads
+//   cost.csv     the interleaved cost benchmark: per method, length and measurement, median/min/max
+//   plots/*.png  gnuplot: perplexity vs length with intervals, training loss, per-position loss,
+//                attention weight vs distance
+//   report.md    provenance, settings, the article's table with intervals, pairwise decisions,
+//                the claims table, extrapolation, the task, cost, plots
+// `posgrad report RUN_DIR` calls write_report on a finished run's results.json.
 #pragma once
 
 #include <string>
-#include <vector>
 
-#include <nlohmann/json.hpp>
+#include "train/results.h"
 
 namespace posgrad::train {
 
-struct CompareConfig;
-
-std::string write_report(const CompareConfig& cfg, const std::vector<nlohmann::json>& results);
+void write_results_csv(const ComparisonResult& r, const std::string& path);
+void write_cost_csv(const ComparisonResult& r, const std::string& path);
+// Returns the names of the plots drawn (empty when gnuplot is missing or fails: warned, not fatal).
+std::vector<std::string> write_plots(const ComparisonResult& r, const std::string& dir);
+void write_markdown(const ComparisonResult& r, const std::vector<std::string>& plots, const std::string& path);
+// All of the above into r.config.out_dir; returns the path of report.md.
+std::string write_report(const ComparisonResult& r);
+// Reads RUN_DIR/results.json (IoError naming it) and re-renders everything; returns report.md's path.
+std::string rerender_report(const std::string& run_dir);
 
 }  // namespace posgrad::train

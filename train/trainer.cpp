@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "autograd/ops.h"
 #include "data/corpus.h"
@@ -104,38 +105,46 @@ void Trainer::build() {
 
 // ---- the step ------------------------------------------------------------------------------------
 
-StepStats Trainer::step() {
+StepStats training_step(nn::GPT& model, Optimizer& opt, const LRSchedule& sched, int64_t step, int64_t grad_accum,
+                        double grad_clip, Device dev, const BatchFn& next_batch) {
   auto t0 = std::chrono::steady_clock::now();
   StepStats st;
-  st.step = step_;
-  st.lr = sched_.at(step_);
-  opt_->set_lr(st.lr);
-  model_->train();
-  opt_->zero_grad();
+  st.step = step;
+  st.lr = sched.at(step);
+  opt.set_lr(st.lr);
+  model.train();
+  opt.zero_grad();
   double loss_sum = 0;
-  for (int64_t micro = 0; micro < cfg_.grad_accum; ++micro) {
-    auto [x, y] = sampler_->next(cfg_.batch_size, cfg_.model.block_size);
-    x = x.to(device_);
-    y = y.to(device_);
-    Tensor logits = model_->forward(x);
-    Tensor loss = cross_entropy(logits, y);
+  for (int64_t micro = 0; micro < grad_accum; ++micro) {
+    auto [x, y] = next_batch();
+    x = x.to(dev);
+    y = y.to(dev);
+    Tensor loss = cross_entropy(model.forward(x), y);
     const double l = loss.item();
     if (!std::isfinite(l))
-      throw NonFiniteLoss(detail::concat("loss is ", l, " at step ", step_, " (micro-batch ", micro,
-                                         "); stopping — the last good checkpoint in ", cfg_.out_dir, " is kept"));
+      throw NonFiniteLoss(detail::concat("loss is ", l, " at step ", step, " (micro-batch ", micro, ")"));
     loss_sum += l;
-    (cfg_.grad_accum > 1 ? loss * (1.0 / static_cast<double>(cfg_.grad_accum)) : loss).backward();
+    (grad_accum > 1 ? loss * (1.0 / static_cast<double>(grad_accum)) : loss).backward();
     st.tokens += x.numel();
   }
   // Data-parallel training would all-reduce the gradients here (MPI_Allreduce / ncclAllReduce),
   // before clipping, so that every rank clips and steps on the same averaged gradient.
-  st.grad_norm = clip_grad_norm(model_->parameters(), cfg_.grad_clip);
-  if (!std::isfinite(st.grad_norm))
-    throw NonFiniteLoss(detail::concat("gradient norm is ", st.grad_norm, " at step ", step_,
-                                       "; stopping — the last good checkpoint in ", cfg_.out_dir, " is kept"));
-  opt_->step();
-  st.loss = loss_sum / static_cast<double>(cfg_.grad_accum);
+  st.grad_norm = clip_grad_norm(model.parameters(), grad_clip);
+  if (!std::isfinite(st.grad_norm)) throw NonFiniteLoss(detail::concat("gradient norm is ", st.grad_norm, " at step ", step));
+  opt.step();
+  st.loss = loss_sum / static_cast<double>(grad_accum);
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return st;
+}
+
+StepStats Trainer::step() {
+  StepStats st;
+  try {
+    st = training_step(*model_, *opt_, sched_, step_, cfg_.grad_accum, cfg_.grad_clip, device_,
+                       [this] { return sampler_->next(cfg_.batch_size, cfg_.model.block_size); });
+  } catch (const NonFiniteLoss& e) {
+    throw NonFiniteLoss(std::string(e.what()) + "; stopping — the last good checkpoint in " + cfg_.out_dir + " is kept");
+  }
   ++step_;
   return st;
 }
@@ -207,6 +216,7 @@ void Trainer::run(int64_t stop_after) {
                    cfg_.max_iters, st.loss, st.lr, st.grad_norm, tokens_per_s_, format_eta(eta));
       log_metrics({{"step", step_}, {"train_loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm},
                    {"tokens_per_s", tokens_per_s_}});
+      train_curve_.emplace_back(step_, st.loss);
       window_time = 0;
       window_tokens = 0;
     }
@@ -219,6 +229,7 @@ void Trainer::run(int64_t stop_after) {
       for (auto& [g, v] : norms) gn[g] = v;
       log_metrics({{"step", step_}, {"val_loss", ev.loss}, {"val_perplexity", ev.perplexity},
                    {"val_accuracy", ev.accuracy}, {"grad_norms", gn}});
+      val_curve_.emplace_back(step_, ev.loss);
     }
     if (stop_after >= 0 && done_here >= stop_after) {
       spdlog::warn("stopping after {} steps without a final checkpoint (--stop-after)", done_here);
@@ -259,6 +270,21 @@ void Trainer::load_checkpoint() {
   // Metrics written after the checkpoint by an interrupted run are dropped: the resumed run
   // writes them again, identically.
   truncate_metrics(cfg_.out_dir + "/metrics.jsonl", step_);
+  // The curves so far, from the run's own log (every line up to the checkpoint is complete).
+  if (fs::exists(cfg_.out_dir + "/metrics.jsonl")) {
+    std::istringstream in(read_file(cfg_.out_dir + "/metrics.jsonl"));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      try {
+        const json j = json::parse(line);
+        if (j.contains("train_loss")) train_curve_.emplace_back(j.at("step").get<int64_t>(), j.at("train_loss").get<double>());
+        if (j.contains("val_loss")) val_curve_.emplace_back(j.at("step").get<int64_t>(), j.at("val_loss").get<double>());
+      } catch (const json::exception& e) {
+        throw IoError(cfg_.out_dir + "/metrics.jsonl has a damaged line (" + e.what() + ")");
+      }
+    }
+  }
   spdlog::info("resumed {} at step {}", cfg_.out_dir, step_);
 }
 

@@ -75,6 +75,15 @@ struct NonFiniteLoss : Error {
   using Error::Error;
 };
 
+// The one training step of posgrad (the trainer's, and the comparison's synthetic tasks'): the
+// learning rate from the schedule, zero_grad, grad_accum micro-batches from next_batch() (forward,
+// mean cross-entropy, backward of loss / grad_accum), clipping of the global gradient norm (0: off),
+// the optimizer step. x, y int64 (B, T) on any device (moved to dev). NonFiniteLoss, naming the step,
+// when a loss or the gradient norm is not finite — before the optimizer changes anything.
+using BatchFn = std::function<std::pair<Tensor, Tensor>()>;
+StepStats training_step(nn::GPT& model, Optimizer& opt, const LRSchedule& sched, int64_t step, int64_t grad_accum,
+                        double grad_clip, Device dev, const BatchFn& next_batch);
+
 // The configuration a resumed run continues with: `saved` (from the checkpoint) with the options
 // given explicitly (name, value) applied. Returns one line per change ("--max-iters 1000 -> 2000")
 // for the log; an unchanged value is not a change. UsageError for an option fixed on resume
@@ -109,6 +118,10 @@ class Trainer {
   // Gradient L2 norm per parameter group ("wte", "blocks.0.attn", "blocks.0.fc", ...) of the last step.
   std::vector<std::pair<std::string, double>> group_grad_norms() const;
   double tokens_per_second() const { return tokens_per_s_; }
+  // (step, loss) at every progress line and every evaluation of the whole run (restored from
+  // metrics.jsonl on resume).
+  const std::vector<std::pair<int64_t, double>>& train_curve() const { return train_curve_; }
+  const std::vector<std::pair<int64_t, double>>& val_curve() const { return val_curve_; }
 
  private:
   void build();
@@ -126,6 +139,7 @@ class Trainer {
   LRSchedule sched_;
   int64_t step_ = 0;
   double tokens_per_s_ = 0;
+  std::vector<std::pair<int64_t, double>> train_curve_, val_curve_;
 };
 
 // Loads a model (and its tokenizer) from a run directory's checkpoint for eval / sample.

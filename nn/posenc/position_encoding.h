@@ -139,7 +139,17 @@ struct RopeParams {
   int64_t original_length = 0;   // Lmax / L0 (the training context)
   double beta_fast = 32.0, beta_slow = 1.0;                // YaRN
   double low_freq_factor = 1.0, high_freq_factor = 4.0;    // llama3
+  // Arithmetic of the angles: "fp32" computes p · omega_k in double and rounds the tables once;
+  // "bf16" / "fp16" round the position, the frequency, the angle and its cos / sin to that format
+  // (round to nearest even), as a half-precision implementation would (claim (k) of the comparison).
+  std::string precision = "fp32";
 };
+// x rounded to a binary floating-point format with `significand_bits` (implicit bit included),
+// smallest normal exponent min_exp (x = m 2^e, m in [1, 2)) and largest finite value max_finite:
+// round to nearest, ties to even; beyond max_finite: +-inf. bf16: (8, -126, 3.3895e38); fp16: (11, -14, 65504).
+double round_to_format(double x, int significand_bits, int min_exp, double max_finite);
+double round_to_bf16(double x);
+double round_to_fp16(double x);
 struct RopeFrequencies {
   std::vector<double> inv_freq;  // (dr / 2) omega'_k
   double attention_factor = 1.0; // multiplies cos and sin (YaRN)

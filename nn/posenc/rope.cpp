@@ -18,6 +18,18 @@
 
 namespace posgrad::nn {
 
+double round_to_format(double x, int significand_bits, int min_exp, double max_finite) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  int e = 0;
+  (void)std::frexp(x, &e);  // x = m 2^e, m in [0.5, 1): the leading bit is 2^(e-1)
+  const int quantum_exp = std::max(e - 1, min_exp) - (significand_bits - 1);  // subnormals share min_exp's quantum
+  const double q = std::ldexp(1.0, quantum_exp);
+  const double r = std::nearbyint(x / q) * q;  // the default rounding mode: to nearest, ties to even
+  return std::fabs(r) > max_finite ? std::copysign(INFINITY, x) : r;
+}
+double round_to_bf16(double x) { return round_to_format(x, 8, -126, 3.3895313892515355e38); }
+double round_to_fp16(double x) { return round_to_format(x, 11, -14, 65504.0); }
+
 RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len) {
   const int64_t dr = p.rotary_dim, half = dr / 2;
   POSGRAD_CHECK(dr >= 2 && dr % 2 == 0, ValueError, "RoPE: rotary dimension must be even and >= 2, got ", dr);
@@ -83,9 +95,18 @@ std::pair<Tensor, Tensor> rope_tables(const RopeParams& p, int64_t pos0, int64_t
   POSGRAD_CHECK(pos0 >= 0 && T >= 0, ValueError, "RoPE: need pos0 >= 0 and T >= 0, got pos0=", pos0, " T=", T);
   const RopeFrequencies f = rope_frequencies(p, pos0 + T);
   const int64_t half = p.rotary_dim / 2;
+  POSGRAD_CHECK(p.precision == "fp32" || p.precision == "bf16" || p.precision == "fp16", ValueError,
+                "RoPE: unknown position precision '", p.precision, "' (fp32|bf16|fp16)");
+  double (*round)(double) = p.precision == "bf16" ? round_to_bf16 : p.precision == "fp16" ? round_to_fp16 : nullptr;
   std::vector<double> c(static_cast<size_t>(T * half)), s(static_cast<size_t>(T * half));
   for (int64_t t = 0; t < T; ++t)
     for (int64_t k = 0; k < half; ++k) {
+      if (round) {
+        const double theta = round(round(static_cast<double>(pos0 + t)) * round(f.inv_freq[k]));
+        c[t * half + k] = round(std::cos(theta)) * f.attention_factor;
+        s[t * half + k] = round(std::sin(theta)) * f.attention_factor;
+        continue;
+      }
       const double theta = static_cast<double>(pos0 + t) * f.inv_freq[k];
       c[t * half + k] = std::cos(theta) * f.attention_factor;
       s[t * half + k] = std::sin(theta) * f.attention_factor;
@@ -128,6 +149,7 @@ class RopeEncoding : public PositionEncoding {
     p.beta_slow = cfg.options.real("rope_yarn_beta_slow");
     p.low_freq_factor = cfg.options.real("rope_llama3_low_freq_factor");
     p.high_freq_factor = cfg.options.real("rope_llama3_high_freq_factor");
+    p.precision = cfg.options.text("rope_position_precision");
     (void)rope_frequencies(p, 1);  // validates the configuration now, not at the first forward
     return p;
   }
@@ -171,7 +193,11 @@ PosEncEntry rope_encoding() {
            with_default(real("rope_yarn_beta_slow", open_closed(0, 1e6), "RoPE YaRN: beta_slow (rotations)"), 1.0),
            with_default(real("rope_llama3_low_freq_factor", open_closed(0, 1e6), "RoPE Llama 3: low_freq_factor"), 1.0),
            with_default(real("rope_llama3_high_freq_factor", open_closed(0, 1e6), "RoPE Llama 3: high_freq_factor"),
-                        4.0)},
+                        4.0),
+           with_default(choice("rope_position_precision", {"fp32", "bf16", "fp16"},
+                               "RoPE: precision of the angle arithmetic (position x frequency, cos, sin); bf16/fp16 "
+                               "round every operation as half-precision code would"),
+                        std::string("fp32"))},
           [](const PosEncConfig& cfg) { (void)RopeEncoding::rope_params(cfg); }};
 }
 
