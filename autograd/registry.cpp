@@ -24,4 +24,10 @@ Tensor make_input(const Shape& shape, Generator& gen, DType dtype, bool requires
 
 std::vector<double> host(const Tensor& t) { return t.to_vector(); }
 
+Tensor edge_input(const std::vector<double>& values, const Shape& shape, DType dtype, bool requires_grad) {
+  Tensor t = Tensor::from_vector(values, shape, dtype);
+  if (requires_grad) t.set_requires_grad(true);
+  return t;
+}
+
 }  // namespace posgrad

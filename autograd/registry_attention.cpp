@@ -7,6 +7,7 @@
 // the materialising attention built from ordinary ops (attention_reference). Where a GPU exists,
 // the registry sweep also compares these cases with the CUDA twins (tensor/kernels/cuda/).
 #include <cmath>
+#include <limits>
 
 #include "autograd/ops.h"
 #include "autograd/ops/attention.h"
@@ -186,6 +187,32 @@ Tensor run_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Sc
   return naive ? attention_reference(q, k, v, m, causal, scale) : attention(q, k, v, m, causal, scale);
 }
 
+// Exact edge points of the fused attention (q (1, 1, 1, 1), k, v (1, 1, 2, 1), scale 1, no mask):
+// equal scores of 1e4 must give probabilities 1/2 in backward too (P = exp((s - m) - log l); the
+// rounded lse = m + log l gave 0.49990 in float32), and a NaN score makes the row NaN.
+std::vector<EdgePoint> attention_edges() {
+  const double kNaN = std::numeric_limits<double>::quiet_NaN();
+  auto edge = [](std::string what, double k1, std::vector<double> o, std::vector<std::vector<double>> grads) {
+    EdgePoint e;
+    e.what = std::move(what);
+    e.inputs = [k1](DType t) {
+      return TensorList{edge_input({100}, {1, 1, 1, 1}, t), edge_input({100, k1}, {1, 1, 2, 1}, t),
+                        edge_input({1, 3}, {1, 1, 2, 1}, t)};
+    };
+    e.fn = [](const TensorList& x) { return attention(x[0], x[1], x[2], ScoreModifier{}, false, 1.0); };
+    e.output = std::move(o);
+    e.grads = std::move(grads);
+    e.atol = 1e-5;  // dq = -50 P + 50 P: an FMA in the GEMM leaves the rounding of 50 P, not 0
+    return e;
+  };
+  return {
+      // o = (v0 + v3) / 2 = 2; dS = P (dO.v - dO.o) = [-1/2, 1/2]; dq = sum_j dS_j k_j = 0;
+      // dk = dS q = [-50, 50]; dv = P dO = [1/2, 1/2].
+      edge("equal scores 1e4: P = 1/2 in forward and backward", 100, {2}, {{0}, {-50, 50}, {0.5, 0.5}}),
+      edge("a NaN score makes the row NaN", kNaN, {kNaN}, {{kNaN}, {kNaN, kNaN}, {kNaN, kNaN}}),
+  };
+}
+
 }  // namespace
 
 void register_attention_cases(std::vector<OpCase>& out) {
@@ -201,6 +228,7 @@ void register_attention_cases(std::vector<OpCase>& out) {
     return s;
   };
   add_attention_case(out, spec("none/bidir/2x1x7x3", s2173, false));
+  out.back().edges = attention_edges();
   add_attention_case(out, spec("none/causal/1x3x33x5", s13335, true));
   add_attention_case(out, spec("none/causal/T1", s1113, true));
   {

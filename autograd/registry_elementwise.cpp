@@ -1,5 +1,10 @@
-// registry_elementwise.cpp — op-registry cases for the elementwise ops (incl. broadcasting).
+// registry_elementwise.cpp — op-registry cases for the elementwise ops (incl. broadcasting), with
+// exact edge points at the singular points of each derivative. Conventions are PyTorch's
+// (tools/autograd/derivatives.yaml, FunctionsManual.cpp): pow_backward gives 0 for exponent 0
+// everywhere; sqrt' = dy / (2 sqrt(x)) and log' = dy / x are +inf at 0; relu' (threshold_backward)
+// is 0 at 0; div's divisor gradient is -dy * ((a / b) / b) (div_tensor_other_backward).
 #include <cmath>
+#include <limits>
 
 #include "autograd/ops.h"
 #include "autograd/registry.h"
@@ -69,6 +74,89 @@ void add_unary(std::vector<OpCase>& out, const std::string& name, std::function<
   out.push_back(c);
 }
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// A one-input edge point: x (n) -> fn(x), with the expected output and dx for upstream ones (or
+// grad_out when given).
+EdgePoint unary_edge(std::string what, std::vector<double> x, std::vector<double> y, std::vector<double> dx,
+                     std::function<Tensor(const TensorList&)> fn = nullptr, std::vector<double> grad_out = {}) {
+  EdgePoint e;
+  e.what = std::move(what);
+  const Shape s{static_cast<int64_t>(x.size())};
+  e.inputs = [x, s](DType t) { return TensorList{edge_input(x, s, t)}; };
+  e.fn = std::move(fn);
+  e.output = std::move(y);
+  e.grads = {std::move(dx)};
+  e.grad_out = std::move(grad_out);
+  return e;
+}
+
+OpCase& find_case(std::vector<OpCase>& out, const std::string& name) {
+  for (auto& c : out)
+    if (c.name == name) return c;
+  throw Error("op registry: no case named " + name);
+}
+
+void add_elementwise_edges(std::vector<OpCase>& out) {
+  auto pow_by = [](double e) { return [e](const TensorList& x) { return pow(x[0], e); }; };
+  find_case(out, "elementwise/pow").edges = {
+      // pow_backward: `exponent == 0 ? zeros_like(self) : grad * exponent * self^(exponent - 1)`. The
+      // formula would give 0 * 0^-1 = NaN at 0; zeros are returned whatever the upstream gradient.
+      unary_edge("x^0 at x = 0, -0, 2, -3, inf: 1; d/dx = 0 everywhere, even for an infinite upstream gradient",
+                 {0.0, -0.0, 2.0, -3.0, kInf}, {1, 1, 1, 1, 1}, {0, 0, 0, 0, 0}, pow_by(0.0), {1, 1, 1, 1, kInf}),
+      unary_edge("x^2.5 at 0: 0, d/dx = 2.5 * 0^1.5 = 0; at 4: 32, 20", {0.0, 4.0}, {0, 32}, {0, 20}, pow_by(2.5)),
+      unary_edge("x^0.5 at 0: d/dx = +inf", {0.0, 4.0}, {0, 2}, {kInf, 0.25}, pow_by(0.5)),
+      unary_edge("x^1 at 0: d/dx = 1 (0^0 = 1)", {0.0, -2.0}, {0, -2}, {1, 1}, pow_by(1.0)),
+      unary_edge("x^-1 at +-0: +-inf, d/dx = -inf", {0.0, -0.0}, {kInf, -kInf}, {-kInf, -kInf}, pow_by(-1.0)),
+  };
+  find_case(out, "elementwise/sqrt").edges = {
+      unary_edge("sqrt at 0: d/dx = dy / (2 sqrt 0) = +inf; at -1: NaN", {0.0, 4.0, -1.0}, {0, 2, kNaN},
+                 {kInf, 0.25, kNaN}),
+  };
+  find_case(out, "elementwise/log").edges = {
+      unary_edge("log at 0: -inf, d/dx = dy / x = +inf; at -1: NaN, d/dx = -1; at inf: inf, 0",
+                 {0.0, 1.0, -1.0, kInf}, {-kInf, 0, kNaN, kInf}, {kInf, 1, -1, 0}),
+  };
+  find_case(out, "elementwise/exp").edges = {
+      unary_edge("exp at -inf: 0, d/dx = 0; at 1000: overflow to inf", {-kInf, 0.0, 1000.0}, {0, 1, kInf},
+                 {0, 1, kInf}),
+  };
+  find_case(out, "elementwise/tanh").edges = {
+      unary_edge("tanh saturates: +-inf and 30 give +-1 with derivative exactly 0", {0.0, kInf, -kInf, 30.0},
+                 {0, 1, -1, 1}, {1, 0, 0, 0}),
+  };
+  find_case(out, "elementwise/relu").edges = {
+      unary_edge("relu'(0) = 0 (threshold_backward: gradient where x > 0)", {0.0, -0.0, 1.5, -2.0}, {0, 0, 1.5, 0},
+                 {0, 0, 1, 0}),
+  };
+  find_case(out, "elementwise/gelu").edges = {
+      unary_edge("gelu at 0: 0, slope 1/2; saturated at +-40", {0.0, 40.0, -40.0}, {0, 40, 0}, {0.5, 1, 0}),
+  };
+  find_case(out, "elementwise/gelu_tanh").edges = {
+      unary_edge("gelu (tanh form) at 0: 0, slope 1/2; saturated at +-40", {0.0, 40.0, -40.0}, {0, 40, 0},
+                 {0.5, 1, 0}),
+  };
+  find_case(out, "elementwise/silu").edges = {
+      unary_edge("silu at 0: 0, slope 1/2; exp(-x) overflowing at -1000 gives 0 and slope 0, not NaN",
+                 {0.0, -1000.0, 1000.0}, {0, 0, 1000}, {0.5, 0, 1}),
+  };
+  {
+    // Divisor gradient -dy * ((a / b) / b): with b = 2^-80, b * b = 2^-160 underflows float32 to 0
+    // and the old -dy * a / (b * b) gave -inf instead of -2^80.
+    const double t = std::ldexp(1.0, -80), T = std::ldexp(1.0, 80);
+    EdgePoint e;
+    e.what = "a / b at b = 0 (inf, NaN for 0/0) and at b = 2^-80 (b*b underflows in float32): db = -dy (a/b)/b";
+    e.inputs = [t](DType dt) {
+      return TensorList{edge_input({1.0, 0.0, -1.0, t}, {4}, dt), edge_input({0.0, 0.0, 0.0, t}, {4}, dt)};
+    };
+    e.fn = [](const TensorList& x) { return div(x[0], x[1]); };
+    e.output = {kInf, kNaN, -kInf, 1};
+    e.grads = {{kInf, kInf, kInf, T}, {-kInf, kNaN, kInf, -T}};
+    find_case(out, "elementwise/div/(3, 7, 13)x(7, 13)").edges = {e};
+  }
+}
+
 }  // namespace
 
 void register_elementwise_cases(std::vector<OpCase>& out) {
@@ -133,6 +221,7 @@ void register_elementwise_cases(std::vector<OpCase>& out) {
     };
     out.push_back(c);
   }
+  add_elementwise_edges(out);
 }
 
 }  // namespace posgrad

@@ -4,7 +4,11 @@
 // cross_entropy_rows, cat and split. Every reference below is a naive loop in double over
 // host() copies; none calls the op it checks. Shapes are odd (7, 13, ...) so that vector
 // remainders and GEMM edge tiles are exercised, and small enough for central differences.
+// Edge points (exact values, add_nn_edges): log-sum-exp cancellation (equal logits of 1e4 and 1e30
+// must give ln 2 and gradients +-1/2), -inf and NaN logits, LayerNorm's constant and large-offset
+// rows (y = b and dw = 0 exactly), RMSNorm's zero rows and float-overflowing squares.
 #include <cmath>
+#include <limits>
 
 #include "autograd/ops.h"
 #include "autograd/registry.h"
@@ -306,6 +310,139 @@ Tensor slice_ref(const Tensor& x, int64_t d, int64_t start, int64_t len) {
   return ref_tensor(y, o);
 }
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kLn2 = std::log(2.0);
+
+OpCase& find_case(std::vector<OpCase>& out, const std::string& name) {
+  for (auto& c : out)
+    if (c.name == name) return c;
+  throw Error("op registry: no case named " + name);
+}
+
+// One floating input x (shape) through fn, with the expected output and dx for grad_out (empty: ones).
+EdgePoint x_edge(std::string what, std::vector<double> x, Shape shape, std::function<Tensor(const TensorList&)> fn,
+                 std::vector<double> y, std::vector<double> dx, std::vector<double> grad_out = {}) {
+  EdgePoint e;
+  e.what = std::move(what);
+  e.inputs = [x, shape](DType t) { return TensorList{edge_input(x, shape, t)}; };
+  e.fn = std::move(fn);
+  e.output = std::move(y);
+  e.grads = {std::move(dx)};
+  e.grad_out = std::move(grad_out);
+  return e;
+}
+
+// logits (N, V) and int64 targets (N) through fn.
+EdgePoint ce_edge(std::string what, std::vector<double> logits, Shape shape, std::vector<int64_t> targets,
+                  std::function<Tensor(const TensorList&)> fn, std::vector<double> y, std::vector<double> dlogits) {
+  EdgePoint e;
+  e.what = std::move(what);
+  e.inputs = [logits, shape, targets](DType t) {
+    return TensorList{edge_input(logits, shape, t), Tensor::from_ints(targets, {shape[0]})};
+  };
+  e.fn = std::move(fn);
+  e.output = std::move(y);
+  e.grads = {std::move(dlogits)};
+  return e;
+}
+
+// x (1, C) = value in every column, w = 1.5, b = 0.25: y = b, dx = 0, dw = 0, db = 1 exactly.
+EdgePoint ln_constant_edge(std::string what, int64_t C, double value) {
+  EdgePoint e;
+  e.what = std::move(what);
+  e.inputs = [C, value](DType t) {
+    const size_t n = static_cast<size_t>(C);
+    return TensorList{edge_input(std::vector<double>(n, value), {1, C}, t),
+                      edge_input(std::vector<double>(n, 1.5), {C}, t), edge_input(std::vector<double>(n, 0.25), {C}, t)};
+  };
+  e.fn = [](const TensorList& x) { return layer_norm(x[0], x[1], x[2], 1e-5); };
+  const size_t n = static_cast<size_t>(C);
+  e.output.assign(n, 0.25);
+  e.grads = {std::vector<double>(n, 0.0), std::vector<double>(n, 0.0), std::vector<double>(n, 1.0)};
+  return e;
+}
+
+void add_nn_edges(std::vector<OpCase>& out) {
+  auto sm = [](const TensorList& x) { return softmax(x[0], -1); };
+  auto lsm = [](const TensorList& x) { return log_softmax(x[0], -1); };
+  find_case(out, "nn/softmax/dim-1(3, 7, 13)").edges = {
+      x_edge("equal logits 1e4: 1/2 each", {1e4, 1e4}, {1, 2}, sm, {0.5, 0.5}, {0.25, -0.25}, {1, 0}),
+      x_edge("equal logits 3e38 (float32 max range): 1/2 each", {3e38, 3e38}, {1, 2}, sm, {0.5, 0.5}, {0.25, -0.25},
+             {1, 0}),
+      x_edge("a NaN anywhere makes its row NaN; -inf gets probability 0", {1, kNaN, 3, 0, -kInf, 0}, {2, 3}, sm,
+             {kNaN, kNaN, kNaN, 0.5, 0, 0.5}, {kNaN, kNaN, kNaN, 0.25, 0, -0.25}, {1, 0, 0, 1, 0, 0}),
+  };
+  find_case(out, "nn/log_softmax/dim-1(3, 7, 13)").edges = {
+      x_edge("equal logits 1e4: -ln 2 (x - m first, then log s)", {1e4, 1e4}, {1, 2}, lsm, {-kLn2, -kLn2},
+             {0.5, -0.5}, {1, 0}),
+      x_edge("equal logits 1e30: -ln 2", {1e30, 1e30}, {1, 2}, lsm, {-kLn2, -kLn2}, {0.5, -0.5}, {1, 0}),
+      x_edge("a gap of 1e4: 0 and -1e4", {0, -1e4}, {1, 2}, lsm, {0, -1e4}, {-1, 1}),
+      x_edge("NaN makes the row NaN", {1, kNaN}, {1, 2}, lsm, {kNaN, kNaN}, {kNaN, kNaN}),
+  };
+  auto ce = [](const TensorList& x) { return cross_entropy(x[0], x[1]); };
+  find_case(out, "nn/cross_entropy/NV_ignore").edges = {
+      ce_edge("equal logits 1e4 (float32 gave 0.69336): ln 2, gradient -+1/2", {1e4, 1e4}, {1, 2}, {0}, ce, {kLn2},
+              {-0.5, 0.5}),
+      ce_edge("equal logits 1e30 (float32 gave 0 and [0, 1]): ln 2, gradient -+1/2", {1e30, 1e30}, {1, 2}, {0}, ce,
+              {kLn2}, {-0.5, 0.5}),
+      ce_edge("logits 1e4 and 1e4 - 1, target the smaller: 1 + log(1 + 1/e)", {1e4, 1e4 - 1}, {1, 2}, {1}, ce,
+              {1.0 + std::log1p(std::exp(-1.0))}, {1 / (1 + std::exp(-1.0)), -1 / (1 + std::exp(-1.0))}),
+      ce_edge("-inf at a non-target: loss 0, gradient 0", {0, -kInf}, {1, 2}, {0}, ce, {0}, {0, 0}),
+      ce_edge("-inf at the target: loss inf, gradient [-1, 1]", {-kInf, 0}, {1, 2}, {0}, ce, {kInf}, {-1, 1}),
+      ce_edge("a NaN logit: NaN loss and gradients", {1, kNaN, 3}, {1, 3}, {2}, ce, {kNaN}, {kNaN, kNaN, kNaN}),
+  };
+  find_case(out, "nn/cross_entropy_rows/NV").edges = {
+      ce_edge("rows: equal logits 1e4 give ln 2; an ignored row with a NaN logit gives 0 and no gradient",
+              {1e4, 1e4, 5, kNaN}, {2, 2}, {1, -100},
+              [](const TensorList& x) { return cross_entropy_rows(x[0], x[1]); }, {kLn2, 0}, {0.5, -0.5, 0, 0}),
+  };
+
+  {
+    std::vector<EdgePoint> ln;
+    // Issue 10: 768 equal values near 1e5 gave |y| ~ 1 and weight gradients of several units.
+    ln.push_back(ln_constant_edge("constant row of 768 values 100000.3: y = b, dx = 0, dw = 0", 768, 100000.3));
+    ln.push_back(ln_constant_edge("constant row of 0.1 (not a float, not a double sum): y = b, dw = 0", 3, 0.1));
+    ln.push_back(ln_constant_edge("constant row of -3e38 (float32 range): y = b, dw = 0", 5, -3e38));
+    // Large offset: 1e5 + {-1.5, -0.5, 0.5, 1.5} repeated over 768 columns (exact in float32). The
+    // mean is exactly 1e5 and the variance 1.25, so y = d / sqrt(1.25 + eps) and dw = y for dy = 1.
+    const int64_t C = 768;
+    std::vector<double> x(C), y(C), ones(C, 1.0);
+    for (int64_t c = 0; c < C; ++c) {
+      const double d = static_cast<double>(c % 4) - 1.5;
+      x[c] = 1e5 + d;
+      y[c] = d / std::sqrt(1.25 + 1e-5);
+    }
+    EdgePoint e;
+    e.what = "offset 1e5 with deviations +-0.5, +-1.5 (768 columns): y = d / sqrt(1.25 + eps), dw = y, db = 1";
+    e.inputs = [x, C](DType t) {
+      return TensorList{edge_input(x, {1, C}, t), edge_input(std::vector<double>(C, 1.0), {C}, t),
+                        edge_input(std::vector<double>(C, 0.0), {C}, t)};
+    };
+    e.fn = [](const TensorList& in) { return layer_norm(in[0], in[1], in[2], 1e-5); };
+    e.output = y;
+    e.grads = {{}, y, ones};  // dx ~ 0 is a cancellation, not an exact value: not checked here
+    ln.push_back(e);
+    find_case(out, "nn/layer_norm/affine").edges = ln;
+  }
+  {
+    auto rms = [](const TensorList& x) { return rms_norm(x[0], x[1], 1e-6); };
+    EdgePoint zero;
+    zero.what = "zero row: y = 0, dw = 0, dx = w / sqrt(eps) = 1500";
+    zero.inputs = [](DType t) { return TensorList{edge_input({0, 0, 0, 0}, {1, 4}, t), edge_input({1.5, 1.5, 1.5, 1.5}, {4}, t)}; };
+    zero.fn = rms;
+    zero.output = {0, 0, 0, 0};
+    zero.grads = {{1500, 1500, 1500, 1500}, {0, 0, 0, 0}};
+    EdgePoint big;
+    big.what = "x = +-1e20 (x^2 overflows float32): y = +-1, dx = 1e-20, dw = +-1";
+    big.inputs = [](DType t) { return TensorList{edge_input({1e20, -1e20, 1e20, -1e20}, {1, 4}, t), edge_input({1, 1, 1, 1}, {4}, t)}; };
+    big.fn = rms;
+    big.output = {1, -1, 1, -1};
+    big.grads = {{1e-20, 1e-20, 1e-20, 1e-20}, {1, -1, 1, -1}};
+    find_case(out, "nn/rms_norm/weight").edges = {zero, big};
+  }
+}
+
 }  // namespace
 
 void register_nn_cases(std::vector<OpCase>& out) {
@@ -445,6 +582,7 @@ void register_nn_cases(std::vector<OpCase>& out) {
     };
     out.push_back(c);
   }
+  add_nn_edges(out);
 }
 
 }  // namespace posgrad

@@ -1,4 +1,10 @@
-// registry_reduce.cpp — op-registry cases for sum / mean / max and sum_to.
+// registry_reduce.cpp — op-registry cases for sum / mean / max and sum_to, with exact edge points for
+// max: ties (the first maximum is returned and gets the whole gradient: torch.max(dim) returns the
+// first maximal index and value_selecting_reduction_backward routes the gradient to it) and NaN
+// (propagated wherever it sits, at the index of the first NaN, as torch.max / numpy).
+#include <cmath>
+#include <limits>
+
 #include "autograd/ops.h"
 #include "autograd/registry.h"
 
@@ -29,6 +35,54 @@ Tensor reduce_ref(const Tensor& x, std::vector<bool> reduce, bool mean, bool max
   if (mean)
     for (size_t i = 0; i < y.size(); ++i) y[i] /= cnt[i];
   return Tensor::from_vector(y, o, DType::Float64);
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Two edge points for max(x, dim) on x (shape): the values with their gradient for upstream ones,
+// and the indices (as floats, no gradient).
+void add_max_edges(std::vector<EdgePoint>& out, const std::string& what, std::vector<double> x, Shape shape,
+                   int64_t dim, std::vector<double> values, std::vector<double> dx, std::vector<double> indices) {
+  EdgePoint v;
+  v.what = what + ": values";
+  v.inputs = [x, shape](DType t) { return TensorList{edge_input(x, shape, t)}; };
+  v.fn = [dim](const TensorList& in) { return max(in[0], dim).first; };
+  v.output = std::move(values);
+  v.grads = {std::move(dx)};
+  out.push_back(v);
+  EdgePoint i = v;
+  i.what = what + ": indices";
+  i.fn = [dim](const TensorList& in) { return max(in[0], dim).second.to(in[0].dtype()); };
+  i.output = std::move(indices);
+  i.grads = {};
+  out.push_back(i);
+}
+
+std::vector<EdgePoint> max_edges() {
+  std::vector<EdgePoint> e;
+  add_max_edges(e, "ties: first maximum", {2, 5, 5, 1}, {4}, 0, {5}, {0, 1, 0, 0}, {1});
+  add_max_edges(e, "NaN after a larger value", {1, kNaN, 3}, {3}, 0, {kNaN}, {0, 1, 0}, {1});
+  add_max_edges(e, "NaN first and last: the first NaN", {kNaN, 1, kNaN}, {3}, 0, {kNaN}, {1, 0, 0}, {0});
+  add_max_edges(e, "all -inf: index 0", {-kInf, -kInf}, {2}, 0, {-kInf}, {1, 0}, {0});
+  add_max_edges(e, "inf beats everything but NaN", {kInf, 7, kInf}, {3}, 0, {kInf}, {1, 0, 0}, {0});
+  // (3, 2) along dim 0 (strided, inner = 2) and along dim 1 (rows, inner = 1).
+  const std::vector<double> x32{1, kNaN, kNaN, 2, 3, 0};
+  add_max_edges(e, "NaN along dim 0 of (3, 2)", x32, {3, 2}, 0, {kNaN, kNaN}, {0, 1, 1, 0, 0, 0}, {1, 0});
+  add_max_edges(e, "NaN along dim 1 of (3, 2)", x32, {3, 2}, 1, {kNaN, kNaN, 3}, {0, 1, 1, 0, 1, 0}, {1, 0, 0});
+  {  // a row of 130 (several CUDA threads per row): max 5 at 10, NaNs at 100 and 120
+    std::vector<double> x(130, 0.0), dx(130, 0.0);
+    x[10] = 5;
+    x[100] = x[120] = kNaN;
+    dx[100] = 1;
+    add_max_edges(e, "long row: the first NaN (100) beats the maximum (10)", x, {130}, 0, {kNaN}, dx, {100});
+    x[100] = x[120] = 0;
+    x[77] = 5;  // a tie with 10
+    dx.assign(130, 0.0);
+    dx[10] = 1;
+    add_max_edges(e, "long row: ties at 10 and 77, the first wins", x, {130}, 0, {5}, dx, {10});
+  }
+  return e;
 }
 
 }  // namespace
@@ -68,6 +122,7 @@ void register_reduce_cases(std::vector<OpCase>& out) {
       return TensorList{x};
     };
     c.fn = [dim](const TensorList& x) { return max(x[0], dim, false).first; };
+    if (dim == 0) c.edges = max_edges();
     c.reference = [dim](const TensorList& x) {
       std::vector<bool> r(3, false);
       r[dim] = true;

@@ -39,6 +39,9 @@ struct DeviceError : Error {  // device unavailable or device mismatch
 struct AutogradError : Error {  // misuse of the autograd engine
   using Error::Error;
 };
+struct OutOfMemoryError : Error {  // an allocation the machine (host or device) cannot satisfy; names the bytes
+  using Error::Error;
+};
 
 namespace detail {
 template <typename... Args>

@@ -1,4 +1,6 @@
-// storage.cpp — CPU backend (aligned host memory with byte accounting) and backend lookup.
+// storage.cpp — CPU backend (aligned host memory with byte accounting) and backend lookup. An
+// allocation that fails is an OutOfMemoryError naming the bytes (never a null pointer or a wrapped
+// size); tensor.cpp has already turned impossible sizes into ShapeErrors.
 #include "tensor/storage.h"
 
 #include <atomic>
@@ -6,6 +8,7 @@
 #include <malloc.h>
 
 #include <cstring>
+#include <limits>
 #include <new>
 
 namespace posgrad {
@@ -27,10 +30,14 @@ class CpuBackend final : public DeviceBackend {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
   }
   void* allocate(size_t nbytes) override {
+    // Rounded up to whole cache lines; checked, so that a size near SIZE_MAX cannot wrap to 0.
+    POSGRAD_CHECK(nbytes <= std::numeric_limits<size_t>::max() - 63, OutOfMemoryError, "cannot allocate ", nbytes,
+                  " bytes of CPU memory (beyond the address space)");
     size_t rounded = (nbytes + 63) / 64 * 64;
     if (rounded == 0) rounded = 64;
     void* p = std::aligned_alloc(64, rounded);
-    if (!p) throw std::bad_alloc();
+    POSGRAD_CHECK(p != nullptr, OutOfMemoryError, "out of memory: cannot allocate ", nbytes, " bytes of CPU memory (",
+                  current_.load(), " bytes held in tensors)");
     size_t now = current_.fetch_add(rounded) + rounded;
     size_t prev = peak_.load();
     while (now > prev && !peak_.compare_exchange_weak(prev, now)) {}

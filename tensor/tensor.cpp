@@ -1,6 +1,13 @@
 // tensor.cpp — factories, metadata, element access and the view primitives of Tensor. The
 // differentiable versions of views and copies are Functions in autograd/ops/view.cpp; the
 // methods here validate arguments and delegate to them.
+//
+// Size safety: every element count, stride and byte count is computed with overflow checks
+// (shape_numel, contiguous_strides, shape_nbytes). A shape whose element count overflows int64, or
+// whose byte count does not fit a ptrdiff_t (the largest object C++ can address), is a ShapeError
+// naming the shape; a size that is representable but cannot be allocated is an OutOfMemoryError
+// naming the bytes (storage.cpp). Before, ones({1 << 62}) wrapped to a 0-byte buffer and wrote past
+// it, and zeros({1 << 32, 1 << 32}) had numel() == 0.
 #include "tensor/tensor.h"
 
 #include <algorithm>
@@ -8,6 +15,7 @@
 #include <cstring>
 #include <numeric>
 #include <sstream>
+#include <type_traits>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -26,8 +34,14 @@ std::string shape_str(const Shape& s) {
 }
 
 int64_t shape_numel(const Shape& s) {
+  for (int64_t d : s) POSGRAD_CHECK(d >= 0, ShapeError, "negative dimension in shape ", shape_str(s));
+  // A zero dim makes the tensor empty whatever the other dims (contiguous_strides still checks
+  // that their strides are representable).
+  if (std::find(s.begin(), s.end(), int64_t(0)) != s.end()) return 0;
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    POSGRAD_CHECK(!__builtin_mul_overflow(n, d, &n), ShapeError, "shape ", shape_str(s),
+                  " has more elements than int64 can count");
   return n;
 }
 
@@ -36,9 +50,20 @@ Shape contiguous_strides(const Shape& s) {
   int64_t acc = 1;
   for (int64_t i = static_cast<int64_t>(s.size()) - 1; i >= 0; --i) {
     st[i] = acc;
-    acc *= std::max<int64_t>(s[i], 1);
+    if (i > 0)  // the product of all dims is not a stride: an empty shape may exceed int64 there
+      POSGRAD_CHECK(!__builtin_mul_overflow(acc, std::max<int64_t>(s[i], 1), &acc), ShapeError, "strides of shape ",
+                    shape_str(s), " overflow int64");
   }
   return st;
+}
+
+size_t shape_nbytes(const Shape& s, DType dtype) {
+  const int64_t n = shape_numel(s);
+  int64_t bytes = 0;
+  POSGRAD_CHECK(!__builtin_mul_overflow(n, static_cast<int64_t>(dtype_size(dtype)), &bytes), ShapeError, "shape ",
+                shape_str(s), " of ", dtype_name(dtype), " (", n, " elements of ", dtype_size(dtype),
+                " bytes) has a byte count beyond the address space (overflow)");
+  return static_cast<size_t>(bytes);
 }
 
 static void check_shape(const Shape& shape, const char* what) {
@@ -55,17 +80,19 @@ TensorImpl& Tensor::impl() const {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device dev) {
   check_shape(shape, "empty");
+  const size_t nbytes = shape_nbytes(shape, dtype);
+  Shape strides = contiguous_strides(shape);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), dev);
+  impl->storage = std::make_shared<Storage>(nbytes, dev);
   impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
+  impl->strides = std::move(strides);
   impl->dtype = dtype;
   return Tensor(impl);
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device dev) {
   Tensor t = empty(shape, dtype, dev);
-  backend(dev.type).zero(t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(dtype));
+  backend(dev.type).zero(t.raw_data(), shape_nbytes(shape, dtype));
   return t;
 }
 
@@ -120,9 +147,20 @@ Tensor Tensor::from_ints(const std::vector<int64_t>& v, const Shape& shape) {
 
 Tensor Tensor::arange(int64_t n, DType dtype) {
   POSGRAD_CHECK(n >= 0, ValueError, "arange(", n, "): negative length");
-  std::vector<double> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), 0.0);
-  return from_vector(v, {n}, dtype);
+  Tensor t = empty({n}, dtype);  // sized (and checked) first: no host staging vector of n doubles
+  // Element i is the value i rounded to the dtype.
+  auto fill = [n](auto* p) {
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<std::remove_pointer_t<decltype(p)>>(i);
+  };
+  switch (dtype) {
+    case DType::Float32: fill(t.data<float>()); break;
+    case DType::Float64: fill(t.data<double>()); break;
+    case DType::Int64: fill(t.data<int64_t>()); break;
+    case DType::Bool:  // i != 0
+      for (int64_t i = 0; i < n; ++i) static_cast<uint8_t*>(t.raw_data())[i] = i != 0;
+      break;
+  }
+  return t;
 }
 
 int64_t Tensor::wrap_dim(int64_t d, bool for_insert) const {
@@ -205,7 +243,8 @@ static Shape infer_shape(const Shape& want, int64_t numel, const Shape& from) {
       infer = static_cast<int64_t>(i);
     } else {
       POSGRAD_CHECK(out[i] >= 0, ShapeError, "view ", shape_str(from), " -> ", shape_str(want), ": negative size");
-      known *= out[i];
+      POSGRAD_CHECK(!__builtin_mul_overflow(known, out[i], &known), ShapeError, "view ", shape_str(from), " -> ",
+                    shape_str(want), ": the sizes overflow int64");
     }
   }
   if (infer >= 0) {
@@ -297,7 +336,9 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d);
-  POSGRAD_CHECK(start >= 0 && length >= 0 && start + length <= shape()[d], IndexError, "narrow(dim=", d,
+  // length <= size - start, not start + length <= size: the sum may overflow.
+  POSGRAD_CHECK(start >= 0 && length >= 0 && start <= shape()[d] && length <= shape()[d] - start, IndexError,
+                "narrow(dim=", d,
                 ", start=", start, ", length=", length, ") out of range for shape ", shape_str(shape()));
   return ops::narrow(*this, d, start, length);
 }
@@ -319,6 +360,7 @@ Tensor Tensor::expand(const Shape& want) const {
                   " to ", shape_str(want));
   }
   if (s == shape()) return *this;
+  (void)shape_numel(s);  // ShapeError if the expanded element count overflows int64
   return ops::expand(*this, s);
 }
 

@@ -19,8 +19,12 @@ namespace posgrad {
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);  // "(3, 7, 13)"
+// Element count; ShapeError (naming the shape) for a negative dim or a count that overflows int64.
 int64_t shape_numel(const Shape& s);
+// Row-major strides; ShapeError if a stride overflows int64.
 Shape contiguous_strides(const Shape& s);
+// numel * dtype_size; ShapeError if it does not fit a ptrdiff_t (no object can be that large).
+size_t shape_nbytes(const Shape& s, DType dtype);
 
 class Node;
 class Tensor;

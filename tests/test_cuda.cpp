@@ -6,6 +6,7 @@
 // no-GPU error test runs everywhere.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -679,7 +680,7 @@ TEST(CudaKernelsEmulated, SoftmaxNormsLoss) {
     for (int affine = 0; affine < 2; ++affine) {
       const double* wp = affine ? w.data() : nullptr;
       const double* bp = affine ? bb.data() : nullptr;
-      std::vector<double> mc(N), me(N), rc(N), re(N);
+      std::vector<double> mc(2 * N), me(2 * N), rc(N), re(N);
       cpuk::layer_norm_forward<double>(yc.data(), mc.data(), rc.data(), x.data(), wp, bp, N, C, 1e-5);
       emuk::layer_norm_forward<double>(ye.data(), me.data(), re.data(), x.data(), wp, bp, N, C, 1e-5);
       expect_close(yc, ye, 1e-13, "layer_norm");
@@ -709,17 +710,102 @@ TEST(CudaKernelsEmulated, SoftmaxNormsLoss) {
     std::vector<int64_t> tg(N);
     for (int64_t i = 0; i < N; ++i) tg[i] = (i * 5 + 3) % C;
     tg[2] = -100;
-    std::vector<double> lc(N), le(N), sc(N), se(N);
+    std::vector<double> lc(N), le(N), sc(2 * N), se(2 * N);
     auto dl = rnd<double>(N, 16);
     cpuk::cross_entropy_forward<double>(lc.data(), sc.data(), x.data(), tg.data(), N, C, -100);
     emuk::cross_entropy_forward<double>(le.data(), se.data(), x.data(), tg.data(), N, C, -100);
     expect_close(lc, le, 1e-14, "cross_entropy loss");
-    expect_close(sc, se, 1e-14, "cross_entropy lse");
+    expect_close(sc, se, 1e-14, "cross_entropy stats (max, log sum)");
     std::fill(dxc.begin(), dxc.end(), 0.2);
     std::fill(dxe.begin(), dxe.end(), 0.2);
     cpuk::cross_entropy_backward<double>(dxc.data(), dl.data(), x.data(), sc.data(), tg.data(), N, C, -100);
     emuk::cross_entropy_backward<double>(dxe.data(), dl.data(), x.data(), sc.data(), tg.data(), N, C, -100);
     expect_close(dxc, dxe, 1e-14, "cross_entropy backward");
+  }
+}
+
+// The numerics of the CPU kernels in their CUDA twins: the log-sum-exp kept as (max, log sum) in
+// cross-entropy, log_softmax and attention; NaN-propagating maxima (first NaN's index in max_dim,
+// whichever thread and warp sees it); LayerNorm's constant rows (var = 0 exactly: y = b, dw = 0).
+TEST(CudaKernelsEmulated, NumericsEdgeCases) {
+  POSGRAD_REQUIRE_EMULATION();
+  const double ln2 = std::log(2.0), nan = std::numeric_limits<double>::quiet_NaN();
+  for (float v : {1e4f, 1e8f, 1e30f}) {
+    std::vector<float> logits{v, v}, loss(1), stats(2), dl(2, 0.f), dloss{1.f}, y(2);
+    std::vector<int64_t> t{0};
+    emuk::cross_entropy_forward<float>(loss.data(), stats.data(), logits.data(), t.data(), 1, 2, -100);
+    EXPECT_NEAR(loss[0], ln2, 1e-7) << v;
+    emuk::cross_entropy_backward<float>(dl.data(), dloss.data(), logits.data(), stats.data(), t.data(), 1, 2, -100);
+    EXPECT_NEAR(dl[0], -0.5, 1e-7) << v;
+    EXPECT_NEAR(dl[1], 0.5, 1e-7) << v;
+    emuk::log_softmax_forward<float>(y.data(), logits.data(), 1, 2);
+    EXPECT_NEAR(y[0], -ln2, 1e-7) << v;
+    EXPECT_NEAR(y[1], -ln2, 1e-7) << v;
+  }
+  // A NaN at any position of a 150-wide row (3 warps, 3 elements per thread with 64-thread blocks).
+  const int64_t C = 150;
+  for (int64_t pos : {0, 1, 31, 63, 64, 100, 149}) {
+    std::vector<double> x(C), x2(2 * C), y(C), ym(2);
+    std::vector<int64_t> idx(2);
+    for (int64_t c = 0; c < C; ++c) x[c] = std::sin(static_cast<double>(c));
+    const int64_t arg = std::max_element(x.begin(), x.end()) - x.begin();  // of the NaN-free row
+    for (int64_t c = 0; c < C; ++c) {  // (R = C, inner = 2): column 0 gets the NaN, column 1 not
+      x2[2 * c] = c == pos ? nan : x[c];
+      x2[2 * c + 1] = x[c];
+    }
+    x[pos] = nan;
+    emuk::softmax_forward<double>(y.data(), x.data(), 1, C);
+    for (double e : y) ASSERT_TRUE(std::isnan(e)) << "softmax, NaN at " << pos;
+    emuk::max_dim_forward<double>(ym.data(), idx.data(), x.data(), 1, C, 1);  // one block per row
+    EXPECT_TRUE(std::isnan(ym[0])) << pos;
+    EXPECT_EQ(idx[0], pos);
+    emuk::max_dim_forward<double>(ym.data(), idx.data(), x2.data(), 1, C, 2);  // one thread per column
+    EXPECT_TRUE(std::isnan(ym[0])) << pos;
+    EXPECT_EQ(idx[0], pos);
+    EXPECT_EQ(idx[1], arg);
+    x[C - 1 - pos / 2] = nan;  // a second NaN: the first one still wins
+    emuk::max_dim_forward<double>(ym.data(), idx.data(), x.data(), 1, C, 1);
+    EXPECT_EQ(idx[0], std::min(pos, C - 1 - pos / 2));
+  }
+  {  // LayerNorm: constant rows near 1e5 (float32) give var = 0 exactly: y = b, dw = 0, mean = (value, 0).
+    const int64_t N = 2, LC = 768;
+    std::vector<float> x(N * LC), y(N * LC), w(LC, 1.5f), b(LC), dy(N * LC, 1.f), dx(N * LC, 0.f), dw(LC, 0.f),
+        db(LC, 0.f), mean(2 * N), rstd(N);
+    for (int64_t c = 0; c < LC; ++c) {
+      x[c] = 100000.3f;
+      x[LC + c] = -123456.7f;
+      b[c] = 0.01f * static_cast<float>(c);
+    }
+    emuk::layer_norm_forward<float>(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, LC, 1e-5f);
+    for (int64_t i = 0; i < N * LC; ++i) ASSERT_EQ(y[i], b[i % LC]) << i;
+    EXPECT_EQ(mean[0], 100000.3f);
+    EXPECT_EQ(mean[1], 0.f);
+    emuk::layer_norm_backward<float>(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
+                                     rstd.data(), N, LC);
+    for (int64_t c = 0; c < LC; ++c) {
+      ASSERT_EQ(dw[c], 0.f) << c;
+      ASSERT_EQ(db[c], 2.f) << c;
+    }
+    for (float e : dx) ASSERT_EQ(e, 0.f);
+  }
+  {  // Attention: equal scores 1e4 (q = 100, k = [100, 100], scale 1): P = 1/2 in forward and backward.
+    std::vector<float> q{100.f}, k{100.f, 100.f}, v{1.f, 3.f}, o(1), st(2), dout{1.f}, dq(1, 0.f), dk(2, 0.f),
+        dv(2, 0.f), scratch(16);
+    emuk::attention_forward<float>(o.data(), st.data(), scratch.data(), q.data(), k.data(), v.data(), nullptr, nullptr,
+                                   nullptr, nullptr, nullptr, 1, 1, 1, 2, 1, 0, 0, kernels::ScoreBias::None, false,
+                                   1.f);
+    EXPECT_EQ(o[0], 2.f);
+    EXPECT_EQ(st[0], 1e4f);
+    EXPECT_NEAR(st[1], ln2, 1e-7);
+    emuk::attention_backward<float>(dq.data(), dk.data(), dv.data(), nullptr, nullptr, nullptr, scratch.data(),
+                                    dout.data(), q.data(), k.data(), v.data(), o.data(), st.data(), nullptr, nullptr,
+                                    nullptr, nullptr, nullptr, 1, 1, 1, 2, 1, 0, 0, kernels::ScoreBias::None, false,
+                                    1.f);
+    EXPECT_NEAR(dv[0], 0.5, 1e-7);
+    EXPECT_NEAR(dv[1], 0.5, 1e-7);
+    EXPECT_NEAR(dk[0], -50, 1e-5);
+    EXPECT_NEAR(dk[1], 50, 1e-5);
+    EXPECT_NEAR(dq[0], 0, 1e-5);
   }
 }
 
@@ -849,7 +935,7 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
     ASSERT_LE(emuk::attention_scratch_elems(bias, pass, B, H, Tq, Tk, D, U),
               kernels::cpu::attention_scratch_elems(bias, pass, B, H, Tq, Tk, D, U))
         << what;
-  std::vector<double> oc(q.size()), oe(q.size()), lc(B * H * Tq), le(B * H * Tq);
+  std::vector<double> oc(q.size()), oe(q.size()), lc(2 * B * H * Tq), le(2 * B * H * Tq);
   cpuk::attention_forward<double>(oc.data(), lc.data(), scratch.data(), q.data(), k.data(), v.data(), ptr(table),
                                   ptr(kr), ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal,
                                   scale);
@@ -857,7 +943,7 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
                                   ptr(kr), ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal,
                                   scale);
   expect_close(oc, oe, 1e-13, what + " o");
-  expect_close(lc, le, 1e-13, what + " lse");
+  expect_close(lc, le, 1e-13, what + " stats (max, log sum)");
 
   std::vector<double> dqc(q.size(), 0.1), dqe = dqc, dkc(k.size(), 0.2), dke = dkc, dvc(v.size(), 0.3), dve = dvc;
   std::vector<double> dtc(table.size(), 0.4), dte = dtc, dkrc(kr.size(), 0.5), dkre = dkrc, dqrc(qr.size(), 0.6),
@@ -907,6 +993,6 @@ TEST(CudaKernelsEmulated, Attention) {
       // Fewer queries than keys, queries at the end (KV-cache style).
       if (bias != ScoreBias::DeBERTa) attention_case(bias, causal, 1, 3, 3, 9, 4, 6, false, false);
     }
-  // A causal offset that leaves the first query rows with no visible key (output 0, lse -inf).
+  // A causal offset that leaves the first query rows with no visible key (output 0, stats -inf).
   attention_case(ScoreBias::None, true, 1, 1, 4, 4, 3, -2, false, false);
 }

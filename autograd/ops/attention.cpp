@@ -148,7 +148,7 @@ Tensor slopes_tensor(const std::vector<double>& s, DType dt, Device dev) {
 struct AttentionFn : Function<AttentionFn> {
   static constexpr const char* kName = "attention";
   struct Saved {
-    Tensor q, k, v, o, lse, table, kr, qr;
+    Tensor q, k, v, o, stats, table, kr, qr;  // stats (B, H, Tq, 2): per-row (max, log sum), see kernels_decl.inc
     AttentionConfig cfg;
     Dims dims{};
   };
@@ -161,18 +161,18 @@ struct AttentionFn : Function<AttentionFn> {
                                              : Tensor();
     Tensor krc = kr.defined() ? kr.contiguous() : Tensor(), qrc = qr.defined() ? qr.contiguous() : Tensor();
     Tensor o = Tensor::empty({d.B, d.H, d.Tq, d.D}, q.dtype(), q.device());
-    Tensor lse = Tensor::empty({d.B, d.H, d.Tq}, q.dtype(), q.device());
+    Tensor stats = Tensor::empty({d.B, d.H, d.Tq, 2}, q.dtype(), q.device());
     const int64_t ns = kernels::cpu::attention_scratch_elems(cfg.kind, 0, d.B, d.H, d.Tq, d.Tk, d.D, d.U);
     Tensor scratch = Tensor::empty({std::max<int64_t>(ns, 1)}, q.dtype(), q.device());
     const int64_t* du = cfg.ix.diag_u.empty() ? nullptr : cfg.ix.diag_u.data();
     const int64_t* rows = cfg.ix.rows.empty() ? nullptr : cfg.ix.rows.data();
     dispatch_floating(q.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
-      POSGRAD_KERNEL(q.device(), attention_forward<T>, o.data<T>(), lse.data<T>(), scratch.data<T>(), qc.data<T>(),
+      POSGRAD_KERNEL(q.device(), attention_forward<T>, o.data<T>(), stats.data<T>(), scratch.data<T>(), qc.data<T>(),
                      kc.data<T>(), vc.data<T>(), data_or_null<T>(tc), data_or_null<T>(krc), data_or_null<T>(qrc), du,
                      rows, d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.q_offset, cfg.kind, cfg.causal, T(cfg.scale));
     });
-    ctx.saved = {save_tensor(qc), save_tensor(kc), save_tensor(vc), save_tensor(o), lse, save_tensor(tc),
+    ctx.saved = {save_tensor(qc), save_tensor(kc), save_tensor(vc), save_tensor(o), stats, save_tensor(tc),
                  save_tensor(krc), save_tensor(qrc), cfg, d};
     return o;
   }
@@ -197,7 +197,7 @@ struct AttentionFn : Function<AttentionFn> {
       POSGRAD_KERNEL(dout.device(), attention_backward<T>, data_or_null<T>(dq), data_or_null<T>(dk),
                      data_or_null<T>(dv), data_or_null<T>(dtable), data_or_null<T>(dkr), data_or_null<T>(dqr),
                      scratch.data<T>(), dout.data<T>(), data_or_null<T>(s.q), data_or_null<T>(s.k),
-                     data_or_null<T>(s.v), data_or_null<T>(s.o), data_or_null<T>(s.lse), data_or_null<T>(s.table),
+                     data_or_null<T>(s.v), data_or_null<T>(s.o), data_or_null<T>(s.stats), data_or_null<T>(s.table),
                      data_or_null<T>(s.kr), data_or_null<T>(s.qr), du, rows, d.B, d.H, d.Tq, d.Tk, d.D, d.U,
                      s.cfg.q_offset, s.cfg.kind, s.cfg.causal, T(s.cfg.scale));
     });
@@ -300,7 +300,7 @@ Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreM
   Tensor qrc = cfg.kind == ScoreBias::DeBERTa && mod.qr.defined() ? mod.qr.contiguous() : Tensor();
   const int64_t T = d.Tq, nd = 2 * T - 1;
   Tensor o = Tensor::empty({d.B, d.H, T, d.D}, q.dtype(), q.device());
-  Tensor lse = Tensor::empty({d.B, d.H, T}, q.dtype(), q.device());
+  Tensor stats = Tensor::empty({d.B, d.H, T, 2}, q.dtype(), q.device());
   Tensor sums = Tensor::zeros({d.H, nd}, q.dtype(), q.device());
   const int64_t ns = std::max(kernels::cpu::attention_scratch_elems(cfg.kind, 0, d.B, d.H, T, T, d.D, d.U),
                               kernels::cpu::attention_scratch_elems(cfg.kind, 2, d.B, d.H, T, T, d.D, d.U));
@@ -309,12 +309,12 @@ Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreM
   const int64_t* rows = cfg.ix.rows.empty() ? nullptr : cfg.ix.rows.data();
   dispatch_floating(q.dtype(), "attention_distance_profile", [&](auto tag) {
     using T_ = decltype(tag);
-    // The forward gives the row log-sum-exps (v = k is a stand-in: only lse is used).
-    POSGRAD_KERNEL(q.device(), attention_forward<T_>, o.data<T_>(), lse.data<T_>(), scratch.data<T_>(), qc.data<T_>(),
+    // The forward gives the row statistics (v = k is a stand-in: only stats is used).
+    POSGRAD_KERNEL(q.device(), attention_forward<T_>, o.data<T_>(), stats.data<T_>(), scratch.data<T_>(), qc.data<T_>(),
                    kc.data<T_>(), kc.data<T_>(), data_or_null<T_>(tc), data_or_null<T_>(krc), data_or_null<T_>(qrc),
                    du, rows, d.B, d.H, T, T, d.D, d.U, int64_t(0), cfg.kind, cfg.causal, T_(cfg.scale));
     POSGRAD_KERNEL(q.device(), attention_diagonal_sums<T_>, sums.data<T_>(), scratch.data<T_>(), qc.data<T_>(),
-                   kc.data<T_>(), lse.data<T_>(), data_or_null<T_>(tc), data_or_null<T_>(krc), data_or_null<T_>(qrc),
+                   kc.data<T_>(), stats.data<T_>(), data_or_null<T_>(tc), data_or_null<T_>(krc), data_or_null<T_>(qrc),
                    du, rows, d.B, d.H, T, T, d.D, d.U, int64_t(0), cfg.kind, cfg.causal, T_(cfg.scale));
   });
   // Fold diagonals r = j - i into distances |r|; average over the (b, i, j) pairs at that distance.

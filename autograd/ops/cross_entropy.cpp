@@ -2,8 +2,9 @@
 // autograd Function: cross_entropy (mean over the rows whose target is not ignore_index) and
 // cross_entropy_rows (one loss per row, 0 for ignored rows). Targets are validated here, on the
 // host, so an out-of-range target is an IndexError naming it instead of a bad read in the kernel.
-// The kernels (tensor/kernels/cpu/cross_entropy.cpp) save each row's log-sum-exp; the backward
-// rebuilds softmax - onehot from the logits and lse without materialising probabilities.
+// The kernels (tensor/kernels/cpu/cross_entropy.cpp) save each row's log-sum-exp as the pair
+// (row max, log of the shifted sum); the backward rebuilds softmax - onehot from the logits and
+// that pair without materialising probabilities.
 // Not here: label smoothing, class weights, soft targets.
 //
 // The mean over zero non-ignored rows is defined as 0 with a 0 gradient (PyTorch gives NaN): a
@@ -18,7 +19,7 @@ namespace {
 struct CrossEntropyFn : Function<CrossEntropyFn> {
   static constexpr const char* kName = "cross_entropy";
   struct Saved {
-    Tensor logits, targets, lse;  // logits (N, V) contiguous, targets (N), lse (N)
+    Tensor logits, targets, stats;  // logits (N, V) contiguous, targets (N), stats (N, 2)
     Shape logits_shape;
     int64_t ignore_index = -100, count = 0;  // count: non-ignored rows
     bool mean = true;
@@ -56,13 +57,13 @@ struct CrossEntropyFn : Function<CrossEntropyFn> {
     }
     Tensor lc = logits.contiguous();
     Tensor rows = Tensor::empty({N}, logits.dtype(), logits.device());
-    Tensor lse = Tensor::empty({N}, logits.dtype(), logits.device());
+    Tensor stats = Tensor::empty({N, 2}, logits.dtype(), logits.device());
     Tensor out;
     dispatch_floating(logits.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       const Device dev = logits.device();
       if (N > 0)
-        POSGRAD_KERNEL(dev, cross_entropy_forward<T>, rows.data<T>(), lse.data<T>(), lc.data<T>(),
+        POSGRAD_KERNEL(dev, cross_entropy_forward<T>, rows.data<T>(), stats.data<T>(), lc.data<T>(),
                        tc.data<int64_t>(), N, V, ignore_index);
       if (!mean) {
         out = rows.view(row_shape);
@@ -75,7 +76,7 @@ struct CrossEntropyFn : Function<CrossEntropyFn> {
       POSGRAD_KERNEL(dev, unary_forward<T>, out.data<T>(), out.data<T>(), int64_t(1), kernels::UnaryOp::MulScalar,
                      T(1.0 / static_cast<double>(count)));
     });
-    ctx.saved = {save_tensor(lc), save_tensor(tc), lse, logits.shape(), ignore_index, count, mean};
+    ctx.saved = {save_tensor(lc), save_tensor(tc), stats, logits.shape(), ignore_index, count, mean};
     return out;
   }
 
@@ -91,7 +92,7 @@ struct CrossEntropyFn : Function<CrossEntropyFn> {
     dispatch_floating(s.logits.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       POSGRAD_KERNEL(s.logits.device(), cross_entropy_backward<T>, dlogits.data<T>(), dloss.data<T>(),
-                     s.logits.data<T>(), s.lse.data<T>(), s.targets.data<int64_t>(), N, V, s.ignore_index);
+                     s.logits.data<T>(), s.stats.data<T>(), s.targets.data<int64_t>(), N, V, s.ignore_index);
     });
     return {dlogits, Tensor()};
   }

@@ -1,7 +1,7 @@
 // norm.cpp — layer_norm and rms_norm over the last dim as autograd Functions over the norm
 // kernels (formulas and their sources in tensor/kernels/cpu/norm.cpp). x (..., C) is viewed as
-// (N, C); the per-row statistics (mean, rstd) are saved so the backward needs no second pass
-// over the statistics. The affine weight and bias are optional (undefined tensors).
+// (N, C); the per-row statistics (mean as hi + lo, rstd) are saved so the backward needs no second
+// pass over the statistics. The affine weight and bias are optional (undefined tensors).
 // Not here: normalisation over several trailing dims (PyTorch's normalized_shape with > 1 dim).
 #include "autograd/ops.h"
 #include "tensor/kernels/kernels.h"
@@ -28,7 +28,7 @@ void check_x(const Tensor& x, const char* op, double eps) {
 
 struct LayerNormFn : Function<LayerNormFn> {
   static constexpr const char* kName = "layer_norm";
-  struct Saved { Tensor x, w, mean, rstd; };  // x (N, C) contiguous; mean, rstd (N)
+  struct Saved { Tensor x, w, mean, rstd; };  // x (N, C) contiguous; mean (N, 2) as hi + lo; rstd (N)
 
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
     check_x(x, kName, eps);
@@ -38,7 +38,7 @@ struct LayerNormFn : Function<LayerNormFn> {
     Tensor xc = x.contiguous();
     Tensor wc = w.defined() ? w.contiguous() : w, bc = b.defined() ? b.contiguous() : b;
     Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-    Tensor mean = Tensor::empty({N}, x.dtype(), x.device()), rstd = Tensor::empty({N}, x.dtype(), x.device());
+    Tensor mean = Tensor::empty({N, 2}, x.dtype(), x.device()), rstd = Tensor::empty({N}, x.dtype(), x.device());
     dispatch_floating(x.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       POSGRAD_KERNEL(x.device(), layer_norm_forward<T>, y.data<T>(), mean.data<T>(), rstd.data<T>(), xc.data<T>(),

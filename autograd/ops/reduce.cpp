@@ -19,6 +19,12 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
                   " cannot be broadcast together");
     out[i] = da == 1 ? db : da;
   }
+  // The result must be countable (shape_numel's rule: empty if any dim is 0), named with both operands.
+  if (std::find(out.begin(), out.end(), int64_t(0)) != out.end()) return out;
+  int64_t numel = 1;
+  for (int64_t d : out)
+    POSGRAD_CHECK(d > 0 && !__builtin_mul_overflow(numel, d, &numel), ShapeError, "shapes ", shape_str(a), " and ",
+                  shape_str(b), " broadcast to ", shape_str(out), ", whose element count overflows int64");
   return out;
 }
 

@@ -21,6 +21,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <string>
 
 #include "tensor/errors.h"
 
@@ -45,6 +48,30 @@ enum class ScoreBias : uint8_t { None, T5, ALiBi, DeBERTa };
 
 // Shapes of a strided copy (at most kMaxDims dims).
 inline constexpr int kMaxDims = 8;
+
+// Product of non-negative sizes for sizing scratch buffers; ShapeError naming `what` and the
+// factors when it overflows int64 (an impossible size must not wrap into a small buffer).
+// (Portable checks, no compiler builtins: this header is also compiled by nvcc.)
+inline int64_t checked_elems(std::initializer_list<int64_t> factors, const char* what) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  int64_t n = 1;
+  for (int64_t f : factors) {
+    POSGRAD_CHECK(f >= 0, ShapeError, what, ": negative size ", f);
+    if (f != 0 && n > kMax / f) {
+      std::string list;
+      for (int64_t g : factors) list += (list.empty() ? "" : " x ") + std::to_string(g);
+      throw ShapeError(detail::concat(what, ": scratch of ", list, " elements overflows int64"));
+    }
+    n *= f;
+  }
+  return n;
+}
+// a + b for non-negative element counts; ShapeError naming `what` on overflow.
+inline int64_t checked_add(int64_t a, int64_t b, const char* what) {
+  POSGRAD_CHECK(a >= 0 && b >= 0 && a <= std::numeric_limits<int64_t>::max() - b, ShapeError, what, ": scratch of ",
+                a, " + ", b, " elements overflows int64");
+  return a + b;
+}
 
 namespace cpu {
 #include "tensor/kernels/kernels_decl.inc"

@@ -6,8 +6,9 @@
 // with IO-Awareness", NeurIPS 2022, Algorithms 1 and 2; the loop order of the backward follows
 // FlashAttention-2, Dao 2023, Alg. 2). Written from the papers. Forward: for a block of query rows,
 // sweep the key blocks keeping a running row maximum m and row sum l (online softmax), rescaling the
-// output accumulator when m grows; store only O and lse = m + log l. Backward: recompute the score
-// tile, P = exp(S - lse), dP = dO V^T, dS = P (dP - delta) with delta_i = dO_i . O_i, then
+// output accumulator when m grows; store only O and the row statistics (m, log l). Backward:
+// recompute the score tile, P = exp((S - m) - log l), dP = dO V^T, dS = P (dP - delta) with
+// delta_i = dO_i . O_i, then
 // dV += P^T dO, dK += scale dS^T Q, dQ += scale dS K. No (B, H, T, T) tensor is ever formed: the
 // per-thread tiles are (64 x 64), the scratch is O(B H T) (T5/ALiBi: one bias value per diagonal;
 // DeBERTa: the c2p/p2c products of each row with the U table rows it can meet, O(B H T U)).
@@ -35,6 +36,12 @@
 // "kernels allocate nothing" as the GEMM's packing buffers): their size depends on the tile and D,
 // not on T.
 //
+// Numerics: the log-sum-exp of a row is kept as the pair (m, log l), never as lse = m + log l: that
+// sum rounds log l to the ulp of m, and exp(S - lse) then misses the true probability by that
+// rounding (float32 scores of 1e4: 5e-4 relative; beyond ~1e7 the whole log l is lost). S - m is
+// formed first, then log l subtracted, as in cpu/softmax.cpp. The running maximum propagates NaN
+// (nan_max.h), so a NaN score makes its row NaN, as PyTorch's softmax does.
+//
 // Not here: dropout on the probabilities, padding masks (only the causal mask and query offsets),
 // parallelism inside one (b, h) in backward. The CUDA twin is tensor/kernels/cuda/attention.cu.
 #include <omp.h>
@@ -45,6 +52,7 @@
 #include <limits>
 #include <vector>
 
+#include "tensor/kernels/cpu/nan_max.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
@@ -68,30 +76,32 @@ struct ScratchLayout {
 ScratchLayout scratch_layout(ScoreBias bias, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
                              int64_t D, int64_t U) {
   ScratchLayout s;
-  const int64_t nd = Tq + Tk - 1;
-  auto take = [&](int64_t n) {
+  constexpr const char* kWhat = "attention scratch";
+  const int64_t nd = checked_add(Tq, Tk, kWhat) - 1;
+  // Every region size and the running total are overflow-checked (ShapeError, never a wrapped size).
+  auto take = [&](std::initializer_list<int64_t> factors) {
     const int64_t at = s.total;
-    s.total += n;
+    s.total = checked_add(s.total, checked_elems(factors, kWhat), kWhat);
     return at;
   };
-  if (bias == ScoreBias::T5 || bias == ScoreBias::ALiBi) s.diagb = take(H * nd);
+  if (bias == ScoreBias::T5 || bias == ScoreBias::ALiBi) s.diagb = take({H, nd});
   if (bias == ScoreBias::DeBERTa) {
-    s.krs = take(H * U * D);
-    s.qrs = take(H * U * D);
-    s.c2p = take(B * H * Tq * U);
-    s.p2c = take(B * H * Tk * U);
+    s.krs = take({H, U, D});
+    s.qrs = take({H, U, D});
+    s.c2p = take({B, H, Tq, U});
+    s.p2c = take({B, H, Tk, U});
   }
   if (pass == 1) {
-    s.delta = take(B * H * Tq);
-    if (bias == ScoreBias::T5) s.ddiag = take(B * H * nd);
+    s.delta = take({B, H, Tq});
+    if (bias == ScoreBias::T5) s.ddiag = take({B, H, nd});
     if (bias == ScoreBias::DeBERTa) {
-      s.dc2p = take(B * H * Tq * U);
-      s.dp2c = take(B * H * Tk * U);
-      s.dkrs = take(H * U * D);
-      s.dqrs = take(H * U * D);
+      s.dc2p = take({B, H, Tq, U});
+      s.dp2c = take({B, H, Tk, U});
+      s.dkrs = take({H, U, D});
+      s.dqrs = take({H, U, D});
     }
   }
-  if (pass == 2) s.sums = take(B * H * nd);
+  if (pass == 2) s.sums = take({B, H, nd});
   return s;
 }
 
@@ -124,7 +134,8 @@ struct Problem {
   }
 };
 
-// x[i] <- exp(x[i] - shift) for i < n; returns the sum of the new values. The exponentials are the
+// x[i] <- exp((x[i] - shift) - shift2) for i < n; returns the sum of the new values. (shift2 = 0 in
+// the forward; the backward passes the row's (m, log l): the difference with m is formed first.) The exponentials are the
 // other half of the work besides the tile GEMMs (T^2 of them in forward and again in backward), so
 // float gets a vectorisable exp: Cephes-style expf (range reduction by ln 2 in two parts, degree-5
 // polynomial, 2^n through the exponent bits; relative error ~2e-7, arguments below -87.3 flush to
@@ -137,11 +148,11 @@ struct Problem {
 #define POSGRAD_ATTN_CLONES
 #endif
 
-POSGRAD_ATTN_CLONES float exp_shift_sum(float* x, int64_t n, float shift) {
+POSGRAD_ATTN_CLONES float exp_shift_sum(float* x, int64_t n, float shift, float shift2) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) {
-    float v = x[i] - shift;
+    float v = (x[i] - shift) - shift2;
     const bool underflow = v < -87.3f;
     v = underflow ? -87.3f : v;
     v = v > 88.0f ? 88.0f : v;  // (arguments are <= 0 here; the clamp only keeps 2^n representable)
@@ -172,10 +183,10 @@ POSGRAD_ATTN_CLONES float exp_shift_sum(float* x, int64_t n, float shift) {
   return sum;
 }
 
-double exp_shift_sum(double* x, int64_t n, double shift) {
+double exp_shift_sum(double* x, int64_t n, double shift, double shift2) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - shift);
+    x[i] = std::exp((x[i] - shift) - shift2);
     sum += x[i];
   }
   return sum;
@@ -282,7 +293,7 @@ int64_t attention_scratch_elems(ScoreBias bias, int pass, int64_t B, int64_t H, 
 }
 
 template <typename T>
-void attention_forward(T* o, T* lse, T* scratch, const T* q, const T* k, const T* v, const T* table, const T* kr,
+void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* table, const T* kr,
                        const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
                        int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
   const ScratchLayout L = scratch_layout(bias, 0, B, H, Tq, Tk, D, U);
@@ -317,11 +328,11 @@ void attention_forward(T* o, T* lse, T* scratch, const T* q, const T* k, const T
           std::fill(row, row + nk, T(0));
           continue;
         }
-        T mx = row[0];
-        for (int64_t jj = 1; jj < nv; ++jj) mx = std::max(mx, row[jj]);
-        const T m_new = std::max(m[ii], mx);
-        const T alpha = std::exp(m[ii] - m_new);  // 0 on the first visit (m = -inf), no NaN: m_new finite
-        const T sum = exp_shift_sum(row, nv, m_new);
+        const T m_new = nan_max(m[ii], nan_row_max(row, nv));
+        // 0 on the first visit (m = -inf; m_new is finite unless a score is +-inf or NaN, and then
+        // the row is NaN, as softmax's).
+        const T alpha = std::exp(m[ii] - m_new);
+        const T sum = exp_shift_sum(row, nv, m_new, T(0));
         std::fill(row + nv, row + nk, T(0));
         l[ii] = l[ii] * alpha + sum;
         m[ii] = m_new;
@@ -335,22 +346,24 @@ void attention_forward(T* o, T* lse, T* scratch, const T* q, const T* k, const T
     }
     for (int64_t ii = 0; ii < nq; ++ii) {
       T* out = o + (bh * Tq + i0 + ii) * D;
-      if (l[ii] == T(0)) {  // no key visible: output 0, lse -inf (backward skips the row)
+      T* st = stats + 2 * (bh * Tq + i0 + ii);
+      if (l[ii] == T(0)) {  // no key visible: output 0, stats (-inf, -inf) (backward skips the row)
         std::fill(out, out + D, T(0));
-        lse[bh * Tq + i0 + ii] = kNegInf;
+        st[0] = st[1] = kNegInf;
         continue;
       }
       const T inv = T(1) / l[ii];
       const T* a = acc + ii * D;
       for (int64_t e = 0; e < D; ++e) out[e] = a[e] * inv;
-      lse[bh * Tq + i0 + ii] = m[ii] + std::log(l[ii]);
+      st[0] = m[ii];
+      st[1] = std::log(l[ii]);
     }
   }
 }
 
 template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scratch, const T* dout, const T* q,
-                        const T* k, const T* v, const T* o, const T* lse, const T* table, const T* kr, const T* qr,
+                        const T* k, const T* v, const T* o, const T* stats, const T* table, const T* kr, const T* qr,
                         const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
                         int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
   const ScratchLayout L = scratch_layout(bias, 1, B, H, Tq, Tk, D, U);
@@ -373,7 +386,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scrat
     T* dS = P + kBlockQ * kBlockK;      // (kBlockQ, kBlockK) dP, then dS in place
     const T* dO = dout + bh * Tq * D;
     const T* Ob = o + bh * Tq * D;
-    const T* lb = lse + bh * Tq;
+    const T* sb = stats + 2 * bh * Tq;  // (Tq, 2): (m, log l) per row
     T* db = delta + bh * Tq;
     // delta_i = dO_i . O_i = sum_j P_ij dP_ij (the softmax-backward row term).
     for (int64_t i = 0; i < Tq; ++i) {
@@ -396,8 +409,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scrat
         for (int64_t ii = 0; ii < nq; ++ii) {
           T* row = P + ii * kBlockK;
           const int64_t nv = p.n_valid(i0 + ii, j0, nk);
-          const T li = lb[i0 + ii];
-          exp_shift_sum(row, nv, li);
+          exp_shift_sum(row, nv, sb[2 * (i0 + ii)], sb[2 * (i0 + ii) + 1]);
           std::fill(row + nv, row + nk, T(0));
         }
         // dV[j0:] (nk, D) += P^T dO[i0:]
@@ -482,7 +494,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scrat
 }
 
 template <typename T>
-void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* lse, const T* table,
+void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* stats, const T* table,
                              const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B,
                              int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
                              ScoreBias bias, bool causal, T scale) {
@@ -504,10 +516,10 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
         score_tile(p, bh, i0, nq, j0, nk, P);
         for (int64_t ii = 0; ii < nq; ++ii) {
           const int64_t i = i0 + ii, nv = p.n_valid(i, j0, nk);
-          const T li = lse[bh * Tq + i];
+          const T mi = stats[2 * (bh * Tq + i)], lsi = stats[2 * (bh * Tq + i) + 1];
           T* drow = dst + (j0 - i + Tq - 1);
           const T* row = P + ii * kBlockK;
-          for (int64_t jj = 0; jj < nv; ++jj) drow[jj] += std::exp(row[jj] - li);
+          for (int64_t jj = 0; jj < nv; ++jj) drow[jj] += std::exp((row[jj] - mi) - lsi);
         }
       }
     }

@@ -1,16 +1,23 @@
 // cross_entropy.cpp — fused softmax cross-entropy over logits (N, V) on the CPU: the forward
-// gives each row's loss and saves its log-sum-exp; the backward forms (softmax - onehot) scaled
-// by the row's incoming gradient directly from the logits and the saved lse, so the (N, V)
-// probabilities are never stored. Not here: the mean over rows and the validation of targets
-// (autograd/ops/cross_entropy.cpp), label smoothing, class weights.
+// gives each row's loss and saves its log-sum-exp in two parts; the backward forms
+// (softmax - onehot) scaled by the row's incoming gradient directly from the logits and the saved
+// parts, so the (N, V) probabilities are never stored. Not here: the mean over rows and the
+// validation of targets (autograd/ops/cross_entropy.cpp), label smoothing, class weights.
 //
-// Numerics: loss = lse - logits[target] with lse = max + log(sum exp(logits - max)) (shift by
-// the row max: no overflow, the sum is >= 1 so its log is finite). The backward uses
-// softmax_v = exp(logits_v - lse), which is the forward's normalised probability.
+// Numerics: with m the row max and ls = log(sum_v exp(logits_v - m)) (shift by the row max: no
+// overflow, the sum is >= 1 so ls is finite and in [0, log V]):
+//   loss      = ls - (logits[target] - m)
+//   softmax_v = exp((logits_v - m) - ls)
+// x - m is formed first and ls subtracted after. The textbook lse = m + ls is never formed: it
+// rounds ls to the ulp of m, which is the whole gap between a logit and the lse once logits are
+// large (float32, equal logits 1e4: loss 0.69336 instead of ln 2; equal logits 1e8: loss 0 and
+// gradient [0, 1] instead of [-0.5, 0.5]). So the saved statistic is the pair (m, ls).
+// The row max propagates NaN (nan_max.h): a NaN logit gives a NaN loss and NaN gradients.
 // Rows are independent: one thread per row, fixed order inside a row.
 #include <cmath>
 #include <limits>
 
+#include "tensor/kernels/cpu/nan_max.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
@@ -19,28 +26,27 @@ namespace {
 constexpr int64_t kParallelMin = 1 << 15;  // elements
 }  // namespace
 
-// loss, lse (N); logits (N, V); targets (N).
+// loss (N); stats (N, 2) = (m, ls) per row; logits (N, V); targets (N).
 template <typename T>
-void cross_entropy_forward(T* loss, T* lse, const T* logits, const int64_t* targets, int64_t N, int64_t V,
+void cross_entropy_forward(T* loss, T* stats, const T* logits, const int64_t* targets, int64_t N, int64_t V,
                            int64_t ignore_index) {
 #pragma omp parallel for schedule(static) if (N * V > kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = logits + n * V;
-    T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-    for (int64_t v = 0; v < V; ++v) m = xr[v] > m ? xr[v] : m;
+    const T m = nan_row_max(xr, V);
     T s = T(0);
     for (int64_t v = 0; v < V; ++v) s += std::exp(xr[v] - m);
-    const T l = m + std::log(s);
-    lse[n] = l;
+    const T ls = std::log(s);
+    stats[2 * n] = m;
+    stats[2 * n + 1] = ls;
     const int64_t t = targets[n];
-    loss[n] = t == ignore_index ? T(0) : l - xr[t];
+    loss[n] = t == ignore_index ? T(0) : ls - (xr[t] - m);
   }
 }
 
 // dlogits (N, V) += dloss[n] * (softmax(logits[n]) - onehot(targets[n])); ignored rows get nothing.
 template <typename T>
-void cross_entropy_backward(T* dlogits, const T* dloss, const T* logits, const T* lse, const int64_t* targets,
+void cross_entropy_backward(T* dlogits, const T* dloss, const T* logits, const T* stats, const int64_t* targets,
                             int64_t N, int64_t V, int64_t ignore_index) {
 #pragma omp parallel for schedule(static) if (N * V > kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
@@ -48,8 +54,8 @@ void cross_entropy_backward(T* dlogits, const T* dloss, const T* logits, const T
     if (t == ignore_index) continue;
     const T* xr = logits + n * V;
     T* dr = dlogits + n * V;
-    const T g = dloss[n], l = lse[n];
-    for (int64_t v = 0; v < V; ++v) dr[v] += g * std::exp(xr[v] - l);
+    const T g = dloss[n], m = stats[2 * n], ls = stats[2 * n + 1];
+    for (int64_t v = 0; v < V; ++v) dr[v] += g * std::exp((xr[v] - m) - ls);
     dr[t] -= g;
   }
 }

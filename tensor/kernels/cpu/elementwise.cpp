@@ -1,5 +1,16 @@
 // elementwise.cpp — unary and binary elementwise kernels, masked_fill and dropout on the CPU.
 // The op switch sits outside the loops (one tight, vectorisable loop per op).
+//
+// Derivatives at singular points follow PyTorch (tools/autograd/derivatives.yaml and
+// FunctionsManual.cpp), so gradients agree with PyTorch where the maths leaves a choice:
+//   pow(x, 0):  0 everywhere, x = 0 included (pow_backward returns zeros for exponent 0; the
+//               formula 0 * x^-1 would give NaN at 0). Other exponents: s * x^(s - 1) as is
+//               (x = 0: 1 for s = 1, 0 for s > 1, inf for 0 < s < 1).
+//   sqrt:       dy / (2 sqrt(x)) -> inf at 0.        log: dy / x -> inf at 0.
+//   relu:       threshold_backward: 1 where x > 0, so relu'(0) = 0.
+//   div:        da = dy / b, db = -dy * ((a / b) / b) (div_tensor_other_backward), not
+//               -dy * a / (b * b), whose b * b underflows to 0 for |b| < 1e-19 (float) and gives
+//               an infinite gradient where the true one is finite.
 #include <cmath>
 
 #include "tensor/kernels/kernels.h"
@@ -111,7 +122,10 @@ void unary_backward(T* dx, const T* dy, const T* x, const T* y, int64_t n, Unary
         return sg * (T(1) + v * (T(1) - sg));
       });
       break;
-    case UnaryOp::Pow: acc1(dx, dy, x, y, n, [s](T v, T) { return s * std::pow(v, s - T(1)); }); break;
+    case UnaryOp::Pow:
+      if (s == T(0)) break;  // d/dx x^0 = 0 everywhere (PyTorch's pow_backward): nothing to add
+      acc1(dx, dy, x, y, n, [s](T v, T) { return s * std::pow(v, s - T(1)); });
+      break;
     case UnaryOp::AddScalar: acc1(dx, dy, x, y, n, [](T, T) { return T(1); }); break;
     case UnaryOp::MulScalar: acc1(dx, dy, x, y, n, [s](T, T) { return s; }); break;
   }
@@ -143,7 +157,7 @@ void binary_backward(T* da, T* db, const T* dy, const T* a, const T* b, int64_t 
     case BinaryOp::Add: ACC(da, dy[i]) ACC(db, dy[i]) break;
     case BinaryOp::Sub: ACC(da, dy[i]) ACC(db, -dy[i]) break;
     case BinaryOp::Mul: ACC(da, dy[i] * b[i]) ACC(db, dy[i] * a[i]) break;
-    case BinaryOp::Div: ACC(da, dy[i] / b[i]) ACC(db, -dy[i] * a[i] / (b[i] * b[i])) break;
+    case BinaryOp::Div: ACC(da, dy[i] / b[i]) ACC(db, -dy[i] * ((a[i] / b[i]) / b[i])) break;
   }
 #undef ACC
 }

@@ -13,8 +13,25 @@
 // parameter gradients dw, db are column sums over all rows: they are split into column blocks,
 // and each block sums its rows in order 0..N-1 by one thread, so every column sees the same
 // sequence of additions whatever the thread count (no atomics, no per-thread partials).
-// The variance is computed in two passes (mean first, then squares of deviations), which does
-// not suffer the cancellation of E[x^2] - E[x]^2 when |mean| >> std.
+// Statistics (row_moments): accumulated in double whatever T, two passes over data shifted by the
+// row's first element K (Chan, Golub & LeVeque, "Algorithms for computing the sample variance",
+// Am. Stat. 1983, §3 — the shifted two-pass algorithm): d = x - K, mean = K + <d>,
+// var = <(d - <d>)^2>. Why each part:
+//  - two passes: no E[x^2] - E[x]^2 cancellation when |mean| >> std;
+//  - the shift: a constant row has d = 0 exactly, so its mean is exactly K and its variance exactly
+//    0 (y = b, dw = 0), in float and in double. Without it the mean of 768 float32 values near 1e5
+//    came out a few ulps off, the variance was then tiny but not 0, and rstd = 1/sqrt(var + eps)
+//    blew those ulps up to |y| ~ 1 and weight gradients of several units;
+//  - double: float rows near a large offset keep their deviations exactly (a float difference is
+//    exact in double), and sums over wide rows do not drift.
+// The row pass in double costs a conversion per element on a row that is in cache. The mean is
+// saved as an unevaluated sum hi + lo of two T values (hi = mean rounded to T, lo = the rest), and
+// every xhat, forward and backward, is ((x - hi) - lo) * rstd: x - hi is exact near the mean
+// (Sterbenz) and lo restores what rounding the mean to T lost. With the mean rounded to float
+// alone, a row 1e5 + O(1) noise was normalised about a centre up to 0.004 off (half an ulp of
+// 1e5), an error in y of 0.004 / std: the offset leaking in. y, dx, dw and db are computed in T
+// from (hi, lo, rstd). RMSNorm's mean of squares is likewise accumulated in double (no overflow of
+// x^2 for float |x| > 1.8e19).
 #include <algorithm>
 #include <cmath>
 
@@ -26,8 +43,27 @@ namespace {
 constexpr int64_t kParallelMin = 1 << 15;  // elements
 constexpr int64_t kColBlock = 64;          // columns per parameter-gradient block (fits a stack buffer)
 
+// Mean and biased variance of one row xr (C >= 1), in double (see the file comment).
+template <typename T>
+void row_moments(const T* xr, int64_t C, double& mean, double& var) {
+  const double K = static_cast<double>(xr[0]);
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t c = 0; c < C; ++c) s += static_cast<double>(xr[c]) - K;
+  const double md = s / static_cast<double>(C);
+  double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t c = 0; c < C; ++c) {
+    const double d = (static_cast<double>(xr[c]) - K) - md;
+    ss += d * d;
+  }
+  mean = K + md;
+  var = ss / static_cast<double>(C);
+}
+
 // Column sums for the parameter gradients: for c in [0, C), dw[c] += sum_n dy[n,c] * xhat(n,c),
-// db[c] += sum_n dy[n,c], with xhat(n, c) = (x[n,c] - mean[n]) * rstd[n] (mean null: RMSNorm).
+// db[c] += sum_n dy[n,c], with xhat(n, c) = ((x[n,c] - hi[n]) - lo[n]) * rstd[n], (hi, lo) = mean (N, 2)
+// (mean null: RMSNorm, xhat = x * rstd).
 template <typename T>
 void param_grads(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* rstd, int64_t N, int64_t C) {
   const int64_t blocks = (C + kColBlock - 1) / kColBlock;
@@ -38,10 +74,10 @@ void param_grads(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* 
     for (int64_t n = 0; n < N; ++n) {
       const T* dyr = dy + n * C + c0;
       const T* xr = x + n * C + c0;
-      const T mu = mean ? mean[n] : T(0), rs = rstd[n];
+      const T hi = mean ? mean[2 * n] : T(0), lo = mean ? mean[2 * n + 1] : T(0), rs = rstd[n];
       if (dw) {
 #pragma omp simd
-        for (int64_t c = 0; c < w; ++c) acc_w[c] += dyr[c] * ((xr[c] - mu) * rs);
+        for (int64_t c = 0; c < w; ++c) acc_w[c] += dyr[c] * (((xr[c] - hi) - lo) * rs);
       }
       if (db) {
 #pragma omp simd
@@ -56,36 +92,32 @@ void param_grads(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* 
 }
 }  // namespace
 
-// y (N, C); mean, rstd (N) saved for backward; w, b (C) or null.
+// y (N, C); mean (N, 2) = (hi, lo), rstd (N) saved for backward; w, b (C) or null.
 template <typename T>
 void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N, int64_t C, T eps) {
-  const T inv_c = T(1) / T(C);
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     T* yr = y + n * C;
-    T s = T(0);
-#pragma omp simd reduction(+ : s)
-    for (int64_t c = 0; c < C; ++c) s += xr[c];
-    const T mu = s * inv_c;
-    T ss = T(0);
-#pragma omp simd reduction(+ : ss)
-    for (int64_t c = 0; c < C; ++c) ss += (xr[c] - mu) * (xr[c] - mu);
-    const T rs = T(1) / std::sqrt(ss * inv_c + eps);
-    mean[n] = mu;
+    double mu_d, var;
+    row_moments(xr, C, mu_d, var);
+    const T hi = static_cast<T>(mu_d), lo = static_cast<T>(mu_d - static_cast<double>(hi));
+    const T rs = static_cast<T>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+    mean[2 * n] = hi;
+    mean[2 * n + 1] = lo;
     rstd[n] = rs;
     if (w && b) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - mu) * rs * w[c] + b[c];
+      for (int64_t c = 0; c < C; ++c) yr[c] = ((xr[c] - hi) - lo) * rs * w[c] + b[c];
     } else if (w) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - mu) * rs * w[c];
+      for (int64_t c = 0; c < C; ++c) yr[c] = ((xr[c] - hi) - lo) * rs * w[c];
     } else if (b) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - mu) * rs + b[c];
+      for (int64_t c = 0; c < C; ++c) yr[c] = ((xr[c] - hi) - lo) * rs + b[c];
     } else {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - mu) * rs;
+      for (int64_t c = 0; c < C; ++c) yr[c] = ((xr[c] - hi) - lo) * rs;
     }
   }
 }
@@ -94,27 +126,27 @@ void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T*
 template <typename T>
 void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
                          int64_t N, int64_t C) {
-  const T inv_c = T(1) / T(C);
+  const T c_t = T(C);  // <.> divides by C (not a rounded 1/C): a constant g gives g - <g> = 0 exactly
   if (dx) {
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
     for (int64_t n = 0; n < N; ++n) {
       const T* xr = x + n * C;
       const T* dyr = dy + n * C;
       T* dxr = dx + n * C;
-      const T mu = mean[n], rs = rstd[n];
+      const T hi = mean[2 * n], lo = mean[2 * n + 1], rs = rstd[n];
       // <g> and <g xhat> with g = dy * w.
       T sg = T(0), sgx = T(0);
 #pragma omp simd reduction(+ : sg, sgx)
       for (int64_t c = 0; c < C; ++c) {
         const T g = w ? dyr[c] * w[c] : dyr[c];
         sg += g;
-        sgx += g * ((xr[c] - mu) * rs);
+        sgx += g * (((xr[c] - hi) - lo) * rs);
       }
-      const T mg = sg * inv_c, mgx = sgx * inv_c;
+      const T mg = sg / c_t, mgx = sgx / c_t;
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) {
         const T g = w ? dyr[c] * w[c] : dyr[c];
-        dxr[c] += rs * (g - mg - (xr[c] - mu) * rs * mgx);
+        dxr[c] += rs * (g - mg - ((xr[c] - hi) - lo) * rs * mgx);
       }
     }
   }
@@ -124,15 +156,14 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
 // y (N, C); rstd (N) saved; w (C) or null.
 template <typename T>
 void rms_norm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t C, T eps) {
-  const T inv_c = T(1) / T(C);
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     T* yr = y + n * C;
-    T ss = T(0);
+    double ss = 0.0;
 #pragma omp simd reduction(+ : ss)
-    for (int64_t c = 0; c < C; ++c) ss += xr[c] * xr[c];
-    const T rs = T(1) / std::sqrt(ss * inv_c + eps);
+    for (int64_t c = 0; c < C; ++c) ss += static_cast<double>(xr[c]) * static_cast<double>(xr[c]);
+    const T rs = static_cast<T>(1.0 / std::sqrt(ss / static_cast<double>(C) + static_cast<double>(eps)));
     rstd[n] = rs;
     if (w) {
 #pragma omp simd
@@ -147,7 +178,7 @@ void rms_norm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t 
 // dx (N, C) += ...; dw (C) += ... or null.
 template <typename T>
 void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int64_t N, int64_t C) {
-  const T inv_c = T(1) / T(C);
+  const T c_t = T(C);  // <.> divides by C (not a rounded 1/C): a constant g gives g - <g> = 0 exactly
   if (dx) {
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
     for (int64_t n = 0; n < N; ++n) {
@@ -158,7 +189,7 @@ void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const 
       T sgx = T(0);
 #pragma omp simd reduction(+ : sgx)
       for (int64_t c = 0; c < C; ++c) sgx += (w ? dyr[c] * w[c] : dyr[c]) * (xr[c] * rs);
-      const T mgx = sgx * inv_c;
+      const T mgx = sgx / c_t;
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) {
         const T g = w ? dyr[c] * w[c] : dyr[c];

@@ -1,5 +1,9 @@
 // reduce.cpp — sum and max along one dim of x (outer, R, inner) on the CPU. Each output element
 // is summed sequentially over R by one thread: the order is fixed whatever the thread count.
+// max follows torch.max(x, dim): the first maximum on ties, and NaN propagates — a NaN anywhere
+// along R is the result, at the index of the first NaN (a plain `x > best` scan skips a NaN that
+// does not come first). Its backward routes the gradient to that one index (PyTorch's
+// value_selecting_reduction_backward): ties and NaN positions need no special case.
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
@@ -48,11 +52,13 @@ void max_dim_forward(T* y, int64_t* idx, const T* x, int64_t outer, int64_t R, i
       const T* xo = x + o * R * inner + i;
       T best = xo[0];
       int64_t arg = 0;
-      for (int64_t r = 1; r < R; ++r)
-        if (xo[r * inner] > best) {
-          best = xo[r * inner];
+      for (int64_t r = 1; r < R && best == best; ++r) {  // stop at the first NaN
+        const T v = xo[r * inner];
+        if (v > best || v != v) {
+          best = v;
           arg = r;
         }
+      }
       y[o * inner + i] = best;
       idx[o * inner + i] = arg;
     }

@@ -4,27 +4,24 @@
 // Not here: softmax over another dim (autograd/ops/softmax.cpp transposes around it) and the
 // fused attention softmax (the attention kernels have their own online softmax).
 //
-// Numerics: the row max is subtracted before exp (softmax is shift invariant), so exp never
-// overflows and at least one term of the sum is exactly 1. log_softmax is computed as
-// (x - max) - log(sum exp(x - max)) rather than log(softmax), which would lose all precision
-// (and give -inf) for probabilities below the float range.
+// Numerics: the row max m is subtracted before exp (softmax is shift invariant), so exp never
+// overflows and at least one term of the sum s is exactly 1. log_softmax is computed as
+// (x - m) - log(s), in that order: x - m first (exact when x is within a factor 2 of m, Sterbenz),
+// then log(s), which lies in [0, log C]. Forming m + log(s) first and subtracting it from x (the
+// textbook lse) rounds log(s) to the ulp of m, so equal logits of 1e4 gave -0.69336 (float32)
+// instead of -ln 2 and larger ones gave 0. log(softmax) would lose all precision for probabilities
+// below the float range. The row max propagates NaN (nan_max.h): a NaN anywhere in a row makes
+// the whole row NaN, as in PyTorch.
 #include <cmath>
 #include <limits>
 
+#include "tensor/kernels/cpu/nan_max.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
 
 namespace {
 constexpr int64_t kParallelMin = 1 << 15;  // elements; below this a thread team costs more than it saves
-
-template <typename T>
-T row_max(const T* x, int64_t C) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t c = 0; c < C; ++c) m = x[c] > m ? x[c] : m;
-  return m;
-}
 }  // namespace
 
 // y (N, C) = exp(x - max) / sum exp(x - max), per row.
@@ -34,7 +31,7 @@ void softmax_forward(T* y, const T* x, int64_t N, int64_t C) {
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     T* yr = y + n * C;
-    const T m = row_max(xr, C);
+    const T m = nan_row_max(xr, C);
     T s = T(0);
     for (int64_t c = 0; c < C; ++c) {
       const T e = std::exp(xr[c] - m);
@@ -63,19 +60,19 @@ void softmax_backward(T* dx, const T* dy, const T* y, int64_t N, int64_t C) {
   }
 }
 
-// y (N, C) = x - max - log(sum exp(x - max)), per row.
+// y (N, C) = (x - m) - log(sum exp(x - m)), m the row max, per row.
 template <typename T>
 void log_softmax_forward(T* y, const T* x, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
     T* yr = y + n * C;
-    const T m = row_max(xr, C);
+    const T m = nan_row_max(xr, C);
     T s = T(0);
     for (int64_t c = 0; c < C; ++c) s += std::exp(xr[c] - m);
-    const T shift = m + std::log(s);
+    const T log_s = std::log(s);
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] - shift;
+    for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - m) - log_s;
   }
 }
 

@@ -8,8 +8,10 @@
 // row (b, h, i); the keys are swept in tiles of kTile, one key per thread: each thread computes its
 // score as a serial dot product, the block finds the tile maximum and sum (fixed-tree reductions),
 // rescales the running output, and the threads (now one per output channel e) add the tile's
-// p_j v_j in key order. Only O and lse = m + log l are stored.
-// Backward (Alg. 2, recomputing P = exp(S - lse) instead of storing it):
+// p_j v_j in key order. Only O and the row statistics (m, log l) are stored — the log-sum-exp as a
+// pair, never m + log l, which would round log l to the ulp of m (see cpu/attention.cpp); the
+// running maximum propagates NaN (d_nan_max, block_max).
+// Backward (Alg. 2, recomputing P = exp((S - m) - log l) instead of storing it):
 //   1. row kernel, one block per (b, h, i): delta_i = dO_i . O_i (saved in the scratch), then per key
 //      tile dS_ij = P_ij (dO_i . v_j - delta_i) and dq_i += scale sum_j dS_ij (k_j [+ kr[c_ij]]).
 //      DeBERTa c2p: also dc2p[b,h,i,u] = sum_{j: u(i,j) = u} dS_ij (thread u owns entry u).
@@ -113,7 +115,7 @@ unsigned capped_grid(int64_t n) { return static_cast<unsigned>(n < (int64_t(1) <
 
 // ---- forward: one block per query row --------------------------------------------------------------
 template <typename T>
-__global__ void attention_forward_kernel(T* o, T* lse, Attn<T> a) {
+__global__ void attention_forward_kernel(T* o, T* stats, Attn<T> a) {
   POSGRAD_DYNAMIC_SMEM(smem_raw);
   T* q_s = reinterpret_cast<T*>(smem_raw);  // (D) this row's query
   T* acc = q_s + a.D;                        // (D) unnormalised output; channel e owned by thread e % kTile
@@ -138,10 +140,10 @@ __global__ void attention_forward_kernel(T* o, T* lse, Attn<T> a) {
       T s = d_neg_inf<T>();
       if (tid < nt) s = score(a, q_s, kb + j * a.D, h, i, j);
       const T tmax = block_max(s);
-      const T m_new = tmax > m ? tmax : m;
+      const T m_new = d_nan_max(m, tmax);
       const T p = tid < nt ? d_exp(s - m_new) : T(0);
       p_s[tid] = p;
-      const T alpha = d_exp(m - m_new);  // 0 on the first tile (m = -inf); m_new is finite
+      const T alpha = d_exp(m - m_new);  // 0 on the first tile (m = -inf); m_new is finite unless the row is NaN
       l = l * alpha + block_sum(p);      // block_sum synchronises: p_s is visible below
       for (int64_t e = tid; e < a.D; e += blockDim.x) {
         T v = acc[e] * alpha;
@@ -151,20 +153,23 @@ __global__ void attention_forward_kernel(T* o, T* lse, Attn<T> a) {
       m = m_new;
       __syncthreads();  // p_s is rewritten by the next tile
     }
-    if (l == T(0)) {  // no key visible: output 0, lse -inf (as the CPU)
+    if (l == T(0)) {  // no key visible: output 0, stats (-inf, -inf) (as the CPU)
       for (int64_t e = tid; e < a.D; e += blockDim.x) o[r * a.D + e] = T(0);
-      if (tid == 0) lse[r] = d_neg_inf<T>();
+      if (tid == 0) stats[2 * r] = stats[2 * r + 1] = d_neg_inf<T>();
     } else {
       const T inv = T(1) / l;
       for (int64_t e = tid; e < a.D; e += blockDim.x) o[r * a.D + e] = acc[e] * inv;
-      if (tid == 0) lse[r] = m + d_log(l);
+      if (tid == 0) {
+        stats[2 * r] = m;
+        stats[2 * r + 1] = d_log(l);
+      }
     }
   }
 }
 
 // ---- backward 1: one block per query row: delta, dq, dc2p -------------------------------------------
 template <typename T>
-__global__ void attention_backward_rows_kernel(T* dq, T* delta, T* dc2p, const T* dout, const T* o, const T* lse,
+__global__ void attention_backward_rows_kernel(T* dq, T* delta, T* dc2p, const T* dout, const T* o, const T* stats,
                                                Attn<T> a) {
   POSGRAD_DYNAMIC_SMEM(smem_raw);
   T* q_s = reinterpret_cast<T*>(smem_raw);  // (D)
@@ -192,14 +197,14 @@ __global__ void attention_backward_rows_kernel(T* dq, T* delta, T* dc2p, const T
     if (tid == 0) delta[r] = di;
     if (dcrow)
       for (int64_t u = tid; u < a.U; u += blockDim.x) dcrow[u] = T(0);
-    const T L = lse[r];
-    const int64_t jend = L == d_neg_inf<T>() ? 0 : key_end(a, i);
+    const T M = stats[2 * r], LS = stats[2 * r + 1];
+    const int64_t jend = M == d_neg_inf<T>() ? 0 : key_end(a, i);
     for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
       const int64_t nt = jend - j0 < kTile ? jend - j0 : kTile;
       const int64_t j = j0 + tid;
       T ds = T(0);
       if (tid < nt) {
-        const T p = d_exp(score(a, q_s, kb + j * a.D, h, i, j) - L);
+        const T p = d_exp((score(a, q_s, kb + j * a.D, h, i, j) - M) - LS);
         ds = p * (dot(do_s, vb + j * a.D, a.D) - di);
         if (a.bias == ScoreBias::T5 || a.bias == ScoreBias::DeBERTa) u_s[tid] = static_cast<int>(pair_u(a, i, j));
       }
@@ -230,7 +235,7 @@ __global__ void attention_backward_rows_kernel(T* dq, T* delta, T* dc2p, const T
 
 // ---- backward 2: one block per key column: dk, dv, dp2c ---------------------------------------------
 template <typename T>
-__global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* dout, const T* lse, const T* delta,
+__global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* dout, const T* stats, const T* delta,
                                                Attn<T> a) {
   POSGRAD_DYNAMIC_SMEM(smem_raw);
   T* k_s = reinterpret_cast<T*>(smem_raw);  // (D)
@@ -263,9 +268,9 @@ __global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* d
       const int64_t i = i0 + tid;
       T p = T(0), ds = T(0);
       if (tid < nt) {
-        const T L = lse[bh * a.Tq + i];
-        if (L != d_neg_inf<T>()) {
-          p = d_exp(score(a, qb + i * a.D, k_s, h, i, j) - L);
+        const T M = stats[2 * (bh * a.Tq + i)], LS = stats[2 * (bh * a.Tq + i) + 1];
+        if (M != d_neg_inf<T>()) {
+          p = d_exp((score(a, qb + i * a.D, k_s, h, i, j) - M) - LS);
           ds = p * (dot(dob + i * a.D, v_s, a.D) - delta[bh * a.Tq + i]);
         }
         if (a.bias == ScoreBias::T5 || a.bias == ScoreBias::DeBERTa) u_s[tid] = static_cast<int>(pair_u(a, i, j));
@@ -304,7 +309,8 @@ __global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* d
 // grad == false: out[h, d] += sum_{b, i} P_ij (attention_diagonal_sums).
 // grad == true:  out[h, d]  = sum_{b, i} dS_ij (T5 table gradient, before binning).
 template <typename T>
-__global__ void attention_diagonal_kernel(T* out, const T* lse, const T* dout, const T* delta, Attn<T> a, bool grad) {
+__global__ void attention_diagonal_kernel(T* out, const T* stats, const T* dout, const T* delta, Attn<T> a,
+                                          bool grad) {
   const int64_t nd = a.Tq + a.Tk - 1;
   for (int64_t hd = blockIdx.x; hd < a.H * nd; hd += gridDim.x) {
     const int64_t h = hd / nd, d = hd % nd;
@@ -320,10 +326,10 @@ __global__ void attention_diagonal_kernel(T* out, const T* lse, const T* dout, c
       if (p < a.B * len) {
         const int64_t b = p / len, i = i_lo + p % len, j = i + rel;
         const int64_t bh = b * a.H + h;
-        const T L = lse[bh * a.Tq + i];
-        if (L != d_neg_inf<T>()) {
+        const T M = stats[2 * (bh * a.Tq + i)], LS = stats[2 * (bh * a.Tq + i) + 1];
+        if (M != d_neg_inf<T>()) {
           const T* qi = a.q + (bh * a.Tq + i) * a.D;
-          const T pr = d_exp(score(a, qi, a.k + (bh * a.Tk + j) * a.D, h, i, j) - L);
+          const T pr = d_exp((score(a, qi, a.k + (bh * a.Tk + j) * a.D, h, i, j) - M) - LS);
           if (grad) {
             const T dp = dot(dout + (bh * a.Tq + i) * a.D, a.v + (bh * a.Tk + j) * a.D, a.D);
             val = pr * (dp - delta[bh * a.Tq + i]);
@@ -410,15 +416,16 @@ struct Scratch {
 Scratch scratch_layout(ScoreBias bias, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t U) {
   Scratch s;
   if (pass != 1) return s;
-  s.total = B * H * Tq;
+  constexpr const char* kWhat = "attention scratch";  // sizes overflow-checked, as on the CPU
+  s.total = checked_elems({B, H, Tq}, kWhat);
   if (bias == ScoreBias::T5) {
     s.ddiag = s.total;
-    s.total += H * (Tq + Tk - 1);
+    s.total = checked_add(s.total, checked_elems({H, checked_add(Tq, Tk, kWhat) - 1}, kWhat), kWhat);
   } else if (bias == ScoreBias::DeBERTa) {
     s.dc2p = s.total;
-    s.total += B * H * Tq * U;
+    s.total = checked_add(s.total, checked_elems({B, H, Tq, U}, kWhat), kWhat);
     s.dp2c = s.total;
-    s.total += B * H * Tk * U;
+    s.total = checked_add(s.total, checked_elems({B, H, Tk, U}, kWhat), kWhat);
   }
   return s;
 }
@@ -432,7 +439,7 @@ int64_t attention_scratch_elems(ScoreBias bias, int pass, int64_t B, int64_t H, 
 }
 
 template <typename T>
-void attention_forward(T* o, T* lse, T* scratch, const T* q, const T* k, const T* v, const T* table, const T* kr,
+void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* table, const T* kr,
                        const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
                        int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
   (void)scratch;
@@ -442,12 +449,12 @@ void attention_forward(T* o, T* lse, T* scratch, const T* q, const T* k, const T
   const int64_t nrows = B * H * Tq;
   if (nrows <= 0) return;
   const size_t smem = checked_smem((2 * D + kTile) * sizeof(T), D, "attention_forward");
-  launch("attention_forward", attention_forward_kernel<T>, capped_grid(nrows), kTile, smem, o, lse, a);
+  launch("attention_forward", attention_forward_kernel<T>, capped_grid(nrows), kTile, smem, o, stats, a);
 }
 
 template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scratch, const T* dout, const T* q,
-                        const T* k, const T* v, const T* o, const T* lse, const T* table, const T* kr, const T* qr,
+                        const T* k, const T* v, const T* o, const T* stats, const T* table, const T* kr, const T* qr,
                         const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
                         int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
   const IndexArrays ix(diag_u, rows, Tq, Tk, U);
@@ -464,20 +471,20 @@ void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scrat
   const size_t smem_rows =
       checked_smem((3 * D + kTile) * sizeof(T) + kTile * sizeof(int), D, "attention_backward");
   launch("attention_backward (rows)", attention_backward_rows_kernel<T>, capped_grid(B * H * Tq), kTile, smem_rows, dq,
-         delta, dc2p, dout, o, lse, a);
+         delta, dc2p, dout, o, stats, a);
   // 2. columns: dk, dv, dp2c.
   if ((dk || dv || dp2c) && B * H * Tk > 0) {
     const size_t smem_cols =
         checked_smem((4 * D + 2 * kTile) * sizeof(T) + kTile * sizeof(int), D, "attention_backward");
     launch("attention_backward (columns)", attention_backward_cols_kernel<T>, capped_grid(B * H * Tk), kTile,
-           smem_cols, dk, dv, dp2c, dout, lse, static_cast<const T*>(delta), a);
+           smem_cols, dk, dv, dp2c, dout, stats, static_cast<const T*>(delta), a);
   }
   // 3. table gradients.
   const int64_t nd = Tq + Tk - 1;
   if (bias == ScoreBias::T5 && dtable && Tk > 0) {
     T* ddiag = scratch + L.ddiag;
     launch("attention_backward (T5 diagonals)", attention_diagonal_kernel<T>, capped_grid(H * nd), kTile, 0, ddiag,
-           lse, dout, static_cast<const T*>(delta), a, true);
+           stats, dout, static_cast<const T*>(delta), a, true);
     launch("attention_backward (T5 table)", t5_bin_kernel<T>, grid_for(U * H, 128), 128, 0, dtable,
            static_cast<const T*>(ddiag), ix.diag_u(), ix.rows(), H, nd, U);
   }
@@ -490,7 +497,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scrat
 }
 
 template <typename T>
-void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* lse, const T* table,
+void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* stats, const T* table,
                              const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B,
                              int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
                              ScoreBias bias, bool causal, T scale) {
@@ -500,7 +507,7 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
                               Tk, D, U, q_offset, bias, causal, scale, "attention_diagonal_sums");
   const int64_t nd = Tq + Tk - 1;
   if (H <= 0 || nd <= 0 || Tq <= 0 || Tk <= 0) return;
-  launch("attention_diagonal_sums", attention_diagonal_kernel<T>, capped_grid(H * nd), kTile, 0, prob_sum, lse,
+  launch("attention_diagonal_sums", attention_diagonal_kernel<T>, capped_grid(H * nd), kTile, 0, prob_sum, stats,
          static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), a, false);
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -118,6 +119,9 @@ namespace {
 // to 2 MiB so that slightly different sizes (e.g. the last batch) share a bucket.
 size_t round_size(size_t n) {
   constexpr size_t kSmall = 512, kLarge = size_t(2) << 20, kSmallLimit = size_t(1) << 20;
+  // A size within a rounding step of SIZE_MAX would wrap to a tiny block.
+  POSGRAD_CHECK(n <= std::numeric_limits<size_t>::max() - kLarge, OutOfMemoryError, "cannot allocate ", n,
+                " bytes of CUDA memory (beyond the address space)");
   if (n == 0) n = 1;
   if (n <= kSmallLimit) return (n + kSmall - 1) / kSmall * kSmall;
   return (n + kLarge - 1) / kLarge * kLarge;
@@ -144,9 +148,11 @@ class CudaBackend final : public DeviceBackend {
       }
       if (err != cudaSuccess) {
         (void)cudaGetLastError();
-        throw DeviceError(detail::concat("CUDA out of memory or allocation failure on cuda:", dev, ": cudaMalloc(",
-                                         rounded, " bytes) failed: ", cudaGetErrorName(err), ": ",
-                                         cudaGetErrorString(err), " (posgrad holds ", current_, " bytes in tensors)"));
+        const std::string msg = detail::concat("cudaMalloc(", rounded, " bytes) for ", nbytes, " bytes on cuda:", dev,
+                                               " failed: ", cudaGetErrorName(err), ": ", cudaGetErrorString(err),
+                                               " (posgrad holds ", current_, " bytes in tensors)");
+        if (err == cudaErrorMemoryAllocation) throw OutOfMemoryError("CUDA out of memory: " + msg);
+        throw DeviceError("CUDA allocation failure: " + msg);
       }
     }
     live_[p] = Block{dev, rounded};

@@ -133,6 +133,9 @@ __device__ __forceinline__ double d_sin(double x) { return sin(x); }
 __device__ __forceinline__ float d_cos(float x) { return cosf(x); }
 __device__ __forceinline__ double d_cos(double x) { return cos(x); }
 template <typename T> __device__ __forceinline__ T d_neg_inf() { return -static_cast<T>(INFINITY); }
+// max(a, b) that propagates NaN from either side (a on ties): PyTorch's max/softmax semantics, the
+// twin of cpu/nan_max.h. A plain `b > a ? b : a` drops a NaN unless it comes first.
+template <typename T> __device__ __forceinline__ T d_nan_max(T a, T b) { return (b > a || b != b) ? b : a; }
 
 // ---- deterministic block reductions ------------------------------------------------------------
 // Block size used by the row kernels (one block per row). A multiple of 32: every warp is full.
@@ -148,8 +151,8 @@ inline unsigned row_grid(int64_t rows) { return static_cast<unsigned>(rows < 655
 struct SumOp {
   template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
 };
-struct MaxOp {  // a > b ? a : b, like the CPU's running maximum
-  template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return b > a ? b : a; }
+struct MaxOp {  // NaN-propagating maximum, like the CPU's nan_row_max
+  template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return d_nan_max(a, b); }
 };
 
 // Reduces v over the block and returns the result to every thread. blockDim.x must be a multiple

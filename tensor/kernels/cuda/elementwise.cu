@@ -3,7 +3,9 @@
 // derivatives written out). One kernel per family with the op switch inside: the op is the same
 // for every thread (no divergence), and it keeps the number of instantiations, and build time, low.
 // Dropout regenerates its keep mask from Philox (seed, offset + i) exactly as the CPU does, so
-// the same elements are dropped on both backends.
+// the same elements are dropped on both backends. Singular points as on the CPU (PyTorch's
+// conventions, listed in cpu/elementwise.cpp): pow(x, 0)' = 0 everywhere, relu'(0) = 0, and the
+// divisor's gradient -dy * ((a / b) / b).
 #include "tensor/kernels/cuda/common.cuh"
 #include "tensor/philox.h"
 
@@ -74,6 +76,7 @@ __global__ void unary_forward_kernel(T* y, const T* x, int64_t n, UnaryOp op, T 
 
 template <typename T>
 __global__ void unary_backward_kernel(T* dx, const T* dy, const T* x, const T* y, int64_t n, UnaryOp op, T s) {
+  if (op == UnaryOp::Pow && s == T(0)) return;  // d/dx x^0 = 0 everywhere (PyTorch's pow_backward)
   POSGRAD_GRID_STRIDE(i, n) dx[i] += dy[i] * unary_derivative(op, x ? x[i] : T(0), y ? y[i] : T(0), s);
 }
 
@@ -111,7 +114,7 @@ __global__ void binary_backward_kernel(T* da, T* db, const T* dy, const T* a, co
         break;
       case BinaryOp::Div:
         if (da) da[i] += g / b[i];
-        if (db) db[i] += -g * a[i] / (b[i] * b[i]);
+        if (db) db[i] += -g * ((a[i] / b[i]) / b[i]);
         break;
     }
   }

@@ -1,6 +1,9 @@
 // norm.cu — LayerNorm and RMSNorm over the last dim of x (N, C) on the GPU, forward and backward;
-// the CUDA twins of cpu/norm.cpp, with its formulas (see there: biased two-pass variance,
-// rstd = 1 / sqrt(var + eps); dx = rstd * (g - <g> - xhat <g xhat>) with g = dy * w).
+// the CUDA twins of cpu/norm.cpp, with its formulas (see there: biased variance by the shifted
+// two-pass algorithm in double — d = x - x[0], mean = x[0] + <d>, var = <(d - <d>)^2> — so that a
+// constant row has exactly var = 0; the mean saved as hi + lo (N, 2) and xhat = ((x - hi) - lo) * rstd
+// everywhere; rstd = 1 / sqrt(var + eps); dx = rstd * (g - <g> - xhat <g xhat>) with g = dy * w;
+// RMSNorm's mean of squares also in double).
 //
 // Work split. Forward and dx: one block per row, block-wide fixed-tree reductions. Parameter
 // gradients dw, db (column sums over all N rows): a block owns 32 columns; its 8 thread rows each
@@ -19,22 +22,29 @@ constexpr int kColTile = 32, kRowLanes = 8;
 template <typename T>
 __global__ void layer_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N,
                                           int64_t C, T eps) {
-  const T inv_c = T(1) / T(C);
+  const double c_d = static_cast<double>(C);
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const T* xr = x + n * C;
     T* yr = y + n * C;
-    T s = T(0);
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += xr[c];
-    const T mu = block_sum(s) * inv_c;
-    T ss = T(0);
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += (xr[c] - mu) * (xr[c] - mu);
-    const T rs = T(1) / d_sqrt(block_sum(ss) * inv_c + eps);
+    const double K = static_cast<double>(xr[0]);
+    double s = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += static_cast<double>(xr[c]) - K;
+    const double md = block_sum(s) / c_d;
+    double ss = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const double d = (static_cast<double>(xr[c]) - K) - md;
+      ss += d * d;
+    }
+    const double mu = K + md;
+    const T hi = static_cast<T>(mu), lo = static_cast<T>(mu - static_cast<double>(hi));
+    const T rs = static_cast<T>(1.0 / d_sqrt(block_sum(ss) / c_d + static_cast<double>(eps)));
     if (threadIdx.x == 0) {
-      mean[n] = mu;
+      mean[2 * n] = hi;
+      mean[2 * n + 1] = lo;
       rstd[n] = rs;
     }
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-      T v = (xr[c] - mu) * rs;
+      T v = ((xr[c] - hi) - lo) * rs;
       if (w) v = v * w[c];
       if (b) v = v + b[c];
       yr[c] = v;
@@ -46,23 +56,23 @@ __global__ void layer_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, co
 template <typename T>
 __global__ void norm_dx_kernel(T* dx, const T* dy, const T* x, const T* w, const T* mean, const T* rstd, int64_t N,
                                int64_t C) {
-  const T inv_c = T(1) / T(C);
+  const T c_t = T(C);  // divide by C, as the CPU
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const T* xr = x + n * C;
     const T* dyr = dy + n * C;
     T* dxr = dx + n * C;
-    const T mu = mean ? mean[n] : T(0), rs = rstd[n];
+    const T hi = mean ? mean[2 * n] : T(0), lo = mean ? mean[2 * n + 1] : T(0), rs = rstd[n];
     T sg = T(0), sgx = T(0);
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
       const T g = w ? dyr[c] * w[c] : dyr[c];
       sg += g;
-      sgx += g * ((xr[c] - mu) * rs);
+      sgx += g * (((xr[c] - hi) - lo) * rs);
     }
-    const T mg = mean ? block_sum(sg) * inv_c : T(0);
-    const T mgx = block_sum(sgx) * inv_c;
+    const T mg = mean ? block_sum(sg) / c_t : T(0);
+    const T mgx = block_sum(sgx) / c_t;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
       const T g = w ? dyr[c] * w[c] : dyr[c];
-      dxr[c] += rs * (g - mg - (xr[c] - mu) * rs * mgx);
+      dxr[c] += rs * (g - mg - ((xr[c] - hi) - lo) * rs * mgx);
     }
   }
 }
@@ -80,8 +90,8 @@ __global__ void norm_param_grads_kernel(T* dw, T* db, const T* dy, const T* x, c
     if (c < C) {
       for (int64_t n = ty; n < N; n += kRowLanes) {
         const T g = dy[n * C + c];
-        const T mu = mean ? mean[n] : T(0);
-        aw += g * ((x[n * C + c] - mu) * rstd[n]);
+        const T hi = mean ? mean[2 * n] : T(0), lo = mean ? mean[2 * n + 1] : T(0);
+        aw += g * (((x[n * C + c] - hi) - lo) * rstd[n]);
         ab += g;
       }
     }
@@ -103,13 +113,14 @@ __global__ void norm_param_grads_kernel(T* dw, T* db, const T* dy, const T* x, c
 
 template <typename T>
 __global__ void rms_norm_forward_kernel(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t C, T eps) {
-  const T inv_c = T(1) / T(C);
+  const double c_d = static_cast<double>(C);
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const T* xr = x + n * C;
     T* yr = y + n * C;
-    T ss = T(0);
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += xr[c] * xr[c];
-    const T rs = T(1) / d_sqrt(block_sum(ss) * inv_c + eps);
+    double ss = 0.0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+      ss += static_cast<double>(xr[c]) * static_cast<double>(xr[c]);
+    const T rs = static_cast<T>(1.0 / d_sqrt(block_sum(ss) / c_d + static_cast<double>(eps)));
     if (threadIdx.x == 0) rstd[n] = rs;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = w ? xr[c] * rs * w[c] : xr[c] * rs;
   }

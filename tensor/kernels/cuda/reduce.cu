@@ -5,7 +5,9 @@
 // R and a fixed tree (common.cuh) combines them. inner > 1: one thread per output (o, i) walking r
 // sequentially, coalesced over i. Both orders are fixed, so results are deterministic; the tree
 // order differs from the CPU's sequential sum (agreement to rounding). Max keeps the FIRST maximum
-// on ties, as the CPU does: the tree prefers the lower index among equal values.
+// on ties, as the CPU does: the tree prefers the lower index among equal values. NaN propagates as
+// on the CPU (torch.max semantics): any NaN beats every number, and among NaNs the lowest index
+// wins, so the result is the first NaN along R.
 #include "tensor/kernels/cuda/common.cuh"
 
 namespace posgrad::kernels::cuda {
@@ -44,12 +46,23 @@ __global__ void sum_backward_kernel(T* dx, const T* dy, int64_t outer, int64_t R
   }
 }
 
-// (value, index) with "larger value wins, lower index on ties" — the first maximum.
+// (value, index) with "NaN beats everything, larger value wins, lower index among equals (or among
+// NaNs)" — the first NaN if there is one, else the first maximum.
 template <typename T>
 __device__ __forceinline__ void max_combine(T& v, int64_t& a, T v2, int64_t a2) {
-  if (v2 > v || (v2 == v && a2 < a)) {
+  const bool nan = v != v, nan2 = v2 != v2;
+  if (nan2 ? (!nan || a2 < a) : (!nan && (v2 > v || (v2 == v && a2 < a)))) {
     v = v2;
     a = a2;
+  }
+}
+
+// One element in index order: the running (first NaN | first maximum) of a sequential scan.
+template <typename T>
+__device__ __forceinline__ void max_step(T& best, int64_t& arg, T v, int64_t r) {
+  if (best == best && (v > best || v != v)) {
+    best = v;
+    arg = r;
   }
 }
 
@@ -64,11 +77,7 @@ __global__ void max_rows_kernel(T* y, int64_t* idx, const T* x, int64_t outer, i
     // Threads that see no element start from (x[0], 0), which can never beat the true answer.
     T best = xr[0];
     int64_t arg = 0;
-    for (int64_t r = threadIdx.x; r < R; r += blockDim.x)
-      if (xr[r] > best) {
-        best = xr[r];
-        arg = r;
-      }
+    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) max_step(best, arg, xr[r], r);
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
       const T v2 = __shfl_down_sync(0xffffffffu, best, off);
@@ -96,11 +105,7 @@ __global__ void max_inner_kernel(T* y, int64_t* idx, const T* x, int64_t outer, 
     const T* xo = x + o * R * inner + i;
     T best = xo[0];
     int64_t arg = 0;
-    for (int64_t r = 1; r < R; ++r)
-      if (xo[r * inner] > best) {
-        best = xo[r * inner];
-        arg = r;
-      }
+    for (int64_t r = 1; r < R; ++r) max_step(best, arg, xo[r * inner], r);
     y[j] = best;
     idx[j] = arg;
   }

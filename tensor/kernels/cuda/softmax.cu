@@ -1,6 +1,7 @@
 // softmax.cu — softmax and log-softmax over the last dim of x (N, C) on the GPU, forward and
-// backward; the CUDA twins of cpu/softmax.cpp (same formulas: the row max is subtracted before exp;
-// log_softmax = (x - max) - log(sum exp(x - max)); backward dx += y (dy - <dy, y>) and
+// backward; the CUDA twins of cpu/softmax.cpp (same formulas: the row max m, NaN-propagating, is
+// subtracted before exp; log_softmax = (x - m) - log(sum exp(x - m)), x - m first and then the log,
+// never x - (m + log s), which rounds the gap away for large x; backward dx += y (dy - <dy, y>) and
 // dx += dy - exp(y) sum(dy)). One block per row (grid-strided over rows), block-wide fixed-tree
 // reductions (common.cuh): deterministic, not the CPU's sequential order.
 #include "tensor/kernels/cuda/common.cuh"
@@ -17,14 +18,14 @@ __global__ void softmax_forward_kernel(T* y, const T* x, int64_t N, int64_t C, b
     const T* xr = x + n * C;
     T* yr = y + n * C;
     T m = d_neg_inf<T>();
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) m = xr[c] > m ? xr[c] : m;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) m = d_nan_max(m, xr[c]);
     m = block_max(m);
     T s = T(0);
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += d_exp(xr[c] - m);
     s = block_sum(s);
     if (log_out) {
-      const T shift = m + d_log(s);
-      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = xr[c] - shift;
+      const T log_s = d_log(s);
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = (xr[c] - m) - log_s;
     } else {
       const T inv = T(1) / s;
       for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = d_exp(xr[c] - m) * inv;

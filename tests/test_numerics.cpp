@@ -1,0 +1,436 @@
+// test_numerics.cpp — numerical robustness, with exact expected values (not finite differences):
+//  - log-sum-exp cancellation: cross_entropy / log_softmax of equal large logits is ln 2 with
+//    gradients -+1/2 at every magnitude (the kernels form x - m first, then subtract log s);
+//  - LayerNorm / RMSNorm statistics: constant rows give var = 0 exactly (y = b, dw = 0), large
+//    offsets do not leak into y or dw, RMSNorm's squares do not overflow float32;
+//  - NaN in comparison reductions: max / argmax and softmax propagate NaN wherever it sits;
+//  - derivatives at singular points (PyTorch's conventions), e.g. d/dx x^0 at 0 = 0;
+//  - sizes: element counts, strides and byte counts are overflow-checked (ShapeError naming the
+//    shape), failed allocations are OutOfMemoryError naming the bytes — never a segfault or a
+//    silently empty tensor.
+// The registry sweep (test_op_registry.cpp, OpRegistryEdges) checks the per-op edge points in both
+// dtypes; this file holds the issue's examples and the members of each kind that need more setup.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "autograd/ops/attention.h"
+#include "support/test_util.h"
+#include "tensor/kernels/kernels.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+#include "train/optim.h"
+
+// The OOM tests ask the allocator for 2^50 bytes and expect a null pointer (turned into
+// OutOfMemoryError). Under AddressSanitizer that request is a fatal "allocation-size-too-big"
+// unless the sanitizer is told to return null as glibc does.
+#if defined(__SANITIZE_ADDRESS__)
+#define POSGRAD_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POSGRAD_ASAN 1
+#endif
+#endif
+#ifdef POSGRAD_ASAN
+extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
+#endif
+
+using namespace posgrad;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+const double kLn2 = std::log(2.0);
+
+double eps_of(DType dt) { return dt == DType::Float32 ? FLT_EPSILON : DBL_EPSILON; }
+
+// |got - want| <= ulps * eps(dt) * |want| (want == 0: exactly 0).
+void expect_ulps(double got, double want, DType dt, double ulps, const std::string& what) {
+  EXPECT_LE(std::fabs(got - want), ulps * eps_of(dt) * std::fabs(want))
+      << what << " (" << dtype_name(dt) << "): got " << got << ", want " << want;
+}
+
+Tensor leaf(const std::vector<double>& v, const Shape& s, DType dt) {
+  Tensor t = Tensor::from_vector(v, s, dt);
+  t.set_requires_grad(true);
+  return t;
+}
+
+// The message of the exception fn throws as E (empty, and a test failure, if it throws nothing).
+template <typename E, typename F>
+std::string message_of(F&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an exception";
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+// ---- log-sum-exp cancellation ---------------------------------------------------------------------
+
+// Issue 10: cross_entropy([[1e4, 1e4]], 0) was 0.6933594 in float32; with larger equal logits the
+// loss collapsed to 0 and the gradient to [0, 1].
+TEST(Numerics, CrossEntropyOfEqualLargeLogitsIsLn2) {
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (double v : {1e4, 1e6, 1e8, 1e16, 1e30, 3e38, -1e30}) {
+      Tensor logits = leaf({v, v}, {1, 2}, dt);
+      Tensor loss = cross_entropy(logits, Tensor::from_ints({0}, {1}));
+      const std::string what = "logits " + std::to_string(v);
+      expect_ulps(loss.item(), kLn2, dt, 1, what + " loss");
+      loss.backward();
+      auto g = logits.grad().to_vector();
+      expect_ulps(g[0], -0.5, dt, 2, what + " dlogit[target]");
+      expect_ulps(g[1], 0.5, dt, 2, what + " dlogit[other]");
+    }
+}
+
+// Rows with the same gaps at growing offsets all have the same loss and gradient.
+TEST(Numerics, CrossEntropyIsShiftInvariantAtLargeOffsets) {
+  const std::vector<double> offsets{0, 1e3, 1e4, 1e6, -1e6, 1e7};  // integers: exact in float32
+  const double z = 1 + std::exp(-1.0) + std::exp(-2.0);
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    std::vector<double> l;
+    for (double o : offsets)
+      for (double d : {0.0, -1.0, -2.0}) l.push_back(o + d);
+    const int64_t N = static_cast<int64_t>(offsets.size());
+    Tensor logits = leaf(l, {N, 3}, dt);
+    Tensor rows = cross_entropy_rows(logits, Tensor::from_ints(std::vector<int64_t>(N, 2), {N}));
+    auto r = rows.to_vector();
+    rows.backward(Tensor::ones({N}, dt));
+    auto g = logits.grad().to_vector();
+    for (int64_t n = 0; n < N; ++n) {
+      const std::string what = "offset " + std::to_string(offsets[n]);
+      expect_ulps(r[n], 2 + std::log(z), dt, 2, what + " loss");
+      expect_ulps(g[n * 3 + 0], 1 / z, dt, 4, what + " p0");
+      expect_ulps(g[n * 3 + 1], std::exp(-1.0) / z, dt, 4, what + " p1");
+      expect_ulps(g[n * 3 + 2], std::exp(-2.0) / z - 1, dt, 4, what + " p2 - 1");
+    }
+  }
+}
+
+TEST(Numerics, LogSoftmaxOfEqualLargeLogitsIsMinusLn2) {
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (double v : {1e4, 1e8, 1e30, -1e30}) {
+      for (int64_t dim : {int64_t(-1), int64_t(0)}) {  // the last dim and a transposed one
+        Tensor x = leaf({v, v}, dim == -1 ? Shape{1, 2} : Shape{2, 1}, dt);
+        Tensor y = log_softmax(x, dim);
+        for (double e : y.to_vector()) expect_ulps(e, -kLn2, dt, 1, "log_softmax of " + std::to_string(v));
+        y.backward(Tensor::from_vector(std::vector<double>{1, 0}, x.shape(), dt));
+        auto g = x.grad().to_vector();
+        expect_ulps(g[0], 0.5, dt, 2, "dx[0]");
+        expect_ulps(g[1], -0.5, dt, 2, "dx[1]");
+      }
+    }
+}
+
+// ---- normalisation statistics ---------------------------------------------------------------------
+
+// Issue 10: a row of 768 equal values near 1e5 gave |y| ~ 1 and weight gradients of several units.
+TEST(Numerics, LayerNormConstantRowsGiveBiasAndZeroWeightGradient) {
+  const int64_t N = 5, C = 768;
+  const std::vector<double> values{1e5, 100000.3, -123456.7, 0.1, 3e38};
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    std::vector<double> xv;
+    for (double v : values) xv.insert(xv.end(), C, v);
+    Generator g(3);
+    Tensor x = leaf(xv, {N, C}, dt);
+    Tensor w = rand({C}, g, dt, Device::cpu(), 0.5, 1.5), b = rand({C}, g, dt, Device::cpu(), -1, 1);
+    w.set_requires_grad(true);
+    b.set_requires_grad(true);
+    Tensor y = layer_norm(x, w, b, 1e-5);
+    auto yv = y.to_vector(), bv = b.to_vector();
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        ASSERT_EQ(yv[n * C + c], bv[c]) << dtype_name(dt) << " row of " << values[n] << ", column " << c;
+    Tensor dy = rand({N, C}, g, dt, Device::cpu(), -1, 1);
+    y.backward(dy);
+    for (double e : w.grad().to_vector()) ASSERT_EQ(e, 0.0) << dtype_name(dt) << " dw";
+    // db = column sums of dy; dx = rstd (g - <g>), g = dy w, rstd = 1 / sqrt(eps) (var = 0 exactly).
+    auto dyv = dy.to_vector(), wv = w.to_vector(), dbv = b.grad().to_vector(), dxv = x.grad().to_vector();
+    const double rs = 1 / std::sqrt(static_cast<double>(dt == DType::Float32 ? double(float(1e-5)) : 1e-5));
+    for (int64_t c = 0; c < C; ++c) {
+      double s = 0;
+      for (int64_t n = 0; n < N; ++n) s += dyv[n * C + c];
+      ASSERT_NEAR(dbv[c], s, 8 * eps_of(dt) * N) << "db " << c;
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      double mg = 0;
+      for (int64_t c = 0; c < C; ++c) mg += dyv[n * C + c] * wv[c] / C;
+      for (int64_t c = 0; c < C; ++c)
+        ASSERT_NEAR(dxv[n * C + c], rs * (dyv[n * C + c] * wv[c] - mg), 64 * eps_of(dt) * rs) << "dx " << n << "," << c;
+    }
+  }
+  // Without affine parameters the output is exactly 0.
+  Tensor y0 = layer_norm(Tensor::full({2, 768}, 100000.3), Tensor(), Tensor(), 1e-5);
+  for (double e : y0.to_vector()) ASSERT_EQ(e, 0.0);
+}
+
+// Rows 1e5 + noise in float32: y, dx, dw and db must match a double evaluation of the same float
+// inputs to float rounding — the offset must not leak through the mean or the variance.
+TEST(Numerics, LayerNormLargeOffsetDoesNotLeak) {
+  const int64_t N = 6, C = 768;
+  Generator g(11);
+  std::vector<double> xv = rand({N, C}, g, DType::Float32, Device::cpu(), -1, 1).to_vector();
+  const std::vector<double> offsets{1e5, -1e5, 3e5, 1e6, 0, 7.5e4};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) xv[n * C + c] = double(float(xv[n * C + c] + offsets[n]));  // exact floats
+  Tensor x = leaf(xv, {N, C}, DType::Float32);
+  Tensor w = rand({C}, g, DType::Float32, Device::cpu(), 0.5, 1.5), b = rand({C}, g, DType::Float32);
+  w.set_requires_grad(true);
+  b.set_requires_grad(true);
+  Tensor dy = rand({N, C}, g, DType::Float32);
+  Tensor y = layer_norm(x, w, b, 1e-5);
+  y.backward(dy);
+
+  // Reference in double from the same float values.
+  auto wv = w.to_vector(), bv = b.to_vector(), dyv = dy.to_vector();
+  const double eps = double(float(1e-5));
+  std::vector<double> yr(N * C), dxr(N * C), dwr(C, 0.0);
+  for (int64_t n = 0; n < N; ++n) {
+    const double* r = xv.data() + n * C;
+    double mu = 0, var = 0;
+    for (int64_t c = 0; c < C; ++c) mu += r[c];
+    mu /= C;
+    for (int64_t c = 0; c < C; ++c) var += (r[c] - mu) * (r[c] - mu);
+    var /= C;
+    const double rs = 1 / std::sqrt(var + eps);
+    double mg = 0, mgx = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const double xh = (r[c] - mu) * rs, gg = dyv[n * C + c] * wv[c];
+      yr[n * C + c] = xh * wv[c] + bv[c];
+      dwr[c] += dyv[n * C + c] * xh;
+      mg += gg / C;
+      mgx += gg * xh / C;
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      const double xh = (r[c] - mu) * rs;
+      dxr[n * C + c] = rs * (dyv[n * C + c] * wv[c] - mg - xh * mgx);
+    }
+  }
+  auto yv = y.to_vector(), dxv = x.grad().to_vector(), dwv = w.grad().to_vector();
+  double ey = 0, edx = 0, edw = 0;
+  for (int64_t i = 0; i < N * C; ++i) {
+    ey = std::max(ey, std::fabs(yv[i] - yr[i]));
+    edx = std::max(edx, std::fabs(dxv[i] - dxr[i]));
+  }
+  for (int64_t c = 0; c < C; ++c) edw = std::max(edw, std::fabs(dwv[c] - dwr[c]));
+  // |y| <~ 3, |dx| <~ 10, |dw| <~ 10: a few float ulps each. (Rounding the mean to float alone gave
+  // errors of ~4e-3 / std; the old float statistics gave errors of order 1.)
+  EXPECT_LE(ey, 2e-6) << "y";
+  EXPECT_LE(edx, 1e-5) << "dx";
+  EXPECT_LE(edw, 2e-5) << "dw";
+}
+
+TEST(Numerics, RmsNormZeroRowsAndHugeValues) {
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    // Zero row: y = 0, dw = 0, dx = w / sqrt(eps).
+    Tensor x = leaf({0, 0, 0, 1e20, -1e20, 1e20}, {2, 3}, dt);
+    Tensor w = leaf({1, 2, 3}, {3}, dt);
+    Tensor y = rms_norm(x, w, 1e-6);
+    auto yv = y.to_vector();
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(yv[c], 0.0);
+    // 1e20: x^2 = 1e40 overflowed float32 (rstd 0, y 0); in double the row normalises to +-w.
+    expect_ulps(yv[3], 1, dt, 4, "y[1,0]");
+    expect_ulps(yv[4], -2, dt, 4, "y[1,1]");
+    expect_ulps(yv[5], 3, dt, 4, "y[1,2]");
+    y.backward(Tensor::ones({2, 3}, dt));
+    auto dw = w.grad().to_vector();  // row 0 adds 0, row 1 adds x * rstd = +-1
+    expect_ulps(dw[0], 1, dt, 4, "dw0");
+    expect_ulps(dw[1], -1, dt, 4, "dw1");
+    expect_ulps(dw[2], 1, dt, 4, "dw2");
+    auto dx = x.grad().to_vector();
+    for (int c = 0; c < 3; ++c) expect_ulps(dx[c], (c + 1) * 1000.0, dt, 4, "dx of the zero row");
+  }
+}
+
+// ---- NaN in comparison reductions -------------------------------------------------------------------
+
+// Issue 10: max([1, NaN, 3], 0) returned 3 at index 2 (and NaN only when the NaN came first).
+TEST(Numerics, MaxPropagatesNaNAtTheFirstNaN) {
+  struct Case { std::vector<double> x; int64_t idx; };
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (const Case& c : {Case{{1, kNaN, 3}, 1}, Case{{kNaN, 1, 3}, 0}, Case{{1, 3, kNaN}, 2},
+                          Case{{kNaN, kNaN, 3}, 0}, Case{{3, kNaN, kNaN}, 1}, Case{{-kInf, kNaN}, 1}}) {
+      Tensor x = leaf(c.x, {static_cast<int64_t>(c.x.size())}, dt);
+      auto [v, i] = max(x, 0);
+      EXPECT_TRUE(std::isnan(v.item())) << dtype_name(dt);
+      EXPECT_EQ(i.to_int_vector()[0], c.idx);
+      v.backward();
+      auto g = x.grad().to_vector();
+      for (size_t k = 0; k < g.size(); ++k) EXPECT_EQ(g[k], static_cast<int64_t>(k) == c.idx ? 1.0 : 0.0) << k;
+    }
+  // Without NaN, ties keep the first maximum.
+  auto [v, i] = max(Tensor::from_vector(std::vector<double>{1, 4, 4, -kInf}, {4}), 0);
+  EXPECT_EQ(v.item(), 4.0);
+  EXPECT_EQ(i.to_int_vector()[0], 1);
+}
+
+// The evaluation's accuracy takes max(logits, -1).second: a row with a NaN predicts that index.
+TEST(Numerics, ArgmaxOverRowsAndStridedDimsWithNaN) {
+  const int64_t R = 300;  // several threads per row in the CUDA kernel
+  std::vector<double> v(2 * R, 0.0);
+  v[17] = 9;           // row 0: maximum at 17, NaN at 250
+  v[250] = kNaN;
+  v[R + 3] = 5;        // row 1: maximum at 3 and 299 (tie)
+  v[R + 299] = 5;
+  Tensor x = Tensor::from_vector(v, {2, R});
+  EXPECT_EQ(max(x, -1).second.to_int_vector(), (std::vector<int64_t>{250, 3}));
+  EXPECT_EQ(max(x.t().contiguous(), 0).second.to_int_vector(), (std::vector<int64_t>{250, 3}));
+}
+
+TEST(Numerics, SoftmaxAndCrossEntropyPropagateNaNWhereverItSits) {
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (int pos = 0; pos < 3; ++pos) {
+      std::vector<double> v{1, 2, 3};
+      v[pos] = kNaN;
+      for (double e : softmax(Tensor::from_vector(v, {1, 3}, dt)).to_vector()) EXPECT_TRUE(std::isnan(e));
+      for (double e : log_softmax(Tensor::from_vector(v, {1, 3}, dt)).to_vector()) EXPECT_TRUE(std::isnan(e));
+      EXPECT_TRUE(std::isnan(cross_entropy(Tensor::from_vector(v, {1, 3}, dt), Tensor::from_ints({0}, {1})).item()));
+    }
+}
+
+// Gradient clipping's norm is a sum of squares (in double): a NaN or inf anywhere is reported.
+TEST(Numerics, GradNormReportsNaNAndInfWhereverTheySit) {
+  for (double bad : {kNaN, kInf})
+    for (int pos : {0, 500, 999}) {
+      Tensor p = Tensor::zeros({1000});
+      p.set_requires_grad(true);
+      std::vector<double> g(1000, 0.5);
+      g[pos] = bad;
+      p.set_grad(Tensor::from_vector(g, {1000}));
+      const double n = train::grad_norm({p});
+      if (std::isnan(bad)) EXPECT_TRUE(std::isnan(n)) << pos;
+      else EXPECT_EQ(n, kInf) << pos;
+      // clip_grad_norm reports it and leaves the gradients alone (the trainer stops on it).
+      const double c = train::clip_grad_norm({p}, 1.0);
+      EXPECT_FALSE(std::isfinite(c));
+      EXPECT_EQ(p.grad().to_vector()[pos == 0 ? 1 : 0], 0.5);
+    }
+}
+
+// ---- derivatives at singular points -----------------------------------------------------------------
+
+// Issue 10: d/dx x^0 at x = 0 was NaN (0 * inf). PyTorch's pow_backward returns zeros for exponent 0.
+TEST(Numerics, PowZeroExponentHasZeroGradientEverywhere) {
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    Tensor x = leaf({0, -0.0, 1e-30, -2, kInf}, {5}, dt);
+    Tensor y = pow(x, 0.0);
+    for (double e : y.to_vector()) EXPECT_EQ(e, 1.0);
+    y.backward(Tensor::ones({5}, dt));
+    for (double e : x.grad().to_vector()) EXPECT_EQ(e, 0.0) << dtype_name(dt);
+  }
+}
+
+TEST(Numerics, SingularPointsFollowPyTorch) {
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    auto grad_at = [dt](double x0, const std::function<Tensor(const Tensor&)>& f) {
+      Tensor x = leaf({x0}, {1}, dt);
+      f(x).backward(Tensor::ones({1}, dt));
+      return x.grad().item();
+    };
+    EXPECT_EQ(grad_at(0, [](const Tensor& x) { return relu(x); }), 0.0);   // relu'(0) = 0
+    EXPECT_EQ(grad_at(0, [](const Tensor& x) { return sqrt(x); }), kInf);  // sqrt'(0) = inf
+    EXPECT_EQ(grad_at(0, [](const Tensor& x) { return log(x); }), kInf);   // log'(0) = inf
+    EXPECT_EQ(grad_at(0, [](const Tensor& x) { return pow(x, 1.0); }), 1.0);
+    EXPECT_EQ(grad_at(0, [](const Tensor& x) { return pow(x, 3.0); }), 0.0);
+    EXPECT_EQ(grad_at(0, [](const Tensor& x) { return pow(x, 0.5); }), kInf);
+  }
+}
+
+// div's divisor gradient is -dy (a / b) / b: b * b underflowing must not turn it infinite.
+TEST(Numerics, DivGradientForTinyDivisors) {
+  const double t = std::ldexp(1.0, -80);
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    Tensor a = leaf({t, 3 * t}, {2}, dt), b = leaf({t, t}, {2}, dt);
+    Tensor y = div(a, b);
+    EXPECT_EQ(y.to_vector(), (std::vector<double>{1, 3}));
+    y.backward(Tensor::ones({2}, dt));
+    EXPECT_EQ(a.grad().to_vector(), (std::vector<double>{std::ldexp(1.0, 80), std::ldexp(1.0, 80)}));
+    EXPECT_EQ(b.grad().to_vector(), (std::vector<double>{-std::ldexp(1.0, 80), -3 * std::ldexp(1.0, 80)}));
+  }
+}
+
+// ---- size safety ----------------------------------------------------------------------------------
+
+// Issue 10: ones({1 << 62}) segfaulted (the byte count wrapped to 0); zeros({1 << 32, 1 << 32})
+// returned a tensor with numel() == 0.
+TEST(Numerics, ImpossibleSizesAreShapeErrorsNamingTheShape) {
+  const int64_t k62 = int64_t(1) << 62, k32 = int64_t(1) << 32;
+  std::string m = message_of<ShapeError>([&] { (void)Tensor::ones({k62}); });
+  EXPECT_TRUE(contains(m, "(4611686018427387904,)")) << m;
+  m = message_of<ShapeError>([&] { (void)Tensor::zeros({k32, k32}); });
+  EXPECT_TRUE(contains(m, "(4294967296, 4294967296)")) << m;
+  // Other members of the kind: more elements than int64, bytes beyond ptrdiff_t, strides that
+  // overflow although the tensor is empty, negative sizes.
+  EXPECT_THROW((void)Tensor::empty({k32, k32, 4}), ShapeError);
+  EXPECT_THROW((void)Tensor::empty({int64_t(1) << 61}, DType::Float32), ShapeError);  // 2^63 bytes
+  EXPECT_THROW((void)Tensor::empty({int64_t(1) << 60}, DType::Float64), ShapeError);
+  EXPECT_THROW((void)Tensor::full({k62, 2}, 1.0), ShapeError);
+  EXPECT_THROW((void)Tensor::empty({0, int64_t(1) << 40, int64_t(1) << 40}), ShapeError);
+  EXPECT_THROW((void)Tensor::empty({-1, 3}), ShapeError);
+  EXPECT_THROW((void)Tensor::arange(k62), ShapeError);
+  EXPECT_THROW((void)Tensor::from_vector(std::vector<double>{}, {k32, k32}), ShapeError);  // was numel 0 == 0 values
+  EXPECT_THROW((void)shape_numel({k32, k32}), ShapeError);
+  EXPECT_THROW((void)contiguous_strides({2, k32, k32}), ShapeError);
+  // An empty tensor whose other dims multiply past int64 is still a valid empty tensor.
+  Tensor e = Tensor::empty({int64_t(1) << 40, int64_t(1) << 40, 0});
+  EXPECT_EQ(e.numel(), 0);
+}
+
+TEST(Numerics, ViewsAndBroadcastsOfImpossibleSizesAreShapeErrors) {
+  const int64_t k32 = int64_t(1) << 32, k33 = int64_t(1) << 33;
+  Tensor one = Tensor::ones({1, 1});
+  std::string m = message_of<ShapeError>([&] { (void)one.expand({k32, k32}); });
+  EXPECT_TRUE(contains(m, "(4294967296, 4294967296)")) << m;
+  // Broadcasting two cheap expanded views to a (2^31, 2^33) result: named with both operands.
+  Tensor a = one.expand({int64_t(1) << 31, 1}), b = one.expand({1, k33});
+  m = message_of<ShapeError>([&] { (void)add(a, b); });
+  EXPECT_TRUE(contains(m, "(2147483648, 1)") && contains(m, "(1, 8589934592)")) << m;
+  EXPECT_THROW((void)Tensor::ones({4}).view({k32, k32, -1}), ShapeError);
+  EXPECT_THROW((void)Tensor::ones({4}).reshape({int64_t(1) << 62, 8}), ShapeError);
+  // narrow's start + length must not overflow into a "valid" range.
+  EXPECT_THROW((void)Tensor::ones({4}).narrow(0, 2, std::numeric_limits<int64_t>::max()), IndexError);
+}
+
+TEST(Numerics, ScratchSizesAreOverflowChecked) {
+  const int64_t big = int64_t(1) << 20;
+  using kernels::ScoreBias;
+  // (B H Tq U) = 2^80 elements of DeBERTa scratch.
+  std::string m = message_of<ShapeError>(
+      [&] { (void)kernels::cpu::attention_scratch_elems(ScoreBias::DeBERTa, 1, big, big, big, big, 64, big); });
+  EXPECT_TRUE(contains(m, "attention scratch")) << m;
+  EXPECT_THROW((void)kernels::checked_elems({big, big, big, big}, "test"), ShapeError);
+  EXPECT_EQ(kernels::checked_elems({big, big, big}, "test"), int64_t(1) << 60);
+  EXPECT_EQ(kernels::checked_elems({big, 0, big, big, big}, "test"), 0);
+  EXPECT_THROW((void)kernels::checked_add(std::numeric_limits<int64_t>::max(), 1, "test"), ShapeError);
+}
+
+// A representable size the machine cannot hold: OutOfMemoryError naming the bytes (2^50 bytes is
+// beyond x86-64's 47-bit user address space, so the allocation fails on any machine).
+TEST(Numerics, FailedAllocationsAreOutOfMemoryErrorsNamingTheBytes) {
+  std::string m = message_of<OutOfMemoryError>([] { (void)Tensor::empty({int64_t(1) << 47}, DType::Float64); });
+  EXPECT_TRUE(contains(m, "1125899906842624 bytes")) << m;
+  m = message_of<OutOfMemoryError>([] { (void)Tensor::zeros({int64_t(1) << 24, int64_t(1) << 24}, DType::Int64); });
+  EXPECT_TRUE(contains(m, "2251799813685248 bytes")) << m;
+  // The allocator's accounting is unchanged by the failures.
+  Tensor ok = Tensor::ones({3});
+  EXPECT_EQ(ok.to_vector(), (std::vector<double>{1, 1, 1}));
+}
+
+TEST(Numerics, CudaOutOfMemoryIsOutOfMemoryError) {
+  POSGRAD_REQUIRE_CUDA();
+  EXPECT_THROW((void)Tensor::empty({int64_t(1) << 47}, DType::Float64, Device::cuda()), OutOfMemoryError);
+  EXPECT_THROW((void)Tensor::ones({int64_t(1) << 62}, DType::Float32, Device::cuda()), ShapeError);
+}
