@@ -70,7 +70,7 @@ void expect_well_formed(const opt::Table<S>& table, const S& defaults, const std
   }
   EXPECT_NO_THROW(opt::check_all(table, defaults)) << what;
   // JSON round trip through the table: every value comes back equal.
-  S back{};
+  S back;
   opt::from_json(table, back, opt::to_json(table, defaults), what, /*require_all=*/true);
   for (const auto& o : table) EXPECT_EQ(o.get(back), o.get(defaults)) << what << ": " << o.spec.name;
 }

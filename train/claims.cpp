@@ -237,7 +237,7 @@ std::vector<ClaimVerdict> judge_claims(const ComparisonResult& r) {
     std::string missing;
     std::vector<Pair> pairs;
     for (const std::string rel : {"t5", "deberta", "rope", "alibi"})
-      for (const std::string abs : kAbsolute)
+      for (const auto& abs : kAbsolute)
         if (has(r, rel) && has(r, abs)) pairs.push_back(better(r, rel, abs, ppl));
     if (pairs.empty()) missing = "relative and absolute methods";
     const Judgement j = judge_pairs(pairs, missing);

@@ -45,7 +45,8 @@ class AlibiEncoding : public PositionEncoding {
 PosEncEntry alibi_encoding() {
   return {"alibi", "linear distance penalty per head on the attention scores (Press et al. 2022)",
           [](const PosEncConfig& cfg, Generator&) { return std::make_shared<AlibiEncoding>(cfg); },
-          {}};
+          {},
+          nullptr};
 }
 
 }  // namespace posgrad::nn

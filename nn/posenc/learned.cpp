@@ -40,7 +40,8 @@ class LearnedEncoding : public PositionEncoding {
 PosEncEntry learned_encoding() {
   return {"learned", "learned absolute position table of block_size rows (GPT-2); no positions beyond it",
           [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<LearnedEncoding>(cfg, gen); },
-          {}};
+          {},
+          nullptr};
 }
 
 }  // namespace posgrad::nn

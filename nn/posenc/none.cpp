@@ -18,7 +18,8 @@ class NoPositionEncoding : public PositionEncoding {
 PosEncEntry none_encoding() {
   return {"none", "NoPE: no position information (the causal mask alone orders tokens)",
           [](const PosEncConfig& cfg, Generator&) { return std::make_shared<NoPositionEncoding>(cfg); },
-          {}};
+          {},
+          nullptr};
 }
 
 }  // namespace posgrad::nn

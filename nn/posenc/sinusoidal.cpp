@@ -58,7 +58,8 @@ PosEncEntry sinusoidal_encoding() {
           [](const PosEncConfig& cfg, Generator&) { return std::make_shared<SinusoidalEncoding>(cfg); },
           {with_default(boolean("sinusoidal_scale_embedding",
                                 "Sinusoidal: multiply the token embedding by sqrt(n_embd) before adding (Vaswani §3.4)"),
-                        true)}};
+                        true)},
+          nullptr};
 }
 
 }  // namespace posgrad::nn
