@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -172,6 +173,9 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   return e;
 }
 
+// Reads n bytes at offset `at` of the source into dst; IoError naming the file when it cannot.
+using ReadAt = std::function<void(void* dst, uint64_t n, uint64_t at, const std::string& what)>;
+
 void read_exact(int fd, const std::string& path, void* dst, uint64_t n, uint64_t at, const std::string& what) {
   char* c = static_cast<char*>(dst);
   while (n > 0) {
@@ -187,28 +191,20 @@ void read_exact(int fd, const std::string& path, void* dst, uint64_t n, uint64_t
   }
 }
 
-}  // namespace
-
-SafetensorsFile load_safetensors(const std::string& path) {
-  Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) throw IoError("cannot open safetensors file '" + path + "': " + std::strerror(errno));
-  struct stat st{};
-  if (::fstat(f.fd, &st) != 0) throw IoError("cannot stat safetensors file '" + path + "': " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) corrupt(path, "not a regular file");
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+// The reader proper, over any source of `file_size` bytes.
+SafetensorsFile read_safetensors(const std::string& path, uint64_t file_size, const ReadAt& read_at) {
   if (file_size < 8)
     corrupt(path, "truncated: " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
 
   uint64_t n = 0;
-  read_exact(f.fd, path, &n, 8, 0, "the header length");
+  read_at(&n, 8, 0, "the header length");
   if (n > file_size - 8)
     corrupt(path, "header length " + std::to_string(n) + " exceeds the " + std::to_string(file_size - 8) +
                       " bytes that follow it (truncated or corrupt file)");
   if (n > kMaxHeaderBytes) corrupt(path, "header length " + std::to_string(n) + " is above the 100 MB limit");
   if (n < 2) corrupt(path, "header length " + std::to_string(n) + " is too small for a JSON object");
   std::string hdr(n, '\0');
-  read_exact(f.fd, path, hdr.data(), n, 8, "the header");
+  read_at(hdr.data(), n, 8, "the header");
 
   nlohmann::json j;
   try {
@@ -259,10 +255,33 @@ SafetensorsFile load_safetensors(const std::string& path) {
   out.tensors.reserve(entries.size());
   for (const Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
-    if (e.end > e.begin) read_exact(f.fd, path, t.raw_data(), e.end - e.begin, 8 + n + e.begin, "tensor '" + e.name + "'");
+    if (e.end > e.begin) read_at(t.raw_data(), e.end - e.begin, 8 + n + e.begin, "tensor '" + e.name + "'");
     out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) throw IoError("cannot open safetensors file '" + path + "': " + std::strerror(errno));
+  struct stat st{};
+  if (::fstat(f.fd, &st) != 0) throw IoError("cannot stat safetensors file '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) corrupt(path, "not a regular file");
+  return read_safetensors(path, static_cast<uint64_t>(st.st_size),
+                          [&](void* dst, uint64_t n, uint64_t at, const std::string& what) {
+                            read_exact(f.fd, path, dst, n, at, what);
+                          });
+}
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& name) {
+  return read_safetensors(name, bytes.size(), [&](void* dst, uint64_t n, uint64_t at, const std::string& what) {
+    // The reader checks every range against the size first; this is the same guarantee pread gives.
+    if (at > bytes.size() || n > bytes.size() - at) corrupt(name, "truncated while reading " + what);
+    std::memcpy(dst, bytes.data() + at, n);
+  });
 }
 
 }  // namespace posgrad

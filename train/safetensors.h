@@ -18,6 +18,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct SafetensorsFile {
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+// Reads and validates a safetensors file; IoError naming the path and the problem.
 SafetensorsFile load_safetensors(const std::string& path);
+// The same reader over bytes already in memory (a file read elsewhere, a network buffer, a fuzzer's
+// input); `name` stands for the path in error messages.
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& name = "<memory>");
 
 }  // namespace posgrad
