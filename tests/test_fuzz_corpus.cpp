@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "data/fileio.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "tests/support/test_util.h"
+#include "train/checkpoint.h"
 
 #ifndef POSGRAD_FUZZ_CORPUS_DIR
 #error "POSGRAD_FUZZ_CORPUS_DIR must name tests/fuzz/corpus"
@@ -68,4 +70,14 @@ TEST(FuzzCorpus, CheckpointSeedIsCurrent) {
   const std::string want = posgrad::fuzz::checkpoint_reference_state();
   const std::string got = slurp(fs::path(POSGRAD_FUZZ_CORPUS_DIR) / "checkpoint" / "valid_state.json");
   EXPECT_EQ(got, want) << "tests/fuzz/corpus/checkpoint/valid_state.json is stale; replace it with the text above";
+}
+
+// ... and the seed is a checkpoint that loads: the fuzzer starts from an accepted state.
+TEST(FuzzCorpus, CheckpointSeedLoads) {
+  const std::string dir = posgrad::fuzz::checkpoint_run_dir();
+  posgrad::write_file_atomic(dir + "/checkpoint/state.json", posgrad::fuzz::checkpoint_reference_state());
+  const auto ck = posgrad::train::read_checkpoint(dir);
+  EXPECT_EQ(ck.state.step, 5);
+  EXPECT_FALSE(ck.model.empty());
+  EXPECT_FALSE(ck.optimizer.empty());
 }

@@ -126,6 +126,7 @@ std::string resign(json st) {
 
 // The real state.json of the scratch run (the committed seed tests/fuzz/corpus/checkpoint/valid).
 std::string checkpoint_reference_state() { return run_dir().state; }
+std::string checkpoint_run_dir() { return run_dir().dir; }
 
 int fuzz_checkpoint(const uint8_t* data, size_t size) {
   const RunDir& r = run_dir();

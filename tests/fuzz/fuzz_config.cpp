@@ -61,7 +61,7 @@ void round_trip(const opt::Spec& spec, const opt::Value& v) {
 // from_json into a default S, then (on success) every set value round-trips.
 template <typename S>
 void load_table(const opt::Table<S>& table, const json& j, bool require_all) {
-  S s{};
+  S s;
   std::vector<std::string> set;
   try {
     set = opt::from_json(table, s, j, "fuzz", require_all);
@@ -73,7 +73,7 @@ void load_table(const opt::Table<S>& table, const json& j, bool require_all) {
     round_trip(o->spec, o->get(s));
   }
   // The whole struct, as config.json is written and read back.
-  S back{};
+  S back;
   try {
     opt::from_json(table, back, opt::to_json(table, s), "fuzz (reloaded)");
   } catch (const Error& e) {

@@ -29,6 +29,8 @@ int fuzz_tokenizer(const uint8_t* data, size_t size);
 
 // The real state.json of fuzz_checkpoint's scratch run (the seed corpus/checkpoint/valid must equal it).
 std::string checkpoint_reference_state();
+// The scratch run directory of fuzz_checkpoint (its checkpoint/state.json holds the last input).
+std::string checkpoint_run_dir();
 
 struct Target {
   const char* name;  // the corpus folder tests/fuzz/corpus/<name>
