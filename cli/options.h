@@ -47,7 +47,7 @@ std::vector<std::pair<std::string, opt::Value>> explicit_values(const opt::Table
   };
   if (!config_path.empty()) {
     const nlohmann::json j = read_config_file(config_path);
-    S scratch;
+    S scratch;  // not S{}: GCC 12 then warns (falsely) of an uninitialised std::map inside
     for (const std::string& name : opt::from_json(table, scratch, j, "config file '" + config_path + "'"))
       put(name, opt::find(table, name)->get(scratch));
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -179,7 +180,8 @@ std::string in_quotes(std::string_view t) {
 template <typename T>
 T parse_integer(const Spec& spec, std::string_view t, const std::string& where) {
   std::string_view digits = t;
-  if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
+  // One optional '+' before the digits (from_chars takes none, and would read "+-5" as -5).
+  if (digits.size() >= 2 && digits.front() == '+' && digits[1] >= '0' && digits[1] <= '9') digits.remove_prefix(1);
   T v{};
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, 10);
   if (ec == std::errc::result_out_of_range)
@@ -263,8 +265,42 @@ void check_number(const Spec& spec, long double x, const std::string& shown, con
   if (!spec.range.contains(x)) fail(where, shown + " is out of range (valid: " + spec.range.str() + ")");
 }
 
+// Offset of the first byte that does not belong to well-formed UTF-8 (RFC 3629 §4: no overlong
+// forms, no surrogates, nothing above U+10FFFF), or npos.
+size_t invalid_utf8_at(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // the allowed range of the second byte
+    if (b < 0x80) n = 0;
+    else if (b >= 0xc2 && b <= 0xdf) n = 1;
+    else if (b == 0xe0) n = 2, lo = 0xa0;
+    else if ((b >= 0xe1 && b <= 0xec) || b == 0xee || b == 0xef) n = 2;
+    else if (b == 0xed) n = 2, hi = 0x9f;
+    else if (b == 0xf0) n = 3, lo = 0x90;
+    else if (b >= 0xf1 && b <= 0xf3) n = 3;
+    else if (b == 0xf4) n = 3, hi = 0x8f;
+    else return i;
+    if (n > s.size() - i - 1) return i;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if (k == 1 ? (c < lo || c > hi) : (c < 0x80 || c > 0xbf)) return i;
+    }
+    i += n + 1;
+  }
+  return std::string_view::npos;
+}
+
 void check_text(const Spec& spec, const std::string& s, const std::string& where) {
   if (s.size() > 4096) fail(where, "text of " + std::to_string(s.size()) + " bytes is too long (at most 4096)");
+  // Options are saved in JSON (config.json, state.json), which holds UTF-8 text only.
+  if (const size_t at = invalid_utf8_at(s); at != std::string_view::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(s[at]));
+    fail(where, "text is not valid UTF-8 (byte " + std::string(byte) + " at offset " + std::to_string(at) +
+                    "); options are saved as JSON, which holds UTF-8 only");
+  }
   if (!spec.allow_empty_text && s.empty()) fail(where, "must not be empty");
   if (spec.choices.empty() || std::find(spec.choices.begin(), spec.choices.end(), s) != spec.choices.end()) return;
   const std::string near = nearest(s, spec.choices);
@@ -337,8 +373,10 @@ std::string format(const Value& v) {
         else {
           std::string s;
           for (const auto& e : x) {
-            if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>) s += (s.empty() ? "" : ",") + e;
-            else s += (s.empty() ? "" : ",") + std::to_string(e);
+            // Appended piece by piece: `"," + std::to_string(e)` makes GCC 12 warn (falsely) of -Wrestrict.
+            if (!s.empty()) s += ',';
+            if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>) s += e;
+            else s += std::to_string(e);
           }
           return s;
         }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <sstream>
 #include <type_traits>
@@ -71,6 +72,15 @@ static void check_shape(const Shape& shape, const char* what) {
     POSGRAD_CHECK(d >= 0, ShapeError, what, ": negative dimension in shape ", shape_str(shape));
   POSGRAD_CHECK(shape.size() <= static_cast<size_t>(kernels::kMaxDims), ShapeError, what, ": shape ",
                 shape_str(shape), " has more than ", kernels::kMaxDims, " dims");
+  // contiguous_strides multiplies every extent (zeros counted as 1), so that product must fit in
+  // int64 even when the tensor is empty: shape (0, 2^62, 4) holds nothing but its strides overflow.
+  int64_t span = 1;
+  for (int64_t d : shape) {
+    const int64_t e = std::max<int64_t>(d, 1);
+    POSGRAD_CHECK(span <= std::numeric_limits<int64_t>::max() / e, ShapeError, what, ": shape ", shape_str(shape),
+                  " has more elements (counting empty dims as 1) than an int64 can index");
+    span *= e;
+  }
 }
 
 TensorImpl& Tensor::impl() const {

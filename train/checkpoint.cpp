@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -20,7 +21,29 @@ using json = nlohmann::json;
 static constexpr int kFormatVersion = 2;  // 2: flat option-table config, state_checksum
 
 static json rng_json(const GeneratorState& g) { return {{"seed", g.seed}, {"offset", g.offset}}; }
-static GeneratorState rng_from(const json& j) { return {j.at("seed").get<uint64_t>(), j.at("offset").get<uint64_t>()}; }
+
+// An integer field of state.json: a JSON integer (not a float, boolean or string) that fits T.
+// nlohmann's get<T>() would convert 1e300 or -1.5 with undefined behaviour and true as 1.
+template <typename T>
+static T integer_at(const json& j, const std::string& key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) throw IoError(where + " is incomplete: no \"" + key + "\"");
+  const json& v = j.at(key);
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u <= static_cast<uint64_t>(std::numeric_limits<T>::max())) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (std::is_signed_v<T> || i >= 0) return static_cast<T>(i);
+  }
+  std::string shown = v.dump();
+  if (shown.size() > 64) shown = shown.substr(0, 61) + "...";
+  throw IoError(where + ": \"" + key + "\" is " + shown + ", not an integer in the range of " +
+                (std::is_signed_v<T> ? "int64" : "uint64"));
+}
+
+static GeneratorState rng_from(const json& j, const std::string& where) {
+  return {integer_at<uint64_t>(j, "seed", where), integer_at<uint64_t>(j, "offset", where)};
+}
 
 std::string checkpoint_dir(const std::string& run_dir) {
   // After a crash between the two renames of write_checkpoint only checkpoint.old exists.
@@ -108,13 +131,14 @@ LoadedCheckpoint read_checkpoint(const std::string& run_dir, bool with_optimizer
   if (with_optimizer) verify_checksum(dir, st, "optimizer.safetensors");
   LoadedCheckpoint ck;
   try {
-    ck.state.step = st.at("step").get<int64_t>();
-    ck.state.optimizer_steps = st.at("optimizer_steps").get<int64_t>();
+    const std::string where = "checkpoint " + dir + "/state.json";
+    ck.state.step = integer_at<int64_t>(st, "step", where);
+    ck.state.optimizer_steps = integer_at<int64_t>(st, "optimizer_steps", where);
     ck.state.config = st.at("config");
     ck.state.tokenizer = st.at("tokenizer");
-    ck.state.init_rng = rng_from(st.at("rng").at("init"));
-    ck.state.dropout_rng = rng_from(st.at("rng").at("dropout"));
-    ck.state.sampler_rng = rng_from(st.at("rng").at("sampler"));
+    ck.state.init_rng = rng_from(st.at("rng").at("init"), where + ": rng.init");
+    ck.state.dropout_rng = rng_from(st.at("rng").at("dropout"), where + ": rng.dropout");
+    ck.state.sampler_rng = rng_from(st.at("rng").at("sampler"), where + ": rng.sampler");
   } catch (const json::exception& e) {
     throw IoError("checkpoint " + dir + "/state.json is incomplete: " + e.what());
   }
@@ -172,7 +196,13 @@ void truncate_metrics(const std::string& path, int64_t step) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     try {
-      if (json::parse(line).value("step", int64_t{0}) > step) continue;
+      const json row = json::parse(line);
+      if (!row.is_object()) continue;  // damaged
+      if (row.contains("step")) {
+        const json& s = row["step"];
+        if (!s.is_number_integer()) continue;  // damaged (and get<int64_t> of 1e300 is undefined)
+        if (s.is_number_unsigned() ? s.get<uint64_t>() > static_cast<uint64_t>(step) : s.get<int64_t>() > step) continue;
+      }
     } catch (const json::exception&) {
       continue;  // a torn last line of a killed run
     }

@@ -16,12 +16,14 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "tensor/errors.h"
+#include "tensor/kernels/kernels.h"
 
 namespace posgrad {
 
@@ -34,6 +36,16 @@ namespace {
 
 // The reference reader refuses headers above 100 MB (MAX_HEADER_SIZE); so do we.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// A valid header nests three levels: the object, a tensor entry (or "__metadata__"), its arrays.
+// Deeper input is refused while it is parsed, so a hostile header never builds (nor recurses
+// into, when printed) a deep value.
+constexpr int kMaxHeaderDepth = 3;
+
+// A JSON value for an error message: at most 64 characters of its dump.
+std::string shown(const nlohmann::json& v) {
+  const std::string s = v.dump();
+  return s.size() > 64 ? s.substr(0, 61) + "..." : s;
+}
 
 const char* st_dtype(DType t) {
   switch (t) {
@@ -148,29 +160,39 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   const std::string dt = v["dtype"].get<std::string>();
   if (!parse_st_dtype(dt, e.dtype))
     corrupt(path, where + ": unsupported dtype '" + dt + "' (posgrad reads F32, F64, I64, BOOL)");
+  if (v["shape"].size() > static_cast<size_t>(kernels::kMaxDims))
+    corrupt(path, where + ": shape " + shown(v["shape"]) + " has " + std::to_string(v["shape"].size()) +
+                      " dims; posgrad tensors have at most " + std::to_string(kernels::kMaxDims));
   uint64_t numel = 1;
+  uint64_t span = 1;  // product of the extents with zeros counted as 1: what the strides multiply
   for (const auto& d : v["shape"]) {
-    if (!d.is_number_unsigned()) corrupt(path, where + ": shape entry " + d.dump() + " is not a non-negative integer");
+    if (!d.is_number_unsigned()) corrupt(path, where + ": shape entry " + shown(d) + " is not a non-negative integer");
     const uint64_t n = d.get<uint64_t>();
     if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
         (n != 0 && numel > std::numeric_limits<uint64_t>::max() / n))
-      corrupt(path, where + ": shape " + v["shape"].dump() + " overflows");
+      corrupt(path, where + ": shape " + shown(v["shape"]) + " overflows");
     numel *= n;
+    if (span > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / std::max<uint64_t>(n, 1))
+      corrupt(path, where + ": shape " + shown(v["shape"]) + " overflows (its strides exceed int64)");
+    span *= std::max<uint64_t>(n, 1);
     e.shape.push_back(static_cast<int64_t>(n));
   }
   const auto& off = v["data_offsets"];
   if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-    corrupt(path, where + ": data_offsets " + off.dump() + " are not non-negative integers");
+    corrupt(path, where + ": data_offsets " + shown(off) + " are not non-negative integers");
   e.begin = off[0].get<uint64_t>();
   e.end = off[1].get<uint64_t>();
-  if (e.end < e.begin) corrupt(path, where + ": data_offsets " + off.dump() + " end before they begin");
+  if (e.end < e.begin) corrupt(path, where + ": data_offsets " + shown(off) + " end before they begin");
   if (numel > std::numeric_limits<uint64_t>::max() / dtype_size(e.dtype) ||
       numel * dtype_size(e.dtype) != e.end - e.begin)
-    corrupt(path, where + ": data_offsets " + off.dump() + " span " + std::to_string(e.end - e.begin) +
-                      " bytes, but shape " + v["shape"].dump() + " of " + dt + " needs " +
+    corrupt(path, where + ": data_offsets " + shown(off) + " span " + std::to_string(e.end - e.begin) +
+                      " bytes, but shape " + shown(v["shape"]) + " of " + dt + " needs " +
                       std::to_string(numel * dtype_size(e.dtype)));
   return e;
 }
+
+// Reads n bytes at offset `at` of the source into dst; IoError naming the file when it cannot.
+using ReadAt = std::function<void(void* dst, uint64_t n, uint64_t at, const std::string& what)>;
 
 void read_exact(int fd, const std::string& path, void* dst, uint64_t n, uint64_t at, const std::string& what) {
   char* c = static_cast<char*>(dst);
@@ -187,32 +209,32 @@ void read_exact(int fd, const std::string& path, void* dst, uint64_t n, uint64_t
   }
 }
 
-}  // namespace
-
-SafetensorsFile load_safetensors(const std::string& path) {
-  Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) throw IoError("cannot open safetensors file '" + path + "': " + std::strerror(errno));
-  struct stat st{};
-  if (::fstat(f.fd, &st) != 0) throw IoError("cannot stat safetensors file '" + path + "': " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) corrupt(path, "not a regular file");
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+// The reader proper, over any source of `file_size` bytes.
+SafetensorsFile read_safetensors(const std::string& path, uint64_t file_size, const ReadAt& read_at) {
   if (file_size < 8)
     corrupt(path, "truncated: " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
 
   uint64_t n = 0;
-  read_exact(f.fd, path, &n, 8, 0, "the header length");
+  read_at(&n, 8, 0, "the header length");
   if (n > file_size - 8)
     corrupt(path, "header length " + std::to_string(n) + " exceeds the " + std::to_string(file_size - 8) +
                       " bytes that follow it (truncated or corrupt file)");
   if (n > kMaxHeaderBytes) corrupt(path, "header length " + std::to_string(n) + " is above the 100 MB limit");
   if (n < 2) corrupt(path, "header length " + std::to_string(n) + " is too small for a JSON object");
   std::string hdr(n, '\0');
-  read_exact(f.fd, path, hdr.data(), n, 8, "the header");
+  read_at(hdr.data(), n, 8, "the header");
 
   nlohmann::json j;
+  const nlohmann::json::parser_callback_t limit = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+    if ((event == nlohmann::json::parse_event_t::object_start || event == nlohmann::json::parse_event_t::array_start) &&
+        depth >= kMaxHeaderDepth) {
+      throw IoError("safetensors file '" + path + "': header JSON is nested deeper than " +
+                    std::to_string(kMaxHeaderDepth) + " levels");
+    }
+    return true;
+  };
   try {
-    j = nlohmann::json::parse(hdr);
+    j = nlohmann::json::parse(hdr, limit);
   } catch (const nlohmann::json::exception& e) {
     corrupt(path, std::string("header is not valid JSON: ") + e.what());
   }
@@ -259,10 +281,33 @@ SafetensorsFile load_safetensors(const std::string& path) {
   out.tensors.reserve(entries.size());
   for (const Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
-    if (e.end > e.begin) read_exact(f.fd, path, t.raw_data(), e.end - e.begin, 8 + n + e.begin, "tensor '" + e.name + "'");
+    if (e.end > e.begin) read_at(t.raw_data(), e.end - e.begin, 8 + n + e.begin, "tensor '" + e.name + "'");
     out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) throw IoError("cannot open safetensors file '" + path + "': " + std::strerror(errno));
+  struct stat st{};
+  if (::fstat(f.fd, &st) != 0) throw IoError("cannot stat safetensors file '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) corrupt(path, "not a regular file");
+  return read_safetensors(path, static_cast<uint64_t>(st.st_size),
+                          [&](void* dst, uint64_t n, uint64_t at, const std::string& what) {
+                            read_exact(f.fd, path, dst, n, at, what);
+                          });
+}
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& name) {
+  return read_safetensors(name, bytes.size(), [&](void* dst, uint64_t n, uint64_t at, const std::string& what) {
+    // The reader checks every range against the size first; this is the same guarantee pread gives.
+    if (at > bytes.size() || n > bytes.size() - at) corrupt(name, "truncated while reading " + what);
+    std::memcpy(dst, bytes.data() + at, n);
+  });
 }
 
 }  // namespace posgrad

@@ -11,13 +11,16 @@
 //
 // Loading validates everything the reference implementation does (header length within the file,
 // valid JSON object, known dtype, shape * dtype size == end - begin, tensors contiguous from 0
-// without gaps or overlaps, data section fully covered) and throws IoError naming the file and the
-// problem. Deliberately not supported: F16/BF16/I32/U8... (posgrad has no such dtypes), mmap-ed
+// without gaps or overlaps, data section fully covered), plus what a posgrad tensor needs (at most
+// 8 dims, strides within int64 even for an empty tensor) and a header nested at most 3 levels
+// deep, and throws IoError naming the file and the problem. tests/fuzz/fuzz_safetensors.cpp
+// fuzzes both entry points. Deliberately not supported: F16/BF16/I32/U8... (posgrad has no such dtypes), mmap-ed
 // lazy loading, or reading straight to a GPU (load to the CPU, then .to(device)).
 #pragma once
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +41,10 @@ struct SafetensorsFile {
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+// Reads and validates a safetensors file; IoError naming the path and the problem.
 SafetensorsFile load_safetensors(const std::string& path);
+// The same reader over bytes already in memory (a file read elsewhere, a network buffer, a fuzzer's
+// input); `name` stands for the path in error messages.
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& name = "<memory>");
 
 }  // namespace posgrad
