@@ -265,40 +265,16 @@ void check_number(const Spec& spec, long double x, const std::string& shown, con
   if (!spec.range.contains(x)) fail(where, shown + " is out of range (valid: " + spec.range.str() + ")");
 }
 
-// Offset of the first byte that does not belong to well-formed UTF-8 (RFC 3629 §4: no overlong
-// forms, no surrogates, nothing above U+10FFFF), or npos.
-size_t invalid_utf8_at(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    unsigned char lo = 0x80, hi = 0xbf;  // the allowed range of the second byte
-    if (b < 0x80) n = 0;
-    else if (b >= 0xc2 && b <= 0xdf) n = 1;
-    else if (b == 0xe0) n = 2, lo = 0xa0;
-    else if ((b >= 0xe1 && b <= 0xec) || b == 0xee || b == 0xef) n = 2;
-    else if (b == 0xed) n = 2, hi = 0x9f;
-    else if (b == 0xf0) n = 3, lo = 0x90;
-    else if (b >= 0xf1 && b <= 0xf3) n = 3;
-    else if (b == 0xf4) n = 3, hi = 0x8f;
-    else return i;
-    if (n > s.size() - i - 1) return i;
-    for (size_t k = 1; k <= n; ++k) {
-      const auto c = static_cast<unsigned char>(s[i + k]);
-      if (k == 1 ? (c < lo || c > hi) : (c < 0x80 || c > 0xbf)) return i;
-    }
-    i += n + 1;
-  }
-  return std::string_view::npos;
-}
-
 void check_text(const Spec& spec, const std::string& s, const std::string& where) {
   if (s.size() > 4096) fail(where, "text of " + std::to_string(s.size()) + " bytes is too long (at most 4096)");
   // Options are saved in JSON (config.json, state.json), which holds UTF-8 text only.
-  if (const size_t at = invalid_utf8_at(s); at != std::string_view::npos) {
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(s[at]));
-    fail(where, "text is not valid UTF-8 (byte " + std::string(byte) + " at offset " + std::to_string(at) +
+  // The JSON library's strict serializer is the UTF-8 validator (RFC 3629: no overlong forms, no
+  // surrogates, nothing above U+10FFFF); its message names the byte and its index.
+  try {
+    (void)json(s).dump();
+  } catch (const json::type_error& e) {
+    const std::string what = e.what();
+    fail(where, "text is not valid UTF-8 (" + what.substr(what.find("] ") + 2) +
                     "); options are saved as JSON, which holds UTF-8 only");
   }
   if (!spec.allow_empty_text && s.empty()) fail(where, "must not be empty");

@@ -72,10 +72,12 @@ static void check_shape(const Shape& shape, const char* what) {
     POSGRAD_CHECK(d >= 0, ShapeError, what, ": negative dimension in shape ", shape_str(shape));
   POSGRAD_CHECK(shape.size() <= static_cast<size_t>(kernels::kMaxDims), ShapeError, what, ": shape ",
                 shape_str(shape), " has more than ", kernels::kMaxDims, " dims");
-  // contiguous_strides multiplies every extent (zeros counted as 1), so that product must fit in
-  // int64 even when the tensor is empty: shape (0, 2^62, 4) holds nothing but its strides overflow.
+  // contiguous_strides multiplies the extents after each dim (zeros counted as 1), so the largest
+  // stride — the product of every extent but the first — must fit in int64 even when the tensor is
+  // empty: (0, 2^62, 4) holds nothing but its strides overflow; (2^40, 2^40, 0) is a valid empty tensor.
   int64_t span = 1;
-  for (int64_t d : shape) {
+  for (size_t i = 1; i < shape.size(); ++i) {
+    const int64_t d = shape[i];
     const int64_t e = std::max<int64_t>(d, 1);
     POSGRAD_CHECK(span <= std::numeric_limits<int64_t>::max() / e, ShapeError, what, ": shape ", shape_str(shape),
                   " has more elements (counting empty dims as 1) than an int64 can index");

@@ -71,9 +71,10 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   for (const auto& m : nn::position_encoding_kinds())
     for (const char* what : {",attention,16,", ",step,32,"})
       EXPECT_NE(cost.find("\n" + m + what), std::string::npos) << m << what;
-  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0)
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
     for (const char* p : {"ppl_vs_length", "train_loss", "per_position_loss", "attention_distance"})
       EXPECT_TRUE(fs::exists(d.str(std::string("a/plots/") + p + ".png"))) << p;
+  }
 }
 
 TEST(Compare, ReportRerendersFromResultsJsonAlone) {
@@ -241,6 +242,11 @@ TEST(Results, JsonRoundTripIsExact) {
   nlohmann::json broken = j;
   broken["units"][0].erase("lengths");
   EXPECT_THROW(train::comparison_from_json(broken, "broken.json"), IoError);
+  for (const nlohmann::json& bad : {nlohmann::json(1e300), nlohmann::json(-1.5), nlohmann::json(true), nlohmann::json("7")}) {
+    broken = j;
+    broken["units"][0]["parameters"] = bad;  // integers must be JSON integers: no conversion of 1e300
+    EXPECT_THROW(train::comparison_from_json(broken, "broken.json"), IoError) << bad.dump();
+  }
 }
 
 TEST(Claims, AttentionDecayCorrelation) {

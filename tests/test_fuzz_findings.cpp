@@ -54,7 +54,7 @@ std::string run_with_state(json st) {
 TEST(FuzzFindings, OptionTextMustBeUtf8) {
   const auto& run = spec_of(train::eval_options(), "run");
   EXPECT_EQ(thrown_message<UsageError>([&] { opt::parse(run, "runs/\xff", "--run"); }),
-            "--run: text is not valid UTF-8 (byte 0xff at offset 5); options are saved as JSON, which holds UTF-8 only");
+            "--run: text is not valid UTF-8 (invalid UTF-8 byte at index 5: 0xFF); options are saved as JSON, which holds UTF-8 only");
   // Overlong forms, surrogates and truncated sequences are not UTF-8 either; real characters are.
   for (const char* bad : {"\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\xf4\x90\x80\x80"})
     EXPECT_THROW(opt::parse(run, bad, "--run"), UsageError) << bad;

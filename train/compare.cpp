@@ -43,7 +43,7 @@ CompareConfig compare_preset(const std::string& name) {
     // The default: nanoGPT's small CPU model, three seeds of every method within 20 minutes on a
     // quiet 2-core machine (the report's settings block gives the measured seed-to-seed noise).
     set_model(c.base, 4, 4, 128, 64);
-    set_run(c.base, 12, 1000, 100, 500);
+    set_run(c.base, 12, 650, 65, 250);
     c.base.eval_windows = 32;
     c.base.log_interval = 50;
     c.seeds = {1, 2, 3};
@@ -165,12 +165,18 @@ std::unique_ptr<nn::GPT> rope_variant(const nn::GPT& model, const std::vector<st
 // Evaluation-time variants of a trained RoPE model: the context-extension scalings (linear and YaRN
 // stretch by s = L / L_train; dynamic NTK grows its base with the current length itself, s = 1, so
 // it is the plain model up to L_train), and the rotary arithmetic rounded to bf16 / fp16 (claim k).
-std::map<std::string, std::vector<std::optional<LengthResult>>> rope_variants(nn::GPT& model, const data::TokenSpan& val,
-                                                                            const CompareConfig& cfg, Device dev) {
+std::map<std::string, std::vector<std::optional<LengthResult>>> rope_variants(
+    nn::GPT& model, const data::TokenSpan& val, const CompareConfig& cfg, Device dev,
+    const std::vector<std::optional<LengthResult>>& plain) {
   std::map<std::string, std::vector<std::optional<LengthResult>>> rows;
   for (const std::string scaling : {"linear", "dynamic", "yarn"}) {
     std::vector<std::optional<LengthResult>> row;
-    for (int64_t m : cfg.eval_multipliers) {
+    for (size_t i = 0; i < cfg.eval_multipliers.size(); ++i) {
+      const int64_t m = cfg.eval_multipliers[i];
+      if (m == 1) {  // s = 1 (and dynamic NTK up to L_train) is the plain model: the same numbers
+        row.push_back(plain[i]);
+        continue;
+      }
       CompareConfig one = cfg;
       one.eval_multipliers = {m};
       auto v = rope_variant(model, {{"rope_scaling", scaling},
@@ -280,7 +286,7 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   spdlog::info("[{} seed {}] evaluating", method, seed);
   const data::TokenSpan& val = t.dataset().val();
   u.lengths = evaluate_lengths(model, val, cfg, dev, &u.per_position_loss);
-  if (method == "rope") u.variants = rope_variants(model, val, cfg, dev);
+  if (method == "rope") u.variants = rope_variants(model, val, cfg, dev, u.lengths);
   {
     data::EvalWindows w = t.dataset().eval_windows(tc.model.block_size, 8);
     Tensor x = w.batch(0, w.size()).first.to(dev);

@@ -79,7 +79,7 @@ bool run_gnuplot(const std::string& script) {
   return st == 0;
 }
 
-const char* kStyle = "set terminal pngcairo size 1000,650 enhanced font 'Sans,11'\nset grid\nset key outside right top\n";
+const char* kStyle = "set terminal pngcairo size 1000,650 noenhanced font 'Sans,11'\nset grid\nset key outside right top\n";
 
 }  // namespace
 
@@ -200,7 +200,7 @@ std::vector<std::string> write_plots(const ComparisonResult& r, const std::strin
     std::ofstream gp(d + "/attention_distance.gp");
     const int n = static_cast<int>(c.methods.size());
     const int cols = std::min(n, 4), rows_ = (n + cols - 1) / cols;
-    gp << "set terminal pngcairo size " << 420 * cols << "," << 330 * rows_ << " enhanced font 'Sans,9'\n"
+    gp << "set terminal pngcairo size " << 420 * cols << "," << 330 * rows_ << " noenhanced font 'Sans,9'\n"
        << "set output '" << d << "/attention_distance.png'\nset multiplot layout " << rows_ << "," << cols
        << " title 'Mean attention weight vs query-key distance (per layer, first seed)'\nset logscale y\nset grid\n"
        << "set xlabel 'distance'\n";

@@ -21,6 +21,37 @@ using json = nlohmann::json;
 
 namespace {
 
+// Typed reads of untrusted JSON: an integer must be a JSON integer in range (a float such as 1e300
+// would be undefined behaviour to convert), a real any JSON number; json::type_error otherwise,
+// which the callers turn into an IoError naming the file.
+int64_t integer(const json& j) {
+  if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    throw json::type_error::create(302, "integer out of range", &j);
+  if (!j.is_number_integer()) throw json::type_error::create(302, "expected an integer, got " + std::string(j.type_name()), &j);
+  return j.get<int64_t>();
+}
+uint64_t unsigned_integer(const json& j) {
+  if (!j.is_number_unsigned()) throw json::type_error::create(302, "expected an unsigned integer", &j);
+  return j.get<uint64_t>();
+}
+double real(const json& j) {
+  if (!j.is_number()) throw json::type_error::create(302, "expected a number, got " + std::string(j.type_name()), &j);
+  return j.get<double>();
+}
+std::vector<double> reals(const json& j) {
+  std::vector<double> v;
+  for (const auto& e : j) v.push_back(real(e));
+  return v;
+}
+std::vector<std::pair<int64_t, double>> curve(const json& j) {
+  std::vector<std::pair<int64_t, double>> v;
+  for (const auto& e : j) {
+    if (!e.is_array() || e.size() != 2) throw json::type_error::create(302, "expected [step, loss]", &e);
+    v.emplace_back(integer(e[0]), real(e[1]));
+  }
+  return v;
+}
+
 json length_json(const std::optional<LengthResult>& l) {
   if (!l) return nullptr;
   return {{"context", l->context}, {"windows", l->windows}, {"loss", l->loss}, {"perplexity", l->perplexity},
@@ -30,11 +61,11 @@ json length_json(const std::optional<LengthResult>& l) {
 std::optional<LengthResult> length_from(const json& j) {
   if (j.is_null()) return std::nullopt;
   LengthResult l;
-  l.context = j.at("context").get<int64_t>();
-  l.windows = j.at("windows").get<int64_t>();
-  l.loss = j.at("loss").get<double>();
-  l.perplexity = j.at("perplexity").get<double>();
-  l.accuracy = j.at("accuracy").get<double>();
+  l.context = integer(j.at("context"));
+  l.windows = integer(j.at("windows"));
+  l.loss = real(j.at("loss"));
+  l.perplexity = real(j.at("perplexity"));
+  l.accuracy = real(j.at("accuracy"));
   return l;
 }
 
@@ -80,30 +111,30 @@ UnitResult unit_from_json(const json& j, const std::string& source) {
   UnitResult u;
   try {
     u.method = j.at("method").get<std::string>();
-    u.seed = j.at("seed").get<uint64_t>();
-    u.parameters = j.at("parameters").get<int64_t>();
-    u.position_parameters = j.at("position_parameters").get<int64_t>();
-    u.train_curve = j.at("train_curve").get<std::vector<std::pair<int64_t, double>>>();
-    u.val_curve = j.at("val_curve").get<std::vector<std::pair<int64_t, double>>>();
+    u.seed = unsigned_integer(j.at("seed"));
+    u.parameters = integer(j.at("parameters"));
+    u.position_parameters = integer(j.at("position_parameters"));
+    u.train_curve = curve(j.at("train_curve"));
+    u.val_curve = curve(j.at("val_curve"));
     u.lengths = lengths_from(j.at("lengths"));
     for (const auto& [name, v] : j.at("variants").items()) u.variants[name] = lengths_from(v);
-    u.per_position_loss = j.at("per_position_loss").get<std::vector<double>>();
-    u.attention_by_distance = j.at("attention_by_distance").get<std::vector<std::vector<double>>>();
+    u.per_position_loss = reals(j.at("per_position_loss"));
+    for (const auto& layer : j.at("attention_by_distance")) u.attention_by_distance.push_back(reals(layer));
     for (const auto& t : j.at("task")) {
       if (t.is_null()) {
         u.task.emplace_back();
         continue;
       }
       TaskScore s;
-      s.length = t.at("length").get<int64_t>();
-      s.examples = t.at("examples").get<int64_t>();
-      s.exact_match = t.at("exact_match").get<double>();
-      s.token_f1 = t.at("token_f1").get<double>();
-      s.token_accuracy = t.at("token_accuracy").get<double>();
+      s.length = integer(t.at("length"));
+      s.examples = integer(t.at("examples"));
+      s.exact_match = real(t.at("exact_match"));
+      s.token_f1 = real(t.at("token_f1"));
+      s.token_accuracy = real(t.at("token_accuracy"));
       u.task.push_back(s);
     }
-    u.task_final_loss = j.at("task_final_loss").get<double>();
-    u.train_seconds = j.at("train_seconds").get<double>();
+    u.task_final_loss = real(j.at("task_final_loss"));
+    u.train_seconds = real(j.at("train_seconds"));
     u.resumed = j.at("resumed").get<bool>();
   } catch (const json::exception& e) {
     throw IoError(source + ": not a unit result of this posgrad version (" + e.what() + ")");
@@ -140,17 +171,16 @@ ComparisonResult comparison_from_json(const json& j, const std::string& source) 
     r.provenance = {p.at("git_commit").get<std::string>(), p.at("cpu").get<std::string>(),
                     p.at("simd").get<std::string>(),       p.at("compiler").get<std::string>(),
                     p.at("libraries").get<std::string>(),  p.at("cuda").get<std::string>(),
-                    p.at("config_hash").get<std::string>(), p.at("threads").get<int64_t>()};
+                    p.at("config_hash").get<std::string>(), integer(p.at("threads"))};
     for (const auto& u : j.at("units")) r.units.push_back(unit_from_json(u, source));
     const json& c = j.at("cost");
-    r.cost.rounds = c.at("rounds").get<int64_t>();
-    r.cost.threads = c.at("threads").get<int64_t>();
-    r.cost.lengths = c.at("lengths").get<std::vector<int64_t>>();
+    r.cost.rounds = integer(c.at("rounds"));
+    r.cost.threads = integer(c.at("threads"));
+    for (const auto& x : c.at("lengths")) r.cost.lengths.push_back(integer(x));
     for (const auto& row : c.at("rows"))
       r.cost.rows.push_back({row.at("method").get<std::string>(), row.at("what").get<std::string>(),
-                             row.at("T").get<int64_t>(), row.at("batch").get<int64_t>(),
-                             row.at("seconds").get<std::vector<double>>(), row.at("peak_bytes").get<int64_t>(),
-                             row.at("parameters").get<int64_t>()});
+                             integer(row.at("T")), integer(row.at("batch")), reals(row.at("seconds")),
+                             integer(row.at("peak_bytes")), integer(row.at("parameters"))});
   } catch (const json::exception& e) {
     throw IoError(source + ": incomplete comparison result (" + e.what() + ")");
   } catch (const UsageError& e) {
