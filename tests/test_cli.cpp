@@ -31,13 +31,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string write_corpus(const TempDir& d, int lines = 400) {
-  std::ostringstream os;
-  for (int i = 0; i < lines; ++i) os << "the quick brown fox " << (i % 7) << " jumps over the lazy dog " << (i % 5) << ".\n";
-  std::string p = d.str("corpus.txt");
-  std::ofstream(p) << os.str();
-  return p;
-}
+using posgrad::test::write_corpus;
 
 template <typename F>
 std::string usage_error(F&& f) {

@@ -49,16 +49,6 @@ class ScopedEnv {
   bool had_ = false;
 };
 
-template <typename E, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
 
 std::string some_text() {
   std::string s;
@@ -104,10 +94,10 @@ TEST(Tokenizer, CharVocabularyIsSortedDistinctBytes) {
 
 TEST(Tokenizer, CharUnknownByteNamesCharacterAndValue) {
   CharTokenizer tok("abc");
-  std::string msg = error_of<ValueError>([&] { tok.encode("abz"); });
+  std::string msg = posgrad::test::thrown_message<ValueError>([&] { tok.encode("abz"); });
   EXPECT_NE(msg.find("'z'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("122"), std::string::npos) << msg;
-  msg = error_of<ValueError>([&] { tok.encode(std::string("a\x01", 2)); });
+  msg = posgrad::test::thrown_message<ValueError>([&] { tok.encode(std::string("a\x01", 2)); });
   EXPECT_NE(msg.find("\\x01"), std::string::npos) << msg;
   EXPECT_NE(msg.find("byte 1"), std::string::npos) << msg;
   EXPECT_THROW(CharTokenizer(""), ValueError);
@@ -137,7 +127,7 @@ TEST(Tokenizer, BadJsonAndUnknownKind) {
   EXPECT_THROW(Tokenizer::from_json({{"kind", "char"}, {"symbols", {3, 2}}}), ValueError);
   EXPECT_THROW(Tokenizer::from_json({{"kind", "char"}, {"symbols", {1, 300}}}), ValueError);
   EXPECT_THROW(Tokenizer::from_json({{"kind", "char"}, {"symbols", {1, 2}}, {"vocab_size", 3}}), ValueError);
-  std::string msg = error_of<ValueError>([] { make_tokenizer("bpe", "abc"); });
+  std::string msg = posgrad::test::thrown_message<ValueError>([] { make_tokenizer("bpe", "abc"); });
   EXPECT_NE(msg.find("bpe"), std::string::npos) << msg;
   EXPECT_NE(msg.find("byte"), std::string::npos) << msg;
   EXPECT_NE(msg.find("char"), std::string::npos) << msg;
@@ -161,15 +151,15 @@ TEST(Corpus, FilePathMissingEmptyDirectory) {
   write_text(d.file("a.txt"), "some text\n");
   EXPECT_EQ(load_corpus(d.file("a.txt")), "some text\n");
 
-  std::string msg = error_of<IoError>([&] { load_corpus(d.file("missing.txt")); });
+  std::string msg = posgrad::test::thrown_message<IoError>([&] { load_corpus(d.file("missing.txt")); });
   EXPECT_NE(msg.find(d.file("missing.txt")), std::string::npos) << msg;
 
   write_text(d.file("empty.txt"), "");
-  msg = error_of<IoError>([&] { load_corpus(d.file("empty.txt")); });
+  msg = posgrad::test::thrown_message<IoError>([&] { load_corpus(d.file("empty.txt")); });
   EXPECT_NE(msg.find("empty"), std::string::npos) << msg;
   EXPECT_NE(msg.find(d.file("empty.txt")), std::string::npos) << msg;
 
-  msg = error_of<IoError>([&] { load_corpus(d.str()); });
+  msg = posgrad::test::thrown_message<IoError>([&] { load_corpus(d.str()); });
   EXPECT_NE(msg.find("directory"), std::string::npos) << msg;
   EXPECT_THROW(load_corpus(""), ValueError);
 }
@@ -178,7 +168,7 @@ TEST(Corpus, KjvLooksInDataHome) {
   TempDir d;
   ScopedEnv env("POSGRAD_HOME", d.str().c_str());
   EXPECT_EQ(default_data_home(), d.str());
-  std::string msg = error_of<IoError>([] { load_corpus("kjv"); });
+  std::string msg = posgrad::test::thrown_message<IoError>([] { load_corpus("kjv"); });
   EXPECT_NE(msg.find(d.file("kjv.txt")), std::string::npos) << msg;
   EXPECT_NE(msg.find("setup.sh"), std::string::npos) << msg;
   write_text(d.file("kjv.txt"), "In the beginning\n");
@@ -207,7 +197,7 @@ TEST(Corpus, ShakespeareDataDirPrecedence) {
   }
   TempDir empty;
   ScopedEnv env("POSGRAD_DATA_DIR", empty.str().c_str());
-  std::string msg = error_of<IoError>([] { load_corpus("shakespeare"); });
+  std::string msg = posgrad::test::thrown_message<IoError>([] { load_corpus("shakespeare"); });
   EXPECT_NE(msg.find(empty.file("tinyshakespeare.txt")), std::string::npos) << msg;
   EXPECT_NE(msg.find("POSGRAD_DATA_DIR"), std::string::npos) << msg;
 }
@@ -321,7 +311,7 @@ TEST(Dataset, ContiguousNinetyTenSplit) {
 
 TEST(Dataset, TooShortCorpusNamesLengths) {
   // 40 tokens: 36 train, 4 val; block 8 needs 9 in each split.
-  std::string msg = error_of<ValueError>([] { TokenDataset(iota_ids(40), 40, 8); });
+  std::string msg = posgrad::test::thrown_message<ValueError>([] { TokenDataset(iota_ids(40), 40, 8); });
   EXPECT_NE(msg.find("36"), std::string::npos) << msg;
   EXPECT_NE(msg.find(" 4 "), std::string::npos) << msg;
   EXPECT_NE(msg.find("9"), std::string::npos) << msg;
@@ -384,7 +374,7 @@ TEST(Sampler, TooShortSplitAndBadArguments) {
   TokenDataset ds(iota_ids(100), 100, 4);  // val: 10 tokens
   BatchSampler s(ds.val(), 1);
   EXPECT_NO_THROW(s.next(2, 9));
-  std::string msg = error_of<ValueError>([&] { s.next(2, 10); });
+  std::string msg = posgrad::test::thrown_message<ValueError>([&] { s.next(2, 10); });
   EXPECT_NE(msg.find("10 tokens"), std::string::npos) << msg;
   EXPECT_THROW(s.next(0, 4), ValueError);
   EXPECT_THROW(s.next(2, 0), ValueError);
@@ -443,7 +433,7 @@ TEST(EvalWindows, SameTextAcrossLengths) {
 TEST(EvalWindows, TooShortValSplit) {
   TokenDataset ds(iota_ids(100), 100, 4);  // val: 10 tokens
   EXPECT_EQ(ds.eval_windows(9, 0).size(), 1);
-  std::string msg = error_of<ValueError>([&] { ds.eval_windows(10, 0); });
+  std::string msg = posgrad::test::thrown_message<ValueError>([&] { ds.eval_windows(10, 0); });
   EXPECT_NE(msg.find("10 tokens"), std::string::npos) << msg;
 }
 

@@ -62,17 +62,6 @@ Tensor leaf(const std::vector<double>& v, const Shape& s, DType dt) {
   return t;
 }
 
-// The message of the exception fn throws as E (empty, and a test failure, if it throws nothing).
-template <typename E, typename F>
-std::string message_of(F&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -368,9 +357,9 @@ TEST(Numerics, DivGradientForTinyDivisors) {
 // returned a tensor with numel() == 0.
 TEST(Numerics, ImpossibleSizesAreShapeErrorsNamingTheShape) {
   const int64_t k62 = int64_t(1) << 62, k32 = int64_t(1) << 32;
-  std::string m = message_of<ShapeError>([&] { (void)Tensor::ones({k62}); });
+  std::string m = posgrad::test::thrown_message<ShapeError>([&] { (void)Tensor::ones({k62}); });
   EXPECT_TRUE(contains(m, "(4611686018427387904,)")) << m;
-  m = message_of<ShapeError>([&] { (void)Tensor::zeros({k32, k32}); });
+  m = posgrad::test::thrown_message<ShapeError>([&] { (void)Tensor::zeros({k32, k32}); });
   EXPECT_TRUE(contains(m, "(4294967296, 4294967296)")) << m;
   // Other members of the kind: more elements than int64, bytes beyond ptrdiff_t, strides that
   // overflow although the tensor is empty, negative sizes.
@@ -392,11 +381,11 @@ TEST(Numerics, ImpossibleSizesAreShapeErrorsNamingTheShape) {
 TEST(Numerics, ViewsAndBroadcastsOfImpossibleSizesAreShapeErrors) {
   const int64_t k32 = int64_t(1) << 32, k33 = int64_t(1) << 33;
   Tensor one = Tensor::ones({1, 1});
-  std::string m = message_of<ShapeError>([&] { (void)one.expand({k32, k32}); });
+  std::string m = posgrad::test::thrown_message<ShapeError>([&] { (void)one.expand({k32, k32}); });
   EXPECT_TRUE(contains(m, "(4294967296, 4294967296)")) << m;
   // Broadcasting two cheap expanded views to a (2^31, 2^33) result: named with both operands.
   Tensor a = one.expand({int64_t(1) << 31, 1}), b = one.expand({1, k33});
-  m = message_of<ShapeError>([&] { (void)add(a, b); });
+  m = posgrad::test::thrown_message<ShapeError>([&] { (void)add(a, b); });
   EXPECT_TRUE(contains(m, "(2147483648, 1)") && contains(m, "(1, 8589934592)")) << m;
   EXPECT_THROW((void)Tensor::ones({4}).view({k32, k32, -1}), ShapeError);
   EXPECT_THROW((void)Tensor::ones({4}).reshape({int64_t(1) << 62, 8}), ShapeError);
@@ -408,7 +397,7 @@ TEST(Numerics, ScratchSizesAreOverflowChecked) {
   const int64_t big = int64_t(1) << 20;
   using kernels::ScoreBias;
   // (B H Tq U) = 2^80 elements of DeBERTa scratch.
-  std::string m = message_of<ShapeError>(
+  std::string m = posgrad::test::thrown_message<ShapeError>(
       [&] { (void)kernels::cpu::attention_scratch_elems(ScoreBias::DeBERTa, 1, big, big, big, big, 64, big); });
   EXPECT_TRUE(contains(m, "attention scratch")) << m;
   EXPECT_THROW((void)kernels::checked_elems({big, big, big, big}, "test"), ShapeError);
@@ -420,9 +409,9 @@ TEST(Numerics, ScratchSizesAreOverflowChecked) {
 // A representable size the machine cannot hold: OutOfMemoryError naming the bytes (2^50 bytes is
 // beyond x86-64's 47-bit user address space, so the allocation fails on any machine).
 TEST(Numerics, FailedAllocationsAreOutOfMemoryErrorsNamingTheBytes) {
-  std::string m = message_of<OutOfMemoryError>([] { (void)Tensor::empty({int64_t(1) << 47}, DType::Float64); });
+  std::string m = posgrad::test::thrown_message<OutOfMemoryError>([] { (void)Tensor::empty({int64_t(1) << 47}, DType::Float64); });
   EXPECT_TRUE(contains(m, "1125899906842624 bytes")) << m;
-  m = message_of<OutOfMemoryError>([] { (void)Tensor::zeros({int64_t(1) << 24, int64_t(1) << 24}, DType::Int64); });
+  m = posgrad::test::thrown_message<OutOfMemoryError>([] { (void)Tensor::zeros({int64_t(1) << 24, int64_t(1) << 24}, DType::Int64); });
   EXPECT_TRUE(contains(m, "2251799813685248 bytes")) << m;
   // The allocator's accounting is unchanged by the failures.
   Tensor ok = Tensor::ones({3});

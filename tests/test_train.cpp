@@ -22,14 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A small synthetic corpus (no external data needed): repeated, slightly varied lines.
-std::string write_corpus(const TempDir& d, int lines = 400) {
-  std::ostringstream os;
-  for (int i = 0; i < lines; ++i) os << "the quick brown fox " << (i % 7) << " jumps over the lazy dog " << (i % 5) << ".\n";
-  std::string p = d.str("corpus.txt");
-  std::ofstream(p) << os.str();
-  return p;
-}
+using posgrad::test::write_corpus;
 
 train::TrainConfig tiny_config(const TempDir& d, const std::string& pos = "learned") {
   train::TrainConfig c = train::train_preset("tiny");

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -73,6 +74,20 @@ class TempDir {
   }
   std::filesystem::path path;
 };
+
+// A small synthetic corpus file (no external data needed): `lines` repeated, slightly varied lines
+// in dir/corpus.txt. Returns its path.
+inline std::string write_corpus(const TempDir& dir, int lines = 400) {
+  std::string text;
+  for (int i = 0; i < lines; ++i)
+    text += "the quick brown fox " + std::to_string(i % 7) + " jumps over the lazy dog " + std::to_string(i % 5) + ".\n";
+  const std::string path = dir.str("corpus.txt");
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return path;
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  return path;
+}
 
 // Runs fn, expects it to throw E, and returns the message (empty, with a test failure, otherwise).
 template <typename E, typename F>
