@@ -59,6 +59,10 @@ void run_train(const TrainCommand& c, CLI::App* sub) {
   train::TrainConfig cfg = resolve(c, sub);
   if (c.dry_run) {
     cfg.validate();
+    const std::string corpus = data::corpus_path(cfg.corpus, cfg.data_dir);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(corpus, ec))
+      throw IoError("corpus '" + corpus + "' is missing or not a regular file (--corpus " + cfg.corpus + ")");
     const auto e = train::estimate_memory(cfg, cfg.model.block_size);
     spdlog::info("memory estimate: {} (parameters and optimizer state {}, activations {}); this machine has {}",
                  train::format_bytes(e.total()), train::format_bytes(e.parameter_bytes),
@@ -160,6 +164,10 @@ void add_eval(CLI::App& app) {
     RunModel r = load_run(o.run, o.device, longest);
     std::string text = data::load_corpus(r.cfg.corpus, r.cfg.data_dir, r.cfg.max_corpus_bytes);
     data::TokenDataset ds(text, *r.tok, block);
+    for (int64_t c : ctx)  // every length checked before anything is printed
+      if (static_cast<int64_t>(ds.val().size()) < c + 1)
+        throw UsageError("--contexts: a window of " + std::to_string(c) + " tokens needs " + std::to_string(c + 1) +
+                         " validation tokens; the validation split has " + std::to_string(ds.val().size()));
     fmt::print("run {} (step {}, pos={})\n{:>8} {:>10} {:>12} {:>10} {:>8}\n", o.run, r.step, r.cfg.model.pos.kind,
                "context", "loss", "perplexity", "accuracy", "windows");
     for (int64_t c : ctx) {
@@ -169,9 +177,6 @@ void add_eval(CLI::App& app) {
                    "n/a", 0, c, limit);
         continue;
       }
-      if (static_cast<int64_t>(ds.val().size()) < c + 1)
-        throw UsageError("--contexts: " + std::to_string(c) + " tokens is longer than the validation split (" +
-                         std::to_string(ds.val().size()) + " tokens)");
       train::EvalResult e = train::evaluate_tokens(*r.model, ds.val(), c, o.windows, 0, Device::parse(o.device));
       fmt::print("{:>8} {:>10.4f} {:>12.3f} {:>10.4f} {:>8}\n", c, e.loss, e.perplexity, e.accuracy, e.windows);
     }

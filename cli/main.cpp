@@ -5,6 +5,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -19,8 +22,9 @@ std::string exit_status_help() {
   return "Exit status: 0 success; 1 data or I/O error (a missing, unreadable or corrupt file, an unavailable "
          "device, out of memory); 2 usage error (an unknown option, a value out of range, a bad configuration file, "
          "a configuration too large for this machine); 3 numerical failure (non-finite loss, gradient or logits; "
-         "the last good checkpoint is kept); 70 internal error (a bug in posgrad); 130 interrupted by SIGINT or "
-         "SIGTERM (a checkpoint was written; the message says how to resume).";
+         "the last good checkpoint is kept); 70 internal error (a bug in posgrad); 130 train or compare interrupted by "
+         "SIGINT or SIGTERM (a checkpoint was written; the message says how to resume; other subcommands end with the "
+         "signal's own status, 128 + its number).";
 }
 
 }  // namespace posgrad::cli
@@ -57,11 +61,20 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(2, std::string(e.what()) + " (see --help)");
   } catch (const train::Interrupted& e) {
+    // Shell-quoted, so that the line can be pasted whatever the directory is called.
+    auto quote = [](const std::string& s) {
+      if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=,:+@") ==
+                            std::string::npos)
+        return s;
+      std::string q = "'";
+      for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      return q + "'";
+    };
     std::string resume;
     if (app.got_subcommand("train")) {
-      resume = "posgrad train --out-dir " + e.run_dir + " --resume";
+      resume = quote(argv[0]) + " train --out-dir " + quote(e.run_dir) + " --resume";
     } else {
-      for (int i = 0; i < argc; ++i) resume += (i ? " " : "") + std::string(argv[i]);
+      for (int i = 0; i < argc; ++i) resume += (i ? " " : "") + quote(argv[i]);
     }
     fmt::print(stderr, "posgrad: {}\nposgrad: to continue, run: {}\n", e.what(), resume);
     return 130;
@@ -79,5 +92,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return fail(70, std::string("internal error (a bug in posgrad; please report it): ") + e.what());
   }
+  // Results that could not be written (a full disk, a closed pipe) are a failure, not a success.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail(1, std::string("cannot write the output: ") + std::strerror(errno));
   return 0;
 }

@@ -2,6 +2,7 @@
 #include "data/fileio.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -72,12 +73,28 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot read '" + path + "': " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw IoError("error while reading '" + path + "'");
-  return ss.str();
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like a device.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw IoError("cannot read '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw IoError("'" + path + "' is not a regular file (a directory, device, FIFO or socket)");
+  }
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = errno;
+      ::close(fd);
+      throw IoError("error while reading '" + path + "'" + (n < 0 ? std::string(": ") + std::strerror(e) : " (it shrank)"));
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return out;
 }
 
 uint64_t fnv1a64(std::string_view bytes) {

@@ -17,7 +17,12 @@ void GPTConfig::validate() const {
   const auto kinds = position_encoding_kinds();
   POSGRAD_CHECK(std::find(kinds.begin(), kinds.end(), pos.kind) != kinds.end(), ValueError,
                 "unknown position encoding '", pos.kind, "'");
-  pos.validate();
+  PosEncConfig sized = pos;  // the encoding's checks see the model's sizes (GPT fills them the same way)
+  sized.n_embd = n_embd;
+  sized.n_head = n_head;
+  sized.n_layer = n_layer;
+  sized.block_size = block_size;
+  sized.validate();
 }
 
 Block::Block(const GPTConfig& cfg, Generator& gen, Generator& dropout_gen) {

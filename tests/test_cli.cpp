@@ -272,7 +272,9 @@ TEST(Cli, SubcommandsResolveTheirOwnPresets) {
   EXPECT_EQ(p.status, 2);
   EXPECT_TRUE(contains(p.err, "--preset")) << p.err;
   // Every encoding option is reachable from the command line.
-  p = run_posgrad("train --dry-run --pos rope --rope-scaling llama3 --rope-scaling-factor 8 "
+  TempDir d;
+  const std::string corpus = write_corpus(d);
+  p = run_posgrad("train --dry-run --corpus " + corpus + " --pos rope --rope-scaling llama3 --rope-scaling-factor 8 "
                   "--rope-llama3-low-freq-factor 2 --rope-llama3-high-freq-factor 6 --rope-yarn-beta-fast 16 "
                   "--sinusoidal-scale-embedding false --t5-num-buckets 16");
   ASSERT_EQ(p.status, 0) << p.err;
@@ -305,7 +307,8 @@ TEST(Cli, ImpossibleSizesFailAtOnceNamingTheOptions) {
   EXPECT_EQ(p.status, 2);
   EXPECT_TRUE(contains(p.err, "estimated")) << p.err;
   // An in-range configuration the machine can hold passes and prints the estimate.
-  p = run_posgrad("train --dry-run");
+  TempDir d;
+  p = run_posgrad("train --dry-run --corpus " + write_corpus(d));
   EXPECT_EQ(p.status, 0) << p.err;
   EXPECT_TRUE(contains(p.err, "memory estimate")) << p.err;
 }
@@ -333,6 +336,60 @@ TEST(Cli, ErrorsGoToStderrWithTheDocumentedStatus) {
   EXPECT_TRUE(contains(p.err, "at step")) << p.err;
   ASSERT_TRUE(fs::exists(d.str("r/checkpoint/state.json"))) << p.err;
   EXPECT_NO_THROW(train::read_checkpoint(d.str("r")));
+}
+
+TEST(Cli, RunFilesMustBeRegularFiles) {
+  POSGRAD_REQUIRE_BIN();
+  TempDir d;
+  const std::string corpus = write_corpus(d);
+  ASSERT_EQ(run_posgrad("train --preset tiny --max-iters 2 --corpus " + corpus + " --out-dir " + d.str("r")).status, 0);
+  // state.json replaced by an endless device, then by a FIFO: refused at once, never read (or waited on).
+  const std::string state = d.str("r/checkpoint/state.json");
+  fs::remove(state);
+  fs::create_symlink("/dev/zero", state);
+  Proc p = run_posgrad("eval --run " + d.str("r"));
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_TRUE(contains(p.err, state + "' is not a regular file")) << p.err;
+  fs::remove(state);
+  ASSERT_EQ(mkfifo(state.c_str(), 0600), 0);
+  p = run_posgrad("sample --run " + d.str("r"));
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_TRUE(contains(p.err, "is not a regular file")) << p.err;
+  fs::create_directories(d.str("x"));
+  ASSERT_EQ(mkfifo(d.str("x/results.json").c_str(), 0600), 0);
+  p = run_posgrad("report " + d.str("x"));
+  EXPECT_EQ(p.status, 1) << p.err;
+}
+
+TEST(Cli, ExistingRunsAreNotOverwrittenAndEmptyRunsStillCheckpoint) {
+  POSGRAD_REQUIRE_BIN();
+  TempDir d;
+  const std::string corpus = write_corpus(d);
+  const std::string base = "train --preset tiny --corpus " + corpus + " --out-dir " + d.str("r");
+  ASSERT_EQ(run_posgrad(base + " --max-iters 0").status, 0);
+  EXPECT_EQ(train::read_checkpoint(d.str("r")).state.step, 0);  // the initial model, as the log says
+  Proc p = run_posgrad(base + " --max-iters 3");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_TRUE(contains(p.err, "already holds a run")) << p.err;
+  EXPECT_EQ(run_posgrad("train --out-dir " + d.str("r") + " --resume --max-iters 3").status, 0);
+  EXPECT_EQ(train::read_checkpoint(d.str("r")).state.step, 3);
+  // Seeds and methods are independent runs: a repeated one would count one run twice.
+  p = run_posgrad("compare --preset tiny --dry-run --seeds 5,5");
+  EXPECT_EQ(p.status, 2);
+  EXPECT_TRUE(contains(p.err, "--seeds lists a seed twice")) << p.err;
+  p = run_posgrad("compare --preset tiny --dry-run --methods rope,rope");
+  EXPECT_EQ(p.status, 2);
+  // --dry-run sees what the real run would refuse.
+  p = run_posgrad("train --preset tiny --pos rope --n-embd 3 --n-head 3 --dry-run");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_TRUE(contains(p.err, "rotary")) << p.err;
+  p = run_posgrad("train --dry-run --corpus " + d.str("missing.txt"));
+  EXPECT_EQ(p.status, 1) << p.err;
+  // Results that cannot be written are a failure.
+  if (fs::exists("/dev/full")) {
+    const std::string cmd = "'" + test::bin_path() + "' info >/dev/full 2>/dev/null";
+    EXPECT_EQ(test::decode_status(std::system(cmd.c_str())), 1);
+  }
 }
 
 TEST(Cli, CorpusMustBeABoundedRegularFile) {
@@ -369,7 +426,7 @@ TEST(Cli, ResumeAsDocumentedEqualsTheUninterruptedRunAndLeavesNoTemporaries) {
   ASSERT_EQ(b.wait(), 130) << test::slurp(d.str("b.err"));
   const std::string err = test::slurp(d.str("b.err"));
   EXPECT_TRUE(contains(err, "interrupted by SIGINT at step")) << err;
-  EXPECT_TRUE(contains(err, "to continue, run: posgrad train --out-dir " + d.str("b") + " --resume")) << err;
+  EXPECT_TRUE(contains(err, "to continue, run: " + test::bin_path() + " train --out-dir " + d.str("b") + " --resume")) << err;
   EXPECT_TRUE(temporaries(d.str("b")).empty());
   const auto at = train::read_checkpoint(d.str("b")).state.step;
   EXPECT_GT(at, 0);

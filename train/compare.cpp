@@ -92,6 +92,12 @@ CompareConfig compare_preset(const std::string& name) {
 void CompareConfig::validate() const {
   opt::check_all(compare_options(), *this);
   auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  auto unique = [](auto v) {
+    std::sort(v.begin(), v.end());
+    return std::adjacent_find(v.begin(), v.end()) == v.end();
+  };
+  POSGRAD_CHECK(unique(methods), UsageError, "--methods lists a method twice");
+  POSGRAD_CHECK(unique(seeds), UsageError, "--seeds lists a seed twice (each seed is one independent run)");
   POSGRAD_CHECK(has(eval_multipliers, 1), UsageError, "--eval-multipliers must include 1 (the training length)");
   POSGRAD_CHECK(has(task_multipliers, 1), UsageError, "--task-multipliers must include 1 (the training length)");
   POSGRAD_CHECK(has(eval_multipliers, per_position_multiplier), UsageError, "--per-position-multiplier (",
@@ -305,6 +311,13 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
 static void check_same_experiment(const CompareConfig& cfg) {
   const std::string path = cfg.out_dir + "/compare_config.json";
   if (!fs::exists(path)) return;
+  // Nothing finished yet (say an earlier attempt failed at once): nothing to mix, the new settings win.
+  bool finished = false;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(cfg.out_dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    finished = finished || it->path().filename() == "result.json";
+  if (!finished) return;
   CompareConfig saved;
   try {
     opt::from_json(compare_options(), saved, opt::parse_json_limited(read_file(path), path), path, true);

@@ -291,7 +291,7 @@ SafetensorsFile read_safetensors(const std::string& path, uint64_t file_size, co
 
 SafetensorsFile load_safetensors(const std::string& path) {
   Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (f.fd < 0) throw IoError("cannot open safetensors file '" + path + "': " + std::strerror(errno));
   struct stat st{};
   if (::fstat(f.fd, &st) != 0) throw IoError("cannot stat safetensors file '" + path + "': " + std::strerror(errno));

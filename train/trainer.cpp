@@ -72,6 +72,9 @@ Trainer::Trainer(TrainConfig cfg, bool resume) : cfg_(std::move(cfg)) {
                     o.spec.flag(), " is ", opt::format(o.get(cfg_)), " but the checkpoint was trained with ",
                     opt::format(o.get(saved)));
   }
+  POSGRAD_CHECK(resume || !fs::exists(cfg_.out_dir + "/checkpoint/state.json"), UsageError, "--out-dir ", cfg_.out_dir,
+                " already holds a run (its checkpoint would be overwritten): continue it with --resume, or train into "
+                "another --out-dir");
   remove_stale_temporaries(cfg_.out_dir);
   if (cfg_.threads > 0) omp_set_num_threads(static_cast<int>(cfg_.threads));
   device_ = Device::parse(cfg_.device);
@@ -122,7 +125,7 @@ StepStats training_step(nn::GPT& model, Optimizer& opt, const LRSchedule& sched,
     Tensor loss = cross_entropy(model.forward(x), y);
     const double l = loss.item();
     if (!std::isfinite(l))
-      throw NonFiniteLoss(detail::concat("loss is ", l, " at step ", step, " (micro-batch ", micro, ")"));
+      throw NonFiniteLoss(detail::concat("loss is ", l, " at step ", step + 1, " (micro-batch ", micro, ")"));
     loss_sum += l;
     (grad_accum > 1 ? loss * (1.0 / static_cast<double>(grad_accum)) : loss).backward();
     st.tokens += x.numel();
@@ -130,7 +133,8 @@ StepStats training_step(nn::GPT& model, Optimizer& opt, const LRSchedule& sched,
   // Data-parallel training would all-reduce the gradients here (MPI_Allreduce / ncclAllReduce),
   // before clipping, so that every rank clips and steps on the same averaged gradient.
   st.grad_norm = clip_grad_norm(model.parameters(), grad_clip);
-  if (!std::isfinite(st.grad_norm)) throw NonFiniteLoss(detail::concat("gradient norm is ", st.grad_norm, " at step ", step));
+  if (!std::isfinite(st.grad_norm))
+    throw NonFiniteLoss(detail::concat("gradient norm is ", st.grad_norm, " at step ", step + 1));
   opt.step();
   st.loss = loss_sum / static_cast<double>(grad_accum);
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -143,7 +147,10 @@ StepStats Trainer::step() {
     st = training_step(*model_, *opt_, sched_, step_, cfg_.grad_accum, cfg_.grad_clip, device_,
                        [this] { return sampler_->next(cfg_.batch_size, cfg_.model.block_size); });
   } catch (const NonFiniteLoss& e) {
-    throw NonFiniteLoss(std::string(e.what()) + "; stopping — the last good checkpoint in " + cfg_.out_dir + " is kept");
+    throw NonFiniteLoss(std::string(e.what()) + "; stopping — " +
+                        (fs::exists(cfg_.out_dir + "/checkpoint/state.json")
+                             ? "the last good checkpoint in " + cfg_.out_dir + " is kept"
+                             : std::string("no checkpoint had been written yet")));
   }
   ++step_;
   return st;
@@ -244,7 +251,10 @@ void Trainer::run(int64_t stop_after) {
                         cfg_.out_dir, step_, interrupt_signal());
     }
   }
-  if (done_here == 0) spdlog::info("nothing to do: {} is already at step {} of {}", cfg_.out_dir, step_, cfg_.max_iters);
+  if (done_here == 0) {
+    spdlog::info("nothing to do: {} is at step {} of {}", cfg_.out_dir, step_, cfg_.max_iters);
+    if (!fs::exists(cfg_.out_dir + "/checkpoint/state.json")) save_checkpoint();  // --max-iters 0: the initial model
+  }
 }
 
 void Trainer::save_checkpoint() {
