@@ -1,7 +1,9 @@
 // cmd_train.cpp — `posgrad train`, `posgrad eval`, `posgrad sample`.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -85,7 +87,9 @@ struct RunModel {
   int64_t step = 0;
 };
 
-RunModel load_run(const std::string& dir, const std::string& device, int64_t longest_context) {
+// longest_context(cfg): the longest sequence the caller will run, from the run's configuration.
+RunModel load_run(const std::string& dir, const std::string& device,
+                  const std::function<int64_t(const train::TrainConfig&)>& longest_context) {
   RunModel r;
   train::LoadedCheckpoint ck = train::read_checkpoint(dir, /*with_optimizer=*/false);
   r.cfg = train::TrainConfig::from_json(ck.state.config, "checkpoint " + dir);
@@ -94,7 +98,7 @@ RunModel load_run(const std::string& dir, const std::string& device, int64_t lon
   // No training here: the estimate is the model plus one evaluation batch at the longest context.
   train::TrainConfig sized = r.cfg;
   sized.batch_size = 1;
-  train::check_memory(sized, longest_context);
+  train::check_memory(sized, longest_context(r.cfg));
   Device dev;
   try {
     dev = Device::parse(device);
@@ -154,14 +158,14 @@ void add_eval(CLI::App& app) {
   sub->callback([sub, config, given] {
     check_extras(sub);
     const auto o = resolve_simple(train::eval_options(), *config, *given);
-    int64_t longest = 0;
-    for (int64_t c : o.contexts) longest = std::max(longest, c);
-    // The default lengths need the run's block size: size the check for 4x it after loading.
-    const train::TrainConfig saved = train::read_checkpoint_config(o.run);
-    const int64_t block = saved.model.block_size;
-    const std::vector<int64_t> ctx = o.contexts.empty() ? std::vector<int64_t>{block, 2 * block, 4 * block} : o.contexts;
-    for (int64_t c : ctx) longest = std::max(longest, c);
-    RunModel r = load_run(o.run, o.device, longest);
+    // The default lengths are 1, 2 and 4 times the run's training length.
+    std::vector<int64_t> ctx;
+    RunModel r = load_run(o.run, o.device, [&](const train::TrainConfig& cfg) {
+      const int64_t b = cfg.model.block_size;
+      ctx = o.contexts.empty() ? std::vector<int64_t>{b, 2 * b, 4 * b} : o.contexts;
+      return *std::max_element(ctx.begin(), ctx.end());
+    });
+    const int64_t block = r.cfg.model.block_size;
     std::string text = data::load_corpus(r.cfg.corpus, r.cfg.data_dir, r.cfg.max_corpus_bytes);
     data::TokenDataset ds(text, *r.tok, block);
     for (int64_t c : ctx)  // every length checked before anything is printed
@@ -193,8 +197,7 @@ void add_sample(CLI::App& app) {
   sub->callback([sub, config, given] {
     check_extras(sub);
     const auto o = resolve_simple(train::sample_options(), *config, *given);
-    const train::TrainConfig saved = train::read_checkpoint_config(o.run);
-    RunModel r = load_run(o.run, o.device, saved.model.block_size);
+    RunModel r = load_run(o.run, o.device, [](const train::TrainConfig& cfg) { return cfg.model.block_size; });
     const auto t0 = std::chrono::steady_clock::now();
     const std::string text =
         train::sample_text(*r.model, *r.tok, o.prompt, o.tokens, o.temperature, o.top_k, o.seed, Device::parse(o.device));
