@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autograd/gradcheck.h"
+#include "autograd/ops/attention.h"
 #include "tensor/random.h"
 
 namespace posgrad {
@@ -49,7 +50,9 @@ struct OpCase {
   std::vector<EdgePoint> edges;  // exact checks at singular / extreme points (may be empty)
 };
 
-// All registered cases, in a fixed order.
+// The autograd ops' cases, in a fixed order. The position encodings add theirs beside their code
+// (nn/posenc/, PosEncEntry::op_cases); nn::all_op_cases() is both lists, which the test sweep and
+// `posgrad gradcheck` run.
 const std::vector<OpCase>& op_registry();
 
 // Each op family contributes its cases (autograd/registry_<family>.cpp).
@@ -57,7 +60,7 @@ void register_elementwise_cases(std::vector<OpCase>& out);
 void register_reduce_cases(std::vector<OpCase>& out);
 void register_view_cases(std::vector<OpCase>& out);
 void register_nn_cases(std::vector<OpCase>& out);         // matmul, softmax, norms, embedding, loss, shape ops
-void register_attention_cases(std::vector<OpCase>& out);  // fused attention and the position encodings
+void register_attention_cases(std::vector<OpCase>& out);  // fused attention, every modifier shape
 
 // Helpers for case builders.
 Tensor make_input(const Shape& shape, Generator& gen, DType dtype, bool requires_grad = true, double lo = -1.0,
@@ -66,5 +69,34 @@ Tensor make_input(const Shape& shape, Generator& gen, DType dtype, bool requires
 std::vector<double> host(const Tensor& t);
 // An edge-point input: the values (row-major) in `shape` and dtype, requiring grad when asked.
 Tensor edge_input(const std::vector<double>& values, const Shape& shape, DType dtype, bool requires_grad = true);
+
+// ---- attention case builders (registry_attention.cpp), also used by the encodings' cases ------------
+// Bias added to the score of (b, h, i, j) by a naive reference.
+using AttentionBiasFn = std::function<double(int64_t b, int64_t h, int64_t i, int64_t j)>;
+// Naive attention in double on the CPU: out[b,h,i] = sum_j softmax_j(scale q.k + bias) v_j; keys with
+// j > i + q_offset are hidden when causal; a row that sees nothing is 0. q (B, H, Tq, D), k, v (B, H, Tk, D).
+Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionBiasFn& bias, bool causal,
+                       double scale, int64_t q_offset);
+// A fused-attention case "attention/<name>" or, for an encoding, "posenc/<kind>/<name>": inputs q, k, v
+// then extra_inputs; fn = attention(q, k, v, modifier(inputs), ...); reference = naive_attention with
+// reference_bias(inputs).
+struct AttentionCase {
+  std::string name;  // the full case name
+  Shape q, k;        // (B, H, Tq, D), (B, H, Tk, D)
+  bool causal = true;
+  int64_t q_offset = 0;
+  double scale = 0;  // 0: 1/sqrt(D)
+  std::function<TensorList(Generator&, DType)> extra_inputs;         // null: none
+  std::function<ScoreModifier(const TensorList& inputs)> modifier;  // null: no modifier
+  std::function<AttentionBiasFn(const TensorList& inputs)> reference_bias;  // null: no bias
+};
+void add_attention_case(std::vector<OpCase>& out, const AttentionCase& c);
+// A case whose fn is f(inputs, false) and whose reference is f(inputs, true) without a graph (the
+// fused ops against the materialising ones, e.g. attention vs attention_reference).
+void add_composite(std::vector<OpCase>& out, const std::string& name, std::function<TensorList(Generator&, DType)> in,
+                   std::function<Tensor(const TensorList&, bool naive)> f);
+// attention_reference when naive, else the fused attention.
+Tensor run_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& m, bool causal,
+                     double scale, bool naive);
 
 }  // namespace posgrad

@@ -1,14 +1,16 @@
 // bench_attention.cpp — the fused attention against the naive materialising reference, per
-// position-encoding method, as one comparison table.
+// registered position encoding, as one comparison table.
 //
-// What it is: for each method (none, rope, alibi, t5, deberta) and sequence length T, validate the
-// fused op against the naive one (forward max |diff| relative to max |naive|; exit code 1 above
-// 1e-4), then time forward + backward of both (float32, B*H fixed; best and median of alternating
-// samples) and measure their peak extra memory: backend(CPU).peak_bytes() after reset_peak(), minus the
-// bytes held before the call (the inputs). Ratios are naive / fused from the same run.
-// "rope" times the two RoPE ops on q and k plus plain attention; t5/deberta take their table /
-// projected relative embeddings as inputs (the projections are ordinary linear layers, not
-// attention). Per-thread tile buffers of the fused kernel (~50 KB per thread, independent of T)
+// What it is: for each encoding of the registry (or those given with --methods) and sequence length
+// T, one causal attention layer's worth of work: the encoding rotates q, k and builds its score
+// modifier from its parameters (T5's gather, ALiBi's and KERPLE's bias by distance, DeBERTa's
+// projections of its relative table), then the attention runs fused or naive. The fused op is
+// validated against the naive one (forward max |diff| relative to max |naive|; exit code 1 above
+// 1e-4), then forward + backward of both are timed (float32, B*H fixed; best and median of
+// alternating samples) and their peak extra memory measured: backend(CPU).peak_bytes() after
+// reset_peak(), minus the bytes held before the call (the inputs). Ratios are naive / fused from the
+// same run. Encodings that act on the embeddings only (none, sinusoidal, learned) time plain
+// attention. Per-thread tile buffers of the fused kernel (~50 KB per thread, independent of T)
 // are outside the tensor allocator and not counted.
 // What it is not: a Google Benchmark suite or a test.
 //
@@ -52,7 +54,7 @@ struct Problem {
   std::function<Tensor(bool naive)> forward;
 };
 
-Problem make_problem(const std::string& method, int64_t B, int64_t H, int64_t T, int64_t D) {
+Problem make_problem(const std::string& kind, int64_t B, int64_t H, int64_t T, int64_t D) {
   Generator g(1234);
   auto leaf = [&](const Shape& s, double std = 1.0) {
     Tensor t = randn(s, g, DType::Float32, Device::cpu(), 0.0, std);
@@ -62,50 +64,27 @@ Problem make_problem(const std::string& method, int64_t B, int64_t H, int64_t T,
   Problem p;
   Tensor q = leaf({B, H, T, D}), k = leaf({B, H, T, D}), v = leaf({B, H, T, D});
   p.leaves = {q, k, v};
-  const double scale = 1.0 / std::sqrt(double(D));
-  if (method == "none") {
-    p.forward = [=](bool naive) {
-      return naive ? attention_reference(q, k, v, {}, true, scale) : attention(q, k, v, {}, true, scale);
-    };
-  } else if (method == "rope") {
-    nn::RopeParams rp;
-    rp.rotary_dim = D;
-    p.forward = [=](bool naive) {
-      Tensor qr = nn::apply_rope(q, rp, false, 0), kr = nn::apply_rope(k, rp, false, 0);
-      return naive ? attention_reference(qr, kr, v, {}, true, scale) : attention(qr, kr, v, {}, true, scale);
-    };
-  } else if (method == "alibi") {
-    ScoreModifier m;
-    m.kind = ScoreBias::ALiBi;
-    m.slopes = nn::alibi_slopes(H);
-    p.forward = [=](bool naive) {
-      return naive ? attention_reference(q, k, v, m, true, scale) : attention(q, k, v, m, true, scale);
-    };
-  } else if (method == "t5") {
-    Tensor table = leaf({32, H}, 0.1);
-    p.leaves.push_back(table);
-    const ScoreModifier m = nn::t5_score_modifier(table, false, 32, 128);
-    p.forward = [=](bool naive) {
-      return naive ? attention_reference(q, k, v, m, true, scale) : attention(q, k, v, m, true, scale);
-    };
-  } else if (method == "deberta") {
-    // DeBERTa defaults of this project: position_buckets 32, max_relative_positions 128 -> 64 rows.
-    Tensor kr = leaf({64, H, D}), qr = leaf({64, H, D});
-    p.leaves.push_back(kr);
-    p.leaves.push_back(qr);
-    ScoreModifier m;
-    m.kind = ScoreBias::DeBERTa;
-    m.kr = kr;
-    m.qr = qr;
-    m.bucket = [](int64_t r) { return nn::deberta_row(-r, 32, 128); };
-    const double s3 = 1.0 / std::sqrt(3.0 * double(D));
-    p.forward = [=](bool naive) {
-      return naive ? attention_reference(q, k, v, m, true, s3) : attention(q, k, v, m, true, s3);
-    };
-  } else {
-    std::fprintf(stderr, "unknown method '%s' (none,rope,alibi,t5,deberta)\n", method.c_str());
-    std::exit(2);
-  }
+  nn::PosEncConfig cfg;  // the encoding's default options, one layer of this size
+  cfg.kind = kind;
+  cfg.n_embd = H * D;
+  cfg.n_head = H;
+  cfg.n_layer = 1;
+  cfg.block_size = T;
+  cfg.validate();
+  std::shared_ptr<nn::PositionEncoding> pe = nn::make_position_encoding(cfg, g);
+  for (auto& [name, t] : pe->named_parameters()) p.leaves.push_back(t);
+  // The layer's query/key projections (DeBERTa's share_att_key projects positions with them).
+  nn::LayerProjections proj;
+  proj.w_q = leaf({H * D, H * D}, 0.02);
+  proj.w_k = leaf({H * D, H * D}, 0.02);
+  p.leaves.push_back(proj.w_q);
+  p.leaves.push_back(proj.w_k);
+  const double scale = pe->attention_scale(D);
+  p.forward = [=](bool naive) {
+    auto [qr, kr] = pe->rotate(q, k, 0);
+    const ScoreModifier m = pe->scores(0, proj, T);
+    return naive ? attention_reference(qr, kr, v, m, true, scale) : attention(qr, kr, v, m, true, scale);
+  };
   return p;
 }
 
@@ -139,28 +118,38 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::vector<int64_t> Ts = {128, 512, 2048};
   int64_t B = 1, H = 8, D = 64;
-  std::vector<std::string> methods = {"none", "rope", "alibi", "t5", "deberta"};
+  std::vector<std::string> methods = nn::position_encoding_kinds();
   double min_ms = 300;
   int max_reps = 15;
-  std::string ts_arg = "128,512,2048", methods_arg = "none,rope,alibi,t5,deberta";
+  std::string ts_arg = "128,512,2048", methods_arg;
+  for (const auto& m : methods) methods_arg += (methods_arg.empty() ? "" : ",") + m;
   CLI::App app{"Fused attention vs the naive materialising reference: forward+backward time and peak memory"};
   app.add_option("--T", ts_arg, "Comma-separated sequence lengths")->capture_default_str();
   app.add_option("--B", B, "Batch")->capture_default_str();
   app.add_option("--H", H, "Heads")->capture_default_str();
   app.add_option("--D", D, "Head dim")->capture_default_str();
-  app.add_option("--methods", methods_arg, "Comma-separated score modifiers / encodings")->capture_default_str();
+  app.add_option("--methods", methods_arg, "Comma-separated position encodings (registered kinds)")
+      ->capture_default_str();
   app.add_option("--min-ms", min_ms, "Minimum timed milliseconds per method and length")->capture_default_str();
   app.add_option("--max-reps", max_reps, "Maximum alternating repetitions")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   Ts.clear();
   for (auto& t : split_csv(ts_arg)) Ts.push_back(std::stoll(t));
   methods = split_csv(methods_arg);
+  const std::vector<std::string> kinds = nn::position_encoding_kinds();
+  for (const auto& m : methods)
+    if (std::find(kinds.begin(), kinds.end(), m) == kinds.end()) {
+      std::string known;
+      for (const auto& k : kinds) known += (known.empty() ? "" : ",") + k;
+      std::fprintf(stderr, "bench_attention: unknown encoding '%s' (known: %s)\n", m.c_str(), known.c_str());
+      return 2;
+    }
   std::printf("attention forward+backward, float32, B=%lld H=%lld D=%lld, causal, %d OpenMP threads\n",
               (long long)B, (long long)H, (long long)D, omp_get_max_threads());
   std::printf("time: best and median ms of alternating fused/naive samples (best is the robust figure on a\n"
               "shared machine); mem: peak extra MiB beyond the inputs; ratios naive/fused\n\n");
-  std::printf("| method  |     T | fused best | naive best | ratio | fused med | naive med | ratio | fused MiB | naive MiB | ratio | max rel diff |\n");
-  std::printf("|---------|------:|-----------:|-----------:|------:|----------:|----------:|------:|----------:|----------:|------:|-------------:|\n");
+  std::printf("| method     |     T | fused best | naive best | ratio | fused med | naive med | ratio | fused MiB | naive MiB | ratio | max rel diff |\n");
+  std::printf("|------------|------:|-----------:|-----------:|------:|----------:|----------:|------:|----------:|----------:|------:|-------------:|\n");
   int status = 0;
   for (const auto& method : methods)
     for (int64_t T : Ts) {
@@ -195,7 +184,7 @@ int main(int argc, char** argv) {
       }
       const double f_ms = median(tf), n_ms = median(tn);
       const double f_best = *std::min_element(tf.begin(), tf.end()), n_best = *std::min_element(tn.begin(), tn.end());
-      std::printf("| %-7s | %5lld | %10.2f | %10.2f | %4.1fx | %9.2f | %9.2f | %4.1fx | %9.2f | %9.2f | %4.1fx | %12.2e |\n",
+      std::printf("| %-10s | %5lld | %10.2f | %10.2f | %4.1fx | %9.2f | %9.2f | %4.1fx | %9.2f | %9.2f | %4.1fx | %12.2e |\n",
                   method.c_str(), (long long)T, f_best, n_best, n_best / f_best, f_ms, n_ms, n_ms / f_ms,
                   mf / 1048576.0, mn / 1048576.0, double(mn) / double(mf), rel);
       std::fflush(stdout);

@@ -59,7 +59,7 @@ class Attention(nn.Module):
         self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
         self.H = H
 
-    def forward(self, x, pe):
+    def forward(self, x, pe, layer):
         B, T, C = x.shape
         H, D = self.H, C // self.H
         q, k, v = self.qkv(x).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)
@@ -69,6 +69,8 @@ class Attention(nn.Module):
             q, k = pe.rotate(q), pe.rotate(k)
         elif pe.kind in ("t5", "alibi"):
             bias = pe.bias(T)
+        elif pe.kind == "kerple":
+            bias = pe.kerple_bias(T, layer)
         elif pe.kind == "deberta":
             R = pe.rel_norm(pe.rel_embeddings)                 # (2S, C), shared by all layers
             Wq, Wk, _ = self.qkv.weight.split(C)
@@ -97,8 +99,8 @@ class Block(nn.Module):
         self.attn = Attention(C, H)
         self.fc, self.proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
 
-    def forward(self, x, pe):
-        x = x + self.attn(self.ln_1(x), pe)
+    def forward(self, x, pe, layer):
+        x = x + self.attn(self.ln_1(x), pe, layer)
         return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
 
 
@@ -131,7 +133,7 @@ class PosEnc(nn.Module):
     """posgrad's encodings with their parameter names (pos.weight, pos.relative_attention_bias,
     pos.rel_embeddings, pos.rel_norm); tables computed in float64 and cast, as posgrad does."""
 
-    def __init__(self, kind, C, H, T, opts=None):
+    def __init__(self, kind, C, H, T, opts=None, L=1):
         super().__init__()
         o = {"t5_num_buckets": 32, "t5_max_distance": 128, "deberta_position_buckets": 32, "rope_base": 10000.0,
              "rope_scaling": "none", "rope_scaling_factor": 1.0, "rope_yarn_beta_fast": 32.0,
@@ -148,6 +150,10 @@ class PosEnc(nn.Module):
             self.rel_norm = nn.LayerNorm(C, eps=1e-7)
         if kind == "alibi":
             self.register_buffer("slopes", alibi_slopes(H), persistent=False)
+        if kind == "kerple":  # per layer r1 ~ U(0, 2), r2 ~ U(0, 1), as KERPLE's GPT-NeoX code
+            for l in range(L):
+                setattr(self, f"r1_{l}", nn.Parameter(torch.rand(H) * 2))
+                setattr(self, f"r2_{l}", nn.Parameter(torch.rand(H)))
 
     def embed(self, x):
         T, C = x.shape[1], x.shape[2]
@@ -182,6 +188,16 @@ class PosEnc(nn.Module):
             return self.relative_attention_bias[b].permute(2, 0, 1)  # (H, T, T)
         return self.slopes[:, None, None].to(torch.float32) * r  # ALiBi causal m (j - i)
 
+    def kerple_bias(self, T, layer):
+        # KERPLE log variant (Chi et al. 2022, sec. 4): -r1 log(1 + r2 |j - i|), r1, r2 kept >= 0.01.
+        r1, r2 = getattr(self, f"r1_{layer}"), getattr(self, f"r2_{layer}")
+        with torch.no_grad():
+            r1.clamp_(min=0.01)
+            r2.clamp_(min=0.01)
+        i = torch.arange(T, device=r1.device)
+        dist = (i[None, :] - i[:, None]).abs().to(r1.dtype)
+        return -(r1[:, None, None] * torch.log(r2[:, None, None] * dist + 1))  # (H, T, T)
+
     def rows(self, T):
         S = self.o["deberta_position_buckets"]
         i = torch.arange(T, device=self.rel_embeddings.device)
@@ -194,14 +210,14 @@ class GPT(nn.Module):
     def __init__(self, kind, L, H, C, T, V, opts=None):
         super().__init__()
         self.wte = nn.Embedding(V, C)
-        self.pos = PosEnc(kind, C, H, T, opts)
+        self.pos = PosEnc(kind, C, H, T, opts, L)
         self.blocks = nn.ModuleList(Block(C, H) for _ in range(L))
         self.ln_f = nn.LayerNorm(C)
 
     def forward(self, idx):
         x = self.pos.embed(self.wte(idx))
-        for b in self.blocks:
-            x = b(x, self.pos)
+        for l, b in enumerate(self.blocks):
+            x = b(x, self.pos, l)
         return F.linear(self.ln_f(x), self.wte.weight)
 
 
@@ -209,7 +225,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="compare", choices=SIZES)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--methods", default="none,sinusoidal,learned,t5,deberta,rope,alibi")
+    ap.add_argument("--methods", default="none,sinusoidal,learned,t5,deberta,rope,alibi,kerple")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--batch", type=int, default=0)

@@ -21,8 +21,8 @@ void add_gradcheck(CLI::App& app) {
   sub->callback([filter] {
     int failed = 0, run = 0;
     fmt::print("{:<48} {:>6} {:>12} {:>12}  {}\n", "op", "inputs", "max_abs_err", "max_rel_err", "status");
-    for (size_t i = 0; i < op_registry().size(); ++i) {
-      const OpCase& c = op_registry()[i];
+    for (size_t i = 0; i < nn::all_op_cases().size(); ++i) {
+      const OpCase& c = nn::all_op_cases()[i];
       if (!filter->empty() && c.name.find(*filter) == std::string::npos) continue;
       Generator gen(7 + i);
       GradcheckResult r = gradcheck(c.fn, c.inputs(gen, DType::Float64), c.grad);
@@ -59,7 +59,7 @@ void add_info(CLI::App& app) {
     for (const auto& k : nn::position_encoding_kinds()) kinds += (kinds.empty() ? "" : " ") + k;
     for (const auto& p : train::train_preset_names()) presets += (presets.empty() ? "" : " ") + p;
     fmt::print("encodings    : {}\ntrain presets: {}\nops          : {} registered cases\n", kinds, presets,
-               op_registry().size());
+               nn::all_op_cases().size());
     for (const char* corpus : {"kjv", "shakespeare"}) {
       try {
         std::string text = data::load_corpus(corpus, "");

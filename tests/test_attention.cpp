@@ -40,9 +40,12 @@ bool all_finite(const Tensor& a) {
   return true;
 }
 
+// The modifier of a case: the three shapes the kernels know, and the encodings that produce them.
+enum class Mod { None, Distance, T5, ALiBi, DeBERTa };
+
 struct Case {
   std::string name;
-  ScoreBias kind;
+  Mod kind;
   bool causal;
   int64_t B, H, T, D;
   int64_t q_offset = 0;
@@ -50,7 +53,7 @@ struct Case {
 
 // Inputs and modifier of a case; `extra` holds the modifier's differentiable tensors.
 struct Built {
-  TensorList inputs;  // q, k, v, then table or kr / qr
+  TensorList inputs;  // q, k, v, then the bias, T5's table or kr / qr
   ScoreModifier mod;
   double scale;
 };
@@ -62,19 +65,24 @@ Built build(const Case& c, DType dt, uint64_t seed) {
   b.inputs = {in({c.B, c.H, c.T, c.D}), in({c.B, c.H, c.T, c.D}), in({c.B, c.H, c.T, c.D})};
   b.scale = 1.0 / std::sqrt(double(c.D));
   switch (c.kind) {
-    case ScoreBias::None: break;
-    case ScoreBias::T5:
+    case Mod::None: break;
+    case Mod::Distance:  // any (H, 2T - 1) tensor: the kernel's bias gradient is checked directly
+      b.inputs.push_back(in({c.H, 2 * c.T - 1}));
+      b.mod.kind = ScoreBias::Distance;
+      b.mod.bias_by_distance = b.inputs[3];
+      break;
+    case Mod::T5:
       b.inputs.push_back(in({8, c.H}));
-      b.mod = nn::t5_score_modifier(b.inputs[3], !c.causal, 8, 40);
+      b.mod = nn::t5_score_modifier(b.inputs[3], !c.causal, 8, 40, c.T, c.T, c.q_offset);
       break;
-    case ScoreBias::ALiBi:
-      b.mod.kind = ScoreBias::ALiBi;
-      b.mod.slopes = nn::alibi_slopes(c.H);
+    case Mod::ALiBi:
+      b.mod.kind = ScoreBias::Distance;
+      b.mod.bias_by_distance = nn::alibi_bias_by_distance(nn::alibi_slopes(c.H), c.T, c.T, c.q_offset, dt, Device::cpu());
       break;
-    case ScoreBias::DeBERTa:
+    case Mod::DeBERTa:
       b.inputs.push_back(in({12, c.H, c.D}));
       b.inputs.push_back(in({12, c.H, c.D}));
-      b.mod.kind = ScoreBias::DeBERTa;
+      b.mod.kind = ScoreBias::ContentPosition;
       b.mod.kr = b.inputs[3];
       b.mod.qr = b.inputs[4];
       b.mod.bucket = [](int64_t r) { return nn::deberta_row(-r, 6, 40); };
@@ -102,7 +110,7 @@ class FusedVsNaive : public ::testing::TestWithParam<Case> {};
 
 TEST_P(FusedVsNaive, ForwardAndGradientsMatch) {
   const Case& c = GetParam();
-  const char* names[] = {"out", "dq", "dk", "dv", "dtable/dkr", "dqr"};
+  const char* names[] = {"out", "dq", "dk", "dv", "dbias/dtable/dkr", "dqr"};
   for (DType dt : {DType::Float64, DType::Float32}) {
     TensorList f = run(c, dt, false), n = run(c, dt, true);
     ASSERT_EQ(f.size(), n.size());
@@ -118,8 +126,11 @@ TEST_P(FusedVsNaive, ForwardAndGradientsMatch) {
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  const std::pair<ScoreBias, const char*> kinds[] = {
-      {ScoreBias::None, "none"}, {ScoreBias::T5, "t5"}, {ScoreBias::ALiBi, "alibi"}, {ScoreBias::DeBERTa, "deberta"}};
+  const std::pair<Mod, const char*> kinds[] = {{Mod::None, "none"},
+                                               {Mod::Distance, "distance"},
+                                               {Mod::T5, "t5"},
+                                               {Mod::ALiBi, "alibi"},
+                                               {Mod::DeBERTa, "deberta"}};
   const int64_t shapes[][4] = {{1, 1, 1, 3}, {2, 3, 7, 5}, {1, 3, 33, 4}, {1, 1, 33, 8}, {2, 3, 130, 7}};
   for (auto [kind, kname] : kinds)
     for (bool causal : {true, false})
@@ -130,10 +141,11 @@ std::vector<Case> cases() {
         v.push_back(c);
       }
   // Query offsets: negative leaves the first rows without keys (output and gradients 0).
-  v.push_back({"none_causal_offset_m5", ScoreBias::None, true, 1, 2, 70, 4, -5});
-  v.push_back({"t5_causal_offset_m70", ScoreBias::T5, true, 1, 2, 130, 4, -70});
-  v.push_back({"alibi_causal_offset_3", ScoreBias::ALiBi, true, 1, 3, 7, 4, 3});
-  v.push_back({"deberta_causal_offset_m2", ScoreBias::DeBERTa, true, 2, 1, 7, 5, -2});
+  v.push_back({"none_causal_offset_m5", Mod::None, true, 1, 2, 70, 4, -5});
+  v.push_back({"distance_causal_offset_m70", Mod::Distance, true, 1, 2, 130, 4, -70});
+  v.push_back({"t5_causal_offset_m70", Mod::T5, true, 1, 2, 130, 4, -70});
+  v.push_back({"alibi_causal_offset_3", Mod::ALiBi, true, 1, 3, 7, 4, 3});
+  v.push_back({"deberta_causal_offset_m2", Mod::DeBERTa, true, 2, 1, 7, 5, -2});
   return v;
 }
 
@@ -141,7 +153,7 @@ INSTANTIATE_TEST_SUITE_P(All, FusedVsNaive, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 TEST(Attention, FullyMaskedRowsAreZeroNotNaN) {
-  Case c{"masked", ScoreBias::DeBERTa, true, 1, 2, 9, 4, -4};
+  Case c{"masked", Mod::DeBERTa, true, 1, 2, 9, 4, -4};
   TensorList f = run(c, DType::Float64, false);
   auto out = f[0].to_vector(), dq = f[1].to_vector();
   for (int64_t h = 0; h < 2; ++h)
@@ -156,14 +168,14 @@ TEST(Attention, FullyMaskedRowsAreZeroNotNaN) {
 // Very peaked softmax rows (scores spanning hundreds): float32 fused (whose exp flushes arguments
 // below -87.3 to 0) against the double reference.
 TEST(Attention, SharpScoresFloat32) {
-  for (ScoreBias kind : {ScoreBias::None, ScoreBias::ALiBi, ScoreBias::T5}) {
+  for (Mod kind : {Mod::None, Mod::ALiBi, Mod::T5}) {
     Case c{"sharp", kind, true, 1, 3, 100, 8};
     Built b = build(c, DType::Float64, 9);
     const Tensor q = (b.inputs[0] * 40.0).detach(), k = b.inputs[1].detach(), v = b.inputs[2].detach();
     ScoreModifier m64 = b.mod, m32 = b.mod;
-    if (kind == ScoreBias::T5) {
-      m64.table = (b.mod.table * 30.0).detach();
-      m32.table = m64.table.to(DType::Float32);
+    if (kind != Mod::None) {  // T5: a table scaled by 30 (biases in the tens)
+      m64.bias_by_distance = (b.mod.bias_by_distance * (kind == Mod::T5 ? 30.0 : 1.0)).detach();
+      m32.bias_by_distance = m64.bias_by_distance.to(DType::Float32);
     }
     const Tensor ref = attention_reference(q, k, v, m64, true, b.scale);
     const Tensor f = attention(q.to(DType::Float32), k.to(DType::Float32), v.to(DType::Float32), m32, true, b.scale);
@@ -173,7 +185,7 @@ TEST(Attention, SharpScoresFloat32) {
 }
 
 TEST(Attention, BitIdenticalForOneAndTwoThreads) {
-  for (ScoreBias kind : {ScoreBias::T5, ScoreBias::DeBERTa, ScoreBias::ALiBi}) {
+  for (Mod kind : {Mod::Distance, Mod::T5, Mod::DeBERTa, Mod::ALiBi}) {
     Case c{"det", kind, true, 2, 3, 150, 16};
     const int saved = omp_get_max_threads();
     omp_set_num_threads(1);
@@ -186,7 +198,7 @@ TEST(Attention, BitIdenticalForOneAndTwoThreads) {
 }
 
 // Extra bytes (beyond the inputs) at the peak of forward + backward.
-size_t attention_peak_bytes(ScoreBias kind, int64_t T, bool naive) {
+size_t attention_peak_bytes(Mod kind, int64_t T, bool naive) {
   Case c{"mem", kind, true, 1, 2, T, 16};
   Built b = build(c, DType::Float32, 3);
   Generator g(5);
@@ -203,7 +215,7 @@ size_t attention_peak_bytes(ScoreBias kind, int64_t T, bool naive) {
 }
 
 TEST(Attention, MemoryGrowsLinearlyInT) {
-  for (ScoreBias kind : {ScoreBias::None, ScoreBias::T5, ScoreBias::ALiBi, ScoreBias::DeBERTa}) {
+  for (Mod kind : {Mod::None, Mod::Distance, Mod::T5, Mod::ALiBi, Mod::DeBERTa}) {
     const size_t m1 = attention_peak_bytes(kind, 256, false), m2 = attention_peak_bytes(kind, 512, false);
     EXPECT_LE(double(m2), 2.2 * double(m1)) << "fused kind " << int(kind) << ": " << m1 << " -> " << m2 << " bytes";
     // The naive reference stores (B, H, T, T) tensors: at T = 512 that alone is 2 MiB per tensor.
@@ -219,17 +231,22 @@ TEST(Attention, ArgumentErrors) {
   EXPECT_THROW(attention(q, k, randn({1, 2, 5, 3}, g), {}, true, 0.5), ShapeError);
   EXPECT_THROW(attention(q.reshape({2, 5, 4}), k, k, {}, true, 0.5), ShapeError);
   EXPECT_THROW(attention(q, k.to(DType::Float64), k, {}, true, 0.5), DTypeError);
-  ScoreModifier t5 = nn::t5_score_modifier(randn({8, 3}, g), false, 8, 20);  // 3 heads, q has 2
+  ScoreModifier t5 = nn::t5_score_modifier(randn({8, 3}, g), false, 8, 20, 5, 5);  // 3 heads, q has 2
   EXPECT_THROW(attention(q, k, k, t5, true, 0.5), ShapeError);
-  ScoreModifier bad = nn::t5_score_modifier(randn({8, 2}, g), false, 8, 20);
+  ScoreModifier distance;
+  distance.kind = ScoreBias::Distance;
+  EXPECT_THROW(attention(q, k, k, distance, true, 0.5), ShapeError);  // no bias tensor
+  distance.bias_by_distance = randn({2, 8}, g);                     // Tq + Tk - 1 = 9 diagonals
+  EXPECT_THROW(attention(q, k, k, distance, true, 0.5), ShapeError);
+  distance.bias_by_distance = randn({2, 9}, g, DType::Float64);
+  EXPECT_THROW(attention(q, k, k, distance, true, 0.5), DTypeError);
+  ScoreModifier bad;
+  bad.kind = ScoreBias::ContentPosition;
+  bad.kr = randn({8, 2, 4}, g);
   bad.bucket = [](int64_t r) { return r + 3; };  // rows outside [0, 8) for some r
   EXPECT_THROW(attention(q, k, k, bad, true, 0.5), IndexError);
-  ScoreModifier alibi;
-  alibi.kind = ScoreBias::ALiBi;
-  alibi.slopes = {0.5};
-  EXPECT_THROW(attention(q, k, k, alibi, true, 0.5), ShapeError);
   ScoreModifier deb;
-  deb.kind = ScoreBias::DeBERTa;
+  deb.kind = ScoreBias::ContentPosition;
   deb.bucket = [](int64_t) { return 0; };
   EXPECT_THROW(attention(q, k, k, deb, true, 0.5), ValueError);
 }

@@ -902,25 +902,21 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
   const std::string what = std::string("bias ") + std::to_string(static_cast<int>(bias)) + (causal ? " causal" : "") +
                            " Tq=" + std::to_string(Tq) + " Tk=" + std::to_string(Tk) + " off=" +
                            std::to_string(q_offset) + (with_kr ? " kr" : "") + (with_qr ? " qr" : "");
-  const int64_t nd = Tq + Tk - 1, R = 6;
+  const int64_t nd = Tq + Tk - 1, R = 6;  // R: content-position table rows
   auto q = rnd<double>(B * H * Tq * D, 30), k = rnd<double>(B * H * Tk * D, 31), v = rnd<double>(B * H * Tk * D, 32);
   auto dout = rnd<double>(B * H * Tq * D, 33);
   std::vector<double> table;
   std::vector<double> kr, qr;
   std::vector<int64_t> diag_u, rows;
   int64_t U = 0;
-  if (bias == ScoreBias::T5 || bias == ScoreBias::DeBERTa) {
+  if (bias == ScoreBias::ContentPosition) {
     rows = {4, 0, 5, 2};  // distinct table rows, in no particular order
     U = static_cast<int64_t>(rows.size());
     diag_u.resize(nd);
     for (int64_t d = 0; d < nd; ++d) diag_u[d] = (d * 3 + d / 4) % U;
   }
-  if (bias == ScoreBias::T5) table = rnd<double>(R * H, 34);
-  if (bias == ScoreBias::ALiBi) {
-    table.resize(H);
-    for (int64_t h = 0; h < H; ++h) table[h] = std::pow(2.0, -(h + 1.0));
-  }
-  if (bias == ScoreBias::DeBERTa) {
+  if (bias == ScoreBias::Distance) table = rnd<double>(H * nd, 34);  // bias (H, Tq + Tk - 1)
+  if (bias == ScoreBias::ContentPosition) {
     if (with_kr) kr = rnd<double>(R * H * D, 35);
     if (with_qr) qr = rnd<double>(R * H * D, 36);
   }
@@ -948,8 +944,8 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
   std::vector<double> dqc(q.size(), 0.1), dqe = dqc, dkc(k.size(), 0.2), dke = dkc, dvc(v.size(), 0.3), dve = dvc;
   std::vector<double> dtc(table.size(), 0.4), dte = dtc, dkrc(kr.size(), 0.5), dkre = dkrc, dqrc(qr.size(), 0.6),
       dqre = dqrc;
-  double* dt_c = bias == ScoreBias::T5 ? dtc.data() : nullptr;
-  double* dt_e = bias == ScoreBias::T5 ? dte.data() : nullptr;
+  double* dt_c = bias == ScoreBias::Distance ? dtc.data() : nullptr;
+  double* dt_e = bias == ScoreBias::Distance ? dte.data() : nullptr;
   cpuk::attention_backward<double>(dqc.data(), dkc.data(), dvc.data(), dt_c, ptr(dkrc) ? dkrc.data() : nullptr,
                                    ptr(dqrc) ? dqrc.data() : nullptr, scratch.data(), dout.data(), q.data(), k.data(),
                                    v.data(), oc.data(), lc.data(), ptr(table), ptr(kr), ptr(qr), ptr(diag_u),
@@ -961,7 +957,7 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
   expect_close(dqc, dqe, 1e-12, what + " dq");
   expect_close(dkc, dke, 1e-12, what + " dk");
   expect_close(dvc, dve, 1e-12, what + " dv");
-  expect_close(dtc, dte, 1e-12, what + " dtable");
+  expect_close(dtc, dte, 1e-12, what + " dbias");
   expect_close(dkrc, dkre, 1e-12, what + " dkr");
   expect_close(dqrc, dqre, 1e-12, what + " dqr");
 
@@ -982,16 +978,16 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
 TEST(CudaKernelsEmulated, Attention) {
   POSGRAD_REQUIRE_EMULATION();
   using kernels::ScoreBias;
-  for (ScoreBias bias : {ScoreBias::None, ScoreBias::T5, ScoreBias::ALiBi, ScoreBias::DeBERTa})
+  for (ScoreBias bias : {ScoreBias::None, ScoreBias::Distance, ScoreBias::ContentPosition})
     for (bool causal : {false, true}) {
       // T = 37 spans two key tiles of the emulated kernels (tile 32).
       attention_case(bias, causal, 2, 2, 37, 37, 5, 0, true, true);
-      if (bias == ScoreBias::DeBERTa) {
+      if (bias == ScoreBias::ContentPosition) {
         attention_case(bias, causal, 1, 2, 7, 7, 4, 0, true, false);
         attention_case(bias, causal, 1, 2, 7, 7, 4, 0, false, true);
       }
       // Fewer queries than keys, queries at the end (KV-cache style).
-      if (bias != ScoreBias::DeBERTa) attention_case(bias, causal, 1, 3, 3, 9, 4, 6, false, false);
+      if (bias != ScoreBias::ContentPosition) attention_case(bias, causal, 1, 3, 3, 9, 4, 6, false, false);
     }
   // A causal offset that leaves the first query rows with no visible key (output 0, stats -inf).
   attention_case(ScoreBias::None, true, 1, 1, 4, 4, 3, -2, false, false);

@@ -398,7 +398,7 @@ TEST(Numerics, ScratchSizesAreOverflowChecked) {
   using kernels::ScoreBias;
   // (B H Tq U) = 2^80 elements of DeBERTa scratch.
   std::string m = posgrad::test::thrown_message<ShapeError>(
-      [&] { (void)kernels::cpu::attention_scratch_elems(ScoreBias::DeBERTa, 1, big, big, big, big, 64, big); });
+      [&] { (void)kernels::cpu::attention_scratch_elems(ScoreBias::ContentPosition, 1, big, big, big, big, 64, big); });
   EXPECT_TRUE(contains(m, "attention scratch")) << m;
   EXPECT_THROW((void)kernels::checked_elems({big, big, big, big}, "test"), ShapeError);
   EXPECT_EQ(kernels::checked_elems({big, big, big}, "test"), int64_t(1) << 60);

@@ -11,6 +11,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/registry.h"
+#include "nn/posenc/position_encoding.h"
 #include "support/test_util.h"
 
 using namespace posgrad;
@@ -33,7 +34,7 @@ double max_abs(const Tensor& a) {
 
 class OpRegistry : public ::testing::TestWithParam<size_t> {
  protected:
-  const OpCase& op() const { return op_registry()[GetParam()]; }
+  const OpCase& op() const { return nn::all_op_cases()[GetParam()]; }
 };
 
 TEST_P(OpRegistry, GradcheckDouble) {
@@ -89,16 +90,16 @@ TEST_P(OpRegistry, CudaMatchesCpu) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<size_t>& info) {
-  std::string s = op_registry()[info.param].name, out;
+  std::string s = nn::all_op_cases()[info.param].name, out;
   for (char ch : s) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
   return out + "_" + std::to_string(info.param);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, OpRegistry, ::testing::Range<size_t>(0, op_registry().size()), case_name);
+INSTANTIATE_TEST_SUITE_P(All, OpRegistry, ::testing::Range<size_t>(0, nn::all_op_cases().size()), case_name);
 
 TEST(OpRegistryMeta, NamesAreUnique) {
   std::set<std::string> seen;
-  for (const auto& c : op_registry()) EXPECT_TRUE(seen.insert(c.name).second) << "duplicate case " << c.name;
+  for (const auto& c : nn::all_op_cases()) EXPECT_TRUE(seen.insert(c.name).second) << "duplicate case " << c.name;
 }
 
 // ---- exact edge points -------------------------------------------------------------------------
@@ -162,14 +163,14 @@ void check_edge_point(const OpCase& c, const EdgePoint& e, DType dt, Device dev)
 
 std::vector<size_t> edge_case_indices() {
   std::vector<size_t> v;
-  for (size_t i = 0; i < op_registry().size(); ++i)
-    if (!op_registry()[i].edges.empty()) v.push_back(i);
+  for (size_t i = 0; i < nn::all_op_cases().size(); ++i)
+    if (!nn::all_op_cases()[i].edges.empty()) v.push_back(i);
   return v;
 }
 
 class OpRegistryEdges : public ::testing::TestWithParam<size_t> {
  protected:
-  const OpCase& op() const { return op_registry()[GetParam()]; }
+  const OpCase& op() const { return nn::all_op_cases()[GetParam()]; }
 };
 
 TEST_P(OpRegistryEdges, EdgePoints) {
@@ -186,6 +187,17 @@ TEST_P(OpRegistryEdges, EdgePointsCuda) {
 
 INSTANTIATE_TEST_SUITE_P(WithEdges, OpRegistryEdges, ::testing::ValuesIn(edge_case_indices()), case_name);
 
+// Every registered position encoding except NoPE brings its own cases, so a new encoding is
+// gradchecked and swept by adding it to the registry.
+TEST(OpRegistryMeta, EveryEncodingHasCases) {
+  for (const auto& kind : nn::position_encoding_kinds()) {
+    if (kind == "none") continue;  // nothing differentiable of its own
+    int n = 0;
+    for (const auto& c : nn::all_op_cases()) n += c.name.rfind("posenc/" + kind + "/", 0) == 0 ? 1 : 0;
+    EXPECT_GT(n, 0) << "no op cases for encoding " << kind;
+  }
+}
+
 // Every op with a singular point, a tie rule, a saturation or a log-sum-exp carries exact edge
 // points (an op added to this list without them, or losing them, fails here).
 TEST(OpRegistryMeta, SingularOpsHaveEdgePoints) {
@@ -196,7 +208,7 @@ TEST(OpRegistryMeta, SingularOpsHaveEdgePoints) {
         "nn/log_softmax/dim-1(3, 7, 13)", "nn/cross_entropy/NV_ignore", "nn/cross_entropy_rows/NV",
         "nn/layer_norm/affine", "nn/rms_norm/weight", "attention/none/bidir/2x1x7x3"}) {
     bool found = false;
-    for (const auto& c : op_registry())
+    for (const auto& c : nn::all_op_cases())
       if (c.name == name) {
         found = true;
         EXPECT_FALSE(c.edges.empty()) << name << " has no edge points";

@@ -144,6 +144,53 @@ void expect_freqs(const RopeFrequencies& f, const std::vector<double>& w, double
   for (size_t k = 0; k < w.size(); ++k) EXPECT_NEAR(f.inv_freq[k], w[k], tol * w[k]) << what << " k=" << k;
 }
 
+// KERPLE (log variant, docs/positions.md): the bias by distance against -r1 log(1 + r2 |r|) in double,
+// the relative positions of a query window with an offset, and the projection of r1, r2 onto
+// [0.01, inf) before use.
+TEST(Kerple, BiasByDistanceFormula) {
+  const Tensor r1 = Tensor::from_vector({1.0, 0.5}, {2}, DType::Float64);
+  const Tensor r2 = Tensor::from_vector({2.0, 0.25}, {2}, DType::Float64);
+  const Tensor b = kerple_bias_by_distance(r1, r2, 2, 4, 1);  // Tq 2, Tk 4, queries at positions 1, 2
+  ASSERT_EQ(b.shape(), (Shape{2, 5}));
+  const auto v = b.to_vector();
+  const double rel[5] = {-2, -1, 0, 1, 2};  // d - (Tq - 1) - q_offset
+  for (int h = 0; h < 2; ++h)
+    for (int d = 0; d < 5; ++d) {
+      const double want = -(h ? 0.5 : 1.0) * std::log(1.0 + (h ? 0.25 : 2.0) * std::fabs(rel[d]));
+      EXPECT_EQ(v[h * 5 + d], want) << "h " << h << " d " << d;
+    }
+  EXPECT_EQ(v[2], 0.0);  // no penalty at distance 0
+  EXPECT_NEAR(v[0], -std::log(5.0), 1e-15);
+  EXPECT_THROW(kerple_bias_by_distance(r1, Tensor::zeros({3}, DType::Float64), 2, 2), ShapeError);
+}
+
+TEST(Kerple, ParametersInitAndProjection) {
+  PosEncConfig c;
+  c.kind = "kerple";
+  c.n_head = 4;
+  c.n_layer = 2;
+  Generator g(3);
+  auto pe = make_position_encoding(c, g);
+  const auto params = pe->named_parameters();
+  ASSERT_EQ(params.size(), 4u);  // r1_0, r2_0, r1_1, r2_1
+  EXPECT_EQ(params[0].first, "r1_0");
+  EXPECT_EQ(params[1].first, "r2_0");
+  for (const auto& [name, p] : params) {
+    EXPECT_EQ(p.shape(), (Shape{4})) << name;  // one-dimensional: outside weight decay
+    for (double x : p.to_vector()) {
+      EXPECT_GE(x, 0.0) << name;
+      EXPECT_LT(x, name[1] == '1' ? 2.0 : 1.0) << name;  // U(0, 2) and U(0, 1)
+    }
+  }
+  assign_data(params[0].second, Tensor::from_vector(std::vector<double>{-1.0, 0.005, 0.5, 3.0}, {4}, DType::Float32));
+  const ScoreModifier m = pe->scores(0, {}, 5);
+  EXPECT_EQ(m.kind, ScoreBias::Distance);
+  EXPECT_EQ(m.bias_by_distance.shape(), (Shape{4, 9}));
+  const auto r1 = params[0].second.to_vector();
+  EXPECT_EQ(r1, (std::vector<double>{0.01f, 0.01f, 0.5, 3.0}));  // below 0.01: projected; others untouched
+  EXPECT_THROW(pe->scores(2, {}, 5), IndexError);
+}
+
 TEST(Rope, FrequenciesAndScalings) {
   expect_freqs(rope_frequencies(rope8(), 10), {1, 0.1, 0.01, 0.001}, 1e-15, "default");
   // float32 bits of the default frequencies (spec table): the cast of the double value.
@@ -372,7 +419,7 @@ TEST(Learned, PositionBeyondTableIsAnError) {
 // ---- the registry --------------------------------------------------------------------------------
 
 TEST(Registry, EveryKindAndUnknownKind) {
-  const std::vector<std::string> expect = {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi"};
+  const std::vector<std::string> expect = {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi", "kerple"};
   EXPECT_EQ(position_encoding_kinds(), expect);
   for (const auto& k : expect) {
     Generator g(0);
@@ -441,8 +488,13 @@ TEST(Registry, ScalesParametersAndOptions) {
   c.kind = "alibi";
   auto al = make_position_encoding(c, g);
   auto m = al->scores(0, {}, 8);
-  EXPECT_EQ(m.kind, ScoreBias::ALiBi);
-  EXPECT_EQ(m.slopes, alibi_slopes(4));
+  EXPECT_EQ(m.kind, ScoreBias::Distance);
+  ASSERT_EQ(m.bias_by_distance.shape(), (Shape{4, 15}));  // (H, 2T - 1)
+  const auto bias = m.bias_by_distance.to_vector();
+  const auto slopes = alibi_slopes(4);
+  for (int64_t h = 0; h < 4; ++h)
+    for (int64_t d = 0; d < 15; ++d)  // relative position d - 7; float32 of -m_h |r|
+      EXPECT_EQ(bias[h * 15 + d], double(float(-slopes[h] * std::fabs(double(d - 7))))) << h << " " << d;
   EXPECT_EQ(al->num_parameters(), 0);
 }
 
@@ -469,8 +521,7 @@ std::vector<GradCase> grad_cases() {
     return c;
   };
   std::vector<GradCase> v;
-  for (const std::string k : {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi"})
-    v.push_back({k, base(k)});
+  for (const std::string& k : position_encoding_kinds()) v.push_back({k, base(k)});
   GradCase t5l{"t5_per_layer_unscaled_bidir", base("t5")};
   t5l.cfg.set("t5_shared_layers", false);
   t5l.cfg.set("t5_scaled", false);

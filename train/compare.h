@@ -21,7 +21,7 @@ namespace posgrad::train {
 
 struct CompareConfig {
   TrainConfig base;  // shared hyperparameters; base.model.pos.kind is replaced per method
-  std::vector<std::string> methods = {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi"};
+  std::vector<std::string> methods = nn::position_encoding_kinds();  // every registered encoding
   std::vector<uint64_t> seeds = {1};
   std::vector<int64_t> eval_multipliers = {1, 2, 4, 8, 16};
   int64_t eval_tokens = 16384;          // validation tokens scored per evaluation length

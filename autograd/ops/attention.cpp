@@ -2,9 +2,11 @@
 // kernels in tensor/kernels/cpu/attention.cpp), its naive materialising reference built from the
 // ordinary ops, and the attention-by-distance diagnostic.
 //
-// The score modifier's relative-position function is evaluated here once per call, per diagonal
-// (Tq + Tk - 1 values): the kernels receive, for every diagonal j - i, a compact index into the
-// list of table rows actually used, so they never call back into position-encoding code.
+// A distance bias arrives as a tensor (H, Tq + Tk - 1) and goes to the kernels as it is; its
+// gradient comes back as a tensor of the same shape. For content-position terms the modifier's
+// relative-position function is evaluated here once per call, per diagonal (Tq + Tk - 1 values):
+// the kernels receive, for every diagonal j - i, a compact index into the list of table rows
+// actually used, so they never call back into position-encoding code.
 // Not here: the position encodings themselves (nn/posenc/), the attention layer (nn/attention.cpp).
 #include "autograd/ops/attention.h"
 
@@ -17,7 +19,7 @@ namespace posgrad {
 
 namespace {
 
-// Diagonal -> table-row bookkeeping for T5 / DeBERTa. Diagonal d = j - i + Tq - 1 holds the pairs
+// Diagonal -> table-row bookkeeping for content-position terms. Diagonal d = j - i + Tq - 1 holds the pairs
 // with relative position r = j - (i + q_offset) = d - (Tq - 1) - q_offset.
 struct RelIndex {
   std::vector<int64_t> diag_u;  // (Tq + Tk - 1) compact row index
@@ -25,8 +27,8 @@ struct RelIndex {
 };
 
 RelIndex build_rel_index(const ScoreModifier& mod, int64_t R, int64_t Tq, int64_t Tk, int64_t q_offset) {
-  POSGRAD_CHECK(static_cast<bool>(mod.bucket), ValueError, "attention: the ", mod.kind == ScoreBias::T5 ? "T5" : "DeBERTa",
-                " score modifier has no bucket function");
+  POSGRAD_CHECK(static_cast<bool>(mod.bucket), ValueError,
+                "attention: the content-position score modifier has no bucket function");
   const int64_t nd = Tq + Tk - 1;
   std::vector<int64_t> row_of(static_cast<size_t>(nd));
   std::vector<int64_t> used(static_cast<size_t>(R), -1);
@@ -55,7 +57,6 @@ struct AttentionConfig {
   bool causal = true;
   double scale = 1.0;
   int64_t q_offset = 0;
-  std::vector<double> slopes;
   RelIndex ix;
 };
 
@@ -64,7 +65,7 @@ struct Dims {
 };
 
 // Validates shapes/dtypes and returns the dimensions.
-Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& table, const Tensor& kr,
+Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, const Tensor& kr,
                   const Tensor& qr, const AttentionConfig& cfg) {
   POSGRAD_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, ShapeError,
                 "attention: q, k, v must be (B, H, T, D), got ", shape_str(q.shape()), ", ", shape_str(k.shape()), ", ",
@@ -86,25 +87,20 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
   int64_t U = 0;
   switch (cfg.kind) {
     case ScoreBias::None: break;
-    case ScoreBias::T5:
-      POSGRAD_CHECK(table.defined() && table.dim() == 2 && table.size(1) == H, ShapeError,
-                    "attention: the T5 table must be (buckets, H = ", H, "), got ",
-                    table.defined() ? shape_str(table.shape()) : std::string("undefined"));
-      same_kind(table, "T5 table");
-      U = static_cast<int64_t>(cfg.ix.rows.size());
+    case ScoreBias::Distance:
+      POSGRAD_CHECK(bias.defined() && bias.dim() == 2 && bias.size(0) == H && bias.size(1) == Tq + Tk - 1, ShapeError,
+                    "attention: bias_by_distance must be (H = ", H, ", Tq + Tk - 1 = ", Tq + Tk - 1, "), got ",
+                    bias.defined() ? shape_str(bias.shape()) : std::string("undefined"));
+      same_kind(bias, "bias_by_distance");
       break;
-    case ScoreBias::ALiBi:
-      POSGRAD_CHECK(static_cast<int64_t>(cfg.slopes.size()) == H, ShapeError, "attention: ALiBi needs one slope per head (",
-                    H, "), got ", cfg.slopes.size());
-      break;
-    case ScoreBias::DeBERTa: {
+    case ScoreBias::ContentPosition: {
       POSGRAD_CHECK(kr.defined() || qr.defined(), ValueError,
-                    "attention: the DeBERTa modifier needs kr (c2p) and/or qr (p2c)");
+                    "attention: the content-position modifier needs kr (c2p) and/or qr (p2c)");
       for (const Tensor* t : {&kr, &qr}) {
         if (!t->defined()) continue;
         POSGRAD_CHECK(t->dim() == 3 && t->size(1) == H && t->size(2) == D, ShapeError,
-                      "attention: DeBERTa kr/qr must be (R, H = ", H, ", D = ", D, "), got ", shape_str(t->shape()));
-        same_kind(*t, "DeBERTa kr/qr");
+                      "attention: kr/qr must be (R, H = ", H, ", D = ", D, "), got ", shape_str(t->shape()));
+        same_kind(*t, "kr/qr");
       }
       POSGRAD_CHECK(!(kr.defined() && qr.defined()) || kr.size(0) == qr.size(0), ShapeError,
                     "attention: kr ", shape_str(kr.shape()), " and qr ", shape_str(qr.shape()), " differ in rows");
@@ -116,8 +112,8 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
 }
 
 int64_t table_rows(const ScoreModifier& mod) {
-  if (mod.kind == ScoreBias::T5) return mod.table.defined() ? mod.table.size(0) : 0;
-  if (mod.kind == ScoreBias::DeBERTa) return mod.kr.defined() ? mod.kr.size(0) : mod.qr.defined() ? mod.qr.size(0) : 0;
+  if (mod.kind == ScoreBias::ContentPosition)
+    return mod.kr.defined() ? mod.kr.size(0) : mod.qr.defined() ? mod.qr.size(0) : 0;
   return 0;
 }
 
@@ -128,37 +124,37 @@ AttentionConfig make_config(const ScoreModifier& mod, const Tensor& q, const Ten
   cfg.causal = causal;
   cfg.scale = scale;
   cfg.q_offset = q_offset;
-  cfg.slopes = mod.slopes;
   POSGRAD_CHECK(std::isfinite(scale), ValueError, "attention: scale must be finite, got ", scale);
-  POSGRAD_CHECK(mod.kind != ScoreBias::DeBERTa || mod.kr.defined() || mod.qr.defined(), ValueError,
-                "attention: the DeBERTa modifier needs kr (c2p) and/or qr (p2c)");
-  POSGRAD_CHECK(mod.kind != ScoreBias::T5 || (mod.table.defined() && mod.table.dim() == 2), ShapeError,
-                "attention: the T5 modifier needs a (buckets, H) table, got ",
-                mod.table.defined() ? shape_str(mod.table.shape()) : std::string("undefined"));
-  if ((mod.kind == ScoreBias::T5 || mod.kind == ScoreBias::DeBERTa) && q.dim() == 4 && k.dim() == 4)
+  POSGRAD_CHECK(mod.kind != ScoreBias::ContentPosition || mod.kr.defined() || mod.qr.defined(), ValueError,
+                "attention: the content-position modifier needs kr (c2p) and/or qr (p2c)");
+  if (mod.kind == ScoreBias::ContentPosition && q.dim() == 4 && k.dim() == 4)
     cfg.ix = build_rel_index(mod, table_rows(mod), q.size(2), k.size(2), q_offset);
   return cfg;
 }
 
-// Constant slopes tensor (H) in the dtype of q (the kernels read ALiBi slopes from `table`).
-Tensor slopes_tensor(const std::vector<double>& s, DType dt, Device dev) {
-  return Tensor::from_vector(s, {static_cast<int64_t>(s.size())}, dt).to(dev);
+// The modifier's tensors that the op takes as inputs, by kind (undefined where unused).
+struct ModifierInputs {
+  Tensor bias, kr, qr;
+};
+ModifierInputs modifier_inputs(const ScoreModifier& mod) {
+  ModifierInputs in;
+  if (mod.kind == ScoreBias::Distance) in.bias = mod.bias_by_distance;
+  if (mod.kind == ScoreBias::ContentPosition) in.kr = mod.kr, in.qr = mod.qr;
+  return in;
 }
 
 struct AttentionFn : Function<AttentionFn> {
   static constexpr const char* kName = "attention";
   struct Saved {
-    Tensor q, k, v, o, stats, table, kr, qr;  // stats (B, H, Tq, 2): per-row (max, log sum), see kernels_decl.inc
+    Tensor q, k, v, o, stats, bias, kr, qr;  // stats (B, H, Tq, 2): per-row (max, log sum), see kernels_decl.inc
     AttentionConfig cfg;
     Dims dims{};
   };
-  static Tensor forward(Context<Saved>& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& table,
+  static Tensor forward(Context<Saved>& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
                         const Tensor& kr, const Tensor& qr, const AttentionConfig& cfg) {
-    const Dims d = check_inputs(q, k, v, table, kr, qr, cfg);
+    const Dims d = check_inputs(q, k, v, bias, kr, qr, cfg);
     Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
-    Tensor tc = cfg.kind == ScoreBias::ALiBi ? slopes_tensor(cfg.slopes, q.dtype(), q.device())
-                : table.defined()            ? table.contiguous()
-                                             : Tensor();
+    Tensor tc = bias.defined() ? bias.contiguous() : Tensor();
     Tensor krc = kr.defined() ? kr.contiguous() : Tensor(), qrc = qr.defined() ? qr.contiguous() : Tensor();
     Tensor o = Tensor::empty({d.B, d.H, d.Tq, d.D}, q.dtype(), q.device());
     Tensor stats = Tensor::empty({d.B, d.H, d.Tq, 2}, q.dtype(), q.device());
@@ -185,7 +181,7 @@ struct AttentionFn : Function<AttentionFn> {
       return ctx.needs(slot) ? Tensor::zeros(t.shape(), t.dtype(), t.device()) : Tensor();
     };
     Tensor dq = zeros_like(s.q, 0), dk = zeros_like(s.k, 1), dv = zeros_like(s.v, 2);
-    Tensor dtable = s.cfg.kind == ScoreBias::T5 ? zeros_like(s.table, 3) : Tensor();
+    Tensor dbias = s.bias.defined() ? zeros_like(s.bias, 3) : Tensor();
     Tensor dkr = s.kr.defined() ? zeros_like(s.kr, 4) : Tensor();
     Tensor dqr = s.qr.defined() ? zeros_like(s.qr, 5) : Tensor();
     const int64_t ns = kernels::cpu::attention_scratch_elems(s.cfg.kind, 1, d.B, d.H, d.Tq, d.Tk, d.D, d.U);
@@ -195,57 +191,57 @@ struct AttentionFn : Function<AttentionFn> {
     dispatch_floating(dout.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       POSGRAD_KERNEL(dout.device(), attention_backward<T>, data_or_null<T>(dq), data_or_null<T>(dk),
-                     data_or_null<T>(dv), data_or_null<T>(dtable), data_or_null<T>(dkr), data_or_null<T>(dqr),
+                     data_or_null<T>(dv), data_or_null<T>(dbias), data_or_null<T>(dkr), data_or_null<T>(dqr),
                      scratch.data<T>(), dout.data<T>(), data_or_null<T>(s.q), data_or_null<T>(s.k),
-                     data_or_null<T>(s.v), data_or_null<T>(s.o), data_or_null<T>(s.stats), data_or_null<T>(s.table),
+                     data_or_null<T>(s.v), data_or_null<T>(s.o), data_or_null<T>(s.stats), data_or_null<T>(s.bias),
                      data_or_null<T>(s.kr), data_or_null<T>(s.qr), du, rows, d.B, d.H, d.Tq, d.Tk, d.D, d.U,
                      s.cfg.q_offset, s.cfg.kind, s.cfg.causal, T(s.cfg.scale));
     });
-    return {dq, dk, dv, dtable, dkr, dqr};
+    return {dq, dk, dv, dbias, dkr, dqr};
   }
 };
 
 }  // namespace
 
+std::vector<int64_t> diagonal_relative_positions(int64_t Tq, int64_t Tk, int64_t q_offset) {
+  POSGRAD_CHECK(Tq > 0 && Tk > 0, ShapeError, "diagonal_relative_positions: lengths must be positive, got Tq = ", Tq,
+                ", Tk = ", Tk);
+  const int64_t nd = kernels::checked_add(Tq, Tk, "diagonal_relative_positions") - 1;
+  std::vector<int64_t> r(static_cast<size_t>(nd));
+  for (int64_t d = 0; d < nd; ++d) r[d] = d - (Tq - 1) - q_offset;
+  return r;
+}
+
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
                  double scale, int64_t q_offset) {
   AttentionConfig cfg = make_config(mod, q, k, causal, scale, q_offset);
-  const Tensor table = mod.kind == ScoreBias::T5 ? mod.table : Tensor();
-  const Tensor kr = mod.kind == ScoreBias::DeBERTa ? mod.kr : Tensor();
-  const Tensor qr = mod.kind == ScoreBias::DeBERTa ? mod.qr : Tensor();
-  return AttentionFn::apply(q, k, v, table, kr, qr, cfg);
+  const ModifierInputs in = modifier_inputs(mod);
+  return AttentionFn::apply(q, k, v, in.bias, in.kr, in.qr, cfg);
 }
 
 Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
                            double scale, int64_t q_offset) {
   AttentionConfig cfg = make_config(mod, q, k, causal, scale, q_offset);
-  const Tensor table = mod.kind == ScoreBias::T5 ? mod.table : Tensor();
-  const Dims d = check_inputs(q, k, v, table, mod.kr, mod.qr, cfg);
+  const ModifierInputs in = modifier_inputs(mod);
+  const Dims d = check_inputs(q, k, v, in.bias, in.kr, in.qr, cfg);
   const int64_t B = d.B, H = d.H, Tq = d.Tq, Tk = d.Tk;
-  // Table row of each (i, j) (T5 / DeBERTa), from the same per-diagonal index the fused op uses.
+  (void)H;
+  // Table row of each (i, j) (content-position terms), from the per-diagonal index the fused op uses.
   auto row_at = [&](int64_t i, int64_t j) { return cfg.ix.rows[cfg.ix.diag_u[j - i + Tq - 1]]; };
 
   Tensor scores = matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, Tq, Tk)
   switch (mod.kind) {
     case ScoreBias::None: break;
-    case ScoreBias::T5: {
+    case ScoreBias::Distance: {
+      // bias[h, j - i + Tq - 1] for every (i, j): an embedding lookup into bias^T (Tq + Tk - 1, H).
       std::vector<int64_t> idx(static_cast<size_t>(Tq * Tk));
       for (int64_t i = 0; i < Tq; ++i)
-        for (int64_t j = 0; j < Tk; ++j) idx[i * Tk + j] = row_at(i, j);
-      Tensor bias = embedding(mod.table, Tensor::from_ints(idx, {Tq, Tk}).to(q.device()));  // (Tq, Tk, H)
+        for (int64_t j = 0; j < Tk; ++j) idx[i * Tk + j] = j - i + Tq - 1;
+      Tensor bias = embedding(in.bias.t(), Tensor::from_ints(idx, {Tq, Tk}).to(q.device()));  // (Tq, Tk, H)
       scores = scores + bias.permute({2, 0, 1});
       break;
     }
-    case ScoreBias::ALiBi: {
-      std::vector<double> b(static_cast<size_t>(H * Tq * Tk));
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < Tq; ++i)
-          for (int64_t j = 0; j < Tk; ++j)
-            b[(h * Tq + i) * Tk + j] = -mod.slopes[h] * std::fabs(static_cast<double>(j - i - q_offset));
-      scores = scores + Tensor::from_vector(b, {H, Tq, Tk}, q.dtype()).to(q.device());
-      break;
-    }
-    case ScoreBias::DeBERTa: {
+    case ScoreBias::ContentPosition: {
       // c2p[b,h,i,j] = C2P[b,h,i,c(i,j)] with C2P = Q Kr^T (B, H, Tq, R): a gather, written as an
       // embedding lookup into the flattened C2P. Likewise p2c with K Qr^T (B, H, Tk, R).
       const int64_t R = table_rows(mod);
@@ -290,14 +286,12 @@ Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreM
                 "attention_distance_profile: q and k must be the same (B, H, T, D), got ", shape_str(q.shape()), ", ",
                 shape_str(k.shape()));
   AttentionConfig cfg = make_config(mod, q, k, causal, scale, 0);
-  const Tensor table = mod.kind == ScoreBias::T5 ? mod.table : Tensor();
-  const Dims d = check_inputs(q, k, k, table, mod.kr, mod.qr, cfg);
+  const ModifierInputs in = modifier_inputs(mod);
+  const Dims d = check_inputs(q, k, k, in.bias, in.kr, in.qr, cfg);
   Tensor qc = q.contiguous(), kc = k.contiguous();
-  Tensor tc = cfg.kind == ScoreBias::ALiBi ? slopes_tensor(cfg.slopes, q.dtype(), q.device())
-              : table.defined()            ? table.contiguous()
-                                           : Tensor();
-  Tensor krc = cfg.kind == ScoreBias::DeBERTa && mod.kr.defined() ? mod.kr.contiguous() : Tensor();
-  Tensor qrc = cfg.kind == ScoreBias::DeBERTa && mod.qr.defined() ? mod.qr.contiguous() : Tensor();
+  Tensor tc = in.bias.defined() ? in.bias.contiguous() : Tensor();
+  Tensor krc = in.kr.defined() ? in.kr.contiguous() : Tensor();
+  Tensor qrc = in.qr.defined() ? in.qr.contiguous() : Tensor();
   const int64_t T = d.Tq, nd = 2 * T - 1;
   Tensor o = Tensor::empty({d.B, d.H, T, d.D}, q.dtype(), q.device());
   Tensor stats = Tensor::empty({d.B, d.H, T, 2}, q.dtype(), q.device());

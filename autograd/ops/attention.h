@@ -16,20 +16,27 @@ namespace posgrad {
 
 using kernels::ScoreBias;
 
-// What a position encoding adds to the attention scores s(i,j) = scale q_i.k_j + bias_h(i,j).
+// What a position encoding adds to the attention scores s(i,j) = scale q_i.k_j + bias_h(i,j), in
+// one of the three shapes the kernels know (kernels.h, ScoreBias). The op names no encoding.
 // Relative position r = key position - query position (T5's convention; DeBERTa's i - j = -r).
 struct ScoreModifier {
   ScoreBias kind = ScoreBias::None;
-  // T5: (R, H) learned table, bias = table[bucket(r), h] (spec §1.3). Differentiable.
-  Tensor table;
-  // ALiBi: one slope per head; bias = -slope_h |r| (spec §4). Constants.
-  std::vector<double> slopes;
-  // DeBERTa: projected relative embeddings (R, H, D), differentiable; undefined = term off.
-  // kr gives c2p = q_i . kr[c], qr gives p2c = k_j . qr[c], both scaled by `scale` (spec §2.4).
+  // Distance: bias_by_distance (H, Tq + Tk - 1), differentiable, same dtype and device as q: entry
+  // [h, d] is added to every pair (i, j) on the diagonal d = j - i + Tq - 1, whose relative position
+  // is r = d - (Tq - 1) - q_offset (diagonal_relative_positions). The encoding computes it with
+  // ordinary ops (T5: a gather of its bucket table; ALiBi: slope x distance; KERPLE: its kernel),
+  // so autograd carries the kernel's gradient back to the encoding's parameters.
+  Tensor bias_by_distance;
+  // ContentPosition: projected relative embeddings (R, H, D), differentiable; undefined = term off.
+  // kr gives c2p = q_i . kr[c], qr gives p2c = k_j . qr[c], both scaled by `scale` (DeBERTa, spec §2.4),
+  // c = bucket(r), which must lie in [0, R).
   Tensor kr, qr;
-  // T5 / DeBERTa: table row of relative position r (must lie in [0, R)).
   std::function<int64_t(int64_t r)> bucket;
 };
+
+// The relative position r = j - (i + q_offset) of each diagonal d = j - i + Tq - 1, d in
+// [0, Tq + Tk - 1): r_d = d - (Tq - 1) - q_offset. Sizes must be positive (ShapeError).
+std::vector<int64_t> diagonal_relative_positions(int64_t Tq, int64_t Tk, int64_t q_offset = 0);
 
 // Fused attention (FlashAttention-style, explicit backward). q (B, H, Tq, D), k, v (B, H, Tk, D)
 // -> (B, H, Tq, D). Query i is at position i + q_offset, key j at j; `causal` hides keys with

@@ -2,10 +2,12 @@
 // arXiv 2108.12409; authors' fairseq code; HF bloom build_alibi_tensor; spec §4). No parameters and
 // no embedding: head h adds -m_h |i - j| to its scores, after the 1/sqrt(d) scaling. In causal
 // attention that is the paper's m_h (j - i) on every visible key; bidirectionally it is the
-// symmetric form (spec §4.2). Kernels: tensor/kernels/cpu/attention.cpp (ScoreBias::ALiBi); the
-// bias is a constant, so backward is plain attention backward (spec §4.3).
+// symmetric form (spec §4.2). The bias depends only on the head and the distance, so it reaches the
+// fused attention as data, bias_by_distance (H, Tq + Tk - 1) = -slope (H, 1) x |r| (1, Tq + Tk - 1);
+// it is a constant, so backward is plain attention backward (spec §4.3).
 #include <cmath>
 
+#include "autograd/ops.h"
 #include "nn/posenc/position_encoding.h"
 
 namespace posgrad::nn {
@@ -23,30 +25,65 @@ std::vector<double> alibi_slopes(int64_t n_heads) {
   return m;
 }
 
+Tensor alibi_bias_by_distance(const std::vector<double>& slopes, int64_t Tq, int64_t Tk, int64_t q_offset,
+                              DType dtype, Device device) {
+  const int64_t H = static_cast<int64_t>(slopes.size());
+  POSGRAD_CHECK(H > 0, ValueError, "ALiBi: no slopes");
+  std::vector<double> distance;
+  for (int64_t r : diagonal_relative_positions(Tq, Tk, q_offset)) distance.push_back(std::fabs(static_cast<double>(r)));
+  const int64_t nd = static_cast<int64_t>(distance.size());
+  // The product is rounded once (an integer distance times a slope is exact before rounding).
+  const Tensor m = Tensor::from_vector(slopes, {H, 1}, dtype).to(device);
+  const Tensor dist = Tensor::from_vector(distance, {1, nd}, dtype).to(device);
+  return -(m * dist);
+}
+
 namespace {
 
 class AlibiEncoding : public PositionEncoding {
  public:
-  explicit AlibiEncoding(const PosEncConfig& cfg) : slopes_(alibi_slopes(cfg.n_head)) { causal_ = cfg.causal; }
+  explicit AlibiEncoding(const PosEncConfig& cfg) : slopes_(alibi_slopes(cfg.n_head)), dtype_(cfg.dtype) {
+    causal_ = cfg.causal;
+  }
   std::string kind() const override { return "alibi"; }
-  ScoreModifier scores(int64_t, const LayerProjections&, int64_t) override {
+  ScoreModifier scores(int64_t, const LayerProjections& proj, int64_t T) override {
     ScoreModifier m;
-    m.kind = ScoreBias::ALiBi;
-    m.slopes = slopes_;
+    m.kind = ScoreBias::Distance;
+    m.bias_by_distance = alibi_bias_by_distance(slopes_, T, T, 0, dtype_, proj.device());
     return m;
   }
 
  private:
   std::vector<double> slopes_;
+  DType dtype_;
 };
 
 }  // namespace
+
+// Op-registry cases: the fused attention with the ALiBi bias in every geometry of the sweep (the
+// slopes of H heads; nothing to differentiate but q, k, v).
+void alibi_op_cases(std::vector<OpCase>& out) {
+  add_distance_bias_cases(
+      out, "alibi", [](Generator&, DType t, int64_t H) { return TensorList{Tensor::zeros({H}, t)}; },  // carries H and the dtype
+      [](const TensorList& p, int64_t Tq, int64_t Tk, int64_t q_offset) {
+        const int64_t H = p[0].size(0);
+        return alibi_bias_by_distance(alibi_slopes(H), Tq, Tk, q_offset, p[0].dtype(), Device::cpu());
+      },
+      [](const std::vector<std::vector<double>>& p, int64_t h, int64_t r) {
+        const int64_t H = static_cast<int64_t>(p[0].size());
+        // Spec §4.1 for H <= 4 heads (a power of two or 3): 2^(-8 h' / c), h' = h + 1, c = 2^floor(log2 H).
+        const double c = H >= 4 ? 4.0 : H >= 2 ? 2.0 : 1.0;
+        const double m = h < c ? std::exp2(-8.0 * double(h + 1) / c) : std::exp2(-4.0 * double(2 * (h - c) + 1) / c);
+        return -m * std::fabs(double(r));
+      });
+}
 
 PosEncEntry alibi_encoding() {
   return {"alibi", "linear distance penalty per head on the attention scores (Press et al. 2022)",
           [](const PosEncConfig& cfg, Generator&) { return std::make_shared<AlibiEncoding>(cfg); },
           {},
-          nullptr};
+          nullptr,
+          alibi_op_cases};
 }
 
 }  // namespace posgrad::nn

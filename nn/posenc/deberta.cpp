@@ -7,12 +7,13 @@
 //   c2p: q_i . Kr[c(i,j)]    p2c: k_j . Qr[c(i,j)]    c(i,j) = clamp(bucket(i - j) + S, 0, 2S - 1)
 // with the released code's p2c index (the SAME row c(i,j) as c2p, spec §2.4 — not the paper's
 // delta(j,i)), and scales everything by 1/sqrt(D (1 + #terms)). Kernels (forward, backward incl.
-// dKr, dQr): tensor/kernels/cpu/attention.cpp (ScoreBias::DeBERTa); the gradients then flow
+// dKr, dQr): tensor/kernels/cpu/attention.cpp (ScoreBias::ContentPosition); the gradients then flow
 // through the ordinary linear / layer_norm ops into W_k, W_q, E_rel (summed over layers by
 // autograd). Works causally (the causal mask is orthogonal to the bias).
 // Not here: position dropout on E_rel (dropout is applied to the model's outputs), v1's
 // length-dependent span and fused in_proj (spec §2.7), talking heads, Shaw et al.'s value-side
 // relative term (spec §6b).
+#include <array>
 #include <cmath>
 
 #include "autograd/ops.h"
@@ -61,7 +62,7 @@ ScoreModifier deberta_score_modifier(const Tensor& rel_emb, const Tensor& w_k, c
   POSGRAD_CHECK(w_k.defined() || w_q.defined(), ValueError, "DeBERTa: neither c2p nor p2c is enabled");
   const int64_t D = rel_emb.size(1) / n_head;
   ScoreModifier m;
-  m.kind = ScoreBias::DeBERTa;
+  m.kind = ScoreBias::ContentPosition;
   if (w_k.defined()) m.kr = linear(rel_emb, w_k, b_k).reshape({2 * S, n_head, D});  // c2p keys
   if (w_q.defined()) m.qr = linear(rel_emb, w_q, b_q).reshape({2 * S, n_head, D});  // p2c queries
   // The attention passes r = key - query; DeBERTa's relative position is query - key = -r.
@@ -133,6 +134,99 @@ class DebertaEncoding : public PositionEncoding {
 
 }  // namespace
 
+namespace {
+
+// One attention case: q, k, v then Kr (c2p) and/or Qr (p2c), (2S, H, D), with DeBERTa's rows.
+void add_deberta_case(std::vector<OpCase>& out, const std::string& name, Shape q, bool causal, bool c2p, bool p2c,
+                      int64_t pb, int64_t mrp) {
+  const int64_t H = q[1], Tq = q[2], D = q[3], S = deberta_span(pb, mrp);
+  AttentionCase ac;
+  ac.name = "posenc/deberta/" + name;
+  ac.q = ac.k = q;
+  ac.causal = causal;
+  ac.scale = 1.0 / std::sqrt(double(D) * (1 + int(c2p) + int(p2c)));
+  ac.extra_inputs = [=](Generator& g, DType t) {
+    TensorList x;
+    if (c2p) x.push_back(make_input({2 * S, H, D}, g, t));
+    if (p2c) x.push_back(make_input({2 * S, H, D}, g, t));
+    return x;
+  };
+  ac.modifier = [=](const TensorList& x) {
+    ScoreModifier m;
+    m.kind = ScoreBias::ContentPosition;
+    size_t at = 3;
+    if (c2p) m.kr = x[at++];
+    if (p2c) m.qr = x[at++];
+    m.bucket = [=](int64_t r) { return deberta_row(-r, pb, mrp); };
+    return m;
+  };
+  const double scale = ac.scale;
+  ac.reference_bias = [=](const TensorList& x) -> AttentionBiasFn {
+    auto Q = host(x[0]), K = host(x[1]);
+    size_t at = 3;
+    std::vector<double> kr = c2p ? host(x[at++]) : std::vector<double>();
+    std::vector<double> qr = p2c ? host(x[at++]) : std::vector<double>();
+    return [=](int64_t b, int64_t h, int64_t i, int64_t j) {
+      const int64_t c = deberta_row(i - j, pb, mrp), bh = b * H + h;  // spec §2.4: c(i, j) of i - j
+      double sum = 0;
+      for (int64_t e = 0; e < D; ++e) {
+        if (!kr.empty()) sum += Q[(bh * Tq + i) * D + e] * kr[(c * H + h) * D + e];
+        if (!qr.empty()) sum += K[(bh * Tq + j) * D + e] * qr[(c * H + h) * D + e];
+      }
+      return scale * sum;
+    };
+  };
+  add_attention_case(out, ac);
+}
+
+// q, k, v (B, H, T, D) from x (B, T, C) through a fused qkv weight (3C, C) + bias (3C).
+std::array<Tensor, 3> project_heads(const Tensor& x, const Tensor& w, const Tensor& b, int64_t H) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), D = C / H;
+  Tensor y = linear(x, w, b);
+  std::array<Tensor, 3> qkv;
+  for (int64_t p = 0; p < 3; ++p) qkv[p] = y.narrow(2, p * C, C).reshape({B, T, H, D}).permute({0, 2, 1, 3});
+  return qkv;
+}
+
+// Op-registry cases: the fused attention with c2p/p2c (both, either, log buckets or none, causal
+// and bidirectional, T = 1 / 7 / 33), and the full path E_rel -> LayerNorm -> each layer's W_k/W_q
+// (share_att_key) -> Kr/Qr across two layers, against the materialising reference.
+void deberta_op_cases(std::vector<OpCase>& out) {
+  add_deberta_case(out, "causal/1x3x33x5", {1, 3, 33, 5}, true, true, true, 4, 10);
+  add_deberta_case(out, "bidir/2x3x7x5", {2, 3, 7, 5}, false, true, true, 4, 10);
+  add_deberta_case(out, "causal/T1", {1, 1, 1, 3}, true, true, true, 4, 10);
+  add_deberta_case(out, "c2p_only/bidir/2x1x7x3", {2, 1, 7, 3}, false, true, false, 4, 10);
+  add_deberta_case(out, "p2c_only/causal/1x3x7x4", {1, 3, 7, 4}, true, false, true, 4, 10);
+  // span 3 without log buckets: |i - j| >= 3 clamps onto the first/last rows
+  add_deberta_case(out, "no_buckets/bidir/1x3x7x4", {1, 3, 7, 4}, false, true, true, 0, 3);
+  // E_rel and its LayerNorm are shared by the two layers; each layer's W_q/W_k get content and
+  // position gradients.
+  add_composite(
+      out, "posenc/deberta/shared_table_two_layers",
+      [](Generator& g, DType t) {
+        return TensorList{make_input({2, 9, 6}, g, t),   make_input({18, 6}, g, t), make_input({18}, g, t),
+                          make_input({18, 6}, g, t),     make_input({18}, g, t),    make_input({8, 6}, g, t),
+                          make_input({6}, g, t, true, 0.5, 1.5), make_input({6}, g, t)};
+      },
+      [](const TensorList& x, bool naive) {
+        const int64_t H = 3, PB = 4, M = 6;
+        const double scale = 1.0 / std::sqrt(2.0 * 3);
+        const Tensor R = layer_norm(x[5], x[6], x[7], 1e-7);
+        Tensor h = x[0];
+        for (int l = 0; l < 2; ++l) {
+          const Tensor& w = x[1 + 2 * l];
+          const Tensor& b = x[2 + 2 * l];
+          auto [q, k, v] = project_heads(h, w, b, H);
+          const ScoreModifier m = deberta_score_modifier(R, w.narrow(0, 6, 6), b.narrow(0, 6, 6), w.narrow(0, 0, 6),
+                                                         b.narrow(0, 0, 6), H, PB, M);
+          h = h + run_attention(q, k, v, m, true, scale, naive).permute({0, 2, 1, 3}).reshape({2, 9, 6});
+        }
+        return h;
+      });
+}
+
+}  // namespace
+
 PosEncEntry deberta_encoding() {
   using namespace opt;
   return {"deberta", "disentangled content-to-position and position-to-content attention terms (He et al. 2021)",
@@ -157,7 +251,8 @@ PosEncEntry deberta_encoding() {
                                   ? cfg.block_size
                                   : cfg.options.integer("deberta_max_relative_positions");
             (void)deberta_log_bucket(m, pb, m);
-          }};
+          },
+          deberta_op_cases};
 }
 
 }  // namespace posgrad::nn

@@ -37,11 +37,28 @@ class LearnedEncoding : public PositionEncoding {
 
 }  // namespace
 
+// Op-registry case: rows 4.. of the table added to x (the gradient reaches only those rows).
+void learned_op_cases(std::vector<OpCase>& out) {
+  OpCase c;
+  c.name = "posenc/learned/add_positions";
+  c.inputs = [](Generator& g, DType t) { return TensorList{make_input({2, 7, 6}, g, t), make_input({13, 6}, g, t)}; };
+  c.fn = [](const TensorList& x) { return add_learned_positions(x[0], x[1], 4); };
+  c.reference = [](const TensorList& x) {
+    auto a = host(x[0]), tab = host(x[1]);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t t = 0; t < 7; ++t)
+        for (int64_t e = 0; e < 6; ++e) a[(b * 7 + t) * 6 + e] += tab[(4 + t) * 6 + e];
+    return Tensor::from_vector(a, {2, 7, 6}, DType::Float64);
+  };
+  out.push_back(c);
+}
+
 PosEncEntry learned_encoding() {
   return {"learned", "learned absolute position table of block_size rows (GPT-2); no positions beyond it",
           [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<LearnedEncoding>(cfg, gen); },
           {},
-          nullptr};
+          nullptr,
+          learned_op_cases};
 }
 
 }  // namespace posgrad::nn

@@ -19,7 +19,8 @@ PosEncEntry none_encoding() {
   return {"none", "NoPE: no position information (the causal mask alone orders tokens)",
           [](const PosEncConfig& cfg, Generator&) { return std::make_shared<NoPositionEncoding>(cfg); },
           {},
-          nullptr};
+          nullptr,
+          nullptr};  // nothing differentiable: plain attention is covered by the op registry
 }
 
 }  // namespace posgrad::nn

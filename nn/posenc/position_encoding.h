@@ -2,7 +2,8 @@
 // the attention layer call the three hooks and never name a concrete encoding:
 //   embed()  — absolute encodings add to the token embeddings (sinusoidal, learned);
 //   rotate() — RoPE rotates queries and keys;
-//   scores() — T5, ALiBi and DeBERTa modify the attention scores inside the fused attention.
+//   scores() — relative encodings modify the attention scores inside the fused attention: a bias
+//              per head and distance as data (T5, ALiBi, KERPLE), or DeBERTa's c2p/p2c terms.
 // Adding an encoding = one file in nn/posenc/ (its code, its options, a PosEncEntry) + its line in
 // the registry (registry.cpp).
 // Below the interface: the math of each encoding as free functions (bucket functions, slopes,
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "autograd/ops/attention.h"
+#include "autograd/registry.h"
 #include "nn/module.h"
 #include "tensor/options.h"
 #include "tensor/random.h"
@@ -49,6 +51,8 @@ struct PosEncConfig {
 // (DeBERTa with share_att_key). Weights are (C, C) in PyTorch layout, biases (C) or undefined.
 struct LayerProjections {
   Tensor w_q, b_q, w_k, b_k;
+  // The device the layer runs on: that of its weights (the CPU when none are given).
+  Device device() const { return w_q.defined() ? w_q.device() : Device::cpu(); }
 };
 
 class PositionEncoding : public Module {
@@ -61,8 +65,12 @@ class PositionEncoding : public Module {
     (void)pos0;
     return {q, k};
   }
-  // Score modifier for attention layer `layer` over T positions (the default: none). Relative
-  // encodings do not depend on pos0: queries and keys of a window shift together.
+  // Score modifier for attention layer `layer` over T positions, queries and keys alike (the
+  // default: none), on proj.device(). An encoding whose bias depends only on the head and the
+  // relative distance returns ScoreBias::Distance with bias_by_distance (H, 2T - 1) computed by
+  // ordinary ops from its parameters (entry [h, d]: relative position d - (T - 1)); the kernels
+  // need no code of its own. Relative encodings do not depend on pos0: queries and keys of a
+  // window shift together.
   virtual ScoreModifier scores(int64_t layer, const LayerProjections& proj, int64_t T) {
     (void)layer, (void)proj, (void)T;
     return {};
@@ -91,10 +99,27 @@ struct PosEncEntry {
   // Relations between the options and the sizes that no single range expresses (ValueError);
   // run by PosEncConfig::validate() before anything is built. Empty: nothing to check.
   std::function<void(const PosEncConfig&)> check;
+  // The encoding's op-registry cases ("posenc/<kind>/..."): its differentiable pieces gradchecked
+  // in double and checked against naive references, inside the fused attention where it acts
+  // there. Empty: none (an encoding with nothing differentiable).
+  std::function<void(std::vector<OpCase>&)> op_cases;
 };
 const std::vector<PosEncEntry>& position_encodings();
 std::shared_ptr<PositionEncoding> make_position_encoding(const PosEncConfig& cfg, Generator& gen);
 std::vector<std::string> position_encoding_kinds();
+// Every op case: the autograd ops' (op_registry()) then each registered encoding's, in registry
+// order. The test sweep and `posgrad gradcheck` run these.
+const std::vector<OpCase>& all_op_cases();
+// Builder for an encoding whose bias depends only on the head and the distance: adds
+// "posenc/<kind>/<geometry>" for every attention geometry of the sweep (causal and bidirectional,
+// T = 1 / 7 / 33, query offsets -3 and +4 with Tk != Tq). Inputs: q, k, v, then params(gen, dtype, H);
+// the fused attention gets Distance with bias(params, Tq, Tk, q_offset); the reference adds
+// reference(host copies of params, h, r) at relative position r = j - i - q_offset, naively in double.
+using DistanceBiasFn = std::function<Tensor(const TensorList& params, int64_t Tq, int64_t Tk, int64_t q_offset)>;
+using DistanceReferenceFn = std::function<double(const std::vector<std::vector<double>>& params, int64_t h, int64_t r)>;
+void add_distance_bias_cases(std::vector<OpCase>& out, const std::string& kind,
+                             std::function<TensorList(Generator&, DType, int64_t H)> params, DistanceBiasFn bias,
+                             DistanceReferenceFn reference);
 // Every registered encoding's option specs, in registry order (group "Position encoding: <kind>";
 // all fixed on resume: they define the model).
 const std::vector<opt::Spec>& position_encoding_options();
@@ -110,8 +135,14 @@ Tensor add_learned_positions(const Tensor& x, const Tensor& table, int64_t pos0)
 // ---- t5.cpp (spec §1) -------------------------------------------------------------------------
 // Bucket of relative position r = key - query (spec §1.2), exact integer branches first.
 int64_t t5_relative_bucket(int64_t r, bool bidirectional, int64_t num_buckets = 32, int64_t max_distance = 128);
-// table (num_buckets, H) -> the T5 score modifier.
-ScoreModifier t5_score_modifier(const Tensor& table, bool bidirectional, int64_t num_buckets, int64_t max_distance);
+// table (num_buckets, H) -> bias_by_distance (H, Tq + Tk - 1): table[bucket(r_d), h] at the relative
+// position r_d of each diagonal (diagonal_relative_positions), by an embedding gather (spec §1.3).
+// ShapeError for a table of the wrong shape; ValueError for invalid bucket sizes.
+Tensor t5_bias_by_distance(const Tensor& table, bool bidirectional, int64_t num_buckets, int64_t max_distance,
+                           int64_t Tq, int64_t Tk, int64_t q_offset = 0);
+// The T5 score modifier (ScoreBias::Distance with the bias above).
+ScoreModifier t5_score_modifier(const Tensor& table, bool bidirectional, int64_t num_buckets, int64_t max_distance,
+                                int64_t Tq, int64_t Tk, int64_t q_offset = 0);
 
 // ---- deberta.cpp (spec §2) --------------------------------------------------------------------
 // make_log_bucket_position (spec §2.2) of rel = query - key; position_buckets <= 0: no bucketing.
@@ -127,8 +158,17 @@ ScoreModifier deberta_score_modifier(const Tensor& rel_emb, const Tensor& w_k, c
                                      const Tensor& b_q, int64_t n_head, int64_t position_buckets,
                                      int64_t max_relative_positions);
 
-// ---- alibi.cpp (spec §4.1) --------------------------------------------------------------------
+// ---- alibi.cpp (spec §4) ----------------------------------------------------------------------
+// Slopes m_h of n_heads heads (spec §4.1); ValueError unless n_heads > 0.
 std::vector<double> alibi_slopes(int64_t n_heads);
+// bias_by_distance (H, Tq + Tk - 1) = -m_h |r_d| (spec §4.2), a constant in `dtype` on `device`.
+Tensor alibi_bias_by_distance(const std::vector<double>& slopes, int64_t Tq, int64_t Tk, int64_t q_offset,
+                              DType dtype, Device device);
+
+// ---- kerple.cpp (KERPLE logarithmic variant, Chi et al. 2022 §4; docs/positions.md) ----------
+// bias_by_distance (H, Tq + Tk - 1) = -r1_h log(1 + r2_h |r_d|) from r1, r2 (H), differentiable in
+// both (ShapeError unless both are (H)). The caller keeps r1, r2 > 0.
+Tensor kerple_bias_by_distance(const Tensor& r1, const Tensor& r2, int64_t Tq, int64_t Tk, int64_t q_offset = 0);
 
 // ---- rope.cpp (spec §3) -----------------------------------------------------------------------
 struct RopeParams {

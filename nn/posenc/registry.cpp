@@ -15,13 +15,64 @@ PosEncEntry t5_encoding();
 PosEncEntry deberta_encoding();
 PosEncEntry rope_encoding();
 PosEncEntry alibi_encoding();
+PosEncEntry kerple_encoding();
 
 const std::vector<PosEncEntry>& position_encodings() {
   static const std::vector<PosEncEntry> kRegistry = {
       none_encoding(),    sinusoidal_encoding(), learned_encoding(), t5_encoding(),
-      deberta_encoding(), rope_encoding(),       alibi_encoding(),
+      deberta_encoding(), rope_encoding(),       alibi_encoding(),      kerple_encoding(),
   };
   return kRegistry;
+}
+
+const std::vector<OpCase>& all_op_cases() {
+  static const std::vector<OpCase> cases = [] {
+    std::vector<OpCase> v = op_registry();
+    for (const auto& e : position_encodings())
+      if (e.op_cases) e.op_cases(v);
+    return v;
+  }();
+  return cases;
+}
+
+void add_distance_bias_cases(std::vector<OpCase>& out, const std::string& kind,
+                             std::function<TensorList(Generator&, DType, int64_t H)> params, DistanceBiasFn bias,
+                             DistanceReferenceFn reference) {
+  struct Geometry {
+    std::string name;
+    Shape q, k;
+    bool causal;
+    int64_t q_offset;
+  };
+  const std::vector<Geometry> geometries = {
+      {"causal/1x3x33x5", {1, 3, 33, 5}, {1, 3, 33, 5}, true, 0},
+      {"bidir/2x3x7x5", {2, 3, 7, 5}, {2, 3, 7, 5}, false, 0},
+      {"causal/T1", {1, 1, 1, 3}, {1, 1, 1, 3}, true, 0},
+      {"causal/q_offset-3", {1, 2, 7, 3}, {1, 2, 7, 3}, true, -3},
+      {"bidir/Tq5_Tk9_offset4", {2, 2, 5, 3}, {2, 2, 9, 3}, false, 4},
+  };
+  for (const Geometry& g : geometries) {
+    AttentionCase ac;
+    ac.name = "posenc/" + kind + "/" + g.name;
+    ac.q = g.q;
+    ac.k = g.k;
+    ac.causal = g.causal;
+    ac.q_offset = g.q_offset;
+    const int64_t H = g.q[1], Tq = g.q[2], Tk = g.k[2], q_offset = g.q_offset;
+    ac.extra_inputs = [params, H](Generator& gen, DType t) { return params(gen, t, H); };
+    ac.modifier = [bias, Tq, Tk, q_offset](const TensorList& x) {
+      ScoreModifier m;
+      m.kind = ScoreBias::Distance;
+      m.bias_by_distance = bias(TensorList(x.begin() + 3, x.end()), Tq, Tk, q_offset);
+      return m;
+    };
+    ac.reference_bias = [reference, q_offset](const TensorList& x) -> AttentionBiasFn {
+      std::vector<std::vector<double>> p;
+      for (size_t i = 3; i < x.size(); ++i) p.push_back(host(x[i]));
+      return [reference, p, q_offset](int64_t, int64_t h, int64_t i, int64_t j) { return reference(p, h, j - i - q_offset); };
+    };
+    add_attention_case(out, ac);
+  }
 }
 
 double PositionEncoding::attention_scale(int64_t head_dim) const {

@@ -172,6 +172,73 @@ class RopeEncoding : public PositionEncoding {
 
 }  // namespace
 
+namespace {
+
+// RoPE op case: x (shape), angles for positions pos0.. with the given params, against the rotation
+// written out in double (spec §3.2).
+void add_rope_case(std::vector<OpCase>& out, const std::string& name, Shape shape, RopeParams p, bool interleaved,
+                   int64_t pos0) {
+  OpCase c;
+  c.name = "posenc/rope/" + name;
+  c.inputs = [=](Generator& g, DType t) { return TensorList{make_input(shape, g, t)}; };
+  c.fn = [=](const TensorList& x) { return apply_rope(x[0], p, interleaved, pos0); };
+  c.reference = [=](const TensorList& x) {
+    auto v = host(x[0]);
+    const int64_t T = shape[shape.size() - 2], D = shape.back(), half = p.rotary_dim / 2;
+    const RopeFrequencies f = rope_frequencies(p, pos0 + T);
+    std::vector<double> y = v;
+    for (int64_t row = 0; row < x[0].numel() / D; ++row) {
+      const int64_t t = row % T;
+      for (int64_t kk = 0; kk < half; ++kk) {
+        const double th = double(pos0 + t) * f.inv_freq[kk];
+        const int64_t ia = interleaved ? 2 * kk : kk, ib = interleaved ? 2 * kk + 1 : kk + half;
+        const double a = v[row * D + ia], b = v[row * D + ib];
+        y[row * D + ia] = f.attention_factor * (a * std::cos(th) - b * std::sin(th));
+        y[row * D + ib] = f.attention_factor * (b * std::cos(th) + a * std::sin(th));
+      }
+    }
+    return Tensor::from_vector(y, x[0].shape(), DType::Float64);
+  };
+  out.push_back(c);
+}
+
+// Op-registry cases: the rotation in both layouts, partial rotary, YaRN's attention factor and
+// dynamic NTK; and RoPE inside an attention layer (q, k rotated, then attended).
+void rope_op_cases(std::vector<OpCase>& out) {
+  RopeParams rp;
+  rp.rotary_dim = 8;
+  add_rope_case(out, "rotate_half/2x3x7x8", {2, 3, 7, 8}, rp, false, 0);
+  add_rope_case(out, "interleaved/2x3x7x8/pos0_5", {2, 3, 7, 8}, rp, true, 5);
+  RopeParams pp = rp;
+  pp.rotary_dim = 4;  // partial rotary: channels 4..6 pass through
+  add_rope_case(out, "partial/rotate_half/1x3x7x7", {1, 3, 7, 7}, pp, false, 3);
+  add_rope_case(out, "partial/interleaved/1x3x7x7", {1, 3, 7, 7}, pp, true, 3);
+  RopeParams yp = rp;
+  yp.scaling = "yarn";
+  yp.factor = 4.0;
+  yp.original_length = 16;
+  yp.base = 100.0;
+  add_rope_case(out, "yarn/1x2x33x8", {1, 2, 33, 8}, yp, false, 0);
+  RopeParams dp = yp;
+  dp.scaling = "dynamic";
+  dp.factor = 2.0;
+  add_rope_case(out, "dynamic/1x2x33x8", {1, 2, 33, 8}, dp, true, 0);
+  add_composite(
+      out, "posenc/rope/attention_partial",
+      [](Generator& g, DType t) {
+        return TensorList{make_input({1, 3, 9, 6}, g, t), make_input({1, 3, 9, 6}, g, t), make_input({1, 3, 9, 6}, g, t)};
+      },
+      [](const TensorList& x, bool naive) {
+        RopeParams p;
+        p.rotary_dim = 4;
+        p.base = 50.0;
+        return run_attention(apply_rope(x[0], p, false, 2), apply_rope(x[1], p, false, 2), x[2], ScoreModifier{}, true,
+                             0.4, naive);
+      });
+}
+
+}  // namespace
+
 PosEncEntry rope_encoding() {
   using namespace opt;
   return {"rope", "rotary positions: queries and keys rotated by position-dependent angles (Su et al. 2021)",
@@ -198,7 +265,8 @@ PosEncEntry rope_encoding() {
                                "RoPE: precision of the angle arithmetic (position x frequency, cos, sin); bf16/fp16 "
                                "round every operation as half-precision code would"),
                         std::string("fp32"))},
-          [](const PosEncConfig& cfg) { (void)RopeEncoding::rope_params(cfg); }};
+          [](const PosEncConfig& cfg) { (void)RopeEncoding::rope_params(cfg); },
+          rope_op_cases};
 }
 
 }  // namespace posgrad::nn

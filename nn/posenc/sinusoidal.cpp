@@ -52,6 +52,32 @@ class SinusoidalEncoding : public PositionEncoding {
 
 }  // namespace
 
+// Op-registry case: embed() at positions 3.. of a (2, 7, 5) input (odd C) against the formula.
+void sinusoidal_op_cases(std::vector<OpCase>& out) {
+  OpCase c;
+  c.name = "posenc/sinusoidal/embed";
+  c.inputs = [](Generator& g, DType t) { return TensorList{make_input({2, 7, 5}, g, t)}; };
+  c.fn = [](const TensorList& x) {
+    PosEncConfig cfg;
+    cfg.kind = "sinusoidal";
+    cfg.n_embd = 5;
+    cfg.n_head = 1;
+    Generator g(0);
+    return make_position_encoding(cfg, g)->embed(x[0], 3);
+  };
+  c.reference = [](const TensorList& x) {
+    auto a = host(x[0]);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t t = 0; t < 7; ++t)
+        for (int64_t e = 0; e < 5; ++e) {
+          const double w = std::pow(10000.0, -2.0 * double(e / 2) / 5.0), ang = double(3 + t) * w;
+          a[(b * 7 + t) * 5 + e] = a[(b * 7 + t) * 5 + e] * std::sqrt(5.0) + (e % 2 ? std::cos(ang) : std::sin(ang));
+        }
+    return Tensor::from_vector(a, {2, 7, 5}, DType::Float64);
+  };
+  out.push_back(c);
+}
+
 PosEncEntry sinusoidal_encoding() {
   using namespace opt;
   return {"sinusoidal", "fixed sin/cos absolute positions added to the embeddings (Vaswani et al. 2017)",
@@ -59,7 +85,8 @@ PosEncEntry sinusoidal_encoding() {
           {with_default(boolean("sinusoidal_scale_embedding",
                                 "Sinusoidal: multiply the token embedding by sqrt(n_embd) before adding (Vaswani §3.4)"),
                         true)},
-          nullptr};
+          nullptr,
+          sinusoidal_op_cases};
 }
 
 }  // namespace posgrad::nn

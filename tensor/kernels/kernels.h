@@ -43,8 +43,13 @@ const char* unary_op_name(UnaryOp op);
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div };
 const char* binary_op_name(BinaryOp op);
 
-// Score modifier kinds understood by the fused attention kernels (see nn/posenc/).
-enum class ScoreBias : uint8_t { None, T5, ALiBi, DeBERTa };
+// What the fused attention kernels add to the scores q.k (kernels_decl.inc, attention_forward). The
+// kernels know these three shapes of a modifier, never a position encoding by name (nn/posenc/):
+//   None            nothing;
+//   Distance        a bias per head and diagonal j - i, given as data (H, Tq + Tk - 1): T5's bucket
+//                   table, ALiBi's slopes x distance, KERPLE's kernel, ... computed by ordinary ops;
+//   ContentPosition content-to-position / position-to-content products (DeBERTa's c2p / p2c).
+enum class ScoreBias : uint8_t { None, Distance, ContentPosition };
 
 // Shapes of a strided copy (at most kMaxDims dims).
 inline constexpr int kMaxDims = 8;

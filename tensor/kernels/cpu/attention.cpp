@@ -1,6 +1,6 @@
 // attention.cpp — the fused multi-head attention kernels on the CPU: forward, backward and a
-// diagnostic (attention probability mass per diagonal), with the position-encoding score
-// modifiers (T5 relative bias, ALiBi, DeBERTa c2p/p2c) applied inside the tiles.
+// diagnostic (attention probability mass per diagonal), with the score modifiers (a bias per head
+// and diagonal, or DeBERTa-style content-position products) applied inside the tiles.
 //
 // Algorithm: FlashAttention (Dao et al., "FlashAttention: Fast and Memory-Efficient Exact Attention
 // with IO-Awareness", NeurIPS 2022, Algorithms 1 and 2; the loop order of the backward follows
@@ -10,14 +10,15 @@
 // recompute the score tile, P = exp((S - m) - log l), dP = dO V^T, dS = P (dP - delta) with
 // delta_i = dO_i . O_i, then
 // dV += P^T dO, dK += scale dS^T Q, dQ += scale dS K. No (B, H, T, T) tensor is ever formed: the
-// per-thread tiles are (64 x 64), the scratch is O(B H T) (T5/ALiBi: one bias value per diagonal;
-// DeBERTa: the c2p/p2c products of each row with the U table rows it can meet, O(B H T U)).
+// per-thread tiles are (64 x 64), the scratch is O(B H T) (Distance: the per-diagonal gradient;
+// ContentPosition: the c2p/p2c products of each row with the U table rows it can meet, O(B H T U)).
 //
-// Score modifiers (spec §1-§4, shared/SPEC-positions.md):
-//  * T5 / ALiBi: the bias depends only on the diagonal d = j - i, so it is precomputed once per
-//    call as diagb (H, Tq + Tk - 1) and added to a tile row as a contiguous slice. T5's table
-//    gradient is reduced per diagonal first and then binned into the table rows (spec §1.4).
-//  * DeBERTa: c2p(i, u) = scale q_i . kr[rows[u]] and p2c(j, u) = scale k_j . qr[rows[u]] are
+// Score modifiers (kernels.h, ScoreBias; the encodings' math is in shared/SPEC-positions.md):
+//  * Distance: the bias depends only on the head and the diagonal d = j - i, and arrives as data,
+//    bias (H, Tq + Tk - 1), computed by the encoding with ordinary ops (T5, ALiBi, KERPLE, ...); a
+//    tile row adds a contiguous slice of it. Its gradient is dS summed over the batch and along each
+//    diagonal (spec §1.4); autograd carries it on to the encoding's table or parameters.
+//  * ContentPosition (DeBERTa): c2p(i, u) = scale q_i . kr[rows[u]] and p2c(j, u) = scale k_j . qr[rows[u]] are
 //    precomputed with GEMMs (the "efficient form" of spec §2.5), gathered per (i, j) inside the
 //    tile, and their gradients dc2p(i, u), dp2c(j, u) are scattered per element and turned into
 //    dq, dk, dkr, dqr with GEMMs after the sweep.
@@ -28,7 +29,7 @@
 //
 // Parallelism and determinism: forward over (b, h, query block); backward over (b, h) — each (b, h)
 // owns its slices of dq, dk, dv and of the scratch accumulators, so nothing is shared between
-// threads; the table gradients are then reduced over b in a fixed order by one thread per head.
+// threads; the bias and table gradients are then reduced over b in a fixed order by one thread per head.
 // Results are bit-identical whatever the thread count (small problems run on one thread; the GEMM
 // is itself thread-count independent).
 //
@@ -67,13 +68,13 @@ constexpr int64_t kParallelWork = int64_t(1) << 17;
 
 // Offsets (in elements) of the scratch regions; -1 when a region is absent.
 struct ScratchLayout {
-  int64_t diagb = -1, krs = -1, qrs = -1, c2p = -1, p2c = -1;           // prepared bias (all passes)
+  int64_t krs = -1, qrs = -1, c2p = -1, p2c = -1;                      // prepared bias (all passes)
   int64_t delta = -1, ddiag = -1, dc2p = -1, dp2c = -1, dkrs = -1, dqrs = -1;  // backward
   int64_t sums = -1;                                                     // diagonal sums
   int64_t total = 0;
 };
 
-ScratchLayout scratch_layout(ScoreBias bias, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
+ScratchLayout scratch_layout(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
                              int64_t D, int64_t U) {
   ScratchLayout s;
   constexpr const char* kWhat = "attention scratch";
@@ -84,8 +85,7 @@ ScratchLayout scratch_layout(ScoreBias bias, int pass, int64_t B, int64_t H, int
     s.total = checked_add(s.total, checked_elems(factors, kWhat), kWhat);
     return at;
   };
-  if (bias == ScoreBias::T5 || bias == ScoreBias::ALiBi) s.diagb = take({H, nd});
-  if (bias == ScoreBias::DeBERTa) {
+  if (kind == ScoreBias::ContentPosition) {
     s.krs = take({H, U, D});
     s.qrs = take({H, U, D});
     s.c2p = take({B, H, Tq, U});
@@ -93,8 +93,8 @@ ScratchLayout scratch_layout(ScoreBias bias, int pass, int64_t B, int64_t H, int
   }
   if (pass == 1) {
     s.delta = take({B, H, Tq});
-    if (bias == ScoreBias::T5) s.ddiag = take({B, H, nd});
-    if (bias == ScoreBias::DeBERTa) {
+    if (kind == ScoreBias::Distance) s.ddiag = take({B, H, nd});
+    if (kind == ScoreBias::ContentPosition) {
       s.dc2p = take({B, H, Tq, U});
       s.dp2c = take({B, H, Tk, U});
       s.dkrs = take({H, U, D});
@@ -110,10 +110,10 @@ template <typename T>
 struct Problem {
   const T *q, *k;
   int64_t B, H, Tq, Tk, D, U, q_offset;
-  ScoreBias bias;
+  ScoreBias kind;
   bool causal;
   T scale;
-  const T* diagb = nullptr;                       // (H, Tq + Tk - 1)
+  const T* bias = nullptr;                        // (H, Tq + Tk - 1) (Distance)
   const T *c2p = nullptr, *p2c = nullptr;         // (B, H, Tq, U), (B, H, Tk, U); null = term off
   const int64_t* diag_u = nullptr;                // (Tq + Tk - 1)
   int64_t nd() const { return Tq + Tk - 1; }
@@ -208,15 +208,15 @@ void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t
   gemm<T>(S, p.q + (bh * p.Tq + i0) * D, p.k + (bh * p.Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true,
           p.scale, T(0));
   const int64_t h = bh % p.H;
-  if (p.bias == ScoreBias::T5 || p.bias == ScoreBias::ALiBi) {
-    // diagonal d = j - i + Tq - 1: along a row the bias is a contiguous slice of diagb.
-    const T* db = p.diagb + h * p.nd() + (p.Tq - 1);
+  if (p.kind == ScoreBias::Distance) {
+    // diagonal d = j - i + Tq - 1: along a row the bias is a contiguous slice of bias[h].
+    const T* db = p.bias + h * p.nd() + (p.Tq - 1);
     for (int64_t ii = 0; ii < nq; ++ii) {
       T* row = S + ii * kBlockK;
       const T* src = db + (j0 - (i0 + ii));
       for (int64_t jj = 0; jj < nk; ++jj) row[jj] += src[jj];
     }
-  } else if (p.bias == ScoreBias::DeBERTa) {
+  } else if (p.kind == ScoreBias::ContentPosition) {
     const int64_t U = p.U;
     const T* c2p = p.c2p ? p.c2p + bh * p.Tq * U : nullptr;
     const T* p2c = p.p2c ? p.p2c + bh * p.Tk * U : nullptr;
@@ -238,27 +238,14 @@ void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t
 
 // Fills the prepared-bias regions of the scratch (shared by all passes) and returns the Problem.
 template <typename T>
-Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, const T* table, const T* kr,
+Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, const T* bias, const T* kr,
                    const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
-                   int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
-  Problem<T> p{q, k, B, H, Tq, Tk, D, U, q_offset, bias, causal, scale};
+                   int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
+  Problem<T> p{q, k, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale};
   p.diag_u = diag_u;
-  const int64_t nd = Tq + Tk - 1;
-  if (bias == ScoreBias::T5 || bias == ScoreBias::ALiBi) {
-    T* db = scratch + L.diagb;
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t d = 0; d < nd; ++d) {
-        if (bias == ScoreBias::T5) {
-          db[h * nd + d] = table[rows[diag_u[d]] * H + h];
-        } else {
-          // ALiBi, spec §4.2: -m_h |j - i_abs|; equals the paper's causal m_h (j - i_abs) wherever
-          // the causal mask lets a key through (j <= i_abs), so one form serves both modes.
-          const double r = static_cast<double>(d - (Tq - 1) - q_offset);
-          db[h * nd + d] = static_cast<T>(-static_cast<double>(table[h]) * std::fabs(r));
-        }
-      }
-    p.diagb = db;
-  } else if (bias == ScoreBias::DeBERTa) {
+  if (kind == ScoreBias::Distance) {
+    p.bias = bias;
+  } else if (kind == ScoreBias::ContentPosition) {
     T* krs = scratch + L.krs;
     T* qrs = scratch + L.qrs;
     // Gather the used table rows per head: krs[h][u] = kr[rows[u], h] (U, D) per head.
@@ -287,18 +274,18 @@ Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, c
 
 }  // namespace
 
-int64_t attention_scratch_elems(ScoreBias bias, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
+int64_t attention_scratch_elems(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
                                 int64_t U) {
-  return scratch_layout(bias, pass, B, H, Tq, Tk, D, U).total;
+  return scratch_layout(kind, pass, B, H, Tq, Tk, D, U).total;
 }
 
 template <typename T>
-void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* table, const T* kr,
+void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
                        const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
-                       int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
-  const ScratchLayout L = scratch_layout(bias, 0, B, H, Tq, Tk, D, U);
+                       int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
+  const ScratchLayout L = scratch_layout(kind, 0, B, H, Tq, Tk, D, U);
   const Problem<T> p =
-      prepare(scratch, L, q, k, table, kr, qr, diag_u, rows, B, H, Tq, Tk, D, U, q_offset, bias, causal, scale);
+      prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale);
   const int64_t nqb = (Tq + kBlockQ - 1) / kBlockQ;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
@@ -362,17 +349,17 @@ void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const
 }
 
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scratch, const T* dout, const T* q,
-                        const T* k, const T* v, const T* o, const T* stats, const T* table, const T* kr, const T* qr,
+void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout, const T* q,
+                        const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
                         const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
-                        int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
-  const ScratchLayout L = scratch_layout(bias, 1, B, H, Tq, Tk, D, U);
+                        int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
+  const ScratchLayout L = scratch_layout(kind, 1, B, H, Tq, Tk, D, U);
   const Problem<T> p =
-      prepare(scratch, L, q, k, table, kr, qr, diag_u, rows, B, H, Tq, Tk, D, U, q_offset, bias, causal, scale);
+      prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale);
   const int64_t nd = Tq + Tk - 1;
   T* delta = scratch + L.delta;
-  T* ddiag = (bias == ScoreBias::T5 && dtable) ? scratch + L.ddiag : nullptr;
-  const bool deberta = bias == ScoreBias::DeBERTa;
+  T* ddiag = (kind == ScoreBias::Distance && dbias) ? scratch + L.ddiag : nullptr;
+  const bool deberta = kind == ScoreBias::ContentPosition;
   // dc2p is needed for dq and dkr, dp2c for dk and dqr.
   T* dc2p = deberta && kr && (dq || dkr) ? scratch + L.dc2p : nullptr;
   T* dp2c = deberta && qr && (dk || dqr) ? scratch + L.dp2c : nullptr;
@@ -431,14 +418,14 @@ void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scrat
         if (dq)
           gemm<T>(dq + (bh * Tq + i0) * D, dS, k + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false, false, scale,
                   T(1));
-        if (ddg) {  // T5: reduce dS along diagonals first (spec §1.4)
+        if (ddg) {  // Distance: reduce dS along diagonals (spec §1.4)
           for (int64_t ii = 0; ii < nq; ++ii) {
             T* dst = ddg + (j0 - (i0 + ii) + Tq - 1);
             const T* src = dS + ii * kBlockK;
             for (int64_t jj = 0; jj < nk; ++jj) dst[jj] += src[jj];
           }
         }
-        if (dcb || dpb) {  // DeBERTa: scatter dS into the rows it came from (spec §2.5)
+        if (dcb || dpb) {  // ContentPosition: scatter dS into the rows it came from (spec §2.5)
           for (int64_t ii = 0; ii < nq; ++ii) {
             const int64_t i = i0 + ii;
             const int64_t* du = diag_u + (j0 - i + Tq - 1);
@@ -462,12 +449,12 @@ void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scrat
       gemm<T>(dk + bh * Tk * D, dpb, scratch + L.qrs + h * U * D, Tk, D, U, D, U, D, false, false, scale, T(1));
   }
 
-  // Table gradients: one thread per head, batches summed in a fixed order.
+  // Bias gradient: one thread per head, batches summed in a fixed order.
   if (ddiag) {
 #pragma omp parallel for schedule(static) if (B * H * nd > kParallelWork)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t b = 0; b < B; ++b)
-        for (int64_t d = 0; d < nd; ++d) dtable[rows[diag_u[d]] * H + h] += ddiag[(b * H + h) * nd + d];
+        for (int64_t d = 0; d < nd; ++d) dbias[h * nd + d] += ddiag[(b * H + h) * nd + d];
   }
   const bool need_dkr = dc2p && dkr, need_dqr = dp2c && dqr;
   if (need_dkr || need_dqr) {
@@ -494,13 +481,13 @@ void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scrat
 }
 
 template <typename T>
-void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* stats, const T* table,
+void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* stats, const T* bias,
                              const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B,
                              int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
-                             ScoreBias bias, bool causal, T scale) {
-  const ScratchLayout L = scratch_layout(bias, 2, B, H, Tq, Tk, D, U);
+                             ScoreBias kind, bool causal, T scale) {
+  const ScratchLayout L = scratch_layout(kind, 2, B, H, Tq, Tk, D, U);
   const Problem<T> p =
-      prepare(scratch, L, q, k, table, kr, qr, diag_u, rows, B, H, Tq, Tk, D, U, q_offset, bias, causal, scale);
+      prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale);
   const int64_t nd = Tq + Tk - 1;
   T* sums = scratch + L.sums;
 #pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)

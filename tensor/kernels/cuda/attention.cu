@@ -1,5 +1,6 @@
 // attention.cu — the fused multi-head attention kernels on the GPU (forward, backward, and the
-// per-diagonal probability sums), with the T5 / ALiBi / DeBERTa score modifiers; the CUDA twins of
+// per-diagonal probability sums), with the score modifiers of kernels.h (a bias per head and
+// diagonal given as data, or DeBERTa's content-position products); the CUDA twins of
 // cpu/attention.cpp (same contract and formulas: kernels_decl.inc and spec §1-§4 in
 // shared/SPEC-positions.md).
 //
@@ -17,14 +18,14 @@
 //      DeBERTa c2p: also dc2p[b,h,i,u] = sum_{j: u(i,j) = u} dS_ij (thread u owns entry u).
 //   2. column kernel, one block per (b, h, j): dv_j += sum_i P_ij dO_i, dk_j += scale sum_i dS_ij
 //      (q_i [+ qr[c_ij]]); DeBERTa p2c: dp2c[b,h,j,u] likewise.
-//   3. table gradients: T5 — one block per (h, diagonal d) sums dS over b and the diagonal, then one
-//      thread per (u, h) bins the diagonals into dtable; DeBERTa — one block per (u, h) forms
+//   3. bias / table gradients: Distance — one block per (h, diagonal d) adds the sum of dS over b
+//      and the diagonal into dbias[h, d]; ContentPosition — one block per (u, h) forms
 //      dkr[rows[u], h] += scale sum_{b,i} dc2p q_i and dqr += scale sum_{b,j} dp2c k_j.
 // Every output element is written by exactly one thread in a fixed order: no atomics, results are
 // deterministic (but not in the CPU's summation order: CPU and CUDA agree to rounding).
 //
-// Scratch (attention_scratch_elems): pass 0 and 2 use none; pass 1 uses delta (B H Tq), then T5:
-// ddiag (H, Tq + Tk - 1), DeBERTa: dc2p (B H Tq U) and dp2c (B H Tk U). Each region is no larger
+// Scratch (attention_scratch_elems): pass 0 and 2 use none; pass 1 uses delta (B H Tq), then
+// ContentPosition: dc2p (B H Tq U) and dp2c (B H Tk U). Each region is no larger
 // than the CPU layout's region for the same pass, so a caller that sizes the scratch with either
 // backend's function gives the CUDA kernels enough.
 //
@@ -51,10 +52,10 @@ constexpr size_t kMaxSmem = 46 * 1024;
 
 template <typename T>
 struct Attn {
-  const T *q, *k, *v, *table, *kr, *qr;
+  const T *q, *k, *v, *bias, *kr, *qr;  // bias (H, Tq + Tk - 1): Distance only
   const int64_t *diag_u, *rows;
   int64_t B, H, Tq, Tk, D, U, q_offset;
-  ScoreBias bias;
+  ScoreBias kind;
   bool causal;
   T scale;
 };
@@ -75,7 +76,7 @@ __device__ __forceinline__ int64_t query_begin(const Attn<T>& a, int64_t j) {
   return s < 0 ? 0 : (s > a.Tq ? a.Tq : s);
 }
 
-// Compact table index u of the pair (i, j) (T5 / DeBERTa).
+// Compact table index u of the pair (i, j) (ContentPosition).
 template <typename T>
 __device__ __forceinline__ int64_t pair_u(const Attn<T>& a, int64_t i, int64_t j) {
   return a.diag_u[j - i + a.Tq - 1];
@@ -92,15 +93,10 @@ __device__ __forceinline__ T dot(const T* x, const T* y, int64_t n) {
 template <typename T>
 __device__ T score(const Attn<T>& a, const T* qi, const T* kj, int64_t h, int64_t i, int64_t j) {
   const T s = a.scale * dot(qi, kj, a.D);
-  switch (a.bias) {
+  switch (a.kind) {
     case ScoreBias::None: return s;
-    case ScoreBias::T5: return s + a.table[a.rows[pair_u(a, i, j)] * a.H + h];
-    case ScoreBias::ALiBi: {
-      // -m_h |j - i_abs|, in double as the CPU's prepared diagonal bias (spec §4.2).
-      const double r = static_cast<double>(j - i - a.q_offset);
-      return s + static_cast<T>(-static_cast<double>(a.table[h]) * fabs(r));
-    }
-    case ScoreBias::DeBERTa: {
+    case ScoreBias::Distance: return s + a.bias[h * (a.Tq + a.Tk - 1) + (j - i + a.Tq - 1)];
+    case ScoreBias::ContentPosition: {
       const int64_t c = a.rows[pair_u(a, i, j)];
       T r = s;
       if (a.kr) r += a.scale * dot(qi, a.kr + (c * a.H + h) * a.D, a.D);  // c2p
@@ -178,7 +174,7 @@ __global__ void attention_backward_rows_kernel(T* dq, T* delta, T* dc2p, const T
   T* ds_s = acc + a.D;                       // (kTile)
   int* u_s = reinterpret_cast<int*>(ds_s + kTile);  // (kTile) compact table index of each key
   const int tid = threadIdx.x;
-  const bool with_kr = a.bias == ScoreBias::DeBERTa && a.kr;
+  const bool with_kr = a.kind == ScoreBias::ContentPosition && a.kr;
   const int64_t nrows = a.B * a.H * a.Tq;
   for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
     const int64_t i = r % a.Tq, bh = r / a.Tq, h = bh % a.H;
@@ -206,7 +202,7 @@ __global__ void attention_backward_rows_kernel(T* dq, T* delta, T* dc2p, const T
       if (tid < nt) {
         const T p = d_exp((score(a, q_s, kb + j * a.D, h, i, j) - M) - LS);
         ds = p * (dot(do_s, vb + j * a.D, a.D) - di);
-        if (a.bias == ScoreBias::T5 || a.bias == ScoreBias::DeBERTa) u_s[tid] = static_cast<int>(pair_u(a, i, j));
+        if (a.kind == ScoreBias::ContentPosition) u_s[tid] = static_cast<int>(pair_u(a, i, j));
       }
       ds_s[tid] = ds;
       __syncthreads();
@@ -246,7 +242,7 @@ __global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* d
   T* ds_s = p_s + kTile;                     // (kTile)
   int* u_s = reinterpret_cast<int*>(ds_s + kTile);  // (kTile)
   const int tid = threadIdx.x;
-  const bool with_qr = a.bias == ScoreBias::DeBERTa && a.qr;
+  const bool with_qr = a.kind == ScoreBias::ContentPosition && a.qr;
   const int64_t ncols = a.B * a.H * a.Tk;
   for (int64_t c = blockIdx.x; c < ncols; c += gridDim.x) {
     const int64_t j = c % a.Tk, bh = c / a.Tk, h = bh % a.H;
@@ -273,7 +269,7 @@ __global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* d
           p = d_exp((score(a, qb + i * a.D, k_s, h, i, j) - M) - LS);
           ds = p * (dot(dob + i * a.D, v_s, a.D) - delta[bh * a.Tq + i]);
         }
-        if (a.bias == ScoreBias::T5 || a.bias == ScoreBias::DeBERTa) u_s[tid] = static_cast<int>(pair_u(a, i, j));
+        if (a.kind == ScoreBias::ContentPosition) u_s[tid] = static_cast<int>(pair_u(a, i, j));
       }
       p_s[tid] = p;
       ds_s[tid] = ds;
@@ -307,7 +303,7 @@ __global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* d
 
 // ---- per-diagonal sums: one block per (h, d), d = j - i + Tq - 1 -------------------------------------
 // grad == false: out[h, d] += sum_{b, i} P_ij (attention_diagonal_sums).
-// grad == true:  out[h, d]  = sum_{b, i} dS_ij (T5 table gradient, before binning).
+// grad == true:  out[h, d] += sum_{b, i} dS_ij (the gradient of a Distance bias).
 template <typename T>
 __global__ void attention_diagonal_kernel(T* out, const T* stats, const T* dout, const T* delta, Attn<T> a,
                                           bool grad) {
@@ -340,23 +336,7 @@ __global__ void attention_diagonal_kernel(T* out, const T* stats, const T* dout,
       }
       total += block_sum(val);
     }
-    if (threadIdx.x == 0) {
-      if (grad) out[hd] = total;
-      else out[hd] += total;
-    }
-  }
-}
-
-// T5: dtable[rows[u], h] += sum over diagonals d with diag_u[d] == u (in order) of ddiag[h, d].
-template <typename T>
-__global__ void t5_bin_kernel(T* dtable, const T* ddiag, const int64_t* diag_u, const int64_t* rows, int64_t H,
-                              int64_t nd, int64_t U) {
-  POSGRAD_GRID_STRIDE(x, U * H) {
-    const int64_t u = x / H, h = x % H;
-    T s = T(0);
-    for (int64_t d = 0; d < nd; ++d)
-      if (diag_u[d] == u) s += ddiag[h * nd + d];
-    dtable[rows[u] * H + h] += s;
+    if (threadIdx.x == 0) out[hd] += total;
   }
 }
 
@@ -379,15 +359,17 @@ __global__ void deberta_table_grad_kernel(T* dtab, const T* g, const T* x, const
 }
 
 template <typename T>
-Attn<T> make_attn(const T* q, const T* k, const T* v, const T* table, const T* kr, const T* qr,
+Attn<T> make_attn(const T* q, const T* k, const T* v, const T* bias, const T* kr, const T* qr,
                   const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
-                  int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale, const char* what) {
+                  int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale, const char* what) {
   POSGRAD_CHECK(B >= 0 && H >= 0 && Tq >= 0 && Tk >= 0 && D >= 0, ShapeError, what, ": negative size");
-  POSGRAD_CHECK(bias == ScoreBias::None || bias == ScoreBias::ALiBi || (diag_u && rows && U > 0), ValueError, what,
-                ": T5/DeBERTa need diag_u and rows (U = ", U, ")");
+  POSGRAD_CHECK(kind != ScoreBias::ContentPosition || (diag_u && rows && U > 0), ValueError, what,
+                ": content-position terms need diag_u and rows (U = ", U, ")");
+  POSGRAD_CHECK(kind != ScoreBias::Distance || bias, ValueError, what, ": a distance bias needs its (H, Tq + Tk - 1) data");
   POSGRAD_CHECK(U < (int64_t(1) << 30), ValueError, what, ": U = ", U, " too large");
-  return Attn<T>{q, k, v, table, bias == ScoreBias::DeBERTa ? kr : nullptr, bias == ScoreBias::DeBERTa ? qr : nullptr,
-                 diag_u, rows, B, H, Tq, Tk, D, U, q_offset, bias, causal, scale};
+  const bool cp = kind == ScoreBias::ContentPosition;
+  return Attn<T>{q,      k,    v,  kind == ScoreBias::Distance ? bias : nullptr, cp ? kr : nullptr, cp ? qr : nullptr,
+                 diag_u, rows, B,  H, Tq, Tk, D, U, q_offset, kind, causal, scale};
 }
 
 // diag_u (Tq + Tk - 1) and rows (U) as the kernels need them: in device memory (the attention op
@@ -411,17 +393,14 @@ size_t checked_smem(size_t bytes, int64_t D, const char* what) {
 
 // Scratch regions of attention_backward (see the file comment).
 struct Scratch {
-  int64_t delta = 0, ddiag = -1, dc2p = -1, dp2c = -1, total = 0;
+  int64_t delta = 0, dc2p = -1, dp2c = -1, total = 0;
 };
-Scratch scratch_layout(ScoreBias bias, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t U) {
+Scratch scratch_layout(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t U) {
   Scratch s;
   if (pass != 1) return s;
   constexpr const char* kWhat = "attention scratch";  // sizes overflow-checked, as on the CPU
   s.total = checked_elems({B, H, Tq}, kWhat);
-  if (bias == ScoreBias::T5) {
-    s.ddiag = s.total;
-    s.total = checked_add(s.total, checked_elems({H, checked_add(Tq, Tk, kWhat) - 1}, kWhat), kWhat);
-  } else if (bias == ScoreBias::DeBERTa) {
+  if (kind == ScoreBias::ContentPosition) {
     s.dc2p = s.total;
     s.total = checked_add(s.total, checked_elems({B, H, Tq, U}, kWhat), kWhat);
     s.dp2c = s.total;
@@ -432,19 +411,19 @@ Scratch scratch_layout(ScoreBias bias, int pass, int64_t B, int64_t H, int64_t T
 
 }  // namespace
 
-int64_t attention_scratch_elems(ScoreBias bias, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
+int64_t attention_scratch_elems(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
                                 int64_t U) {
   (void)D;
-  return scratch_layout(bias, pass, B, H, Tq, Tk, U).total;
+  return scratch_layout(kind, pass, B, H, Tq, Tk, U).total;
 }
 
 template <typename T>
-void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* table, const T* kr,
+void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
                        const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
-                       int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
+                       int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
   (void)scratch;
   const IndexArrays ix(diag_u, rows, Tq, Tk, U);
-  const Attn<T> a = make_attn(q, k, v, table, kr, qr, ix.diag_u(), ix.rows(), B, H, Tq, Tk, D, U, q_offset, bias,
+  const Attn<T> a = make_attn(q, k, v, bias, kr, qr, ix.diag_u(), ix.rows(), B, H, Tq, Tk, D, U, q_offset, kind,
                               causal, scale, "attention_forward");
   const int64_t nrows = B * H * Tq;
   if (nrows <= 0) return;
@@ -453,17 +432,17 @@ void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const
 }
 
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scratch, const T* dout, const T* q,
-                        const T* k, const T* v, const T* o, const T* stats, const T* table, const T* kr, const T* qr,
+void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout, const T* q,
+                        const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
                         const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
-                        int64_t D, int64_t U, int64_t q_offset, ScoreBias bias, bool causal, T scale) {
+                        int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
   const IndexArrays ix(diag_u, rows, Tq, Tk, U);
-  const Attn<T> a = make_attn(q, k, v, table, kr, qr, ix.diag_u(), ix.rows(), B, H, Tq, Tk, D, U, q_offset, bias,
+  const Attn<T> a = make_attn(q, k, v, bias, kr, qr, ix.diag_u(), ix.rows(), B, H, Tq, Tk, D, U, q_offset, kind,
                               causal, scale, "attention_backward");
   if (B * H * Tq <= 0) return;
-  const Scratch L = scratch_layout(bias, 1, B, H, Tq, Tk, U);
+  const Scratch L = scratch_layout(kind, 1, B, H, Tq, Tk, U);
   T* delta = scratch + L.delta;
-  const bool deberta = bias == ScoreBias::DeBERTa;
+  const bool deberta = kind == ScoreBias::ContentPosition;
   T* dc2p = deberta && a.kr && dkr ? scratch + L.dc2p : nullptr;
   T* dp2c = deberta && a.qr && dqr ? scratch + L.dp2c : nullptr;
 
@@ -479,15 +458,11 @@ void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scrat
     launch("attention_backward (columns)", attention_backward_cols_kernel<T>, capped_grid(B * H * Tk), kTile,
            smem_cols, dk, dv, dp2c, dout, stats, static_cast<const T*>(delta), a);
   }
-  // 3. table gradients.
+  // 3. bias / table gradients.
   const int64_t nd = Tq + Tk - 1;
-  if (bias == ScoreBias::T5 && dtable && Tk > 0) {
-    T* ddiag = scratch + L.ddiag;
-    launch("attention_backward (T5 diagonals)", attention_diagonal_kernel<T>, capped_grid(H * nd), kTile, 0, ddiag,
+  if (kind == ScoreBias::Distance && dbias && Tk > 0)
+    launch("attention_backward (bias by distance)", attention_diagonal_kernel<T>, capped_grid(H * nd), kTile, 0, dbias,
            stats, dout, static_cast<const T*>(delta), a, true);
-    launch("attention_backward (T5 table)", t5_bin_kernel<T>, grid_for(U * H, 128), 128, 0, dtable,
-           static_cast<const T*>(ddiag), ix.diag_u(), ix.rows(), H, nd, U);
-  }
   if (dc2p)
     launch("attention_backward (DeBERTa dkr)", deberta_table_grad_kernel<T>, capped_grid(U * H), 64, 0, dkr,
            static_cast<const T*>(dc2p), q, ix.rows(), B, H, Tq, D, U, scale);
@@ -497,14 +472,14 @@ void attention_backward(T* dq, T* dk, T* dv, T* dtable, T* dkr, T* dqr, T* scrat
 }
 
 template <typename T>
-void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* stats, const T* table,
+void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* stats, const T* bias,
                              const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B,
                              int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
-                             ScoreBias bias, bool causal, T scale) {
+                             ScoreBias kind, bool causal, T scale) {
   (void)scratch;
   const IndexArrays ix(diag_u, rows, Tq, Tk, U);
-  const Attn<T> a = make_attn(q, k, static_cast<const T*>(nullptr), table, kr, qr, ix.diag_u(), ix.rows(), B, H, Tq,
-                              Tk, D, U, q_offset, bias, causal, scale, "attention_diagonal_sums");
+  const Attn<T> a = make_attn(q, k, static_cast<const T*>(nullptr), bias, kr, qr, ix.diag_u(), ix.rows(), B, H, Tq,
+                              Tk, D, U, q_offset, kind, causal, scale, "attention_diagonal_sums");
   const int64_t nd = Tq + Tk - 1;
   if (H <= 0 || nd <= 0 || Tq <= 0 || Tk <= 0) return;
   launch("attention_diagonal_sums", attention_diagonal_kernel<T>, capped_grid(H * nd), kTile, 0, prob_sum, stats,
