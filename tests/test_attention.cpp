@@ -317,7 +317,7 @@ TEST(AttentionLayer, ParameterNamesAndShapes) {
 // Average attention per distance: the (b, i) rows' probabilities sum to 1, so for each head
 // sum_d avg[d] * (#pairs at distance d) = B * T; and it matches the naive probabilities.
 TEST(AttentionLayer, AttentionByDistance) {
-  for (const std::string kind : {"none", "alibi", "t5", "deberta", "rope"})
+  for (const std::string& kind : nn::position_encoding_kinds())
     for (bool causal : {true, false}) {
       Generator gen(5);
       auto pe = nn::make_position_encoding(small_config(kind, causal), gen);

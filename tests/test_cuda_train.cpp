@@ -59,8 +59,8 @@ TEST_P(CudaTraining, TenStepsMatchCpu) {
     EXPECT_NEAR(gpu[i], cpu[i], 1e-4 * std::fabs(cpu[i])) << GetParam() << " step " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllEncodings, CudaTraining,
-                         ::testing::Values("none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi"));
+INSTANTIATE_TEST_SUITE_P(AllEncodings, CudaTraining, ::testing::ValuesIn(nn::position_encoding_kinds()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 TEST(CudaCli, TrainEvalSampleCompareOnCuda) {
   POSGRAD_REQUIRE_CUDA();
