@@ -222,6 +222,14 @@ TEST(Claims, ParameterCountsAreExact) {
   EXPECT_EQ(verdict(train::judge_claims(r), "i"), "supported");
   set("learned", 64);  // a smaller table than T5's
   EXPECT_EQ(verdict(train::judge_claims(r), "i"), "contradicted");
+  // An encoding outside the article's (KERPLE: 2 per head and layer) is reported, not decisive.
+  auto k = synthetic({{"t5", {5, 5, 5}}, {"rope", {4, 4, 4}}, {"deberta", {4, 4, 4}}, {"kerple", {4, 4, 4}}});
+  for (auto& u : k.units)
+    u.position_parameters = u.method == "t5" ? 128 : u.method == "deberta" ? 8192 : u.method == "kerple" ? 32 : 0;
+  const auto claims = train::judge_claims(k);
+  EXPECT_EQ(verdict(claims, "i"), "supported");
+  for (const auto& c : claims)
+    if (c.id == "i") EXPECT_NE(c.why.find("outside the article's methods, fewer than T5: kerple 32"), std::string::npos) << c.why;
 }
 
 TEST(Results, JsonRoundTripIsExact) {
