@@ -14,6 +14,7 @@
 #include "train/interrupt.h"
 #include "train/options.h"
 #include "train/presets.h"
+#include "train/trainer.h"
 
 namespace posgrad::cli {
 

@@ -1,7 +1,6 @@
 // random.cpp — Philox4x32-10 and the generator-driven fills.
 #include "tensor/random.h"
 
-#include "autograd/node.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad {

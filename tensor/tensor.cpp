@@ -1,6 +1,8 @@
 // tensor.cpp — factories, metadata, element access and the view primitives of Tensor. The
-// differentiable versions of views and copies are Functions in autograd/ops/view.cpp; the
-// methods here validate arguments and delegate to them.
+// methods here validate arguments; then a tensor that does not require grad takes the autograd-free
+// primitive (tensor/nograd.h), and one that does goes to the differentiable Function of
+// autograd/ops/view.cpp through the hooks the autograd layer installs (tensor/autograd_hooks.h).
+// This layer includes nothing from autograd.
 //
 // Size safety: every element count, stride and byte count is computed with overflow checks
 // (shape_numel, contiguous_strides, shape_nbytes). A shape whose element count overflows int64, or
@@ -15,13 +17,13 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <type_traits>
 
-#include "autograd/node.h"
-#include "autograd/ops.h"
-#include "autograd/ops/view.h"
+#include "tensor/autograd_hooks.h"
 #include "tensor/kernels/kernels.h"
+#include "tensor/nograd.h"
 
 namespace posgrad {
 
@@ -246,6 +248,37 @@ Tensor& Tensor::set_requires_grad(bool r) {
 
 // ---- views ------------------------------------------------------------------------------------
 
+// The differentiable views and copies. Function::apply records a node only when an input requires
+// grad, and for these ops the input is `x` alone: a tensor that does not require grad has no
+// history to record under any grad mode, and the op's result is its forward, the nograd primitive.
+// So that case needs no autograd layer; the other goes through the installed hooks.
+namespace {
+
+Tensor diff_view_as(const Tensor& x, const Shape& shape, const Shape& strides) {
+  return x.requires_grad() ? autograd_hooks("view").view_as(x, shape, strides) : nograd::view_as(x, shape, strides);
+}
+Tensor diff_permute(const Tensor& x, const std::vector<int64_t>& dims) {
+  return x.requires_grad() ? autograd_hooks("permute").permute(x, dims) : nograd::permute(x, dims);
+}
+Tensor diff_narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  return x.requires_grad() ? autograd_hooks("narrow").narrow(x, dim, start, length)
+                           : nograd::narrow(x, dim, start, length);
+}
+Tensor diff_expand(const Tensor& x, const Shape& shape) {
+  return x.requires_grad() ? autograd_hooks("expand").expand(x, shape) : nograd::expand(x, shape);
+}
+Tensor diff_copy(const Tensor& x) {
+  return x.requires_grad() ? autograd_hooks("copy").copy(x) : nograd::copy(x);
+}
+Tensor diff_to_dtype(const Tensor& x, DType t) {
+  return x.requires_grad() ? autograd_hooks("to(dtype)").to_dtype(x, t) : nograd::to_dtype(x, t);
+}
+Tensor diff_to_device(const Tensor& x, Device d) {
+  return x.requires_grad() ? autograd_hooks("to(device)").to_device(x, d) : nograd::to_device(x, d);
+}
+
+}  // namespace
+
 static Shape infer_shape(const Shape& want, int64_t numel, const Shape& from) {
   Shape out = want;
   int64_t known = 1, infer = -1;
@@ -303,14 +336,14 @@ Tensor Tensor::view(const Shape& want) const {
   auto st = view_strides(shape(), strides(), s);
   POSGRAD_CHECK(st.has_value(), ShapeError, "view ", shape_str(shape()), " -> ", shape_str(s),
                 ": incompatible strides ", shape_str(strides()), " (use reshape)");
-  return ops::view_as(*this, s, *st);
+  return diff_view_as(*this, s, *st);
 }
 
 Tensor Tensor::reshape(const Shape& want) const {
   Shape s = infer_shape(want, numel(), shape());
   auto st = view_strides(shape(), strides(), s);
-  if (st) return ops::view_as(*this, s, *st);
-  return ops::view_as(contiguous(), s, contiguous_strides(s));
+  if (st) return diff_view_as(*this, s, *st);
+  return diff_view_as(contiguous(), s, contiguous_strides(s));
 }
 
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
@@ -336,14 +369,14 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
     POSGRAD_CHECK(!seen[p[i]], ShapeError, "permute of ", shape_str(shape()), ": repeated dim ", dims[i]);
     seen[p[i]] = true;
   }
-  return ops::permute(*this, p);
+  return diff_permute(*this, p);
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   std::vector<int64_t> p(static_cast<size_t>(dim()));
   std::iota(p.begin(), p.end(), 0);
   std::swap(p[wrap_dim(d0)], p[wrap_dim(d1)]);
-  return ops::permute(*this, p);
+  return diff_permute(*this, p);
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -352,7 +385,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   POSGRAD_CHECK(start >= 0 && length >= 0 && start <= shape()[d] && length <= shape()[d] - start, IndexError,
                 "narrow(dim=", d,
                 ", start=", start, ", length=", length, ") out of range for shape ", shape_str(shape()));
-  return ops::narrow(*this, d, start, length);
+  return diff_narrow(*this, d, start, length);
 }
 
 Tensor Tensor::expand(const Shape& want) const {
@@ -373,7 +406,7 @@ Tensor Tensor::expand(const Shape& want) const {
   }
   if (s == shape()) return *this;
   (void)shape_numel(s);  // ShapeError if the expanded element count overflows int64
-  return ops::expand(*this, s);
+  return diff_expand(*this, s);
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -390,13 +423,13 @@ Tensor Tensor::squeeze(int64_t d) const {
   s.erase(s.begin() + d);
   Shape st = strides();
   st.erase(st.begin() + d);
-  return ops::view_as(*this, s, st);
+  return diff_view_as(*this, s, st);
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : ops::copy(*this); }
-Tensor Tensor::clone() const { return ops::copy(*this); }
-Tensor Tensor::to(DType t) const { return t == dtype() ? *this : ops::to_dtype(*this, t); }
-Tensor Tensor::to(Device d) const { return d == device() ? *this : ops::to_device(*this, d); }
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : diff_copy(*this); }
+Tensor Tensor::clone() const { return diff_copy(*this); }
+Tensor Tensor::to(DType t) const { return t == dtype() ? *this : diff_to_dtype(*this, t); }
+Tensor Tensor::to(Device d) const { return d == device() ? *this : diff_to_device(*this, d); }
 
 std::vector<double> Tensor::to_vector() const {
   Tensor c = detach().to(Device::cpu()).contiguous();
@@ -427,11 +460,12 @@ double Tensor::item() const {
 }
 
 // ---- autograd entry points ----------------------------------------------------------------------
+// The checks are here; the graph work is the autograd layer's (tensor/autograd_hooks.h).
 
 std::shared_ptr<Node> Tensor::grad_accumulator() const {
   if (!is_leaf() || !requires_grad()) return nullptr;
   auto& acc = impl().grad_accumulator;
-  if (!acc) acc = std::make_shared<AccumulateGrad>(impl_);
+  if (!acc) acc = autograd_hooks("grad_accumulator").make_grad_accumulator(impl_);
   return acc;
 }
 
@@ -445,32 +479,19 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   }
   POSGRAD_CHECK(g.shape() == shape(), ShapeError, "backward: gradient shape ", shape_str(g.shape()),
                 " does not match tensor shape ", shape_str(shape()));
-  run_backward({*this}, {g}, retain_graph);
+  autograd_hooks("backward").backward(*this, g, retain_graph);
 }
 
 void Tensor::register_hook(GradHook fn) const {
   POSGRAD_CHECK(requires_grad(), AutogradError, "register_hook on tensor ", str(), " that does not require grad");
-  std::shared_ptr<Node> node = is_leaf() ? grad_accumulator() : impl().grad_fn;
-  uint32_t slot = is_leaf() ? 0 : impl().output_nr;
-  if (node->pre_hooks.size() <= slot) node->pre_hooks.resize(slot + 1);
-  node->pre_hooks[slot].push_back(std::move(fn));
+  autograd_hooks("register_hook").register_hook(*this, std::move(fn));
 }
 
 void Tensor::retain_grad() const {
   if (is_leaf() || impl().retains_grad) return;
+  const AutogradHooks& hooks = autograd_hooks("retain_grad");
   impl().retains_grad = true;
-  std::weak_ptr<TensorImpl> weak = impl_;
-  register_hook([weak](const Tensor& g) {
-    if (auto self = weak.lock()) {
-      if (self->grad) {
-        NoGradGuard guard;
-        self->grad = add(Tensor(self->grad), g).impl_ptr();
-      } else {
-        self->grad = g.clone().impl_ptr();
-      }
-    }
-    return Tensor();
-  });
+  hooks.retain_grad(*this);
 }
 
 }  // namespace posgrad

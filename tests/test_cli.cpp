@@ -19,6 +19,7 @@
 #include "support/process.h"
 #include "support/test_util.h"
 #include "train/checkpoint.h"
+#include "train/compare.h"
 #include "train/options.h"
 #include "train/presets.h"
 

@@ -14,6 +14,7 @@
 
 #include "data/fileio.h"
 #include "support/process.h"
+#include "train/compare.h"
 #include "train/options.h"
 #include "train/presets.h"
 

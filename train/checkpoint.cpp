@@ -10,8 +10,8 @@
 
 #include "data/fileio.h"
 #include "tensor/options.h"
+#include "train/config.h"
 #include "train/safetensors.h"
-#include "train/trainer.h"
 
 namespace posgrad::train {
 

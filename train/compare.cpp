@@ -19,6 +19,7 @@
 #include "train/cost.h"
 #include "train/report.h"
 #include "train/results.h"
+#include "train/trainer.h"
 
 namespace posgrad::train {
 

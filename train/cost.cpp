@@ -9,6 +9,7 @@
 
 #include "autograd/ops.h"
 #include "train/interrupt.h"
+#include "train/trainer.h"
 
 namespace posgrad::train {
 

@@ -8,7 +8,7 @@
 // block_size = T (a learned table as long as the sequence) and a 256-symbol vocabulary.
 #pragma once
 
-#include "train/compare.h"
+#include "train/config.h"
 #include "train/results.h"
 
 namespace posgrad::train {

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "autograd/ops.h"
-#include "train/trainer.h"
 
 namespace posgrad::train {
 

@@ -9,10 +9,22 @@
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
+#include "tensor/errors.h"
 
 namespace posgrad::train {
 
-struct EvalResult;
+struct EvalResult {
+  int64_t context = 0;   // evaluation window length
+  int64_t windows = 0;   // number of windows scored
+  double loss = 0, perplexity = 0, accuracy = 0;
+  std::vector<double> per_position_loss;  // (context), mean over windows
+};
+
+// Thrown when the loss, the gradient norm or the logits are NaN/Inf: training stops at that step and
+// the last good checkpoint is kept; generation stops.
+struct NonFiniteLoss : Error {
+  using Error::Error;
+};
 
 // `posgrad eval`: a run directory evaluated at several context lengths (table: train/options.h).
 struct EvalOptions {

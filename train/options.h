@@ -13,9 +13,8 @@
 #include <string>
 
 #include "tensor/options.h"
-#include "train/compare.h"
+#include "train/config.h"
 #include "train/evaluate.h"
-#include "train/trainer.h"
 
 namespace posgrad::train {
 

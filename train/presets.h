@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "train/trainer.h"
+#include "train/config.h"
 
 namespace posgrad::train {
 

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/compare.h"
+#include "train/config.h"
 #include "train/stats.h"
 
 namespace posgrad::train {

@@ -15,64 +15,17 @@
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
-#include "train/evaluate.h"
 #include "tensor/options.h"
+#include "train/config.h"
+#include "train/evaluate.h"
 #include "train/optim.h"
 
 namespace posgrad::train {
-
-// The settings of one training run. The member initialisers are the defaults; the option table
-// (train_options() in train/options.h) gives every member its name, range, unit and help, and
-// generates the CLI flags, config.json and validation from them.
-struct TrainConfig {
-  // data
-  std::string corpus = "kjv";      // path, "kjv" or "shakespeare"
-  std::string tokenizer = "char";  // char | byte
-  std::string data_dir;            // where "shakespeare" is looked up ("" = $POSGRAD_DATA_DIR or ../shared/data)
-  int64_t max_corpus_bytes = int64_t{1} << 30;  // a larger corpus file is refused before it is read
-  // model (model.vocab_size is set from the tokenizer)
-  nn::GPTConfig model;
-  // optimisation
-  std::string optimizer = "adamw";  // adamw | sgd
-  double lr = 1e-3, min_lr = 1e-4;
-  int64_t warmup_iters = 100, max_iters = 2000, lr_decay_iters = 0;  // 0: = max_iters
-  bool cosine = true;
-  double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, momentum = 0.9, grad_clip = 1.0;
-  int64_t batch_size = 12, grad_accum = 1;
-  // evaluation, logging, checkpoints
-  int64_t eval_interval = 250, eval_windows = 64, log_interval = 10, checkpoint_interval = 0;  // 0: = eval_interval
-  uint64_t seed = 1337;
-  std::string device = "cpu";
-  std::string out_dir = "runs/train";
-  int64_t threads = 0;  // 0: OpenMP default
-
-  // Every option in its range (the table), then the relations between options (min_lr <= lr,
-  // n_embd % n_head, the device exists) and the memory estimate against this machine's memory.
-  // UsageError naming the option(s).
-  void validate() const;
-  // The flat {option: value} object of config.json and state.json (keys: train_options()).
-  nlohmann::json to_json() const;
-  // Reads a complete saved configuration; UsageError naming `source` and the key.
-  static TrainConfig from_json(const nlohmann::json& j, const std::string& source = "configuration");
-};
 
 struct StepStats {
   int64_t step = 0;
   double loss = 0, lr = 0, grad_norm = 0, seconds = 0;
   int64_t tokens = 0;
-};
-
-struct EvalResult {
-  int64_t context = 0;   // evaluation window length
-  int64_t windows = 0;   // number of windows scored
-  double loss = 0, perplexity = 0, accuracy = 0;
-  std::vector<double> per_position_loss;  // (context), mean over windows
-};
-
-// Thrown when the loss or the gradient norm is NaN/Inf: training stops at that step and the last
-// good checkpoint is kept.
-struct NonFiniteLoss : Error {
-  using Error::Error;
 };
 
 // The one training step of posgrad (the trainer's, and the comparison's synthetic tasks'): the

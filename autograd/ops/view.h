@@ -2,6 +2,7 @@
 // validates arguments, these record the graph). Internal: users call the Tensor methods.
 #pragma once
 
+#include "tensor/nograd.h"
 #include "tensor/tensor.h"
 
 namespace posgrad::ops {
@@ -14,7 +15,8 @@ Tensor copy(const Tensor& x);  // contiguous copy
 Tensor to_dtype(const Tensor& x, DType t);
 Tensor to_device(const Tensor& x, Device d);
 
-// dst[...] = src[...] elementwise; same shape, dtype and device; either may be strided.
-void copy_into(const Tensor& dst, const Tensor& src);
+// dst[...] = src[...] elementwise; same shape, dtype and device; either may be strided. Not
+// differentiable: the tensor layer's primitive, named here for the ops that fill outputs with it.
+using nograd::copy_into;
 
 }  // namespace posgrad::ops
