@@ -201,7 +201,8 @@ void add_sample(CLI::App& app) {
     RunModel r = load_run(o.run, o.device, [](const train::TrainConfig& cfg) { return cfg.model.block_size; });
     const auto t0 = std::chrono::steady_clock::now();
     const std::string text =
-        train::sample_text(*r.model, *r.tok, o.prompt, o.tokens, o.temperature, o.top_k, o.seed, Device::parse(o.device));
+        train::sample_text(*r.model, *r.tok, o.prompt, o.tokens, o.temperature, o.top_k, o.seed, Device::parse(o.device),
+                           o.kv_cache);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fmt::print("{}{}\n", o.prompt, text);
     spdlog::info("{} tokens in {:.2f} s ({:.0f} tokens/s)", o.tokens, s, static_cast<double>(o.tokens) / std::max(s, 1e-9));

@@ -3,6 +3,9 @@
 
 #include <tuple>
 
+#include "autograd/node.h"
+#include "autograd/ops/view.h"
+
 namespace posgrad::nn {
 
 CausalSelfAttention::CausalSelfAttention(int64_t n_embd_, int64_t n_head_, bool bias, Generator& gen, double proj_std,
@@ -15,7 +18,7 @@ CausalSelfAttention::CausalSelfAttention(int64_t n_embd_, int64_t n_head_, bool 
 }
 
 CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionEncoding& pe, int64_t layer,
-                                                      int64_t pos0) const {
+                                                      int64_t pos0, int64_t Tk, int64_t q_offset) const {
   POSGRAD_CHECK(x.dim() == 3 && x.size(2) == n_embd, ShapeError, "CausalSelfAttention: x must be (B, T, ", n_embd,
                 "), got ", shape_str(x.shape()));
   const int64_t B = x.size(0), T = x.size(1), C = n_embd, H = n_head, D = C / H;
@@ -36,23 +39,44 @@ CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionE
     lp.b_q = qkv->bias.narrow(0, 0, C);
     lp.b_k = qkv->bias.narrow(0, C, C);
   }
-  h.mod = pe.scores(layer, lp, T);
+  h.mod = pe.scores(layer, lp, T, Tk, q_offset);
   h.scale = pe.attention_scale(D);
   return h;
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const {
-  const Heads h = heads(x, pe, layer, pos0);
-  const Tensor o = naive ? attention_reference(h.q, h.k, h.v, h.mod, pe.causal(), h.scale)
-                         : attention(h.q, h.k, h.v, h.mod, pe.causal(), h.scale);  // (B, H, T, D)
-  const int64_t B = x.size(0), T = x.size(1);
+Tensor CausalSelfAttention::forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0,
+                                    KVCacheLayer* cache, int64_t capacity) const {
+  const int64_t B = x.dim() == 3 ? x.size(0) : 0, T = x.dim() == 3 ? x.size(1) : 0;
+  if (!cache) {
+    const Heads h = heads(x, pe, layer, pos0, T, 0);
+    const Tensor o = naive ? attention_reference(h.q, h.k, h.v, h.mod, pe.causal(), h.scale)
+                           : attention(h.q, h.k, h.v, h.mod, pe.causal(), h.scale);  // (B, H, T, D)
+    return proj->forward(o.permute({0, 2, 1, 3}).reshape({B, T, n_embd}));
+  }
+  // Incremental decoding: queries at pos0 .. pos0 + T - 1 against the keys of positions 0 .. pos0 + T - 1.
+  POSGRAD_CHECK(pe.causal() && pe.supports_kv_cache(), ValueError, "a key/value cache needs a causal position ",
+                "encoding whose keys do not change as the sequence grows; ", pe.kind(), " is not");
+  POSGRAD_CHECK(!GradMode::is_enabled(), AutogradError, "a key/value cache is for inference: use NoGradGuard");
+  POSGRAD_CHECK(pos0 >= 0 && pos0 + T <= capacity, IndexError, "key/value cache: positions up to ", pos0 + T - 1,
+                " exceed its capacity of ", capacity);
+  const Heads h = heads(x, pe, layer, pos0, pos0 + T, pos0);
+  if (!cache->k.defined()) {
+    const Shape s{B, n_head, capacity, n_embd / n_head};
+    cache->k = Tensor::zeros(s, h.k.dtype(), h.k.device());
+    cache->v = Tensor::zeros(s, h.v.dtype(), h.v.device());
+  }
+  POSGRAD_CHECK(cache->k.size(0) == B, ShapeError, "key/value cache of batch ", cache->k.size(0), " used with batch ", B);
+  ops::copy_into(cache->k.narrow(2, pos0, T), h.k);
+  ops::copy_into(cache->v.narrow(2, pos0, T), h.v);
+  const Tensor k = cache->k.narrow(2, 0, pos0 + T), v = cache->v.narrow(2, 0, pos0 + T);
+  const Tensor o = attention(h.q, k, v, h.mod, true, h.scale, pos0);  // (B, H, T, D)
   return proj->forward(o.permute({0, 2, 1, 3}).reshape({B, T, n_embd}));
 }
 
 Tensor CausalSelfAttention::attention_by_distance(const Tensor& x, PositionEncoding& pe, int64_t layer,
                                                   int64_t pos0) const {
   NoGradGuard guard;
-  const Heads h = heads(x, pe, layer, pos0);
+  const Heads h = heads(x, pe, layer, pos0, x.size(1), 0);
   return attention_distance_profile(h.q, h.k, h.mod, pe.causal(), h.scale);
 }
 

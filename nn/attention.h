@@ -2,7 +2,9 @@
 // (3C, C) + bias, the position encoding's hooks (rotate, scores, attention_scale), the fused
 // attention op (autograd/ops/attention.h) and the output projection. The name is kept from GPT,
 // but the mask follows the position encoding's `causal()` (bidirectional is an option).
-// Not here: attention dropout (the model applies dropout to the layer's output), KV caching.
+// A key/value cache (KVCache) lets a decoder attend new tokens to the keys and values of the tokens
+// it has already seen instead of recomputing them.
+// Not here: attention dropout (the model applies dropout to the layer's output).
 #pragma once
 
 #include "autograd/ops/attention.h"
@@ -11,14 +13,31 @@
 
 namespace posgrad::nn {
 
+// One layer's cached keys and values, after the position encoding's rotation: (B, H, capacity, D)
+// each, the first `length` positions filled (KVCache::length). Allocated on first use.
+struct KVCacheLayer {
+  Tensor k, v;
+};
+
+// Keys and values of the `length` tokens a decoder has processed, per layer, for incremental
+// decoding (GPT::forward with a cache). `capacity` bounds the positions it can hold.
+struct KVCache {
+  std::vector<KVCacheLayer> layers;
+  int64_t length = 0, capacity = 0;
+};
+
 class CausalSelfAttention : public Module {
  public:
   // proj_std: init std of the output projection (GPT-2 scales residual projections by
   // 1/sqrt(2 n_layer)); qkv uses N(0, 0.02).
   CausalSelfAttention(int64_t n_embd, int64_t n_head, bool bias, Generator& gen, double proj_std = 0.02,
                       DType dtype = DType::Float32);
-  // x (B, T, C) at positions pos0 .. pos0+T-1 -> (B, T, C).
-  Tensor forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const;
+  // x (B, T, C) at positions pos0 .. pos0+T-1 -> (B, T, C). With a cache (causal encodings that
+  // support_kv_cache(), no gradient): the cache holds the keys and values of positions 0 .. pos0-1;
+  // this call appends those of its T tokens and attends them to all pos0 + T (capacity checked,
+  // IndexError). The same numbers as the uncached forward over all pos0 + T tokens, row for row.
+  Tensor forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0,
+                 KVCacheLayer* cache = nullptr, int64_t capacity = 0) const;
   // Diagnostics (no gradient): average attention weight per query-key distance |i - j| = 0..T-1,
   // averaged over batch and query positions, heads kept: (H, T) float64.
   Tensor attention_by_distance(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const;
@@ -34,7 +53,8 @@ class CausalSelfAttention : public Module {
     ScoreModifier mod;
     double scale = 1.0;
   };
-  Heads heads(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const;
+  // The heads of x's T tokens at pos0 .., and the modifier for Tk keys with queries at q_offset.
+  Heads heads(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0, int64_t Tk, int64_t q_offset) const;
 };
 
 }  // namespace posgrad::nn

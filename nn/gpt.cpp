@@ -35,8 +35,9 @@ Block::Block(const GPTConfig& cfg, Generator& gen, Generator& dropout_gen) {
   drop = register_module("drop", std::make_shared<Dropout>(cfg.dropout, dropout_gen));
 }
 
-Tensor Block::forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const {
-  Tensor h = x + drop->forward(attn->forward(ln_1->forward(x), pe, layer, pos0));
+Tensor Block::forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0, KVCacheLayer* cache,
+                      int64_t capacity) const {
+  Tensor h = x + drop->forward(attn->forward(ln_1->forward(x), pe, layer, pos0, cache, capacity));
   return h + drop->forward(proj->forward(gelu(fc->forward(ln_2->forward(h)))));
 }
 
@@ -65,6 +66,29 @@ Tensor GPT::forward(const Tensor& idx, int64_t pos0) const {
   for (size_t l = 0; l < blocks->size(); ++l) x = (*blocks)[l].forward(x, *pos_, static_cast<int64_t>(l), pos0);
   x = ln_f->forward(x);
   return linear(x, wte->weight);  // tied LM head: logits = x · wteᵀ
+}
+
+KVCache GPT::make_kv_cache(int64_t capacity) const {
+  const int64_t limit = pos_->max_length();
+  POSGRAD_CHECK(capacity > 0 && (limit < 0 || capacity <= limit), ValueError, "key/value cache capacity ", capacity,
+                " must be positive", limit < 0 ? "" : " and at most the position table's length");
+  KVCache c;
+  c.layers.resize(blocks->size());
+  c.capacity = capacity;
+  return c;
+}
+
+Tensor GPT::forward(const Tensor& idx, KVCache& cache) const {
+  POSGRAD_CHECK(idx.dim() == 2 && idx.dtype() == DType::Int64, ShapeError, "GPT.forward expects int64 (B, T) ids, got ",
+                idx.str());
+  POSGRAD_CHECK(cache.layers.size() == blocks->size(), ValueError, "key/value cache made for ", cache.layers.size(),
+                " layers used with a model of ", blocks->size(), " (GPT::make_kv_cache)");
+  const int64_t pos0 = cache.length;
+  Tensor x = drop_->forward(pos_->embed(wte->forward(idx), pos0));
+  for (size_t l = 0; l < blocks->size(); ++l)
+    x = (*blocks)[l].forward(x, *pos_, static_cast<int64_t>(l), pos0, &cache.layers[l], cache.capacity);
+  cache.length += idx.size(1);
+  return linear(ln_f->forward(x), wte->weight);
 }
 
 std::vector<std::vector<double>> GPT::attention_by_distance(const Tensor& idx) const {

@@ -29,8 +29,9 @@ struct GPTConfig {
 class Block : public Module {
  public:
   Block(const GPTConfig& cfg, Generator& gen, Generator& dropout_gen);
-  // x (B, T, C) -> (B, T, C)
-  Tensor forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const;
+  // x (B, T, C) -> (B, T, C); with a cache, see CausalSelfAttention::forward.
+  Tensor forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0, KVCacheLayer* cache = nullptr,
+                 int64_t capacity = 0) const;
   std::shared_ptr<LayerNorm> ln_1, ln_2;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<Linear> fc, proj;
@@ -44,6 +45,14 @@ class GPT : public Module {
   GPT(const GPTConfig& cfg, Generator& gen, Generator& dropout_gen);
   // idx int64 (B, T) -> logits (B, T, V). pos0 offsets positions (evaluation of a later window).
   Tensor forward(const Tensor& idx, int64_t pos0 = 0) const;
+  // Incremental decoding: idx (B, T) are the tokens at positions cache.length .. cache.length+T-1;
+  // their keys and values are appended to the cache and the logits (B, T, V) returned — the rows
+  // forward() gives for those positions over the whole sequence so far, bit for bit. Needs no
+  // gradient (NoGradGuard), a causal encoding with supports_kv_cache() (ValueError otherwise) and
+  // room in the cache (IndexError).
+  Tensor forward(const Tensor& idx, KVCache& cache) const;
+  // An empty cache for up to `capacity` positions (at most the encoding's max_length()).
+  KVCache make_kv_cache(int64_t capacity) const;
   const GPTConfig& config() const { return cfg_; }
   PositionEncoding& position_encoding() const { return *pos_; }
   // Mean attention weight at each query-key distance 0..T-1, per layer (averaged over batch,

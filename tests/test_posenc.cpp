@@ -183,12 +183,12 @@ TEST(Kerple, ParametersInitAndProjection) {
     }
   }
   assign_data(params[0].second, Tensor::from_vector(std::vector<double>{-1.0, 0.005, 0.5, 3.0}, {4}, DType::Float32));
-  const ScoreModifier m = pe->scores(0, {}, 5);
+  const ScoreModifier m = pe->scores(0, {}, 5, 5, 0);
   EXPECT_EQ(m.kind, ScoreBias::Distance);
   EXPECT_EQ(m.bias_by_distance.shape(), (Shape{4, 9}));
   const auto r1 = params[0].second.to_vector();
   EXPECT_EQ(r1, (std::vector<double>{0.01f, 0.01f, 0.5, 3.0}));  // below 0.01: projected; others untouched
-  EXPECT_THROW(pe->scores(2, {}, 5), IndexError);
+  EXPECT_THROW(pe->scores(2, {}, 5, 5, 0), IndexError);
 }
 
 TEST(Rope, FrequenciesAndScalings) {
@@ -464,7 +464,7 @@ TEST(Registry, ScalesParametersAndOptions) {
   EXPECT_DOUBLE_EQ(t5b->attention_scale(4), 1.0);
   EXPECT_EQ(t5b->named_parameters().size(), 3u);
   EXPECT_EQ(t5b->named_parameters()[2].first, "relative_attention_bias_2");
-  EXPECT_THROW(t5b->scores(3, {}, 8), IndexError);
+  EXPECT_THROW(t5b->scores(3, {}, 8, 8, 0), IndexError);
 
   c.kind = "deberta";
   auto deb = make_position_encoding(c, g);
@@ -474,7 +474,7 @@ TEST(Registry, ScalesParametersAndOptions) {
   EXPECT_EQ(names[0].first, "rel_embeddings");
   EXPECT_EQ(names[0].second.shape(), (Shape{64, 16}));
   EXPECT_EQ(names[1].first, "rel_norm.weight");
-  EXPECT_THROW(deb->scores(0, {}, 8), ValueError);  // share_att_key needs the layer's projections
+  EXPECT_THROW(deb->scores(0, {}, 8, 8, 0), ValueError);  // share_att_key needs the layer's projections
   c.set("deberta_share_att_key", false);
   c.set("deberta_p2c", false);
   c.set("deberta_layer_norm", false);
@@ -487,7 +487,7 @@ TEST(Registry, ScalesParametersAndOptions) {
 
   c.kind = "alibi";
   auto al = make_position_encoding(c, g);
-  auto m = al->scores(0, {}, 8);
+  auto m = al->scores(0, {}, 8, 8, 0);
   EXPECT_EQ(m.kind, ScoreBias::Distance);
   ASSERT_EQ(m.bias_by_distance.shape(), (Shape{4, 15}));  // (H, 2T - 1)
   const auto bias = m.bias_by_distance.to_vector();

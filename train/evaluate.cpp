@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "autograd/ops.h"
 
@@ -52,7 +53,7 @@ EvalResult evaluate_tokens(nn::GPT& model, const data::TokenSpan& tokens, int64_
 
 std::vector<std::vector<int64_t>> generate(nn::GPT& model, const std::vector<std::vector<int64_t>>& prompts, int64_t n,
                                            double temperature, int64_t top_k, Generator* gen, int64_t context_limit,
-                                           Device dev) {
+                                           Device dev, bool use_kv_cache) {
   POSGRAD_CHECK(n >= 0, ValueError, "number of tokens to generate must be >= 0, got ", n);
   POSGRAD_CHECK(temperature >= 0 && std::isfinite(temperature), ValueError, "temperature must be finite and >= 0, got ",
                 temperature);
@@ -67,13 +68,28 @@ std::vector<std::vector<int64_t>> generate(nn::GPT& model, const std::vector<std
   const bool was_training = model.is_training();
   model.eval();
   std::vector<std::vector<int64_t>> seq = prompts, out(B);
+  const nn::PositionEncoding& pe = model.position_encoding();
+  const int64_t total = static_cast<int64_t>(prompts.front().size()) + n;
+  const int64_t capacity = context_limit > 0 ? std::min(context_limit, total) : total;
+  std::optional<nn::KVCache> cache;
+  if (use_kv_cache && n > 0 && pe.causal() && pe.supports_kv_cache() &&
+      (pe.max_length() < 0 || capacity <= pe.max_length()))
+    cache = model.make_kv_cache(capacity);
   for (int64_t t = 0; t < n; ++t) {
     const int64_t len = static_cast<int64_t>(seq.front().size());
-    const int64_t T = context_limit > 0 ? std::min(context_limit, len) : len;
-    std::vector<int64_t> ids;
-    ids.reserve(B * static_cast<size_t>(T));
-    for (const auto& s : seq) ids.insert(ids.end(), s.end() - T, s.end());
-    const Tensor logits = model.forward(Tensor::from_ints(ids, {static_cast<int64_t>(B), T}).to(dev)).narrow(1, T - 1, 1);
+    Tensor logits;
+    if (cache && len <= cache->capacity) {  // feed the tokens the cache has not seen
+      const int64_t T = len - cache->length;
+      std::vector<int64_t> ids;
+      for (const auto& s : seq) ids.insert(ids.end(), s.end() - T, s.end());
+      logits = model.forward(Tensor::from_ints(ids, {static_cast<int64_t>(B), T}).to(dev), *cache).narrow(1, T - 1, 1);
+    } else {  // the whole window (past the context: the last context_limit tokens)
+      const int64_t T = context_limit > 0 ? std::min(context_limit, len) : len;
+      std::vector<int64_t> ids;
+      ids.reserve(B * static_cast<size_t>(T));
+      for (const auto& s : seq) ids.insert(ids.end(), s.end() - T, s.end());
+      logits = model.forward(Tensor::from_ints(ids, {static_cast<int64_t>(B), T}).to(dev)).narrow(1, T - 1, 1);
+    }
     const std::vector<double> all = logits.to_vector();  // (B, V)
     const size_t V = all.size() / B;
     for (size_t b = 0; b < B; ++b) {
@@ -114,11 +130,12 @@ std::vector<std::vector<int64_t>> generate(nn::GPT& model, const std::vector<std
 }
 
 std::string sample_text(nn::GPT& model, const data::Tokenizer& tok, const std::string& prompt, int64_t n,
-                        double temperature, int64_t top_k, uint64_t seed, Device dev) {
+                        double temperature, int64_t top_k, uint64_t seed, Device dev, bool use_kv_cache) {
   POSGRAD_CHECK(temperature > 0, ValueError, "temperature must be positive, got ", temperature);
   Generator gen(seed);
   const std::vector<int64_t> ids = tok.encode(prompt.empty() ? "\n" : prompt);
-  return tok.decode(generate(model, {ids}, n, temperature, top_k, &gen, model.config().block_size, dev).front());
+  return tok.decode(generate(model, {ids}, n, temperature, top_k, &gen, model.config().block_size, dev, use_kv_cache)
+                        .front());
 }
 
 }  // namespace posgrad::train

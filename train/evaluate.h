@@ -43,6 +43,7 @@ struct SampleOptions {
   int64_t top_k = 200;       // 0: all tokens
   uint64_t seed = 1337;
   std::string device = "cpu";
+  bool kv_cache = true;  // reuse keys and values while the text fits the context (same tokens either way)
 };
 
 // Windows of context+1 tokens starting at 0, context, 2·context, ... of `tokens` (at most max_windows).
@@ -55,10 +56,15 @@ EvalResult evaluate_tokens(nn::GPT& model, const data::TokenSpan& tokens, int64_
 // (one draw per row and token, rows in order). context_limit > 0 keeps only the last context_limit
 // tokens as the model's input (a learned table's length); 0 feeds everything. Returns the new
 // tokens of each row. NonFiniteLoss when the model produces non-finite logits.
+// Key/value cache (use_kv_cache, where the encoding supports it): while the sequence fits the
+// context, a step feeds the model only the tokens it has not seen (the prompt, then one per step),
+// O(T) attention work per token instead of the window's O(T^2); the tokens are the same, bit for
+// bit, as without the cache. Past the context the window slides: every kept token's keys depend on
+// its now shorter context, so each step recomputes the window, as without the cache.
 std::vector<std::vector<int64_t>> generate(nn::GPT& model, const std::vector<std::vector<int64_t>>& prompts, int64_t n,
                                            double temperature, int64_t top_k, Generator* gen, int64_t context_limit,
-                                           Device dev);
+                                           Device dev, bool use_kv_cache = true);
 std::string sample_text(nn::GPT& model, const data::Tokenizer& tok, const std::string& prompt, int64_t n,
-                        double temperature, int64_t top_k, uint64_t seed, Device dev);
+                        double temperature, int64_t top_k, uint64_t seed, Device dev, bool use_kv_cache = true);
 
 }  // namespace posgrad::train

@@ -184,7 +184,10 @@ const Table<SampleOptions>& sample_options() {
              POSGRAD_MEMBER(temperature))
         .add(integer("top_k", closed(0, 1LL << 30), "Sample among the k most likely tokens (0: all)"), POSGRAD_MEMBER(top_k))
         .add(unsigned_integer("seed", "Sampling seed"), POSGRAD_MEMBER(seed))
-        .add(text("device", "cpu or cuda[:N]", false), POSGRAD_MEMBER(device));
+        .add(text("device", "cpu or cuda[:N]", false), POSGRAD_MEMBER(device))
+        .add(boolean("kv_cache", "Reuse the keys and values of earlier tokens while the text fits the training context "
+                                 "(the same tokens as without; false recomputes the window every token)"),
+             POSGRAD_MEMBER(kv_cache));
     return t;
   }();
   return table;

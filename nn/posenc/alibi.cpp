@@ -46,10 +46,10 @@ class AlibiEncoding : public PositionEncoding {
     causal_ = cfg.causal;
   }
   std::string kind() const override { return "alibi"; }
-  ScoreModifier scores(int64_t, const LayerProjections& proj, int64_t T) override {
+  ScoreModifier scores(int64_t, const LayerProjections& proj, int64_t Tq, int64_t Tk, int64_t q_offset) override {
     ScoreModifier m;
     m.kind = ScoreBias::Distance;
-    m.bias_by_distance = alibi_bias_by_distance(slopes_, T, T, 0, dtype_, proj.device());
+    m.bias_by_distance = alibi_bias_by_distance(slopes_, Tq, Tk, q_offset, dtype_, proj.device());
     return m;
   }
 

@@ -102,7 +102,7 @@ class DebertaEncoding : public PositionEncoding {
     n_layer_ = cfg.n_layer;
   }
   std::string kind() const override { return "deberta"; }
-  ScoreModifier scores(int64_t layer, const LayerProjections& proj, int64_t) override {
+  ScoreModifier scores(int64_t layer, const LayerProjections& proj, int64_t, int64_t, int64_t) override {
     POSGRAD_CHECK(layer >= 0 && layer < n_layer_, IndexError, "DeBERTa position encoding: layer ", layer,
                   " out of range (", n_layer_, " layers)");
     const Tensor R = rel_norm ? rel_norm->forward(rel_embeddings) : rel_embeddings;

@@ -49,7 +49,7 @@ class KerpleEncoding : public PositionEncoding {
     }
   }
   std::string kind() const override { return "kerple"; }
-  ScoreModifier scores(int64_t layer, const LayerProjections&, int64_t T) override {
+  ScoreModifier scores(int64_t layer, const LayerProjections&, int64_t Tq, int64_t Tk, int64_t q_offset) override {
     const int64_t n = static_cast<int64_t>(r1_.size());
     POSGRAD_CHECK(layer >= 0 && layer < n, IndexError, "KERPLE position encoding: layer ", layer, " out of range (",
                   n, " layers)");
@@ -57,7 +57,7 @@ class KerpleEncoding : public PositionEncoding {
     project_below(r2_[layer], kMinParam);
     ScoreModifier m;
     m.kind = ScoreBias::Distance;
-    m.bias_by_distance = kerple_bias_by_distance(r1_[layer], r2_[layer], T, T, 0);
+    m.bias_by_distance = kerple_bias_by_distance(r1_[layer], r2_[layer], Tq, Tk, q_offset);
     return m;
   }
 

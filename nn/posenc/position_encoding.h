@@ -65,16 +65,21 @@ class PositionEncoding : public Module {
     (void)pos0;
     return {q, k};
   }
-  // Score modifier for attention layer `layer` over T positions, queries and keys alike (the
-  // default: none), on proj.device(). An encoding whose bias depends only on the head and the
-  // relative distance returns ScoreBias::Distance with bias_by_distance (H, 2T - 1) computed by
-  // ordinary ops from its parameters (entry [h, d]: relative position d - (T - 1)); the kernels
-  // need no code of its own. Relative encodings do not depend on pos0: queries and keys of a
-  // window shift together.
-  virtual ScoreModifier scores(int64_t layer, const LayerProjections& proj, int64_t T) {
-    (void)layer, (void)proj, (void)T;
+  // Score modifier for attention layer `layer` between Tq queries at positions q_offset ..
+  // q_offset + Tq - 1 and Tk keys at 0 .. Tk - 1 of one window (a forward over T tokens: Tq = Tk = T,
+  // q_offset 0; a step with a key/value cache: the new tokens against every cached key), on
+  // proj.device(); the default: none. An encoding whose bias depends only on the head and the
+  // relative distance returns ScoreBias::Distance with bias_by_distance (H, Tq + Tk - 1) computed by
+  // ordinary ops from its parameters (diagonal_relative_positions(Tq, Tk, q_offset)); the kernels
+  // need no code of its own. Relative encodings do not depend on the window's start pos0.
+  virtual ScoreModifier scores(int64_t layer, const LayerProjections& proj, int64_t Tq, int64_t Tk, int64_t q_offset) {
+    (void)layer, (void)proj, (void)Tq, (void)Tk, (void)q_offset;
     return {};
   }
+  // Whether keys and values computed for a position stay valid as the sequence grows, so that a
+  // decoder may cache them (nn::KVCache). False where the rotation of a position depends on the
+  // total length (RoPE with dynamic NTK scaling); then every step recomputes the window.
+  virtual bool supports_kv_cache() const { return true; }
   // Multiplier of q.k (1/sqrt(D) by default; T5 unscaled gives 1; DeBERTa 1/sqrt(D * (1 + #terms))).
   virtual double attention_scale(int64_t head_dim) const;
   // Longest sequence this encoding supports (learned: its table); -1 for unbounded.

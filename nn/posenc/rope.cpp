@@ -164,6 +164,8 @@ class RopeEncoding : public PositionEncoding {
     return {rope(q, c, s, interleaved_), rope(k, c, s, interleaved_)};
   }
   const RopeParams& params() const { return params_; }
+  // Dynamic NTK scaling recomputes every position's frequencies from the total length.
+  bool supports_kv_cache() const override { return params_.scaling != "dynamic"; }
 
  private:
   RopeParams params_;

@@ -79,11 +79,11 @@ class T5Encoding : public PositionEncoding {
     }
   }
   std::string kind() const override { return "t5"; }
-  ScoreModifier scores(int64_t layer, const LayerProjections&, int64_t T) override {
+  ScoreModifier scores(int64_t layer, const LayerProjections&, int64_t Tq, int64_t Tk, int64_t q_offset) override {
     const int64_t n = static_cast<int64_t>(tables_.size());
     POSGRAD_CHECK(layer >= 0 && (n == 1 || layer < n), IndexError, "T5 position encoding: layer ", layer,
                   " out of range (", n, " per-layer tables)");
-    return t5_score_modifier(tables_[n == 1 ? 0 : layer], !causal_, num_buckets_, max_distance_, T, T);
+    return t5_score_modifier(tables_[n == 1 ? 0 : layer], !causal_, num_buckets_, max_distance_, Tq, Tk, q_offset);
   }
   double attention_scale(int64_t head_dim) const override {
     return scaled_ ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0;
