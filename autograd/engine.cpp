@@ -14,6 +14,7 @@
 
 #include "autograd/function.h"
 #include "autograd/ops.h"
+#include "autograd/profiler.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad {
@@ -51,6 +52,7 @@ AccumulateGrad::AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : leaf_(
 }
 
 TensorList AccumulateGrad::apply(TensorList&& grads) {
+  profiler::Scope timed("accumulate_grad", true);
   auto leaf = leaf_.lock();
   if (!leaf || !grads[0].defined()) return {};
   Tensor g = grads[0];

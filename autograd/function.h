@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "autograd/node.h"
+#include "autograd/profiler.h"
 
 namespace posgrad {
 
@@ -60,6 +61,7 @@ class FunctionNode final : public Node {
     if (released)
       throw AutogradError(std::string("backward through ") + F::kName +
                           " a second time: its saved tensors were freed (use retain_graph=true)");
+    profiler::Scope timed(F::kName, true);
     return F::backward(ctx, grads);
   }
   std::string name() const override { return F::kName; }
@@ -86,6 +88,7 @@ struct Function {
     Out out;
     {
       NoGradGuard guard;
+      profiler::Scope timed(F::kName, false);
       out = F::forward(node->ctx, args...);
     }
     if constexpr (std::is_same_v<Out, Tensor>) {

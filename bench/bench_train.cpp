@@ -1,32 +1,84 @@
 // bench_train.cpp — training throughput of the GPT per position encoding: tokens/s and ms per
 // optimisation step (forward, backward, clip, AdamW) on random tokens, after warm-up steps, for a
-// chosen model size and device. `--size compare` is the compare experiment's quick model,
-// `--size gpt2` a GPT-2-small-sized model (12 layers, 768 wide, 12 heads, context 1024; meant for
-// a GPU). bench/reference_gpt.py measures the same models in PyTorch for a side-by-side table.
+// chosen model size and device. `--size compare` is a small model, `nanogpt` nanoGPT's CPU
+// baseline (the quick comparison's model), `cpu` a larger CPU model (6 layers, 384 wide, context
+// 256), `gpt2` a GPT-2-small-sized model (12 layers, 768 wide, 12 heads, context 1024; meant for a
+// GPU). bench/reference_gpt.py measures the same models in PyTorch (bench/vs_pytorch.sh pairs them).
+// --profile then runs as many steps again with the op profiler (autograd/profiler.h) and prints
+// where a step's time goes: GEMMs, attention, norms, elementwise, softmax / cross-entropy, views and
+// copies, gradient accumulation, the optimizer (clip + AdamW + zero_grad), and the remainder (graph
+// building, the engine, allocation outside the ops).
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
 
 #include "autograd/ops.h"
+#include "autograd/profiler.h"
 #include "nn/gpt.h"
 #include "train/optim.h"
 
 using namespace posgrad;
 
+namespace {
+
+// The breakdown's category of an op (Function::kName).
+std::string category(const std::string& op) {
+  if (op == "matmul" || op == "linear") return "GEMM (matmul, linear)";
+  if (op == "attention") return "attention";
+  if (op == "layer_norm" || op == "rms_norm") return "norms";
+  if (op == "add" || op == "sub" || op == "mul" || op == "div" || op == "unary" || op == "masked_fill" ||
+      op == "dropout")
+    return "elementwise (incl. GELU)";
+  if (op == "cross_entropy" || op == "softmax" || op == "log_softmax") return "softmax / cross-entropy";
+  if (op == "embedding" || op == "rope") return "embedding, rope";
+  if (op == "accumulate_grad") return "gradient accumulation";
+  if (op == "sum" || op == "max") return "reductions";
+  return "views and copies";  // view, permute, narrow, expand, copy, cat, split, to_dtype, to_device
+}
+
+void print_profile(const std::vector<profiler::Entry>& entries, double step_ms, double optim_ms, int64_t steps) {
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<double, double>> cat;  // forward, backward ms per step
+  for (const auto& e : entries) {
+    const std::string c = category(e.op);
+    if (!cat.count(c)) order.push_back(c);
+    cat[c].first += 1e3 * e.forward_s / double(steps);
+    cat[c].second += 1e3 * e.backward_s / double(steps);
+  }
+  double ops = 0;
+  std::printf("  %-34s %10s %10s %10s %7s\n", "where (per step)", "fwd ms", "bwd ms", "total ms", "share");
+  for (const auto& c : order) {
+    const double t = cat[c].first + cat[c].second;
+    ops += t;
+    std::printf("  %-34s %10.3f %10.3f %10.3f %6.1f%%\n", c.c_str(), cat[c].first, cat[c].second, t, 100 * t / step_ms);
+  }
+  std::printf("  %-34s %10s %10s %10.3f %6.1f%%\n", "optimizer (clip, AdamW, zero_grad)", "", "", optim_ms,
+              100 * optim_ms / step_ms);
+  const double rest = step_ms - ops - optim_ms;
+  std::printf("  %-34s %10s %10s %10.3f %6.1f%%\n", "graph, engine, allocation, other", "", "", rest, 100 * rest / step_ms);
+  std::printf("  %-34s %10s %10s %10.3f\n", "step", "", "", step_ms);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"posgrad training throughput per position encoding"};
-  std::string size = "compare", device = "cpu", methods = "none,sinusoidal,learned,t5,deberta,rope,alibi";
+  std::string size = "compare", device = "cpu", methods;
+  for (const auto& k : nn::position_encoding_kinds()) methods += (methods.empty() ? "" : ",") + k;
   int64_t steps = 10, warmup = 2, batch = 0;
-  app.add_option("--size", size, "compare | nanogpt | gpt2")->capture_default_str();
+  bool profile = false;
+  app.add_option("--size", size, "compare | nanogpt | cpu | gpt2")->capture_default_str();
   app.add_option("--device", device, "cpu or cuda[:N]")->capture_default_str();
   app.add_option("--methods", methods, "Comma-separated encodings")->capture_default_str();
   app.add_option("--steps", steps, "Timed steps")->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed steps first")->capture_default_str();
   app.add_option("--batch", batch, "Sequences per step (0: the size's default)");
+  app.add_flag("--profile", profile, "Then run the timed steps again with the op profiler and print the breakdown");
   CLI11_PARSE(app, argc, argv);
   try {
     nn::GPTConfig mc;
@@ -37,11 +89,14 @@ int main(int argc, char** argv) {
     } else if (size == "nanogpt") {
       mc.n_layer = 4, mc.n_head = 4, mc.n_embd = 128, mc.block_size = 64;
       if (!batch) batch = 12;
+    } else if (size == "cpu") {
+      mc.n_layer = 6, mc.n_head = 6, mc.n_embd = 384, mc.block_size = 256;
+      if (!batch) batch = 16;
     } else if (size == "gpt2") {
       mc.n_layer = 12, mc.n_head = 12, mc.n_embd = 768, mc.block_size = 1024, mc.vocab_size = 50304;
       if (!batch) batch = 8;
     } else {
-      throw ValueError("unknown --size '" + size + "' (compare, nanogpt, gpt2)");
+      throw ValueError("unknown --size '" + size + "' (compare, nanogpt, cpu, gpt2)");
     }
     Device dev = Device::parse(device);
     std::printf("# size=%s layers=%ld heads=%ld width=%ld context=%ld batch=%ld device=%s, %ld timed steps after %ld\n",
@@ -57,26 +112,44 @@ int main(int argc, char** argv) {
       model.to(dev);
       train::AdamW opt(train::decay_groups(model.named_parameters(), 0.1), train::AdamWOptions(1e-4));
       std::vector<double> ms;
-      for (int64_t s = 0; s < warmup + steps; ++s) {
+      double optim_ms = 0;
+      // One optimisation step on fresh random tokens; returns its wall milliseconds (and adds the
+      // optimizer's part to optim_ms).
+      auto step = [&]() {
         std::vector<int64_t> xs(static_cast<size_t>(batch * mc.block_size)), ys(xs.size());
         for (auto& v : xs) v = static_cast<int64_t>(data.next_u64() % static_cast<uint64_t>(mc.vocab_size));
         for (auto& v : ys) v = static_cast<int64_t>(data.next_u64() % static_cast<uint64_t>(mc.vocab_size));
-        auto t0 = std::chrono::steady_clock::now();
+        const auto t0 = std::chrono::steady_clock::now();
         Tensor x = Tensor::from_ints(xs, {batch, mc.block_size}).to(dev);
         Tensor y = Tensor::from_ints(ys, {batch, mc.block_size}).to(dev);
+        const auto z0 = std::chrono::steady_clock::now();
         opt.zero_grad();
+        const auto z1 = std::chrono::steady_clock::now();
         Tensor loss = cross_entropy(model.forward(x), y);
         loss.backward();
+        const auto o0 = std::chrono::steady_clock::now();
         train::clip_grad_norm(model.parameters(), 1.0);
         opt.step();
         (void)loss.item();  // synchronises a device
-        if (s >= warmup)
-          ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        const auto t1 = std::chrono::steady_clock::now();
+        optim_ms += std::chrono::duration<double, std::milli>((z1 - z0) + (t1 - o0)).count();
+        return std::chrono::duration<double, std::milli>(t1 - t0).count();
+      };
+      for (int64_t s = 0; s < warmup + steps; ++s) {
+        const double t = step();
+        if (s >= warmup) ms.push_back(t);
       }
       std::sort(ms.begin(), ms.end());
       const double med = ms[ms.size() / 2];
       std::printf("%-11s %12ld %12.0f %12.2f\n", pos.c_str(), long(model.num_parameters()),
                   1000.0 * static_cast<double>(batch * mc.block_size) / med, med);
+      if (profile) {
+        profiler::Session session;
+        optim_ms = 0;
+        double total = 0;
+        for (int64_t s = 0; s < steps; ++s) total += step();
+        print_profile(session.entries(), total / double(steps), optim_ms / double(steps), steps);
+      }
       std::fflush(stdout);
     }
   } catch (const Error& e) {

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 SIZES = {  # layers, heads, width, context, default batch, vocab
     "compare": (2, 4, 64, 64, 16, 65),
     "nanogpt": (4, 4, 128, 64, 12, 65),
+    "cpu": (6, 6, 384, 256, 16, 65),
     "gpt2": (12, 12, 768, 1024, 8, 50304),
 }
 
