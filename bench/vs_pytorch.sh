@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# vs_pytorch.sh — posgrad against PyTorch eager on this CPU, per model size and position encoding:
+# tokens/s of a whole training step (forward, backward, clip, AdamW) of the same GPT, measured
+# alternately (posgrad, PyTorch, posgrad, ...) with the same thread count, and the ratio
+# posgrad / PyTorch; then posgrad's model FLOP utilisation (MFU): model FLOPs per second over the
+# GEMM peak measured on this machine in the same sitting (bench_gemm, 1024^3 sgemm).
+#
+# Not part of CI (it needs PyTorch). Creates .venv-torch with PyTorch from PyPI if missing.
+#
+# Usage: bench/vs_pytorch.sh [--sizes compare,nanogpt,cpu] [--methods none,rope,...] [--rounds 3]
+#                            [--steps 10] [--threads N] [--build build]
+# Output: one table per size: method | posgrad tok/s | PyTorch tok/s | ratio= (median over rounds,
+# with min-max) | MFU. Model FLOPs per token: 6 N (N = all parameters: the tied LM head is a matmul;
+# forward and backward) + 12 L T C (attention scores and values, the causal half counted in full).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sizes=compare,nanogpt,cpu
+methods=""
+rounds=3
+steps=10
+threads=$(nproc)
+build=build
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --sizes) sizes=$2; shift 2 ;;
+    --methods) methods=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch.sh: --rounds must be a positive integer, got '$rounds'" >&2; exit 2; }
+[[ "$steps" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch.sh: --steps must be a positive integer, got '$steps'" >&2; exit 2; }
+[[ "$threads" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch.sh: --threads must be a positive integer, got '$threads'" >&2; exit 2; }
+
+bench_train=$build/bench/bench_train
+bench_gemm=$build/bench/bench_gemm
+[[ -x $bench_train ]] || { echo "vs_pytorch.sh: $bench_train is missing: run ./scripts/setup.sh first" >&2; exit 2; }
+if [[ -z $methods ]]; then  # every registered encoding, as bench_train lists them
+  methods=$("$bench_train" --help | sed -n 's/.*--methods TEXT=\([^ ]*\).*/\1/p')
+fi
+
+venv=.venv-torch
+if [[ ! -x $venv/bin/python ]]; then
+  echo "# creating $venv with PyTorch (CPU wheel) from PyPI" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --index-url https://download.pytorch.org/whl/cpu torch ||
+    "$venv/bin/pip" install --quiet torch
+fi
+py=$venv/bin/python
+
+export OMP_NUM_THREADS=$threads
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# GEMM peak of this machine (GFLOP/s): posgrad's sgemm on a large square shape (bench_gemm).
+peak=""
+if [[ -x $bench_gemm ]]; then
+  peak=$("$bench_gemm" --shapes 1024x1024x1024 --reps 5 --threads "$threads" 2>/dev/null | awk '!/^#/ && NF >= 5 {print $5; exit}')
+fi
+echo "# $(date -u +%FT%TZ)  threads=$threads  rounds=$rounds  steps=$steps  torch=$("$py" -c 'import torch; print(torch.__version__)')  gemm peak=${peak:-unknown} GFLOP/s"
+
+IFS=, read -ra size_list <<< "$sizes"
+for size in "${size_list[@]}"; do
+  for ((r = 1; r <= rounds; r++)); do
+    "$bench_train" --size "$size" --methods "$methods" --steps "$steps" --warmup 2 > "$tmp/posgrad.$size.$r"
+    "$py" -c "import torch; torch.set_num_threads($threads); import runpy, sys; sys.argv=['reference_gpt.py', '--size', '$size', '--device', 'cpu', '--methods', '$methods', '--steps', '$steps', '--warmup', '2']; runpy.run_path('bench/reference_gpt.py', run_name='__main__')" > "$tmp/torch.$size.$r"
+  done
+  "$py" - "$tmp" "$size" "$rounds" "${peak:-0}" <<'PY'
+import re, statistics, sys
+tmp, size, rounds, peak = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+def read(path):
+    out, meta = {}, {}
+    for line in open(path):
+        if line.startswith('#'):
+            meta.update(dict(kv.split('=', 1) for kv in line[1:].split() if '=' in kv))
+            continue
+        f = line.split()
+        if len(f) == 4 and f[0] != 'method':
+            out[f[0]] = (int(f[1]), float(f[2]))
+    return out, meta
+pg = [read(f"{tmp}/posgrad.{size}.{r}") for r in range(1, rounds + 1)]
+pt = [read(f"{tmp}/torch.{size}.{r}")[0] for r in range(1, rounds + 1)]
+meta = pg[0][1]
+L, C, T = int(meta['layers']), int(meta['width']), int(meta['context'])
+print(f"\n## size={size}: {meta['layers']} layers x {meta['width']} wide, context {meta['context']}, batch {meta['batch']}")
+print("| method | posgrad tok/s | PyTorch tok/s | ratio= (min-max) | posgrad MFU |")
+print("|---|---:|---:|---:|---:|")
+for m in pg[0][0]:
+    a = [p[0][m][1] for p in pg if m in p[0]]
+    b = [t[m][1] for t in pt if m in t]
+    if not b:
+        print(f"| {m} | {statistics.median(a):.0f} | n/a | n/a | |"); continue
+    ratios = [x / y for x, y in zip(a, b)]
+    params = pg[0][0][m][0]
+    flops_per_token = 6 * params + 12 * L * T * C  # params include the embeddings: an upper bound
+    mfu = f"{100 * statistics.median(a) * flops_per_token / (peak * 1e9):.1f}%" if peak > 0 else "n/a"
+    print(f"| {m} | {statistics.median(a):.0f} | {statistics.median(b):.0f} | ratio={statistics.median(ratios):.2f} "
+          f"({min(ratios):.2f}-{max(ratios):.2f}) | {mfu} |")
+PY
+done
