@@ -359,10 +359,10 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratc
   const int64_t nd = Tq + Tk - 1;
   T* delta = scratch + L.delta;
   T* ddiag = (kind == ScoreBias::Distance && dbias) ? scratch + L.ddiag : nullptr;
-  const bool deberta = kind == ScoreBias::ContentPosition;
+  const bool content_position = kind == ScoreBias::ContentPosition;
   // dc2p is needed for dq and dkr, dp2c for dk and dqr.
-  T* dc2p = deberta && kr && (dq || dkr) ? scratch + L.dc2p : nullptr;
-  T* dp2c = deberta && qr && (dk || dqr) ? scratch + L.dp2c : nullptr;
+  T* dc2p = content_position && kr && (dq || dkr) ? scratch + L.dc2p : nullptr;
+  T* dp2c = content_position && qr && (dk || dqr) ? scratch + L.dp2c : nullptr;
   const bool want_ds = dq || dk || ddiag || dc2p || dp2c;
 
 #pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)

@@ -340,10 +340,10 @@ __global__ void attention_diagonal_kernel(T* out, const T* stats, const T* dout,
   }
 }
 
-// DeBERTa: dtab[rows[u], h, :] += scale * sum_{b, n} g[b, h, n, u] x[b, h, n, :], n over Tn rows
+// Content-position terms: dtab[rows[u], h, :] += scale * sum_{b, n} g[b, h, n, u] x[b, h, n, :], n over Tn rows
 // (c2p: g = dc2p, x = q, dtab = dkr; p2c: g = dp2c, x = k, dtab = dqr). One block per (u, h).
 template <typename T>
-__global__ void deberta_table_grad_kernel(T* dtab, const T* g, const T* x, const int64_t* rows, int64_t B, int64_t H,
+__global__ void content_position_table_grad_kernel(T* dtab, const T* g, const T* x, const int64_t* rows, int64_t B, int64_t H,
                                           int64_t Tn, int64_t D, int64_t U, T scale) {
   for (int64_t uh = blockIdx.x; uh < U * H; uh += gridDim.x) {
     const int64_t u = uh / H, h = uh % H;
@@ -442,9 +442,9 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratc
   if (B * H * Tq <= 0) return;
   const Scratch L = scratch_layout(kind, 1, B, H, Tq, Tk, U);
   T* delta = scratch + L.delta;
-  const bool deberta = kind == ScoreBias::ContentPosition;
-  T* dc2p = deberta && a.kr && dkr ? scratch + L.dc2p : nullptr;
-  T* dp2c = deberta && a.qr && dqr ? scratch + L.dp2c : nullptr;
+  const bool content_position = kind == ScoreBias::ContentPosition;
+  T* dc2p = content_position && a.kr && dkr ? scratch + L.dc2p : nullptr;
+  T* dp2c = content_position && a.qr && dqr ? scratch + L.dp2c : nullptr;
 
   // 1. rows: delta (always: the other passes read it), dq, dc2p.
   const size_t smem_rows =
@@ -464,10 +464,10 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratc
     launch("attention_backward (bias by distance)", attention_diagonal_kernel<T>, capped_grid(H * nd), kTile, 0, dbias,
            stats, dout, static_cast<const T*>(delta), a, true);
   if (dc2p)
-    launch("attention_backward (DeBERTa dkr)", deberta_table_grad_kernel<T>, capped_grid(U * H), 64, 0, dkr,
+    launch("attention_backward (content-position dkr)", content_position_table_grad_kernel<T>, capped_grid(U * H), 64, 0, dkr,
            static_cast<const T*>(dc2p), q, ix.rows(), B, H, Tq, D, U, scale);
   if (dp2c && Tk > 0)
-    launch("attention_backward (DeBERTa dqr)", deberta_table_grad_kernel<T>, capped_grid(U * H), 64, 0, dqr,
+    launch("attention_backward (content-position dqr)", content_position_table_grad_kernel<T>, capped_grid(U * H), 64, 0, dqr,
            static_cast<const T*>(dp2c), k, ix.rows(), B, H, Tk, D, U, scale);
 }
 
