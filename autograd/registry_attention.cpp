@@ -86,6 +86,50 @@ Tensor run_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Sc
   return naive ? attention_reference(q, k, v, m, causal, scale) : attention(q, k, v, m, causal, scale);
 }
 
+void add_content_position_case(std::vector<OpCase>& out, const std::string& name, const Shape& q, const Shape& k,
+                               bool causal, int64_t q_offset, double scale, int64_t rows, bool c2p, bool p2c,
+                               std::function<int64_t(int64_t r)> bucket) {
+  const int64_t H = q[1], Tq = q[2], D = q[3], Tk = k[2];
+  AttentionCase ac;
+  ac.name = name;
+  ac.q = q;
+  ac.k = k;
+  ac.causal = causal;
+  ac.q_offset = q_offset;
+  ac.scale = scale;
+  ac.extra_inputs = [=](Generator& g, DType t) {
+    TensorList x;
+    if (c2p) x.push_back(make_input({rows, H, D}, g, t));
+    if (p2c) x.push_back(make_input({rows, H, D}, g, t));
+    return x;
+  };
+  ac.modifier = [=](const TensorList& x) {
+    ScoreModifier m;
+    m.kind = ScoreBias::ContentPosition;
+    size_t at = 3;
+    if (c2p) m.kr = x[at++];
+    if (p2c) m.qr = x[at++];
+    m.bucket = bucket;
+    return m;
+  };
+  ac.reference_bias = [=](const TensorList& x) -> AttentionBiasFn {
+    auto Q = host(x[0]), K = host(x[1]);
+    size_t at = 3;
+    std::vector<double> kr = c2p ? host(x[at++]) : std::vector<double>();
+    std::vector<double> qr = p2c ? host(x[at++]) : std::vector<double>();
+    return [=](int64_t b, int64_t h, int64_t i, int64_t j) {
+      const int64_t c = bucket(j - i - q_offset), bh = b * H + h;
+      double s = 0;
+      for (int64_t e = 0; e < D; ++e) {
+        if (!kr.empty()) s += Q[(bh * Tq + i) * D + e] * kr[(c * H + h) * D + e];
+        if (!qr.empty()) s += K[(bh * Tk + j) * D + e] * qr[(c * H + h) * D + e];
+      }
+      return scale * s;
+    };
+  };
+  add_attention_case(out, ac);
+}
+
 namespace {
 
 // The three modifier shapes with generic data. Distance: any (H, Tq + Tk - 1) tensor, gradchecked
@@ -128,43 +172,11 @@ void add_case(std::vector<OpCase>& out, const Spec& sp) {
         return [=](int64_t, int64_t h, int64_t i, int64_t j) { return bias[h * nd + (j - i + Tq - 1)]; };
       };
       break;
-    case Modifier::ContentPosition: {
-      ac.name = "attention/content_position/" + sp.name;
-      const bool c2p = sp.c2p, p2c = sp.p2c;
-      auto bucket = [](int64_t r) { return std::clamp<int64_t>(r, -kSpan, kSpan - 1) + kSpan; };
-      ac.extra_inputs = [=](Generator& g, DType t) {
-        TensorList x;
-        if (c2p) x.push_back(make_input({2 * kSpan, H, D}, g, t));
-        if (p2c) x.push_back(make_input({2 * kSpan, H, D}, g, t));
-        return x;
-      };
-      ac.modifier = [=](const TensorList& x) {
-        ScoreModifier m;
-        m.kind = ScoreBias::ContentPosition;
-        size_t at = 3;
-        if (c2p) m.kr = x[at++];
-        if (p2c) m.qr = x[at++];
-        m.bucket = bucket;
-        return m;
-      };
-      const int64_t q_offset = sp.q_offset;
-      ac.reference_bias = [=](const TensorList& x) -> AttentionBiasFn {
-        auto Q = host(x[0]), K = host(x[1]);
-        size_t at = 3;
-        std::vector<double> kr = c2p ? host(x[at++]) : std::vector<double>();
-        std::vector<double> qr = p2c ? host(x[at++]) : std::vector<double>();
-        return [=](int64_t b, int64_t h, int64_t i, int64_t j) {
-          const int64_t c = bucket(j - i - q_offset), bh = b * H + h;
-          double s = 0;
-          for (int64_t e = 0; e < D; ++e) {
-            if (!kr.empty()) s += Q[(bh * Tq + i) * D + e] * kr[(c * H + h) * D + e];
-            if (!qr.empty()) s += K[(bh * Tk + j) * D + e] * qr[(c * H + h) * D + e];
-          }
-          return scale * s;
-        };
-      };
-      break;
-    }
+    case Modifier::ContentPosition:
+      add_content_position_case(out, "attention/content_position/" + sp.name, sp.q, sp.k, sp.causal, sp.q_offset,
+                                scale, 2 * kSpan, sp.c2p, sp.p2c,
+                                [](int64_t r) { return std::clamp<int64_t>(r, -kSpan, kSpan - 1) + kSpan; });
+      return;
   }
   add_attention_case(out, ac);
 }

@@ -229,7 +229,9 @@ TEST(Claims, ParameterCountsAreExact) {
   const auto claims = train::judge_claims(k);
   EXPECT_EQ(verdict(claims, "i"), "supported");
   for (const auto& c : claims)
-    if (c.id == "i") EXPECT_NE(c.why.find("outside the article's methods, fewer than T5: kerple 32"), std::string::npos) << c.why;
+    if (c.id == "i") {
+      EXPECT_NE(c.why.find("outside the article's methods, fewer than T5: kerple 32"), std::string::npos) << c.why;
+    }
 }
 
 TEST(Results, JsonRoundTripIsExact) {

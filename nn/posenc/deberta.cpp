@@ -136,47 +136,13 @@ class DebertaEncoding : public PositionEncoding {
 
 namespace {
 
-// One attention case: q, k, v then Kr (c2p) and/or Qr (p2c), (2S, H, D), with DeBERTa's rows.
+// One attention case: q, k, v then Kr (c2p) and/or Qr (p2c), (2S, H, D), with DeBERTa's rows
+// c(i, j) = deberta_row(i - j) (spec §2.4) and scale 1/sqrt(D (1 + #terms)).
 void add_deberta_case(std::vector<OpCase>& out, const std::string& name, Shape q, bool causal, bool c2p, bool p2c,
                       int64_t pb, int64_t mrp) {
-  const int64_t H = q[1], Tq = q[2], D = q[3], S = deberta_span(pb, mrp);
-  AttentionCase ac;
-  ac.name = "posenc/deberta/" + name;
-  ac.q = ac.k = q;
-  ac.causal = causal;
-  ac.scale = 1.0 / std::sqrt(double(D) * (1 + int(c2p) + int(p2c)));
-  ac.extra_inputs = [=](Generator& g, DType t) {
-    TensorList x;
-    if (c2p) x.push_back(make_input({2 * S, H, D}, g, t));
-    if (p2c) x.push_back(make_input({2 * S, H, D}, g, t));
-    return x;
-  };
-  ac.modifier = [=](const TensorList& x) {
-    ScoreModifier m;
-    m.kind = ScoreBias::ContentPosition;
-    size_t at = 3;
-    if (c2p) m.kr = x[at++];
-    if (p2c) m.qr = x[at++];
-    m.bucket = [=](int64_t r) { return deberta_row(-r, pb, mrp); };
-    return m;
-  };
-  const double scale = ac.scale;
-  ac.reference_bias = [=](const TensorList& x) -> AttentionBiasFn {
-    auto Q = host(x[0]), K = host(x[1]);
-    size_t at = 3;
-    std::vector<double> kr = c2p ? host(x[at++]) : std::vector<double>();
-    std::vector<double> qr = p2c ? host(x[at++]) : std::vector<double>();
-    return [=](int64_t b, int64_t h, int64_t i, int64_t j) {
-      const int64_t c = deberta_row(i - j, pb, mrp), bh = b * H + h;  // spec §2.4: c(i, j) of i - j
-      double sum = 0;
-      for (int64_t e = 0; e < D; ++e) {
-        if (!kr.empty()) sum += Q[(bh * Tq + i) * D + e] * kr[(c * H + h) * D + e];
-        if (!qr.empty()) sum += K[(bh * Tq + j) * D + e] * qr[(c * H + h) * D + e];
-      }
-      return scale * sum;
-    };
-  };
-  add_attention_case(out, ac);
+  const double scale = 1.0 / std::sqrt(double(q[3]) * (1 + int(c2p) + int(p2c)));
+  add_content_position_case(out, "posenc/deberta/" + name, q, q, causal, 0, scale, 2 * deberta_span(pb, mrp), c2p,
+                            p2c, [=](int64_t r) { return deberta_row(-r, pb, mrp); });
 }
 
 // q, k, v (B, H, T, D) from x (B, T, C) through a fused qkv weight (3C, C) + bias (3C).
