@@ -56,6 +56,11 @@ void print_profile(const std::vector<profiler::Entry>& entries, double step_ms, 
     const double t = cat[c].first + cat[c].second;
     ops += t;
     std::printf("  %-34s %10.3f %10.3f %10.3f %6.1f%%\n", c.c_str(), cat[c].first, cat[c].second, t, 100 * t / step_ms);
+    for (const auto& e : entries)  // its ops, with calls per step
+      if (category(e.op) == c)
+        std::printf("    %-32s %10.3f %10.3f %10.3f %7s  %lld + %lld calls\n", e.op.c_str(), 1e3 * e.forward_s / double(steps),
+                    1e3 * e.backward_s / double(steps), 1e3 * (e.forward_s + e.backward_s) / double(steps), "",
+                    (long long)(e.forward_calls / steps), (long long)(e.backward_calls / steps));
   }
   std::printf("  %-34s %10s %10s %10.3f %6.1f%%\n", "optimizer (clip, AdamW, zero_grad)", "", "", optim_ms,
               100 * optim_ms / step_ms);
