@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "tensor/kernels/cpu/nan_max.h"
+#include "tensor/kernels/cpu/vec_math.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
@@ -137,46 +138,16 @@ struct Problem {
 // x[i] <- exp((x[i] - shift) - shift2) for i < n; returns the sum of the new values. (shift2 = 0 in
 // the forward; the backward passes the row's (m, log l): the difference with m is formed first.) The exponentials are the
 // other half of the work besides the tile GEMMs (T^2 of them in forward and again in backward), so
-// float gets a vectorisable exp: Cephes-style expf (range reduction by ln 2 in two parts, degree-5
-// polynomial, 2^n through the exponent bits; relative error ~2e-7, arguments below -87.3 flush to
-// 0), compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time (target_clones). double
+// float gets a vectorisable exp (vec_math.h: Cephes-style expf, relative error ~2e-7, arguments
+// below -87.3 flush to 0), compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time
+// (target_clones). double
 // keeps std::exp: it is the gradcheck precision. The sum's order is fixed by the vector width, so
 // results are reproducible on one machine (like the GEMM, they may differ between instruction sets).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define POSGRAD_ATTN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define POSGRAD_ATTN_CLONES
-#endif
-
-POSGRAD_ATTN_CLONES float exp_shift_sum(float* x, int64_t n, float shift, float shift2) {
+POSGRAD_VEC_CLONES float exp_shift_sum(float* x, int64_t n, float shift, float shift2) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) {
-    float v = (x[i] - shift) - shift2;
-    const bool underflow = v < -87.3f;
-    v = underflow ? -87.3f : v;
-    v = v > 88.0f ? 88.0f : v;  // (arguments are <= 0 here; the clamp only keeps 2^n representable)
-    // n = round(v / ln 2) by the 1.5 * 2^23 trick (no rounding instruction needed). Integer work
-    // is unsigned so that even a NaN argument (which propagates through p) is no UB.
-    const float kMagic = 12582912.0f;
-    const float t = v * 1.44269504088896341f + kMagic;
-    uint32_t tb, mb;
-    std::memcpy(&tb, &t, 4);
-    std::memcpy(&mb, &kMagic, 4);
-    const uint32_t eb = (tb - mb + 127u) << 23;
-    const float fk = t - kMagic;
-    float r = v - fk * 0.693359375f;
-    r = r - fk * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    float scale;
-    std::memcpy(&scale, &eb, 4);
-    const float e = underflow ? 0.0f : p * scale;
+    const float e = exp_approx((x[i] - shift) - shift2);  // (arguments are <= 0 here)
     x[i] = e;
     sum += e;
   }
