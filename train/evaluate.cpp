@@ -77,19 +77,15 @@ std::vector<std::vector<int64_t>> generate(nn::GPT& model, const std::vector<std
     cache = model.make_kv_cache(capacity);
   for (int64_t t = 0; t < n; ++t) {
     const int64_t len = static_cast<int64_t>(seq.front().size());
-    Tensor logits;
-    if (cache && len <= cache->capacity) {  // feed the tokens the cache has not seen
-      const int64_t T = len - cache->length;
-      std::vector<int64_t> ids;
-      for (const auto& s : seq) ids.insert(ids.end(), s.end() - T, s.end());
-      logits = model.forward(Tensor::from_ints(ids, {static_cast<int64_t>(B), T}).to(dev), *cache).narrow(1, T - 1, 1);
-    } else {  // the whole window (past the context: the last context_limit tokens)
-      const int64_t T = context_limit > 0 ? std::min(context_limit, len) : len;
-      std::vector<int64_t> ids;
-      ids.reserve(B * static_cast<size_t>(T));
-      for (const auto& s : seq) ids.insert(ids.end(), s.end() - T, s.end());
-      logits = model.forward(Tensor::from_ints(ids, {static_cast<int64_t>(B), T}).to(dev)).narrow(1, T - 1, 1);
-    }
+    // The tokens to feed: those the cache has not seen, or the whole window (past the context: the
+    // last context_limit tokens).
+    const bool incremental = cache && len <= cache->capacity;
+    const int64_t T = incremental ? len - cache->length : context_limit > 0 ? std::min(context_limit, len) : len;
+    std::vector<int64_t> ids;
+    ids.reserve(B * static_cast<size_t>(T));
+    for (const auto& s : seq) ids.insert(ids.end(), s.end() - T, s.end());
+    const Tensor input = Tensor::from_ints(ids, {static_cast<int64_t>(B), T}).to(dev);
+    const Tensor logits = (incremental ? model.forward(input, *cache) : model.forward(input)).narrow(1, T - 1, 1);
     const std::vector<double> all = logits.to_vector();  // (B, V)
     const size_t V = all.size() / B;
     for (size_t b = 0; b < B; ++b) {
