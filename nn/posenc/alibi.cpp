@@ -58,8 +58,6 @@ class AlibiEncoding : public PositionEncoding {
   DType dtype_;
 };
 
-}  // namespace
-
 // Op-registry cases: the fused attention with the ALiBi bias in every geometry of the sweep (the
 // slopes of H heads; nothing to differentiate but q, k, v).
 void alibi_op_cases(std::vector<OpCase>& out) {
@@ -77,6 +75,8 @@ void alibi_op_cases(std::vector<OpCase>& out) {
         return -m * std::fabs(double(r));
       });
 }
+
+}  // namespace
 
 PosEncEntry alibi_encoding() {
   return {"alibi", "linear distance penalty per head on the attention scores (Press et al. 2022)",

@@ -78,6 +78,8 @@ Tensor kerple_bias_by_distance(const Tensor& r1, const Tensor& r2, int64_t Tq, i
   return -(r1.reshape({H, 1}) * log(r2.reshape({H, 1}) * dist + 1.0));
 }
 
+namespace {
+
 // Op-registry cases: the bias alone (gradient to r1 and r2 through the log kernel) and the fused
 // attention with it in every geometry of the sweep; r1, r2 drawn in [0.1, 2).
 void kerple_op_cases(std::vector<OpCase>& out) {
@@ -108,6 +110,8 @@ void kerple_op_cases(std::vector<OpCase>& out) {
       },
       reference);
 }
+
+}  // namespace
 
 PosEncEntry kerple_encoding() {
   return {"kerple",

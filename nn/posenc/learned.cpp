@@ -35,8 +35,6 @@ class LearnedEncoding : public PositionEncoding {
   int64_t L_;
 };
 
-}  // namespace
-
 // Op-registry case: rows 4.. of the table added to x (the gradient reaches only those rows).
 void learned_op_cases(std::vector<OpCase>& out) {
   OpCase c;
@@ -52,6 +50,8 @@ void learned_op_cases(std::vector<OpCase>& out) {
   };
   out.push_back(c);
 }
+
+}  // namespace
 
 PosEncEntry learned_encoding() {
   return {"learned", "learned absolute position table of block_size rows (GPT-2); no positions beyond it",

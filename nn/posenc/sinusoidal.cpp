@@ -50,8 +50,6 @@ class SinusoidalEncoding : public PositionEncoding {
   bool scale_embedding_;
 };
 
-}  // namespace
-
 // Op-registry case: embed() at positions 3.. of a (2, 7, 5) input (odd C) against the formula.
 void sinusoidal_op_cases(std::vector<OpCase>& out) {
   OpCase c;
@@ -77,6 +75,8 @@ void sinusoidal_op_cases(std::vector<OpCase>& out) {
   };
   out.push_back(c);
 }
+
+}  // namespace
 
 PosEncEntry sinusoidal_encoding() {
   using namespace opt;

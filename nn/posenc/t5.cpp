@@ -95,8 +95,6 @@ class T5Encoding : public PositionEncoding {
   std::vector<Tensor> tables_;  // (num_buckets, H) each
 };
 
-}  // namespace
-
 // Op-registry cases: the bias alone (the gather whose backward bins the diagonal gradient into the
 // table), the fused attention with it in every geometry of the sweep (buckets 8, max distance 20:
 // exact and log buckets both reached), T5's unscaled q.k, and one table shared by two layers.
@@ -166,6 +164,8 @@ void t5_op_cases(std::vector<OpCase>& out) {
         return run_attention(h1 + x[3], x[1], h1, m, true, 0.5, naive);
       });
 }
+
+}  // namespace
 
 PosEncEntry t5_encoding() {
   using namespace opt;
