@@ -125,16 +125,34 @@ int main(int argc, char** argv) {
   for (const auto& m : methods) methods_arg += (methods_arg.empty() ? "" : ",") + m;
   CLI::App app{"Fused attention vs the naive materialising reference: forward+backward time and peak memory"};
   app.add_option("--T", ts_arg, "Comma-separated sequence lengths")->capture_default_str();
-  app.add_option("--B", B, "Batch")->capture_default_str();
-  app.add_option("--H", H, "Heads")->capture_default_str();
-  app.add_option("--D", D, "Head dim")->capture_default_str();
+  app.add_option("--B", B, "Batch")->check(CLI::Range(int64_t{1}, int64_t{1} << 12))->capture_default_str();
+  app.add_option("--H", H, "Heads")->check(CLI::Range(int64_t{1}, int64_t{1} << 10))->capture_default_str();
+  app.add_option("--D", D, "Head dim")->check(CLI::Range(int64_t{1}, int64_t{1} << 12))->capture_default_str();
   app.add_option("--methods", methods_arg, "Comma-separated position encodings (registered kinds)")
       ->capture_default_str();
-  app.add_option("--min-ms", min_ms, "Minimum timed milliseconds per method and length")->capture_default_str();
-  app.add_option("--max-reps", max_reps, "Maximum alternating repetitions")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--min-ms", min_ms, "Minimum timed milliseconds per method and length")
+      ->check(CLI::Range(0.0, 1e7))
+      ->capture_default_str();
+  app.add_option("--max-reps", max_reps, "Maximum alternating repetitions")->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad option or value: usage error, 2
+  }
   Ts.clear();
-  for (auto& t : split_csv(ts_arg)) Ts.push_back(std::stoll(t));
+  bool lengths_ok = !ts_arg.empty() && ts_arg.back() != ',';
+  for (const auto& t : split_csv(ts_arg)) {
+    char* end = nullptr;
+    const long long v = t.empty() ? 0 : std::strtoll(t.c_str(), &end, 10);
+    lengths_ok = lengths_ok && !t.empty() && *end == '\0' && v >= 1 && v <= (1 << 20);
+    Ts.push_back(v);
+  }
+  if (!lengths_ok) {
+    std::fprintf(stderr, "bench_attention: --T wants comma-separated lengths in [1, 1048576], got '%s'\n",
+                 ts_arg.c_str());
+    return 2;
+  }
   methods = split_csv(methods_arg);
   const std::vector<std::string> kinds = nn::position_encoding_kinds();
   for (const auto& m : methods)

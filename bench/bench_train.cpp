@@ -77,14 +77,40 @@ int main(int argc, char** argv) {
   for (const auto& k : nn::position_encoding_kinds()) methods += (methods.empty() ? "" : ",") + k;
   int64_t steps = 10, warmup = 2, batch = 0;
   bool profile = false;
-  app.add_option("--size", size, "compare | nanogpt | cpu | gpt2")->capture_default_str();
+  app.add_option("--size", size, "compare | nanogpt | cpu | gpt2")
+      ->check(CLI::IsMember({"compare", "nanogpt", "cpu", "gpt2"}))
+      ->capture_default_str();
   app.add_option("--device", device, "cpu or cuda[:N]")->capture_default_str();
-  app.add_option("--methods", methods, "Comma-separated encodings")->capture_default_str();
-  app.add_option("--steps", steps, "Timed steps")->capture_default_str();
-  app.add_option("--warmup", warmup, "Untimed steps first")->capture_default_str();
-  app.add_option("--batch", batch, "Sequences per step (0: the size's default)");
+  app.add_option("--methods", methods, "Comma-separated encodings (registered kinds)")->capture_default_str();
+  app.add_option("--steps", steps, "Timed steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--batch", batch, "Sequences per step (0: the size's default)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
   app.add_flag("--profile", profile, "Then run the timed steps again with the op profiler and print the breakdown");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad option or value: usage error, 2
+  }
+  const std::vector<std::string> kinds = nn::position_encoding_kinds();
+  {  // every name before any work (usage error, exit 2)
+    std::stringstream ss(methods);
+    std::string m;
+    int n = 0;
+    while (std::getline(ss, m, ',')) {
+      ++n;
+      if (std::find(kinds.begin(), kinds.end(), m) == kinds.end()) {
+        std::fprintf(stderr, "bench_train: unknown encoding '%s' in --methods (known: %s)\n", m.c_str(),
+                     app.get_option("--methods")->get_default_str().c_str());
+        return 2;
+      }
+    }
+    if (n == 0) {
+      std::fprintf(stderr, "bench_train: --methods is empty\n");
+      return 2;
+    }
+  }
   try {
     nn::GPTConfig mc;
     mc.vocab_size = 65;
@@ -158,7 +184,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   } catch (const Error& e) {
-    spdlog::error("{}", e.what());
+    std::fprintf(stderr, "bench_train: error: %s\n", e.what());
     return 1;
   }
   return 0;

@@ -22,6 +22,10 @@ steps=10
 threads=$(nproc)
 build=build
 while [[ $# -gt 0 ]]; do
+  if [[ $1 == --* && $1 != --help && $# -lt 2 ]]; then
+    echo "vs_pytorch.sh: $1 needs a value (see --help)" >&2
+    exit 2
+  fi
   case "$1" in
     --sizes) sizes=$2; shift 2 ;;
     --methods) methods=$2; shift 2 ;;
@@ -40,6 +44,11 @@ done
 bench_train=$build/bench/bench_train
 bench_gemm=$build/bench/bench_gemm
 [[ -x $bench_train ]] || { echo "vs_pytorch.sh: $bench_train is missing: run ./scripts/setup.sh first" >&2; exit 2; }
+# Check the sizes and encodings with bench_train itself before measuring anything (usage errors: 2).
+IFS=, read -ra size_check <<< "$sizes"
+for size in "${size_check[@]}"; do
+  "$bench_train" --size "$size" --methods "${methods:-none}" --steps 1 --warmup 0 --batch 1 > /dev/null || exit 2
+done
 if [[ -z $methods ]]; then  # every registered encoding, as bench_train lists them
   methods=$("$bench_train" --help | sed -n 's/.*--methods TEXT=\([^ ]*\).*/\1/p')
 fi
