@@ -21,6 +21,7 @@
 #include "autograd/profiler.h"
 #include "nn/gpt.h"
 #include "train/optim.h"
+#include "train/threads.h"
 
 using namespace posgrad;
 
@@ -75,7 +76,7 @@ int main(int argc, char** argv) {
   CLI::App app{"posgrad training throughput per position encoding"};
   std::string size = "compare", device = "cpu", methods;
   for (const auto& k : nn::position_encoding_kinds()) methods += (methods.empty() ? "" : ",") + k;
-  int64_t steps = 10, warmup = 2, batch = 0;
+  int64_t steps = 10, warmup = 2, batch = 0, threads = 0;
   bool profile = false;
   app.add_option("--size", size, "compare | nanogpt | cpu | gpt2")
       ->check(CLI::IsMember({"compare", "nanogpt", "cpu", "gpt2"}))
@@ -87,6 +88,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--batch", batch, "Sequences per step (0: the size's default)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
+  app.add_option("--threads", threads,
+                 "OpenMP threads (0: like `posgrad train`'s default, all cores, fewer while other processes keep some "
+                 "busy)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}))
+      ->capture_default_str();
   app.add_flag("--profile", profile, "Then run the timed steps again with the op profiler and print the breakdown");
   try {
     app.parse(argc, argv);
@@ -130,6 +136,8 @@ int main(int argc, char** argv) {
       throw ValueError("unknown --size '" + size + "' (compare, nanogpt, cpu, gpt2)");
     }
     Device dev = Device::parse(device);
+    train::ThreadGovernor governor(threads);
+    std::printf("# threads=%d%s\n", governor.threads(), governor.adaptive() ? " (following the load)" : "");
     std::printf("# size=%s layers=%ld heads=%ld width=%ld context=%ld batch=%ld device=%s, %ld timed steps after %ld\n",
                 size.c_str(), long(mc.n_layer), long(mc.n_head), long(mc.n_embd), long(mc.block_size), long(batch),
                 device.c_str(), long(steps), long(warmup));
@@ -167,6 +175,7 @@ int main(int argc, char** argv) {
         return std::chrono::duration<double, std::milli>(t1 - t0).count();
       };
       for (int64_t s = 0; s < warmup + steps; ++s) {
+        governor.between_steps();
         const double t = step();
         if (s >= warmup) ms.push_back(t);
       }
@@ -174,6 +183,9 @@ int main(int argc, char** argv) {
       const double med = ms[ms.size() / 2];
       std::printf("%-11s %12ld %12.0f %12.2f\n", pos.c_str(), long(model.num_parameters()),
                   1000.0 * static_cast<double>(batch * mc.block_size) / med, med);
+      if (governor.adaptive())
+        std::printf("# %s: threads=%d at the end, other processes' load %.2f cores\n", pos.c_str(), governor.threads(),
+                    governor.last_others_busy());
       if (profile) {
         profiler::Session session;
         optim_ms = 0;

@@ -8,10 +8,14 @@
 # Not part of CI (it needs PyTorch). Creates .venv-torch with PyTorch from PyPI if missing.
 #
 # Usage: bench/vs_pytorch.sh [--sizes compare,nanogpt,cpu] [--methods none,rope,...] [--rounds 3]
-#                            [--steps 10] [--threads N] [--build build]
+#                            [--steps 10] [--threads N] [--build build] [--load]
 # Output: one table per size: method | posgrad tok/s | PyTorch tok/s | ratio= (median over rounds,
 # with min-max) | MFU. Model FLOPs per token: 6 N (N = all parameters: the tied LM head is a matmul;
 # forward and backward) + 12 L T C (attention scores and values, the causal half counted in full).
+# --load: graceful under load instead. Each round measures both quiet, then both again while a busy
+# loop keeps one core busy, and prints loaded / quiet per round for each (a fair share is 0.5 on
+# two cores). posgrad runs with its default thread setting (it follows the load, train/threads.h),
+# PyTorch with --threads; both get 3x the steps (at least 30) so that the loaded part lasts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,8 +25,9 @@ rounds=3
 steps=10
 threads=$(nproc)
 build=build
+load=0
 while [[ $# -gt 0 ]]; do
-  if [[ $1 == --* && $1 != --help && $# -lt 2 ]]; then
+  if [[ $1 == --* && $1 != --help && $1 != --load && $# -lt 2 ]]; then
     echo "vs_pytorch.sh: $1 needs a value (see --help)" >&2
     exit 2
   fi
@@ -33,7 +38,8 @@ while [[ $# -gt 0 ]]; do
     --steps) steps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --load) load=1; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -74,10 +80,57 @@ fi
 echo "# $(date -u +%FT%TZ)  threads=$threads  rounds=$rounds  steps=$steps  torch=$("$py" -c 'import torch; print(torch.__version__)')  gemm peak=${peak:-unknown} GFLOP/s"
 
 IFS=, read -ra size_list <<< "$sizes"
+
+run_torch() {  # size steps warmup > file
+  "$py" -c "import torch; torch.set_num_threads($threads); import runpy, sys; sys.argv=['reference_gpt.py', '--size', '$1', '--device', 'cpu', '--methods', '$methods', '--steps', '$2', '--warmup', '$3']; runpy.run_path('bench/reference_gpt.py', run_name='__main__')"
+}
+
+if ((load)); then
+  lsteps=$((steps * 3 < 30 ? 30 : steps * 3))
+  busy_pid=""
+  trap 'rm -rf "$tmp"; [[ -n $busy_pid ]] && kill "$busy_pid" 2>/dev/null' EXIT
+  for size in "${size_list[@]}"; do
+    for ((r = 1; r <= rounds; r++)); do
+      # posgrad: its default threads (0: following the load), at most OMP_NUM_THREADS.
+      "$bench_train" --size "$size" --methods "$methods" --steps "$lsteps" --warmup 5 > "$tmp/q.posgrad.$size.$r"
+      run_torch "$size" "$lsteps" 5 > "$tmp/q.torch.$size.$r"
+      (while :; do :; done) &
+      busy_pid=$!
+      "$bench_train" --size "$size" --methods "$methods" --steps "$lsteps" --warmup 5 > "$tmp/l.posgrad.$size.$r"
+      run_torch "$size" "$lsteps" 5 > "$tmp/l.torch.$size.$r"
+      kill "$busy_pid"; wait "$busy_pid" 2>/dev/null || true; busy_pid=""
+    done
+    "$py" - "$tmp" "$size" "$rounds" <<'PY'
+import sys
+tmp, size, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def read(path):
+    out = {}
+    for line in open(path):
+        f = line.split()
+        if not line.startswith('#') and len(f) == 4 and f[0] != 'method':
+            out[f[0]] = float(f[2])
+    return out
+print(f"\n## size={size}: loaded / quiet tokens/s per round (a busy loop on one core; fair share 0.5)")
+print("| method | posgrad quiet tok/s | posgrad loaded/quiet per round | PyTorch quiet tok/s | PyTorch loaded/quiet per round |")
+print("|---|---:|---|---:|---|")
+for m in read(f"{tmp}/q.posgrad.{size}.1"):
+    cells = []
+    for who in ("posgrad", "torch"):
+        q = [read(f"{tmp}/q.{who}.{size}.{r}").get(m) for r in range(1, rounds + 1)]
+        l = [read(f"{tmp}/l.{who}.{size}.{r}").get(m) for r in range(1, rounds + 1)]
+        if None in q or None in l:
+            cells += ["n/a", "n/a"]; continue
+        cells += [f"{sorted(q)[len(q) // 2]:.0f}", " ".join(f"{b / a:.2f}" for a, b in zip(q, l)) + f" (min {min(b / a for a, b in zip(q, l)):.2f})"]
+    print(f"| {m} | " + " | ".join(cells) + " |")
+PY
+  done
+  exit 0
+fi
+
 for size in "${size_list[@]}"; do
   for ((r = 1; r <= rounds; r++)); do
     "$bench_train" --size "$size" --methods "$methods" --steps "$steps" --warmup 2 > "$tmp/posgrad.$size.$r"
-    "$py" -c "import torch; torch.set_num_threads($threads); import runpy, sys; sys.argv=['reference_gpt.py', '--size', '$size', '--device', 'cpu', '--methods', '$methods', '--steps', '$steps', '--warmup', '2']; runpy.run_path('bench/reference_gpt.py', run_name='__main__')" > "$tmp/torch.$size.$r"
+    run_torch "$size" "$steps" 2 > "$tmp/torch.$size.$r"
   done
   "$py" - "$tmp" "$size" "$rounds" "${peak:-0}" <<'PY'
 import re, statistics, sys

@@ -3,6 +3,8 @@
 // command-line cases (the posgrad binary: options, resume, interrupts, errors) are in test_cli.cpp.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "data/fileio.h"
 #include "train/presets.h"
 #include "train/safetensors.h"
+#include "train/threads.h"
 #include "train/trainer.h"
 
 using namespace posgrad;
@@ -203,4 +206,76 @@ TEST(Checkpoint, MismatchedModelIsAnError) {
   other.n_embd = 32;
   nn::GPT m(other, g, dg);
   EXPECT_THROW(m.load_state_dict(ck.model), IoError);
+}
+
+// ---- the thread count under load (train/threads.h) ---------------------------------------------
+
+TEST(Threads, ProcStatSumsTheListedCpus) {
+  // proc(5): cpuN user nice system idle iowait irq softirq steal guest guest_nice, in clock ticks.
+  const std::string stat =
+      "cpu  300 40 60 900 10 2 3 5 7 0\n"
+      "cpu0 100 10 20 400 5 1 1 2 7 0\n"
+      "cpu1 200 30 40 500 5 1 2 3 0 0\n"
+      "intr 12345 0 0\nctxt 999\n";
+  auto both = train::parse_proc_stat(stat, {}, 100.0);
+  ASSERT_TRUE(both.has_value());
+  // busy = user + nice + system + irq + softirq + steal; total = user..steal (guest is inside user).
+  EXPECT_DOUBLE_EQ(both->busy, ((100 + 10 + 20 + 1 + 1 + 2) + (200 + 30 + 40 + 1 + 2 + 3)) / 100.0);
+  EXPECT_DOUBLE_EQ(both->total, ((100 + 10 + 20 + 400 + 5 + 1 + 1 + 2) + (200 + 30 + 40 + 500 + 5 + 1 + 2 + 3)) / 100.0);
+  auto one = train::parse_proc_stat(stat, {1}, 100.0);
+  ASSERT_TRUE(one.has_value());
+  EXPECT_DOUBLE_EQ(one->busy, (200 + 30 + 40 + 1 + 2 + 3) / 100.0);
+  // Older kernels print only the first four columns.
+  auto old = train::parse_proc_stat("cpu0 10 0 10 80\n", {}, 100.0);
+  ASSERT_TRUE(old.has_value());
+  EXPECT_DOUBLE_EQ(old->busy, 0.2);
+  EXPECT_DOUBLE_EQ(old->total, 1.0);
+  EXPECT_FALSE(train::parse_proc_stat(stat, {5}, 100.0).has_value());           // not a listed CPU
+  EXPECT_FALSE(train::parse_proc_stat("cpu0 1 2\n", {}, 100.0).has_value());    // malformed
+  EXPECT_FALSE(train::parse_proc_stat("", {}, 100.0).has_value());
+}
+
+TEST(Threads, FewerThreadsForTheCoresOthersKeepBusy) {
+  EXPECT_EQ(train::threads_for_load(2, 0.0), 2);
+  EXPECT_EQ(train::threads_for_load(2, 0.3), 2);
+  EXPECT_EQ(train::threads_for_load(2, 0.67), 1);  // a busy loop sharing two cores with our two threads
+  EXPECT_EQ(train::threads_for_load(2, 1.0), 1);
+  EXPECT_EQ(train::threads_for_load(2, 5.0), 1);   // never fewer than one
+  EXPECT_EQ(train::threads_for_load(16, 3.4), 13);
+  EXPECT_EQ(train::threads_for_load(4, -1.0), 4);
+}
+
+TEST(Threads, AnExplicitCountIsKept) {
+  const int saved = omp_get_max_threads();
+  {
+    train::ThreadGovernor g(3);
+    EXPECT_FALSE(g.adaptive());
+    EXPECT_EQ(g.threads(), 3);
+    EXPECT_EQ(omp_get_max_threads(), 3);
+    g.between_steps();
+    EXPECT_EQ(omp_get_max_threads(), 3);
+  }
+  omp_set_num_threads(saved);
+}
+
+// The governor may change the thread count between any two steps; the weights must not notice.
+TEST(Threads, TrainingIsBitIdenticalWhateverTheThreadCount) {
+  const int saved = omp_get_max_threads();
+  for (const std::string pos : {"learned", "rope", "t5", "deberta", "alibi"}) {
+    std::vector<std::vector<float>> runs;
+    for (int pattern = 0; pattern < 2; ++pattern) {
+      TempDir d;
+      auto c = tiny_config(d, pos);
+      c.model.n_layer = 2, c.model.n_head = 4, c.model.n_embd = 64, c.model.block_size = 32;
+      c.batch_size = 8;
+      train::Trainer t(c, false);
+      for (int s = 0; s < 4; ++s) {
+        omp_set_num_threads(pattern == 0 ? 2 : 1 + s % 2);  // fixed 2 | 1, 2, 1, 2
+        t.step();
+      }
+      runs.push_back(weights(t.model()));
+    }
+    EXPECT_EQ(runs[0], runs[1]) << pos << ": weights depend on the thread count";
+  }
+  omp_set_num_threads(saved);
 }

@@ -103,7 +103,7 @@ const Table<TrainConfig>& train_options() {
              POSGRAD_MEMBER(seed))
         .add(text("device", "cpu or cuda[:N]", false), POSGRAD_MEMBER(device))
         .add(text("out_dir", "Run directory (checkpoint, metrics.jsonl, config.json)", false), POSGRAD_MEMBER(out_dir))
-        .add(integer("threads", closed(0, 1024), "OpenMP threads (0: all cores)"), POSGRAD_MEMBER(threads));
+        .add(integer("threads", closed(0, 1024), "OpenMP threads (0: all cores, fewer while other processes keep some busy; results do not depend on it)"), POSGRAD_MEMBER(threads));
     return t;
   }();
   return table;

@@ -76,7 +76,7 @@ Trainer::Trainer(TrainConfig cfg, bool resume) : cfg_(std::move(cfg)) {
                 " already holds a run (its checkpoint would be overwritten): continue it with --resume, or train into "
                 "another --out-dir");
   remove_stale_temporaries(cfg_.out_dir);
-  if (cfg_.threads > 0) omp_set_num_threads(static_cast<int>(cfg_.threads));
+  governor_.emplace(cfg_.threads);
   device_ = Device::parse(cfg_.device);
   if (device_.is_cuda()) (void)backend(DeviceType::CUDA);  // clear DeviceError when unavailable
   build();
@@ -210,6 +210,7 @@ void Trainer::run(int64_t stop_after) {
   int64_t window_tokens = 0, done_here = 0;
   auto start = std::chrono::steady_clock::now();
   while (step_ < cfg_.max_iters) {
+    governor_->between_steps();
     StepStats st = step();
     ++done_here;
     window_time += st.seconds;

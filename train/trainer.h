@@ -19,6 +19,7 @@
 #include "train/config.h"
 #include "train/evaluate.h"
 #include "train/optim.h"
+#include "train/threads.h"
 
 namespace posgrad::train {
 
@@ -86,6 +87,7 @@ class Trainer {
   std::unique_ptr<data::Tokenizer> tok_;
   std::unique_ptr<data::TokenDataset> data_;
   std::unique_ptr<data::BatchSampler> sampler_;
+  std::optional<ThreadGovernor> governor_;  // the OpenMP thread count (threads.h)
   Generator init_gen_, dropout_gen_;
   std::unique_ptr<nn::GPT> model_;
   std::unique_ptr<Optimizer> opt_;

@@ -1,0 +1,127 @@
+// threads.cpp — see threads.h.
+#include "train/threads.h"
+
+#include <omp.h>
+#include <sched.h>
+#include <spdlog/spdlog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace posgrad::train {
+
+namespace {
+
+// Columns of a cpuN line (proc(5)): user nice system idle iowait irq softirq steal guest guest_nice.
+// guest time is already counted in user (and guest_nice in nice).
+enum Column { User, Nice, System, Idle, IoWait, Irq, SoftIrq, Steal, Guest, GuestNice };
+
+std::vector<int> affinity_cpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+}  // namespace
+
+std::optional<CpuTimes> parse_proc_stat(const std::string& text, const std::vector<int>& cpus, double ticks_per_second) {
+  std::istringstream in(text);
+  std::string line;
+  CpuTimes t;
+  size_t found = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("cpu", 0) != 0 || line.size() < 4 || !std::isdigit(static_cast<unsigned char>(line[3]))) continue;
+    std::istringstream f(line.substr(3));
+    int cpu = -1;
+    f >> cpu;
+    if (!cpus.empty() && std::find(cpus.begin(), cpus.end(), cpu) == cpus.end()) continue;
+    std::vector<double> col;
+    double v;
+    while (f >> v) col.push_back(v);
+    if (col.size() < 4) return std::nullopt;
+    col.resize(std::max<size_t>(col.size(), GuestNice + 1), 0.0);
+    // user and nice include guest and guest_nice already; the total counts them once.
+    double total = 0;
+    for (int c = User; c <= Steal; ++c) total += col[static_cast<size_t>(c)];
+    t.total += total / ticks_per_second;
+    t.busy += (col[User] + col[Nice] + col[System] + col[Irq] + col[SoftIrq] + col[Steal]) / ticks_per_second;
+    ++found;
+  }
+  if (found == 0) return std::nullopt;
+  return t;
+}
+
+int threads_for_load(int cores, double others_busy) {
+  cores = std::max(cores, 1);
+  const long busy = std::lround(std::max(others_busy, 0.0));
+  return static_cast<int>(std::clamp<long>(cores - busy, 1, cores));
+}
+
+ThreadGovernor::ThreadGovernor(int64_t fixed_threads, int max_threads, double interval_seconds)
+    : interval_(interval_seconds) {
+  if (fixed_threads > 0) {
+    threads_ = max_threads_ = static_cast<int>(fixed_threads);
+    omp_set_num_threads(threads_);
+    return;
+  }
+  // The OpenMP default of this process (OMP_NUM_THREADS, else every core), read once before any
+  // governor changed it.
+  static const int process_default = omp_get_max_threads();
+  max_threads_ = max_threads > 0 ? max_threads : process_default;
+  threads_ = max_threads_;
+  omp_set_num_threads(threads_);
+  cpus_ = affinity_cpus();
+  const long tck = sysconf(_SC_CLK_TCK);
+  ticks_ = tck > 0 ? static_cast<double>(tck) : 100.0;
+  start_ = sample();
+  adaptive_ = start_.has_value() && max_threads_ > 1;
+}
+
+std::optional<ThreadGovernor::Sample> ThreadGovernor::sample() const {
+  std::ifstream f("/proc/stat");
+  if (!f) return std::nullopt;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto cpu = parse_proc_stat(ss.str(), cpus_, ticks_);
+  if (!cpu) return std::nullopt;
+  timespec ts{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return std::nullopt;
+  return Sample{std::chrono::steady_clock::now(), *cpu, static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec)};
+}
+
+void ThreadGovernor::between_steps() {
+  if (!adaptive_) return;
+  const auto now = std::chrono::steady_clock::now();
+  // The first window is short, so that a run started under load adapts within its first steps.
+  const double window = last_others_ < 0 ? std::min(0.5, interval_) : interval_;
+  if (std::chrono::duration<double>(now - start_->wall).count() < window) return;
+  const std::optional<Sample> s = sample();
+  if (!s) {
+    adaptive_ = false;  // /proc/stat went away: keep the count we have
+    return;
+  }
+  const double wall = std::chrono::duration<double>(s->wall - start_->wall).count();
+  const double others = std::max(0.0, (s->cpu.busy - start_->cpu.busy) - (s->own - start_->own)) / wall;
+  const int cores = std::max<int>(1, static_cast<int>(cpus_.empty() ? max_threads_ : cpus_.size()));
+  const int want = std::min(max_threads_, threads_for_load(cores, others));
+  if (want != threads_) {
+    spdlog::info("OpenMP threads {} -> {}: other processes kept {:.1f} of {} cores busy (--threads N fixes the count; "
+                 "results do not depend on it)",
+                 threads_, want, others, cores);
+    threads_ = want;
+    omp_set_num_threads(threads_);
+  }
+  last_others_ = others;
+  start_ = s;
+}
+
+}  // namespace posgrad::train
