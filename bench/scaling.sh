@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# scaling.sh — data-parallel scaling on this machine: bench_dist alone (N = 1) and under
+# `mpirun -np 2` (N = 2), alternately for ROUNDS rounds (the machine may be shared: the spread over
+# rounds says how much), nanoGPT's CPU model by default. Prints every round, then min / max of tokens/s
+# per N and of the all-reduce's share of a step. Not in CI.
+#
+#   bench/scaling.sh [ROUNDS] [extra bench_dist options...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+shift || true
+bin=./build/bench/bench_dist
+[[ -x $bin ]] || { echo "scaling: $bin is missing (build the bench_dist target with MPI found)" >&2; exit 2; }
+# As root, Open MPI needs these; two processes may oversubscribe a 2-core machine.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+for ((r = 1; r <= rounds; r++)); do
+  "$bin" "$@" | tee -a "$out"
+  mpirun -np 2 --oversubscribe --bind-to none "$bin" "$@" | tee -a "$out"
+done
+for n in 1 2; do
+  grep "^processes=$n " "$out" | awk -v n="$n" '{
+      for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+      t = v["tokens/s"] + 0; s = v["allreduce_share"] + 0
+      if (NR == 1 || t < tmin) tmin = t; if (NR == 1 || t > tmax) tmax = t
+      if (NR == 1 || s < smin) smin = s; if (NR == 1 || s > smax) smax = s
+    } END { printf "N=%d: tokens/s min %.0f max %.0f over %d rounds; all-reduce share of a step min %.1f%% max %.1f%%\n",
+            n, tmin, tmax, NR, smin, smax }'
+done
