@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# scaling.sh — data-parallel scaling on this machine: bench_dist alone (N = 1) and under
-# `mpirun -np 2` (N = 2), alternately for ROUNDS rounds (the machine may be shared: the spread over
-# rounds says how much), nanoGPT's CPU model by default. Prints every round, then min / max of tokens/s
-# per N and of the all-reduce's share of a step. Not in CI.
+# scaling.sh — data-parallel scaling on this machine: bench_dist alone (N = 1, with the default
+# threads and with one thread) and under `mpirun -np 2` (N = 2, cores / 2 threads each), in turn for
+# ROUNDS rounds (the machine may be shared: the spread over rounds says how much), nanoGPT's CPU model
+# by default. Prints every round, then min / max of tokens/s per configuration and of the all-reduce's
+# share of a step (time inside DataParallel::reduce, waiting for the slower rank included). Not in CI.
 #
 #   bench/scaling.sh [ROUNDS] [extra bench_dist options...]
 set -euo pipefail
@@ -17,14 +18,16 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for ((r = 1; r <= rounds; r++)); do
   "$bin" "$@" | tee -a "$out"
+  "$bin" --threads 1 "$@" | tee -a "$out"
   mpirun -np 2 --oversubscribe --bind-to none "$bin" "$@" | tee -a "$out"
 done
-for n in 1 2; do
-  grep "^processes=$n " "$out" | awk -v n="$n" '{
+for key in $(sed 's/^processes=\([0-9]*\) threads\/process=\([0-9]*\).*/\1:\2/' "$out" | sort -u); do
+  n=${key%%:*}; t=${key##*:}
+  grep "^processes=$n threads/process=$t " "$out" | awk -v n="${n}" -v t="$t" '{
       for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-      t = v["tokens/s"] + 0; s = v["allreduce_share"] + 0
-      if (NR == 1 || t < tmin) tmin = t; if (NR == 1 || t > tmax) tmax = t
+      x = v["tokens/s"] + 0; s = v["allreduce_share"] + 0
+      if (NR == 1 || x < xmin) xmin = x; if (NR == 1 || x > xmax) xmax = x
       if (NR == 1 || s < smin) smin = s; if (NR == 1 || s > smax) smax = s
-    } END { printf "N=%d: tokens/s min %.0f max %.0f over %d rounds; all-reduce share of a step min %.1f%% max %.1f%%\n",
-            n, tmin, tmax, NR, smin, smax }'
+    } END { printf "N=%d x %d threads: tokens/s min %.0f max %.0f over %d rounds; all-reduce share of a step min %.1f%% max %.1f%%\n",
+            n, t, xmin, xmax, NR, smin, smax }'
 done
