@@ -222,6 +222,10 @@ TEST(MpiLaunch, TrainWritesOnceResumesAndRefusesASmallBatch) {
   EXPECT_EQ(nlohmann::json::parse(read_file(d.str("run/checkpoint/state.json"))).at("step").get<int64_t>(), 30);
   EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n') + 3,
             [&] { const std::string m = read_file(d.str("run/metrics.jsonl")); return std::count(m.begin(), m.end(), '\n'); }());
+  // info names the job.
+  p = run_launched("info", d);
+  EXPECT_EQ(p.status, 0) << p.err;
+  EXPECT_NE(p.out.find("processes    : 2 (mpi, this one rank 1;"), std::string::npos) << p.out;
   // A global batch of 1 cannot be shared by 2 processes: usage error (2), naming the rank.
   p = run_launched("train --preset tiny --corpus corpus.txt --out-dir small --batch-size 1", d);
   EXPECT_EQ(p.status, 2) << p.err;
