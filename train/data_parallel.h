@@ -12,8 +12,10 @@
 //
 // Not here: overlap of the all-reduce with the backward pass (the gradients are summed once, after
 // the last micro-batch), sharded optimizer state, dropout masks equal to the single-process ones
-// (each rank draws its slice's masks from its own copy of the dropout generator; with dropout > 0
-// an N-rank run is a different, equally valid, run of the same model).
+// (each rank draws its slice's masks from its own copy of the dropout generator, which starts in the
+// same state on every rank; with dropout > 0 an N-rank run is a different run of the same model, and
+// the checkpoint keeps rank 0's generator, so a resumed run with slices of unequal size need not
+// repeat the uninterrupted one bit for bit).
 #pragma once
 
 #include <utility>

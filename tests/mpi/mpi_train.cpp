@@ -4,17 +4,21 @@
 //    rounding (parameters within 2e-5 absolute, losses within 1e-5 relative: the global mean is
 //    associated differently, nothing else differs); both ranks hold the same bits; two N = 2 runs are
 //    bit-identical; an N = 2 run stopped after 10 steps and resumed to 20 is bit-identical to one of 20;
-//    only rank 0 writes the run directory;
+//    only rank 0 writes the run directory; a signal that reaches one rank stops both after the same
+//    step, with rank 0's checkpoint;
 //  - `compare` over two processes writes a results.csv byte-identical to the single-process run; a
 //    unit that fails on rank 1 is named in rank 0's error with its rank and message, and the units
 //    that finished elsewhere keep their result.json.
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 
 #include "data/fileio.h"
 #include "mpi_support.h"
 #include "train/compare.h"
+#include "train/checkpoint.h"
 #include "train/data_parallel.h"
+#include "train/interrupt.h"
 #include "train/presets.h"
 #include "train/trainer.h"
 
@@ -100,6 +104,28 @@ TEST(DataParallelTraining, TwoProcessesMatchOneAndRepeatBitForBit) {
   EXPECT_EQ(t.current_step(), 10);
   t.run();
   EXPECT_TRUE(bytes_of(parameters_of(t)) == bytes_of(p2[0])) << "resumed N = 2 run differs from the uninterrupted one";
+}
+
+TEST(DataParallelTraining, ASignalOnOneRankStopsEveryRankAfterTheSameStep) {
+  SharedDir d;
+  const std::string corpus = posgrad::test::write_corpus(d);
+  train::install_interrupt_handlers();
+  train::Trainer t(tiny_run(corpus, d.str("interrupted")), false, &w());
+  if (w().rank() == 1) std::raise(SIGINT);  // rank 1 alone is signalled, before the first step
+  int64_t stopped_at = -1;
+  try {
+    t.run();
+  } catch (const train::Interrupted& e) {
+    stopped_at = e.step;
+  }
+  train::clear_interrupt();
+  train::install_interrupt_handlers();  // the handler resets itself after one signal
+  EXPECT_EQ(stopped_at, 1) << "rank " << w().rank();
+  w().barrier();
+  if (w().is_root()) {
+    EXPECT_EQ(train::read_checkpoint_config(d.str("interrupted")).max_iters, 20);
+    EXPECT_TRUE(fs::exists(d.str("interrupted/checkpoint/state.json")));
+  }
 }
 
 TEST(DataParallelTraining, ABatchSmallerThanTheProcessesIsRefused) {
