@@ -2,7 +2,9 @@
 // the GPT (nanoGPT's CPU baseline by default: 4 layers, 4 heads, 128 wide, context 64, global batch
 // 12) with the one training step (train/trainer.h) split over the N processes (train/data_parallel.h),
 // and rank 0 prints the global tokens/s, ms per step and the share of a step spent in the gradient
-// all-reduce (the gather and the rank-ordered sum; 0 for one process, which does not call it).
+// all-reduce (the gather and the rank-ordered sum, waiting for the slower rank included; 0 for one
+// process, which does not call it), then the median time of the all-reduce alone on a buffer of the
+// model's size with every rank starting together.
 // Each process runs cores / N OpenMP threads unless --threads says otherwise. Random tokens, the same
 // global batch on every rank. bench/scaling.sh alternates N = 1 and N = 2 over a few rounds.
 #include <CLI/CLI.hpp>
@@ -81,13 +83,28 @@ int main(int argc, char** argv) {
     }
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2];
+    // The all-reduce alone on a buffer of the model's size, every rank starting together (after a
+    // barrier): its cost without the wait for a slower rank that the share above includes.
+    double alone_ms = 0;
+    {
+      Tensor flat = Tensor::zeros({model.num_parameters()});
+      std::vector<double> t;
+      for (int r = 0; r < 5; ++r) {
+        w.barrier();
+        const auto t0 = std::chrono::steady_clock::now();
+        w.all_reduce_sum(flat);
+        t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(t.begin(), t.end());
+      alone_ms = t[t.size() / 2];
+    }
     // Rank 0 reports; the steps are synchronous, so its times are the job's.
     if (w.is_root())
       std::printf("processes=%d threads/process=%d layers=%ld width=%ld context=%ld global_batch=%ld params=%ld "
-                  "tokens/s=%.0f ms/step=%.2f allreduce_share=%.1f%%\n",
+                  "tokens/s=%.0f ms/step=%.2f allreduce_share=%.1f%% allreduce_alone_ms=%.2f\n",
                   w.size(), omp_get_max_threads(), long(layers), long(width), long(context), long(batch),
                   long(model.num_parameters()), 1000.0 * static_cast<double>(batch * context) / med, med,
-                  100.0 * reduce_s / total_s);
+                  100.0 * reduce_s / total_s, alone_ms);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_dist: error: %s\n", e.what());
     status = 1;
