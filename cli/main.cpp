@@ -103,6 +103,9 @@ int run(int argc, char** argv) {
     } else {
       for (int i = 0; i < argc; ++i) resume += (i ? " " : "") + quote(argv[i]);
     }
+    if (dist::world().size() > 1)
+      resume += fmt::format("   (with the same launcher and {} processes, e.g. mpirun -np {} ...)", dist::world().size(),
+                            dist::world().size());
     if (dist::world().is_root()) fmt::print(stderr, "posgrad: {}\nposgrad: to continue, run: {}\n", e.what(), resume);
     return 130;
   } catch (const train::NonFiniteLoss& e) {
