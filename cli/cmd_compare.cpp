@@ -42,8 +42,9 @@ void add_compare(CLI::App& app) {
       return;
     }
     train::install_interrupt_handlers();
+    // Under mpirun / srun with several processes the units are shared among them (rank 0 reports).
     std::string report = train::run_compare(cfg);
-    spdlog::info("report: {}", report);
+    if (!report.empty()) spdlog::info("report: {}", report);
   });
 }
 

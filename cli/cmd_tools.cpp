@@ -7,6 +7,7 @@
 #include "autograd/registry.h"
 #include "cli/commands.h"
 #include "data/corpus.h"
+#include "dist/communicator.h"
 #include "nn/posenc/position_encoding.h"
 #include "train/presets.h"
 
@@ -51,6 +52,8 @@ void add_info(CLI::App& app) {
     fmt::print("CUDA backend : {}\n", POSGRAD_HAVE_CUDA ? (cuda_available() ? "built, GPU present" : "built, no GPU present")
                                                       : "not built");
     fmt::print("OpenMP       : {} threads\n", omp_get_max_threads());
+    fmt::print("processes    : {} ({}, this one rank {}; MPI {}, NCCL {})\n", dist::world().size(), dist::world().name(),
+               dist::world().rank(), dist::mpi_built() ? "built" : "not built", dist::nccl_built() ? "built" : "not built");
     __builtin_cpu_init();
     fmt::print("CPU SIMD     : {}\n", __builtin_cpu_supports("avx512f") ? "AVX-512"
                                        : __builtin_cpu_supports("avx2")  ? "AVX2"

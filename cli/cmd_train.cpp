@@ -9,6 +9,7 @@
 #include "cli/options.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
+#include "dist/communicator.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
@@ -59,6 +60,9 @@ train::TrainConfig resolve(const TrainCommand& c, CLI::App* sub) {
 }
 
 void run_train(const TrainCommand& c, CLI::App* sub) {
+  // Under mpirun / srun with several processes: data-parallel over them, rank 0 logging progress.
+  dist::Communicator& world = dist::world();
+  if (!world.is_root()) spdlog::set_level(spdlog::level::warn);
   train::TrainConfig cfg = resolve(c, sub);
   if (c.dry_run) {
     cfg.validate();
@@ -74,7 +78,7 @@ void run_train(const TrainCommand& c, CLI::App* sub) {
     return;
   }
   train::install_interrupt_handlers();
-  train::Trainer t(cfg, c.resume);
+  train::Trainer t(cfg, c.resume, &world);
   t.run(c.stop_after);
   spdlog::info("done: {} steps, checkpoint in {}/checkpoint", t.current_step(), t.config().out_dir);
 }

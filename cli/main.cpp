@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "dist/communicator.h"
 #include "tensor/errors.h"
 #include "train/interrupt.h"
 #include "train/trainer.h"
@@ -31,17 +32,43 @@ std::string exit_status_help() {
 
 namespace {
 
+// Under a launcher (mpirun, srun) with several processes, the failing rank names itself and ends the
+// job (MPI_Abort): the others may be waiting for it inside a collective.
 int fail(int status, const std::string& what) {
-  fmt::print(stderr, "posgrad: error: {}\n", what);
+  auto& w = posgrad::dist::world();
+  if (w.size() > 1) fmt::print(stderr, "posgrad: error: [rank {}/{}] {}\n", w.rank(), w.size(), what);
+  else fmt::print(stderr, "posgrad: error: {}\n", what);
+  std::fflush(stderr);
+  posgrad::dist::abort_world(status);
   return status;
 }
 
+int run(int argc, char** argv);
+
 }  // namespace
 
+// MPI starts (MPI_Init_thread) only when a launcher started this process or POSGRAD_DIST=mpi asks
+// for it (dist::launch_from_environment); otherwise the tool is one process with no MPI call.
 int main(int argc, char** argv) {
+  try {
+    posgrad::dist::init_world(&argc, &argv);
+  } catch (const posgrad::Error& e) {
+    fmt::print(stderr, "posgrad: error: {}\n", e.what());
+    return dynamic_cast<const posgrad::ValueError*>(&e) ? 2 : 1;
+  }
+  const int status = run(argc, argv);
+  posgrad::dist::finalize_world();
+  return status;
+}
+
+namespace {
+
+int run(int argc, char** argv) {
   using namespace posgrad;
   spdlog::set_default_logger(spdlog::stderr_color_mt("posgrad"));
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+  if (dist::world().size() > 1)
+    spdlog::set_pattern(fmt::format("[%H:%M:%S] [rank {}/{}] %^%l%$ %v", dist::world().rank(), dist::world().size()));
   CLI::App app{"posgrad — train small transformers and compare position encodings, with real measurements"};
   app.require_subcommand(1);
   app.footer(cli::exit_status_help());
@@ -76,7 +103,10 @@ int main(int argc, char** argv) {
     } else {
       for (int i = 0; i < argc; ++i) resume += (i ? " " : "") + quote(argv[i]);
     }
-    fmt::print(stderr, "posgrad: {}\nposgrad: to continue, run: {}\n", e.what(), resume);
+    if (dist::world().size() > 1)
+      resume += fmt::format("   (with the same launcher and {} processes, e.g. mpirun -np {} ...)", dist::world().size(),
+                            dist::world().size());
+    if (dist::world().is_root()) fmt::print(stderr, "posgrad: {}\nposgrad: to continue, run: {}\n", e.what(), resume);
     return 130;
   } catch (const train::NonFiniteLoss& e) {
     return fail(3, e.what());
@@ -96,3 +126,5 @@ int main(int argc, char** argv) {
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail(1, std::string("cannot write the output: ") + std::strerror(errno));
   return 0;
 }
+
+}  // namespace

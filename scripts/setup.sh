@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libomp-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev
-          nlohmann-json3-dev libcli11-dev gnuplot-nox bible-kjv libopenblas-dev python3)
+          nlohmann-json3-dev libcli11-dev gnuplot-nox bible-kjv libopenblas-dev python3 openmpi-bin libopenmpi-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

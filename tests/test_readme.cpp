@@ -3,7 +3,8 @@
 // then `eval --run runs/rope` chain as they do for a reader), and must exit 0. Sizes are shrunk to
 // the `tiny` presets by appending the tiny value of every size option the command does not set
 // itself; a `--resume` command runs exactly as written (that is what it documents). The README's
-// two setup commands are what CI runs; this test covers the rest.
+// two setup commands are what CI runs; this test covers the rest, `mpirun ... ./build/posgrad ...`
+// lines included (with their launcher, where this build has MPI).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "data/fileio.h"
+#include "dist/communicator.h"
 #include "support/process.h"
 #include "train/compare.h"
 #include "train/options.h"
@@ -29,6 +31,7 @@ namespace {
 
 struct Command {
   std::string line;      // as in the README, comment removed
+  std::string launcher;  // "mpirun -np 2 " before ./build/posgrad, or ""
   std::string args;      // after ./build/posgrad, before any redirection
   std::string redirect;  // "> sample.txt" or ""
 };
@@ -44,7 +47,14 @@ std::vector<Command> readme_commands(const std::string& text) {
       continue;
     }
     const std::string prefix = "./build/posgrad ";
-    if (!in_block || line.rfind(prefix, 0) != 0) continue;
+    if (!in_block) continue;
+    // A launcher before the tool (mpirun ... ./build/posgrad ...) is kept and run too.
+    std::string launcher;
+    if (line.rfind("mpirun ", 0) == 0 && line.find(" " + prefix) != std::string::npos) {
+      launcher = line.substr(0, line.find(" " + prefix) + 1);
+      line = line.substr(launcher.size());
+    }
+    if (line.rfind(prefix, 0) != 0) continue;
     // Cut the comment (a '#' outside quotes) and the redirection ('>' outside quotes).
     bool quoted = false;
     size_t comment = std::string::npos, redirect = std::string::npos;
@@ -54,11 +64,13 @@ std::vector<Command> readme_commands(const std::string& text) {
       if (!quoted && line[i] == '>' && redirect == std::string::npos && i < comment) redirect = i;
     }
     Command c;
-    c.line = line.substr(0, comment);
-    while (!c.line.empty() && c.line.back() == ' ') c.line.pop_back();
-    const size_t end = std::min(redirect, c.line.size());
+    c.launcher = launcher;
+    std::string cmd = line.substr(0, comment);
+    while (!cmd.empty() && cmd.back() == ' ') cmd.pop_back();
+    const size_t end = std::min(redirect, cmd.size());
     c.args = line.substr(prefix.size(), end - prefix.size());
-    c.redirect = redirect < c.line.size() ? c.line.substr(redirect) : "";
+    c.redirect = redirect < cmd.size() ? cmd.substr(redirect) : "";
+    c.line = launcher + cmd;
     out.push_back(c);
   }
   return out;
@@ -109,9 +121,16 @@ TEST(Readme, EveryDocumentedCommandRuns) {
       args += tiny_overrides(args, train::train_options(), train::train_preset("tiny"));
     if (sub == "compare") args += tiny_overrides(args, train::compare_options(), train::compare_preset("tiny"));
     if (sub == "eval" && !gives(args, "--windows")) args += " --windows 2";
-    const std::string cmd = "cd '" + cwd.str() + "' && POSGRAD_HOME='" + data_home + "' '" + test::bin_path() + "' " +
-                            args + " " + (c.redirect.empty() ? ">/dev/null" : c.redirect) + " 2>'" +
-                            cwd.str("stderr.txt") + "' </dev/null";
+    // A launched command runs with its launcher as written; as root, Open MPI wants to be told that
+    // this is fine (the README says so too). Without MPI in this build it is not run.
+    std::string env;
+    if (!c.launcher.empty()) {
+      if (!dist::mpi_built() || std::system("command -v mpirun >/dev/null 2>&1") != 0) continue;
+      env = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+    }
+    const std::string cmd = "cd '" + cwd.str() + "' && " + env + "POSGRAD_HOME='" + data_home + "' " + c.launcher + "'" +
+                            test::bin_path() + "' " + args + " " + (c.redirect.empty() ? ">/dev/null" : c.redirect) +
+                            " 2>'" + cwd.str("stderr.txt") + "' </dev/null";
     const int status = test::decode_status(std::system(cmd.c_str()));
     EXPECT_EQ(status, 0) << "README command failed: " << c.line << "\n  ran: " << cmd << "\n"
                          << test::slurp(cwd.str("stderr.txt"));

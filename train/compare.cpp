@@ -13,6 +13,7 @@
 #include "autograd/ops.h"
 #include "data/synthetic.h"
 #include "data/fileio.h"
+#include "train/compare_dist.h"
 #include "train/interrupt.h"
 #include "train/options.h"
 #include "train/presets.h"
@@ -340,25 +341,22 @@ static void check_same_experiment(const CompareConfig& cfg) {
                      "); its finished units cannot be mixed with new ones: use another --out-dir, or the same settings");
 }
 
-std::string run_compare(const CompareConfig& cfg) {
+std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
+  dist::Communicator& job = comm ? *comm : dist::world();
   cfg.validate();
   check_same_experiment(cfg);
-  fs::create_directories(cfg.out_dir);
-  write_file_atomic(cfg.out_dir + "/compare_config.json", cfg.to_json().dump(2) + "\n");
+  if (job.is_root()) {
+    fs::create_directories(cfg.out_dir);
+    write_file_atomic(cfg.out_dir + "/compare_config.json", cfg.to_json().dump(2) + "\n");
+  }
+  job.barrier();
   ComparisonResult r;
   r.config = cfg;
-  r.provenance = collect_provenance(cfg);
-  const size_t total = cfg.methods.size() * cfg.seeds.size();
-  auto t0 = std::chrono::steady_clock::now();
-  for (uint64_t seed : cfg.seeds)
-    for (const auto& method : cfg.methods) {
-      spdlog::info("=== unit {}/{}: {} (seed {}) ===", r.units.size() + 1, total, method, seed);
-      r.units.push_back(run_unit(cfg, method, seed));
-      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double eta = el / static_cast<double>(r.units.size()) * static_cast<double>(total - r.units.size());
-      spdlog::info("=== {}/{} units done, {:.0f} s elapsed, about {:.0f} s to go (before the cost benchmark) ===",
-                   r.units.size(), total, el, eta);
-    }
+  if (job.is_root()) r.provenance = collect_provenance(cfg);
+  // The units over the job's processes (train/compare_dist.h); rank 0 gets them all, in order.
+  r.units = run_units_distributed(compare_units(cfg.methods, cfg.seeds), job, cfg.out_dir,
+                                  [&](const UnitSpec& u) { return run_unit(cfg, u.method, u.seed); });
+  if (!job.is_root()) return "";
   spdlog::info("=== cost benchmark: {} rounds over {} methods x {} lengths ===", cfg.cost_rounds, cfg.methods.size(),
                cfg.cost_lengths.size());
   r.cost = measure_cost(cfg);

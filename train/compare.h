@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/communicator.h"
 #include "train/config.h"
 
 namespace posgrad::train {
@@ -25,6 +26,9 @@ const std::vector<std::string>& compare_preset_names();
 // Runs (or resumes) every unit, then the cost benchmark, writes results.json (the typed
 // ComparisonResult, train/results.h) and renders report.md, results.csv, cost.csv and the plots
 // from it (train/report.h) into cfg.out_dir. Returns the path of report.md.
-std::string run_compare(const CompareConfig& cfg);
+// With a communicator of several processes (null: dist::world()), the units are shared among them
+// (train/compare_dist.h) and rank 0 alone runs the cost benchmark and writes the reports; the other
+// ranks return "" once their units are sent.
+std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm = nullptr);
 
 }  // namespace posgrad::train

@@ -13,7 +13,9 @@
 #include "autograd/ops.h"
 #include "data/corpus.h"
 #include "data/fileio.h"
+#include "dist/communicator.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/interrupt.h"
 #include "train/options.h"
 
@@ -62,8 +64,14 @@ std::vector<std::string> apply_resume_overrides(TrainConfig& saved, const std::v
 
 // ---- construction ------------------------------------------------------------------------------
 
-Trainer::Trainer(TrainConfig cfg, bool resume) : cfg_(std::move(cfg)) {
+Trainer::~Trainer() = default;
+
+Trainer::Trainer(TrainConfig cfg, bool resume, dist::Communicator* comm) : cfg_(std::move(cfg)) {
   cfg_.validate();
+  if (comm && comm->size() > 1) {
+    dp_ = std::make_unique<DataParallel>(*comm, cfg_.batch_size);
+    writes_ = comm->is_root();
+  }
   if (resume) {
     // The checkpoint defines the model and the data: every option fixed on resume must match.
     const TrainConfig saved = read_checkpoint_config(cfg_.out_dir);
@@ -75,12 +83,14 @@ Trainer::Trainer(TrainConfig cfg, bool resume) : cfg_(std::move(cfg)) {
   POSGRAD_CHECK(resume || !fs::exists(cfg_.out_dir + "/checkpoint/state.json"), UsageError, "--out-dir ", cfg_.out_dir,
                 " already holds a run (its checkpoint would be overwritten): continue it with --resume, or train into "
                 "another --out-dir");
-  remove_stale_temporaries(cfg_.out_dir);
+  if (writes_) remove_stale_temporaries(cfg_.out_dir);
+  // Under a launcher the default starts from this process's share of the node (dist::init_world).
   governor_.emplace(cfg_.threads);
   device_ = Device::parse(cfg_.device);
   if (device_.is_cuda()) (void)backend(DeviceType::CUDA);  // clear DeviceError when unavailable
   build();
   if (resume) load_checkpoint();
+  if (dp_) dp_->comm().barrier();  // rank 0 has cleaned the run directory before anyone trains
 }
 
 void Trainer::build() {
@@ -109,7 +119,7 @@ void Trainer::build() {
 // ---- the step ------------------------------------------------------------------------------------
 
 StepStats training_step(nn::GPT& model, Optimizer& opt, const LRSchedule& sched, int64_t step, int64_t grad_accum,
-                        double grad_clip, Device dev, const BatchFn& next_batch) {
+                        double grad_clip, Device dev, const BatchFn& next_batch, DataParallel* dp) {
   auto t0 = std::chrono::steady_clock::now();
   StepStats st;
   st.step = step;
@@ -118,20 +128,27 @@ StepStats training_step(nn::GPT& model, Optimizer& opt, const LRSchedule& sched,
   model.train();
   opt.zero_grad();
   double loss_sum = 0;
+  const double share = dp ? dp->loss_weight() : 1.0;  // this rank's share of the global batch
+  const double scale = share / static_cast<double>(grad_accum);
   for (int64_t micro = 0; micro < grad_accum; ++micro) {
-    auto [x, y] = next_batch();
+    auto [x, y] = dp ? dp->slice(next_batch()) : next_batch();
     x = x.to(dev);
     y = y.to(dev);
     Tensor loss = cross_entropy(model.forward(x), y);
     const double l = loss.item();
-    if (!std::isfinite(l))
+    if (!dp && !std::isfinite(l))  // data-parallel: after the sum below, so that every rank stops
       throw NonFiniteLoss(detail::concat("loss is ", l, " at step ", step + 1, " (micro-batch ", micro, ")"));
-    loss_sum += l;
-    (grad_accum > 1 ? loss * (1.0 / static_cast<double>(grad_accum)) : loss).backward();
+    loss_sum += l * share;
+    (scale != 1.0 ? loss * scale : loss).backward();
     st.tokens += x.numel();
   }
-  // Data-parallel training would all-reduce the gradients here (MPI_Allreduce / ncclAllReduce),
-  // before clipping, so that every rank clips and steps on the same averaged gradient.
+  if (dp) {  // the gradients and the loss summed over the ranks, before clipping
+    loss_sum = dp->reduce(model.parameters(), loss_sum);
+    st.tokens = dp->global_tokens(st.tokens);
+    if (!std::isfinite(loss_sum))
+      throw NonFiniteLoss(detail::concat("loss is ", loss_sum, " at step ", step + 1, " (summed over ", dp->comm().size(),
+                                         " processes)"));
+  }
   st.grad_norm = clip_grad_norm(model.parameters(), grad_clip);
   if (!std::isfinite(st.grad_norm))
     throw NonFiniteLoss(detail::concat("gradient norm is ", st.grad_norm, " at step ", step + 1));
@@ -145,7 +162,7 @@ StepStats Trainer::step() {
   StepStats st;
   try {
     st = training_step(*model_, *opt_, sched_, step_, cfg_.grad_accum, cfg_.grad_clip, device_,
-                       [this] { return sampler_->next(cfg_.batch_size, cfg_.model.block_size); });
+                       [this] { return sampler_->next(cfg_.batch_size, cfg_.model.block_size); }, dp_.get());
   } catch (const NonFiniteLoss& e) {
     throw NonFiniteLoss(std::string(e.what()) + "; stopping — " +
                         (fs::exists(cfg_.out_dir + "/checkpoint/state.json")
@@ -184,6 +201,7 @@ std::string Trainer::sample(const std::string& prompt, int64_t n, double tempera
 // ---- the loop ----------------------------------------------------------------------------------------
 
 void Trainer::log_metrics(const json& row) {
+  if (!writes_) return;
   fs::create_directories(cfg_.out_dir);
   std::ofstream(cfg_.out_dir + "/metrics.jsonl", std::ios::app) << row.dump() << "\n";
 }
@@ -198,14 +216,19 @@ static std::string format_eta(double seconds) {
 }
 
 void Trainer::run(int64_t stop_after) {
-  fs::create_directories(cfg_.out_dir);
-  write_file_atomic(cfg_.out_dir + "/config.json", cfg_.to_json().dump(2) + "\n");
+  if (writes_) {
+    fs::create_directories(cfg_.out_dir);
+    write_file_atomic(cfg_.out_dir + "/config.json", cfg_.to_json().dump(2) + "\n");
+  }
   const int64_t ckpt_every = cfg_.checkpoint_interval > 0 ? cfg_.checkpoint_interval : cfg_.eval_interval;
   spdlog::info("model: {} parameters ({} without position tables), {} layers, {} heads, {} wide, pos={}",
                model_->num_parameters(), model_->num_non_position_parameters(), cfg_.model.n_layer,
                cfg_.model.n_head, cfg_.model.n_embd, cfg_.model.pos.kind);
   spdlog::info("data: {} train / {} val tokens, vocab {}, batch {}x{} (x{} accumulation)", data_->train().size(),
                data_->val().size(), tok_->vocab_size(), cfg_.batch_size, cfg_.model.block_size, cfg_.grad_accum);
+  if (dp_)
+    spdlog::info("data-parallel: {} processes ({}), this one rank {} with rows {}..{} of each batch", dp_->comm().size(),
+                 dp_->comm().name(), dp_->comm().rank(), dp_->first_row(), dp_->first_row() + dp_->rows() - 1);
   double window_time = 0;
   int64_t window_tokens = 0, done_here = 0;
   auto start = std::chrono::steady_clock::now();
@@ -228,7 +251,7 @@ void Trainer::run(int64_t stop_after) {
       window_time = 0;
       window_tokens = 0;
     }
-    if (step_ % cfg_.eval_interval == 0 || last) {
+    if (writes_ && (step_ % cfg_.eval_interval == 0 || last)) {  // rank 0 evaluates; the others go on
       auto norms = group_grad_norms();
       EvalResult ev = evaluate(cfg_.model.block_size, cfg_.eval_windows);
       spdlog::info("eval  {:>5} | val loss {:.4f} | ppl {:.3f} | acc {:.4f}", step_, ev.loss, ev.perplexity,
@@ -241,11 +264,12 @@ void Trainer::run(int64_t stop_after) {
     }
     if (stop_after >= 0 && done_here >= stop_after) {
       spdlog::warn("stopping after {} steps without a final checkpoint (--stop-after)", done_here);
+      if (dp_) dp_->comm().barrier();
       return;
     }
     const bool saved = step_ % ckpt_every == 0 || last;
     if (saved) save_checkpoint();
-    if (interrupt_requested()) {
+    if (dp_ ? dp_->interrupt_seen() : interrupt_requested()) {  // data-parallel: any rank's, seen by all
       if (!saved) save_checkpoint();
       throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()), " at step ", step_, "/",
                                        cfg_.max_iters, "; checkpoint written to ", cfg_.out_dir, "/checkpoint"),
@@ -256,9 +280,11 @@ void Trainer::run(int64_t stop_after) {
     spdlog::info("nothing to do: {} is at step {} of {}", cfg_.out_dir, step_, cfg_.max_iters);
     if (!fs::exists(cfg_.out_dir + "/checkpoint/state.json")) save_checkpoint();  // --max-iters 0: the initial model
   }
+  if (dp_) dp_->comm().barrier();  // rank 0's last checkpoint is complete when run() returns on any rank
 }
 
 void Trainer::save_checkpoint() {
+  if (!writes_) return;
   CheckpointState s;
   s.step = step_;
   s.config = cfg_.to_json();
@@ -278,6 +304,7 @@ void Trainer::load_checkpoint() {
   init_gen_.set_state(ck.state.init_rng);
   dropout_gen_.set_state(ck.state.dropout_rng);
   sampler_->set_state(ck.state.sampler_rng);
+  if (!writes_) return;  // the metrics and the curves are rank 0's
   // Metrics written after the checkpoint by an interrupted run are dropped: the resumed run
   // writes them again, identically.
   truncate_metrics(cfg_.out_dir + "/metrics.jsonl", step_);

@@ -21,7 +21,13 @@
 #include "train/optim.h"
 #include "train/threads.h"
 
+namespace posgrad::dist {
+class Communicator;
+}
+
 namespace posgrad::train {
+
+class DataParallel;  // train/data_parallel.h
 
 struct StepStats {
   int64_t step = 0;
@@ -34,9 +40,13 @@ struct StepStats {
 // mean cross-entropy, backward of loss / grad_accum), clipping of the global gradient norm (0: off),
 // the optimizer step. x, y int64 (B, T) on any device (moved to dev). NonFiniteLoss, naming the step,
 // when a loss or the gradient norm is not finite — before the optimizer changes anything.
+// With dp (data-parallel, train/data_parallel.h): next_batch() returns the global batch, this rank
+// trains on its slice with its loss weighted by its share, and the gradients and the loss are summed
+// over the ranks before clipping; a non-finite loss is detected after that sum, on every rank alike.
+// StepStats then holds the global batch's loss and tokens.
 using BatchFn = std::function<std::pair<Tensor, Tensor>()>;
 StepStats training_step(nn::GPT& model, Optimizer& opt, const LRSchedule& sched, int64_t step, int64_t grad_accum,
-                        double grad_clip, Device dev, const BatchFn& next_batch);
+                        double grad_clip, Device dev, const BatchFn& next_batch, DataParallel* dp = nullptr);
 
 // The configuration a resumed run continues with: `saved` (from the checkpoint) with the options
 // given explicitly (name, value) applied. Returns one line per change ("--max-iters 1000 -> 2000")
@@ -50,8 +60,12 @@ class Trainer {
   // Validates cfg (UsageError), removes temporary files a killed run left in cfg.out_dir, builds
   // data, model and optimizer. With resume, loads the run directory's checkpoint: cfg must agree
   // with it on every option fixed on resume (UsageError; see apply_resume_overrides), and a
-  // missing, corrupt or mismatched checkpoint is an IoError.
-  Trainer(TrainConfig cfg, bool resume);
+  // missing, corrupt or mismatched checkpoint is an IoError. With a communicator of more than one
+  // process, training is data-parallel over it (train/data_parallel.h): every rank builds the same
+  // model and reads the same checkpoint, and only rank 0 writes (config.json, metrics.jsonl,
+  // checkpoints) and evaluates; UsageError when --batch-size is smaller than the number of processes.
+  Trainer(TrainConfig cfg, bool resume, dist::Communicator* comm = nullptr);
+  ~Trainer();
 
   // Trains up to cfg.max_iters, evaluating and checkpointing on the way. stop_after (tests): stop
   // abruptly after that many steps in this process, without a final checkpoint.
@@ -95,6 +109,12 @@ class Trainer {
   int64_t step_ = 0;
   double tokens_per_s_ = 0;
   std::vector<std::pair<int64_t, double>> train_curve_, val_curve_;
+  std::unique_ptr<DataParallel> dp_;  // null: one process
+  bool writes_ = true;                // rank 0 (or the one process) writes files and evaluates
+
+ public:
+  // The data-parallel state (null for one process), for benchmarks.
+  DataParallel* data_parallel() const { return dp_.get(); }
 };
 
 // Loads a model (and its tokenizer) from a run directory's checkpoint for eval / sample.
