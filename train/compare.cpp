@@ -14,6 +14,7 @@
 #include "data/synthetic.h"
 #include "data/fileio.h"
 #include "train/interrupt.h"
+#include "train/length_suite.h"
 #include "train/options.h"
 #include "train/presets.h"
 #include "train/cost.h"
@@ -80,6 +81,12 @@ CompareConfig compare_preset(const std::string& name) {
     c.task_n_embd = 16;
     c.task_n_head = 2;
     c.task_multipliers = {1, 2};
+    c.suite_tasks = {"even_pairs", "reverse_string"};
+    c.suite_length = 3;
+    c.suite_iters = 3;
+    c.suite_batch = 4;
+    c.suite_examples = 3;
+    c.suite_max_multiplier = 2;
     c.seeds = {1, 2};
     c.cost_lengths = {16, 32};
     c.cost_rounds = 2;
@@ -129,6 +136,7 @@ void CompareConfig::validate() const {
   task_model.batch_size = std::max(task_batch, task_examples);
   const int64_t longest_task = *std::max_element(task_multipliers.begin(), task_multipliers.end());
   check_memory(task_model, (2 * task_length + 1) * (longest_task + 1));
+  validate_length_suite(*this);
 }
 
 json CompareConfig::to_json() const { return opt::to_json(compare_options(), *this); }
@@ -301,6 +309,7 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   }
   spdlog::info("[{} seed {}] synthetic {} task", method, seed, cfg.task);
   synthetic_task(cfg, method, seed, dev, u);
+  u.suite = run_length_suite(cfg, method, seed, dev);
   write_file_atomic(result_path, to_json(u).dump(1) + "\n");
   return u;
 }

@@ -64,6 +64,11 @@ struct CompareConfig {
   int64_t task_length = 8, task_symbols = 16, task_iters = 300, task_batch = 32, task_examples = 64;
   int64_t task_n_layer = 2, task_n_embd = 64, task_n_head = 4;
   std::vector<int64_t> task_multipliers = {1, 2, 3, 4};
+  // length-generalisation suite (train/length_suite.h; model: the task_n_* sizes)
+  std::vector<std::string> suite_tasks = {"even_pairs", "cycle_navigation", "reverse_string", "odd_first"};
+  int64_t suite_length = 8, suite_iters = 300, suite_batch = 32, suite_examples = 32, suite_max_multiplier = 4;
+  double suite_lr = 2e-3;
+  std::vector<std::string> suite_randomized = {"sinusoidal", "learned", "rope"};  // where among methods
   // cost benchmark (train/cost.h)
   std::vector<int64_t> cost_lengths = {64, 256, 1024, 2048};
   int64_t cost_rounds = 5;
