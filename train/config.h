@@ -65,9 +65,11 @@ struct CompareConfig {
   int64_t task_n_layer = 2, task_n_embd = 64, task_n_head = 4;
   std::vector<int64_t> task_multipliers = {1, 2, 3, 4};
   // length-generalisation suite (train/length_suite.h; model: the task_n_* sizes)
-  std::vector<std::string> suite_tasks = {"even_pairs", "cycle_navigation", "reverse_string", "odd_first"};
-  int64_t suite_length = 8, suite_iters = 300, suite_batch = 32, suite_examples = 32, suite_max_multiplier = 4;
-  double suite_lr = 2e-3;
+  // The default: one task per level that a 2-layer model learns in distribution at this budget
+  // (parity_check and even_pairs did not: see compare_preset).
+  std::vector<std::string> suite_tasks = {"cycle_navigation", "reverse_string", "bucket_sort"};
+  int64_t suite_length = 6, suite_iters = 600, suite_batch = 32, suite_examples = 36, suite_max_multiplier = 4;
+  double suite_lr = 3e-3;
   std::vector<std::string> suite_randomized = {"sinusoidal", "learned", "rope"};  // where among methods
   // cost benchmark (train/cost.h)
   std::vector<int64_t> cost_lengths = {64, 256, 1024, 2048};

@@ -170,6 +170,8 @@ SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, ui
       data::LengthBatch batch = data::make_length_batch(task, std::vector<int64_t>(static_cast<size_t>(count), n), test_gen);
       const Tensor logits = model.forward(batch.x.to(dev));  // (B, T, V)
       const data::LengthScore sc = data::score_length_logits(logits.to(Device::cpu()), batch.y);
+      spdlog::debug("suite {} {} length {}: sequence accuracy {:.3f}, token accuracy {:.3f} ({} examples)", task.name(),
+                    suite_row(method, randomized), n, sc.sequence_accuracy, sc.token_accuracy, count);
       b.sequence_accuracy += sc.sequence_accuracy * static_cast<double>(count);
       b.token_accuracy += sc.token_accuracy * static_cast<double>(count);
       b.examples += count;

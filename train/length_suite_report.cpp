@@ -202,10 +202,10 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
   const int nrows = (static_cast<int>(tasks.size()) + cols - 1) / cols;
   std::ofstream dat(d + "/suite_accuracy.dat");
   std::ostringstream gp;
-  gp << "set terminal pngcairo size " << 480 * cols << "," << 360 * nrows + 60 << " noenhanced font 'Sans,9'\n"
+  gp << "set terminal pngcairo size " << std::max(900, 480 * cols) << "," << 360 * nrows + 60 << " noenhanced font 'Sans,9'\n"
      << "set output '" << d << "/suite_accuracy.png'\nset grid\nset yrange [-0.02:1.02]\nset key bottom left font ',7'\n"
-     << "set multiplot layout " << nrows << "," << cols << " title 'Per-sequence accuracy vs input length (bucket "
-     << "midpoint; mean and 95% interval over " << c.seeds.size() << " seeds; trained on 1.." << c.suite_length << ")'\n";
+     << "set multiplot layout " << nrows << "," << cols << " title \"Per-sequence accuracy vs input length\\n(bucket "
+     << "midpoint; mean and 95% interval over " << c.seeds.size() << " seeds; trained on 1.." << c.suite_length << ")\"\n";
   int idx = 0;
   for (const auto& task : tasks) {
     std::string plot = "plot ";

@@ -135,7 +135,7 @@ UnitResult unit_from_json(const json& j, const std::string& source) {
       u.task.push_back(s);
     }
     u.task_final_loss = real(j.at("task_final_loss"));
-    u.suite = suite_from_json(j.at("suite"));
+    if (j.contains("suite")) u.suite = suite_from_json(j.at("suite"));  // absent: made before the suite existed
     u.train_seconds = real(j.at("train_seconds"));
     u.resumed = j.at("resumed").get<bool>();
   } catch (const json::exception& e) {
