@@ -178,8 +178,10 @@ TEST(LengthSuite, RefusedSettingsNameTheOption) {
     EXPECT_NE(std::string(e.what()).find("--suite-randomized"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("j - i"), std::string::npos) << e.what();
   }
-  c.suite_randomized = {"learned"};  // not among the methods: rejected by name
-  EXPECT_THROW(c.validate(), UsageError);
+  c.suite_randomized = {"learned"};  // not among the methods: accepted, and not run
+  EXPECT_NO_THROW(c.validate());
+  const auto rope = train::run_length_suite(c, "rope", 1, Device::cpu());
+  for (const auto& r : rope) EXPECT_FALSE(r.randomized);
 }
 
 namespace {

@@ -51,9 +51,9 @@ std::string suite_row(const std::string& method, bool randomized);
 // Whether `method` can be trained with randomized positions (its encoding takes position ids).
 bool suite_supports_randomized(const std::string& method);
 
-// Checks the suite's options against the methods (UsageError naming the option): every
-// suite_randomized method is among the methods and takes position ids (the message says why a
-// distance-bias encoding does not).
+// Checks the suite's options (UsageError naming the option): every suite_randomized method takes
+// position ids (the message says why a distance-bias encoding does not). A listed method that is
+// not among the methods is not run.
 void validate_length_suite(const CompareConfig& cfg);
 
 // Trains and scores every suite task for `method` (and its randomized row when listed) with seed
