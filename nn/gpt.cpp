@@ -60,7 +60,8 @@ Tensor GPT::forward(const Tensor& idx, int64_t pos0) const {
                 idx.str());
   const int64_t T = idx.size(1);
   const int64_t limit = pos_->max_length();
-  POSGRAD_CHECK(limit < 0 || pos0 + T <= limit, IndexError, "sequence positions up to ", pos0 + T - 1,
+  const int64_t last = pos_->position_ids().empty() ? pos0 + T - 1 : pos_->position_ids().back();
+  POSGRAD_CHECK(limit < 0 || last < limit, IndexError, "sequence positions up to ", last,
                 " exceed the ", pos_->kind(), " position encoding's table of ", limit, " positions");
   Tensor x = drop_->forward(pos_->embed(wte->forward(idx), pos0));
   for (size_t l = 0; l < blocks->size(); ++l) x = (*blocks)[l].forward(x, *pos_, static_cast<int64_t>(l), pos0);
@@ -83,6 +84,8 @@ Tensor GPT::forward(const Tensor& idx, KVCache& cache) const {
                 idx.str());
   POSGRAD_CHECK(cache.layers.size() == blocks->size(), ValueError, "key/value cache made for ", cache.layers.size(),
                 " layers used with a model of ", blocks->size(), " (GPT::make_kv_cache)");
+  POSGRAD_CHECK(pos_->position_ids().empty(), ValueError,
+                "key/value cache: position ids are set on the encoding (a training option); clear them to decode");
   const int64_t pos0 = cache.length;
   Tensor x = drop_->forward(pos_->embed(wte->forward(idx), pos0));
   for (size_t l = 0; l < blocks->size(); ++l)

@@ -63,16 +63,25 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
                               "## Which differences are real", "## The article's claims", "## Length extrapolation",
                               "## Cost (interleaved benchmark", "Noise figure", "All settings"})
     EXPECT_NE(md.find(section), std::string::npos) << section;
-  // The claims table has one row per claim (a) .. (k), each with a verdict.
+  // The claims table has one row per claim (a) .. (k) and the suite's (s1, s2), each with a verdict.
   for (const char id : std::string("abcdefghijk")) EXPECT_NE(md.find(std::string("| ") + id + " | "), std::string::npos) << id;
-  EXPECT_EQ(count(md, "**supported**") + count(md, "**contradicted**") + count(md, "**inconclusive**"), 11u);
+  for (const char* id : {"| s1 | ", "| s2 | "}) EXPECT_NE(md.find(id), std::string::npos) << id;
+  EXPECT_EQ(count(md, "**supported**") + count(md, "**contradicted**") + count(md, "**inconclusive**"), 13u);
+  // The length suite: its section, every method's plain row and the randomized rows, in suite.csv.
+  EXPECT_NE(md.find("## Length generalisation suite"), std::string::npos);
+  const std::string suite = read_file(d.str("a/suite.csv"));
+  EXPECT_EQ(suite, read_file(d.str("b/suite.csv")));
+  for (const auto& m : nn::position_encoding_kinds())
+    EXPECT_NE(suite.find("\n" + m + ",even_pairs,1,3,sequence_accuracy,2,"), std::string::npos) << m;
+  for (const char* m : {"sinusoidal", "learned", "rope"})
+    EXPECT_NE(suite.find(std::string("\n") + m + "+randomized,reverse_string,4,6,token_accuracy,2,"), std::string::npos) << m;
   // The cost benchmark: every method at every length, attention and step, with peak memory.
   const std::string cost = read_file(d.str("a/cost.csv"));
   for (const auto& m : nn::position_encoding_kinds())
     for (const char* what : {",attention,16,", ",step,32,"})
       EXPECT_NE(cost.find("\n" + m + what), std::string::npos) << m << what;
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
-    for (const char* p : {"ppl_vs_length", "train_loss", "per_position_loss", "attention_distance"})
+    for (const char* p : {"ppl_vs_length", "train_loss", "per_position_loss", "attention_distance", "suite_accuracy"})
       EXPECT_TRUE(fs::exists(d.str(std::string("a/plots/") + p + ".png"))) << p;
   }
 }

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "nn/posenc/position_encoding.h"
+#include "train/length_suite_report.h"
 
 namespace posgrad::train {
 
@@ -413,6 +414,7 @@ std::vector<ClaimVerdict> judge_claims(const ComparisonResult& r) {
     }
     out.push_back(v);
   }
+  for (auto& v : judge_suite_claims(r)) out.push_back(std::move(v));
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "data/length_tasks.h"
 #include "data/synthetic.h"
 #include "nn/posenc/position_encoding.h"
 
@@ -143,6 +144,29 @@ const Table<CompareConfig>& compare_options() {
         .add(integer("task_n_head", closed(1, 64), "Task model: attention heads"), POSGRAD_MEMBER(task_n_head))
         .add(integer_list("task_multipliers", closed(1, 16), 1, 8, "Task lengths scored, as multiples of task_length"),
              POSGRAD_MEMBER(task_multipliers));
+    r.group("Length-generalisation suite")
+        .add(choice_list("suite_tasks", data::length_task_names(), 16,
+                         "Suite tasks (Deletang et al. 2023), each trained on lengths 1..suite_length"),
+             POSGRAD_MEMBER(suite_tasks))
+        .add(integer("suite_length", closed(1, 256), "Longest training input length N of the suite", "symbols"),
+             POSGRAD_MEMBER(suite_length))
+        .add(integer("suite_iters", closed(0, kBig), "Training steps per suite task (0: no suite)", "steps"),
+             POSGRAD_MEMBER(suite_iters))
+        .add(integer("suite_batch", closed(1, 4096), "Suite sequences per step", "sequences"), POSGRAD_MEMBER(suite_batch))
+        .add(integer("suite_examples", closed(1, 1 << 16), "Suite test examples per length bucket", "sequences"),
+             POSGRAD_MEMBER(suite_examples))
+        .add(integer("suite_max_multiplier", closed(1, 16), "Suite buckets [1,N], [N+1,2N], ... up to this multiple of N"),
+             POSGRAD_MEMBER(suite_max_multiplier))
+        .add(real("suite_lr", open_closed(0, 1), "Peak learning rate of the suite's models"), POSGRAD_MEMBER(suite_lr))
+        .add(
+            [] {
+              auto s = choice_list("suite_randomized", nn::position_encoding_kinds(), 32,
+                                   "Methods also trained with randomized positions (Ruoss et al. 2023) where among "
+                                   "--methods; sinusoidal, learned, rope take them");
+              s.min_items = 0;
+              return s;
+            }(),
+            POSGRAD_MEMBER(suite_randomized));
     r.group("Cost benchmark")
         .add(integer_list("cost_lengths", closed(1, 1 << 16), 1, 8, "Sequence lengths timed", "tokens"),
              POSGRAD_MEMBER(cost_lengths))

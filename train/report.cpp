@@ -12,6 +12,7 @@
 
 #include "data/fileio.h"
 #include "train/claims.h"
+#include "train/length_suite_report.h"
 #include "train/options.h"
 
 namespace posgrad::train {
@@ -404,7 +405,8 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
        << "\n";
   }
 
-  md << "\n## Plots\n\n";
+  md << "\n" << suite_markdown(r, fs::exists(fs::path(path).parent_path() / "plots" / "suite_accuracy.png"));
+  md << "## Plots\n\n";
   for (const auto& p : plots) md << "![" << p << "](plots/" << p << ".png)\n\n";
   if (plots.size() < 4) md << "(Some plots could not be drawn: is gnuplot installed?)\n\n";
   md << "Files: `results.json` (the typed result: every unit, the cost benchmark, the provenance; `posgrad report "
@@ -419,6 +421,9 @@ std::string write_report(const ComparisonResult& r) {
   write_results_csv(r, dir + "/results.csv");
   write_cost_csv(r, dir + "/cost.csv");
   const auto plots = write_plots(r, dir + "/plots");
+  write_suite_csv(r, dir + "/suite.csv");
+  fs::remove(dir + "/plots/suite_accuracy.png");  // a stale plot must not stand for these results
+  write_suite_plots(r, dir + "/plots");
   write_markdown(r, plots, dir + "/report.md");
   return dir + "/report.md";
 }

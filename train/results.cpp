@@ -103,6 +103,7 @@ json to_json(const UnitResult& u) {
           {"attention_by_distance", u.attention_by_distance},
           {"task", task},
           {"task_final_loss", u.task_final_loss},
+          {"suite", suite_to_json(u.suite)},
           {"train_seconds", u.train_seconds},
           {"resumed", u.resumed}};
 }
@@ -134,6 +135,7 @@ UnitResult unit_from_json(const json& j, const std::string& source) {
       u.task.push_back(s);
     }
     u.task_final_loss = real(j.at("task_final_loss"));
+    if (j.contains("suite")) u.suite = suite_from_json(j.at("suite"));  // absent: made before the suite existed
     u.train_seconds = real(j.at("train_seconds"));
     u.resumed = j.at("resumed").get<bool>();
   } catch (const json::exception& e) {

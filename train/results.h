@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/config.h"
+#include "train/length_suite.h"
 #include "train/stats.h"
 
 namespace posgrad::train {
@@ -48,6 +49,8 @@ struct UnitResult {
   // Index-aligned with task_multipliers.
   std::vector<std::optional<TaskScore>> task;
   double task_final_loss = 0;
+  // The length-generalisation suite: one entry per (task, plain | randomized) (train/length_suite.h).
+  std::vector<SuiteTaskResult> suite;
   double train_seconds = 0;  // wall time, informational (cost comes from the benchmark)
   bool resumed = false;
 };

@@ -18,6 +18,18 @@ Tensor add_learned_positions(const Tensor& x, const Tensor& table, int64_t pos0)
   return x + table.narrow(0, pos0, T);  // (B, T, C) + (T, C)
 }
 
+Tensor add_learned_positions_at(const Tensor& x, const Tensor& table, const std::vector<int64_t>& positions) {
+  POSGRAD_CHECK(table.dim() == 2, ShapeError, "learned positions: table must be (L, C), got ", shape_str(table.shape()));
+  const int64_t T = static_cast<int64_t>(positions.size()), L = table.size(0);
+  POSGRAD_CHECK(x.dim() == 3 && x.size(1) == T && x.size(2) == table.size(1), ShapeError, "learned positions: x must be (B, ",
+                T, ", ", table.size(1), "), got ", shape_str(x.shape()));
+  for (int64_t p : positions)
+    POSGRAD_CHECK(p >= 0 && p < L, IndexError, "learned position encoding: position ", p, " is outside the table of ", L,
+                  " positions (0..", L - 1, ")");
+  const Tensor idx = Tensor::from_ints(positions, {T}).to(table.device());
+  return x + embedding(table, idx);  // (B, T, C) + (T, C)
+}
+
 namespace {
 
 class LearnedEncoding : public PositionEncoding {
@@ -27,7 +39,11 @@ class LearnedEncoding : public PositionEncoding {
     weight = register_parameter("weight", randn({cfg.block_size, cfg.n_embd}, gen, cfg.dtype, Device::cpu(), 0.0, 0.02));
   }
   std::string kind() const override { return "learned"; }
-  Tensor embed(const Tensor& x, int64_t pos0) override { return add_learned_positions(x, weight, pos0); }
+  Tensor embed(const Tensor& x, int64_t pos0) override {
+    if (position_ids().empty()) return add_learned_positions(x, weight, pos0);
+    return add_learned_positions_at(x, weight, positions(pos0, x.dim() == 3 ? x.size(1) : 0, "learned embed"));
+  }
+  bool supports_position_ids() const override { return true; }
   int64_t max_length() const override { return L_; }
   Tensor weight;  // (block_size, C)
 
@@ -49,6 +65,20 @@ void learned_op_cases(std::vector<OpCase>& out) {
     return Tensor::from_vector(a, {2, 7, 6}, DType::Float64);
   };
   out.push_back(c);
+  // Randomized positions: rows {0, 2, 3, 7, 8, 11, 12} gathered (the gradient reaches only those rows).
+  OpCase r;
+  r.name = "posenc/learned/add_positions_at";
+  r.inputs = [](Generator& g, DType t) { return TensorList{make_input({2, 7, 6}, g, t), make_input({13, 6}, g, t)}; };
+  static const std::vector<int64_t> kIds = {0, 2, 3, 7, 8, 11, 12};
+  r.fn = [](const TensorList& x) { return add_learned_positions_at(x[0], x[1], kIds); };
+  r.reference = [](const TensorList& x) {
+    auto a = host(x[0]), tab = host(x[1]);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t t = 0; t < 7; ++t)
+        for (int64_t e = 0; e < 6; ++e) a[(b * 7 + t) * 6 + e] += tab[kIds[t] * 6 + e];
+    return Tensor::from_vector(a, {2, 7, 6}, DType::Float64);
+  };
+  out.push_back(r);
 }
 
 }  // namespace

@@ -87,8 +87,26 @@ class PositionEncoding : public Module {
   // Causal (decoder) or bidirectional (encoder) attention, as configured.
   bool causal() const { return causal_; }
 
+  // Randomized positions (Ruoss et al. 2023, §3), a training option. While ids are set, a forward
+  // over T tokens starting at pos0 = 0 places token t at position ids[t] instead of t: the
+  // absolute table row (sinusoidal, learned) and the rotation angle (RoPE) of ids[t]. ids must be
+  // strictly increasing and >= 0 (ValueError); a forward whose T differs from ids.size() or whose
+  // pos0 is not 0 is a ShapeError (embed/rotate name both). The ids stay in effect until cleared
+  // (the caller sets them for a training batch and clears them before evaluation, which then uses
+  // 0 .. T-1 and stays deterministic). ValueError when the encoding does not take position ids.
+  void set_position_ids(std::vector<int64_t> ids);
+  void clear_position_ids() { position_ids_.clear(); }
+  const std::vector<int64_t>& position_ids() const { return position_ids_; }
+  // Whether positions reach this encoding as ids (absolute tables, rotations). False for the
+  // distance biases (T5, ALiBi, KERPLE) and DeBERTa, whose terms the fused attention indexes by
+  // the offset j - i, and for "none".
+  virtual bool supports_position_ids() const { return false; }
+
  protected:
+  // The positions of a forward over T tokens starting at pos0: the ids while set, else pos0 .. pos0+T-1.
+  std::vector<int64_t> positions(int64_t pos0, int64_t T, const char* who) const;
   bool causal_ = true;
+  std::vector<int64_t> position_ids_;
 };
 
 // Registry. Each encoding's file defines one `PosEncEntry <kind>_encoding()` — its name, its
@@ -132,10 +150,15 @@ const std::vector<opt::Spec>& position_encoding_options();
 // ---- sinusoidal.cpp (spec §5.1) ---------------------------------------------------------------
 // Vaswani interleaved table rows pos0 .. pos0+T-1: (T, C), computed in double then cast.
 Tensor sinusoidal_table(int64_t pos0, int64_t T, int64_t C, DType dtype = DType::Float32);
+// The rows of the given positions (each >= 0): (positions.size(), C).
+Tensor sinusoidal_table_at(const std::vector<int64_t>& positions, int64_t C, DType dtype = DType::Float32);
 
 // ---- learned.cpp (spec §5.2) ------------------------------------------------------------------
 // x (B, T, C) + table[pos0 .. pos0+T-1]; positions past the table are an IndexError.
 Tensor add_learned_positions(const Tensor& x, const Tensor& table, int64_t pos0);
+// x (B, T, C) + table[positions[t]] (T = positions.size(); a gather, so the gradient reaches those
+// rows). IndexError for a position past the table.
+Tensor add_learned_positions_at(const Tensor& x, const Tensor& table, const std::vector<int64_t>& positions);
 
 // ---- t5.cpp (spec §1) -------------------------------------------------------------------------
 // Bucket of relative position r = key - query (spec §1.2), exact integer branches first.
@@ -203,6 +226,8 @@ struct RopeFrequencies {
 RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len);
 // cos, sin (T, dr/2) for positions pos0 .. pos0+T-1: angles in double, then cast.
 std::pair<Tensor, Tensor> rope_tables(const RopeParams& p, int64_t pos0, int64_t T, DType dtype);
+// The same at the given positions (each >= 0; dynamic NTK reads the length as the largest + 1).
+std::pair<Tensor, Tensor> rope_tables_at(const RopeParams& p, const std::vector<int64_t>& positions, DType dtype);
 // Rotates x (..., T, D) at positions pos0 .. pos0+T-1.
 Tensor apply_rope(const Tensor& x, const RopeParams& p, bool interleaved, int64_t pos0);
 

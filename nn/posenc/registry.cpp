@@ -75,6 +75,28 @@ void add_distance_bias_cases(std::vector<OpCase>& out, const std::string& kind,
   }
 }
 
+void PositionEncoding::set_position_ids(std::vector<int64_t> ids) {
+  POSGRAD_CHECK(supports_position_ids(), ValueError, "the ", kind(),
+                " position encoding does not take position ids (randomized positions need an encoding whose "
+                "positions are table rows or rotation angles: sinusoidal, learned, rope)");
+  for (size_t i = 0; i < ids.size(); ++i)
+    POSGRAD_CHECK(ids[i] >= 0 && (i == 0 || ids[i] > ids[i - 1]), ValueError, "position ids must be >= 0 and strictly "
+                  "increasing, got ", ids[i], " at index ", i, i == 0 ? "" : detail::concat(" after ", ids[i - 1]));
+  position_ids_ = std::move(ids);
+}
+
+std::vector<int64_t> PositionEncoding::positions(int64_t pos0, int64_t T, const char* who) const {
+  if (position_ids_.empty()) {
+    std::vector<int64_t> p(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) p[t] = pos0 + t;
+    return p;
+  }
+  POSGRAD_CHECK(pos0 == 0 && static_cast<int64_t>(position_ids_.size()) == T, ShapeError, who, ": ",
+                position_ids_.size(), " position ids are set for a forward over ", T, " tokens from position ", pos0,
+                " (ids need one whole sequence from pos0 = 0)");
+  return position_ids_;
+}
+
 double PositionEncoding::attention_scale(int64_t head_dim) const {
   return 1.0 / std::sqrt(static_cast<double>(head_dim));
 }

@@ -11,6 +11,7 @@
 // Lmax (YaRN's L0) is the training context, block_size. Angles and cos/sin are computed in double,
 // then cast. Forward and backward kernels: tensor/kernels/cpu/rope.cpp (op: autograd/ops/rope.cpp).
 // No parameters.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -93,7 +94,19 @@ RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len) {
 
 std::pair<Tensor, Tensor> rope_tables(const RopeParams& p, int64_t pos0, int64_t T, DType dtype) {
   POSGRAD_CHECK(pos0 >= 0 && T >= 0, ValueError, "RoPE: need pos0 >= 0 and T >= 0, got pos0=", pos0, " T=", T);
-  const RopeFrequencies f = rope_frequencies(p, pos0 + T);
+  std::vector<int64_t> pos(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) pos[t] = pos0 + t;
+  return rope_tables_at(p, pos, dtype);
+}
+
+std::pair<Tensor, Tensor> rope_tables_at(const RopeParams& p, const std::vector<int64_t>& positions, DType dtype) {
+  const int64_t T = static_cast<int64_t>(positions.size());
+  int64_t longest = 0;
+  for (int64_t q : positions) {
+    POSGRAD_CHECK(q >= 0, ValueError, "RoPE: negative position ", q);
+    longest = std::max(longest, q + 1);
+  }
+  const RopeFrequencies f = rope_frequencies(p, longest);
   const int64_t half = p.rotary_dim / 2;
   POSGRAD_CHECK(p.precision == "fp32" || p.precision == "bf16" || p.precision == "fp16", ValueError,
                 "RoPE: unknown position precision '", p.precision, "' (fp32|bf16|fp16)");
@@ -102,12 +115,12 @@ std::pair<Tensor, Tensor> rope_tables(const RopeParams& p, int64_t pos0, int64_t
   for (int64_t t = 0; t < T; ++t)
     for (int64_t k = 0; k < half; ++k) {
       if (round) {
-        const double theta = round(round(static_cast<double>(pos0 + t)) * round(f.inv_freq[k]));
+        const double theta = round(round(static_cast<double>(positions[t])) * round(f.inv_freq[k]));
         c[t * half + k] = round(std::cos(theta)) * f.attention_factor;
         s[t * half + k] = round(std::sin(theta)) * f.attention_factor;
         continue;
       }
-      const double theta = static_cast<double>(pos0 + t) * f.inv_freq[k];
+      const double theta = static_cast<double>(positions[t]) * f.inv_freq[k];
       c[t * half + k] = std::cos(theta) * f.attention_factor;
       s[t * half + k] = std::sin(theta) * f.attention_factor;
     }
@@ -154,11 +167,12 @@ class RopeEncoding : public PositionEncoding {
     return p;
   }
   std::string kind() const override { return "rope"; }
+  bool supports_position_ids() const override { return true; }
   std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, int64_t pos0) override {
     POSGRAD_CHECK(q.dim() == 4 && k.dim() == 4 && q.size(2) == k.size(2), ShapeError,
                   "RoPE: q, k must be (B, H, T, D) of one length, got ", shape_str(q.shape()), ", ",
                   shape_str(k.shape()));
-    auto [c, s] = rope_tables(params_, pos0, q.size(2), q.dtype());
+    auto [c, s] = rope_tables_at(params_, positions(pos0, q.size(2), "RoPE rotate"), q.dtype());
     c = c.to(q.device());
     s = s.to(q.device());
     return {rope(q, c, s, interleaved_), rope(k, c, s, interleaved_)};

@@ -16,12 +16,21 @@ namespace posgrad::nn {
 Tensor sinusoidal_table(int64_t pos0, int64_t T, int64_t C, DType dtype) {
   POSGRAD_CHECK(pos0 >= 0 && T >= 0 && C > 0, ValueError, "sinusoidal_table: need pos0 >= 0, T >= 0, C > 0, got pos0=",
                 pos0, " T=", T, " C=", C);
+  std::vector<int64_t> p(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) p[t] = pos0 + t;
+  return sinusoidal_table_at(p, C, dtype);
+}
+
+Tensor sinusoidal_table_at(const std::vector<int64_t>& positions, int64_t C, DType dtype) {
+  const int64_t T = static_cast<int64_t>(positions.size());
+  POSGRAD_CHECK(C > 0, ValueError, "sinusoidal_table: need C > 0, got ", C);
+  for (int64_t p : positions) POSGRAD_CHECK(p >= 0, ValueError, "sinusoidal_table: negative position ", p);
   std::vector<double> pe(static_cast<size_t>(T * C));
   for (int64_t c = 0; c < C; ++c) {
     const int64_t k = c / 2;
     const double freq = std::pow(10000.0, -2.0 * static_cast<double>(k) / static_cast<double>(C));
     for (int64_t t = 0; t < T; ++t) {
-      const double angle = static_cast<double>(pos0 + t) * freq;
+      const double angle = static_cast<double>(positions[t]) * freq;
       pe[t * C + c] = (c % 2 == 0) ? std::sin(angle) : std::cos(angle);
     }
   }
@@ -36,11 +45,12 @@ class SinusoidalEncoding : public PositionEncoding {
     causal_ = cfg.causal;
   }
   std::string kind() const override { return "sinusoidal"; }
+  bool supports_position_ids() const override { return true; }
   Tensor embed(const Tensor& x, int64_t pos0) override {
     POSGRAD_CHECK(x.dim() == 3 && x.size(2) == C_, ShapeError, "sinusoidal embed: x must be (B, T, ", C_, "), got ",
                   shape_str(x.shape()));
     POSGRAD_CHECK(pos0 >= 0, IndexError, "sinusoidal embed: negative start position ", pos0);
-    Tensor pe = sinusoidal_table(pos0, x.size(1), C_, x.dtype()).to(x.device());
+    Tensor pe = sinusoidal_table_at(positions(pos0, x.size(1), "sinusoidal embed"), C_, x.dtype()).to(x.device());
     const Tensor xs = scale_embedding_ ? x * std::sqrt(static_cast<double>(C_)) : x;
     return xs + pe;  // (B, T, C) + (T, C)
   }
