@@ -17,6 +17,7 @@
 #include "train/options.h"
 #include "train/presets.h"
 #include "train/cost.h"
+#include "train/encoder_track.h"
 #include "train/report.h"
 #include "train/results.h"
 #include "train/trainer.h"
@@ -87,6 +88,7 @@ CompareConfig compare_preset(const std::string& name) {
   } else {
     unknown_name("compare preset", name, compare_preset_names());
   }
+  c.encoder = encoder_track_preset(name);  // used with --track encoder|both (train/encoder.h)
   return c;
 }
 
@@ -329,7 +331,7 @@ static void check_same_experiment(const CompareConfig& cfg) {
   for (const auto& o : compare_options()) {
     const std::string& n = o.spec.name;
     if (n == "methods" || n == "seeds" || n == "out_dir" || n == "log_interval" || n == "data_dir" ||
-        n == "max_corpus_bytes")
+        n == "max_corpus_bytes" || n == "track" || n.rfind("encoder_", 0) == 0)  // the encoder track checks its own
       continue;
     if (o.get(saved) != o.get(cfg))
       diff += (diff.empty() ? "" : ", ") + o.spec.flag() + " " + opt::format(o.get(saved)) + " there, " +
@@ -348,6 +350,11 @@ std::string run_compare(const CompareConfig& cfg) {
   ComparisonResult r;
   r.config = cfg;
   r.provenance = collect_provenance(cfg);
+  if (cfg.track != "decoder") r.encoder = run_compare_encoder_track(cfg);  // train/encoder_track.h
+  if (cfg.track == "encoder") {
+    write_file_atomic(cfg.out_dir + "/results.json", to_json(r).dump(1) + "\n");
+    return write_report(r);
+  }
   const size_t total = cfg.methods.size() * cfg.seeds.size();
   auto t0 = std::chrono::steady_clock::now();
   for (uint64_t seed : cfg.seeds)

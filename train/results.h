@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train/config.h"
+#include "train/encoder.h"
 #include "train/stats.h"
 
 namespace posgrad::train {
@@ -82,6 +83,9 @@ struct ComparisonResult {
   Provenance provenance;
   std::vector<UnitResult> units;
   CostResult cost;
+  // The encoder track (--track encoder|both); absent for a decoder-only comparison. Serialised under
+  // "encoder" (train/encoder.h's to_json).
+  std::optional<EncoderTrackResult> encoder;
 };
 
 nlohmann::json to_json(const UnitResult& u);
