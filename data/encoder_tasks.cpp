@@ -121,9 +121,10 @@ TaskBatch EncoderTaskGenerator::next(int64_t batch, int64_t T) {
         lab.push_back(y);
         break;
       }
-      case EncoderTask::MarkerSegment: {
+      case EncoderTask::MarkerSegment: {  // the first T - 1 tokens of the window, the marker inserted at p
         const int64_t p = static_cast<int64_t>(gen_.next_u64() % static_cast<uint64_t>(T));
-        w[static_cast<size_t>(p)] = vocab_.marker_id;
+        w.pop_back();
+        w.insert(w.begin() + p, vocab_.marker_id);
         lab.push_back(p * opt_.segments / T);
         break;
       }
@@ -138,6 +139,40 @@ TaskBatch EncoderTaskGenerator::next(int64_t batch, int64_t T) {
   TaskBatch out;
   out.input = Tensor::from_ints(in, {batch, T});
   out.labels = is_labelling_task(task_) ? Tensor::from_ints(lab, {batch, T}) : Tensor::from_ints(lab, {batch});
+  return out;
+}
+
+TaskBatch EncoderTaskGenerator::next_balanced(int64_t groups, int64_t T) {
+  if (task_ == EncoderTask::LineWord) return next(groups, T);
+  POSGRAD_CHECK(groups >= 1, ValueError, "encoder task: groups must be >= 1, got ", groups);
+  POSGRAD_CHECK(T >= 2 && T <= tokens_.size(), ValueError, "encoder task: length ", T, " must be in [2, ",
+                tokens_.size(), "] (the corpus length)");
+  POSGRAD_CHECK(task_ != EncoderTask::MarkerSegment || T >= opt_.segments, ValueError, "marker_segment: length ", T,
+                " is shorter than the ", opt_.segments, " segments");
+  const int64_t k = num_labels();
+  std::vector<int64_t> in, lab;
+  in.reserve(static_cast<size_t>(groups * k * T));
+  const uint64_t starts = static_cast<uint64_t>(tokens_.size() - T + 1);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t s = static_cast<int64_t>(gen_.next_u64() % starts);
+    const std::vector<int64_t> w(tokens_.data() + s, tokens_.data() + s + T);
+    for (int64_t c = 0; c < k; ++c) {
+      std::vector<int64_t> x = w;
+      if (task_ == EncoderTask::Reversed) {
+        if (c == 1) std::reverse(x.begin(), x.end());
+      } else {  // positions p with floor(p S / T) == c: [ceil(c T / S), ceil((c + 1) T / S))
+        const int64_t S = opt_.segments, lo = (c * T + S - 1) / S, hi = ((c + 1) * T + S - 1) / S;
+        const int64_t p = lo + static_cast<int64_t>(gen_.next_u64() % static_cast<uint64_t>(hi - lo));
+        x.pop_back();
+        x.insert(x.begin() + p, vocab_.marker_id);
+      }
+      in.insert(in.end(), x.begin(), x.end());
+      lab.push_back(c);
+    }
+  }
+  TaskBatch out;
+  out.input = Tensor::from_ints(in, {groups * k, T});
+  out.labels = Tensor::from_ints(lab, {groups * k});
   return out;
 }
 

@@ -4,9 +4,10 @@
 // sequence-classification tasks):
 //   reversed        (sequence, 2 classes) a corpus window of T tokens, reversed (label 1) or in
 //                   corpus order (label 0), with probability 1/2 each. The multiset is the same.
-//   marker_segment  (sequence, S classes, S = segments) a corpus window in which the token at a
-//                   uniformly drawn position p is replaced by the marker token [MARK]; the label is
-//                   the segment floor(p S / T) that holds it. The multiset does not depend on p.
+//   marker_segment  (sequence, S classes, S = segments) T - 1 tokens of the corpus with the marker
+//                   token [MARK] inserted at a uniformly drawn position p (the tokens after it shift
+//                   right); the label is the segment floor(p S / T) that holds it. The multiset does
+//                   not depend on p.
 //   line_word       (token labelling, BIO with one span type WORD) a corpus window; a line starts
 //                   after each newline token inside the window, and the k-th word of every such
 //                   line (a word: a maximal run of non-whitespace tokens) is a span: B on its first
@@ -64,6 +65,12 @@ class EncoderTaskGenerator {
   EncoderTaskGenerator(EncoderTask task, TokenSpan tokens, TaskVocab vocab, uint64_t seed, TaskOptions opt = {});
   // ValueError unless batch >= 1 and 2 <= T <= the corpus length (and T >= segments for marker_segment).
   TaskBatch next(int64_t batch, int64_t T);
+  // The held-out form of a sequence task: `groups` corpus windows, each followed by one example of
+  // every class built from that same window (reversed: the window, then its reversal; marker_segment:
+  // the marker inserted at a uniformly drawn position inside segment 0, 1, ..., S - 1), so (groups x classes)
+  // examples with exactly balanced labels. A model blind to order gives every example of a group the
+  // same prediction, so its accuracy is exactly 1 / classes. For line_word: next(groups, T).
+  TaskBatch next_balanced(int64_t groups, int64_t T);
   EncoderTask task() const { return task_; }
   // Classes of the sequence head (2 or segments), or tags of the token head (3).
   int64_t num_labels() const;

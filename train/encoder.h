@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 
 #include "data/dataset.h"
 #include "data/tokenizer.h"
+#include "nn/encoder.h"
 #include "train/encoder_config.h"
 #include "train/stats.h"
 
@@ -64,22 +66,52 @@ struct EncoderTrackResult {
 nlohmann::json to_json(const EncoderTrackResult& r);
 EncoderTrackResult encoder_track_from_json(const nlohmann::json& j, const std::string& source);  // IoError
 
+// ---- saved encoders and fill-mask -------------------------------------------------------------------
+// A pretrained encoder is saved as <dir>/encoder.safetensors: the weights (names of nn::Encoder),
+// and metadata {"format": "posgrad-encoder-1", "track": "encoder", "config": the model's sizes and
+// position encoding (JSON), "tokenizer": Tokenizer::to_json()}. The decoder's run directories hold
+// checkpoint/ instead (train/checkpoint.h): the track of a run is the file it holds.
+struct LoadedEncoder {
+  Generator dropout{0};  // the model's dropout generator (dropout is 0; kept alive with the model)
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::unique_ptr<nn::Encoder> model;
+  std::string method;
+};
+void save_encoder(const std::string& dir, const nn::Encoder& enc, const std::string& method,
+                  const data::Tokenizer& tok);
+// IoError naming the path: no encoder.safetensors there (a decoder run: the message says so),
+// another format, a missing or malformed metadata key, weights that do not match the configuration.
+std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir);
+// Fills every `mask_char` of `text` with the encoder's most likely token at that position (all
+// masks predicted at once, as BERT does); `top` (>= 1) candidates with probabilities per mask.
+// ValueError: no mask in the text, a character outside the tokenizer's vocabulary, a text longer
+// than the model's positions.
+struct FillMaskResult {
+  std::string filled;
+  std::vector<std::vector<std::pair<std::string, double>>> candidates;  // per mask, best first
+};
+FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char mask_char = '_', int64_t top = 5);
+
 // One (method, seed) unit on the given data (train split for pretraining and fine-tuning, val split
 // for every evaluation). tok gives the whitespace and newline ids; the encoder's vocabulary is the
 // tokenizer's plus [MASK] (= V) and [MARK] (= V + 1). Deterministic for a given thread count.
+// save_dir non-empty: the pretrained encoder (before fine-tuning) is saved there (save_encoder).
 EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::string& method, uint64_t seed,
-                                   const data::TokenDataset& data, const data::Tokenizer& tok);
-// Every unit (methods x seeds, in that order); `log` true prints one line per unit (spdlog).
+                                   const data::TokenDataset& data, const data::Tokenizer& tok,
+                                   const std::string& save_dir = "");
+// Every unit (methods x seeds, in that order); `log` true prints one line per unit (spdlog); out_dir
+// non-empty: each pretrained encoder is saved in <out_dir>/<method>/seed<seed>/.
 EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::TokenDataset& data,
-                                     const data::Tokenizer& tok, bool log = true);
+                                     const data::Tokenizer& tok, bool log = true, const std::string& out_dir = "");
 
 // ---- statistics and report ---------------------------------------------------------------------
 // A metric of the track: "mlm_accuracy", "mlm_loss", or "<task>/<accuracy|macro_f1|span_f1>", at a
 // multiplier. Values over the seeds of one method (units without it left out).
 std::vector<double> encoder_values(const EncoderTrackResult& r, const std::string& method, const std::string& metric,
                                    int64_t multiplier);
-// The chance level of a task metric (sequence tasks: accuracy 1/classes, macro-F1 of always
-// predicting one class; labelling: NaN, no chance level for span F1).
+// The chance level of a task metric on the balanced held-out groups: 1/classes for accuracy (what an
+// order-blind model scores exactly) and for macro-F1 (its maximum for an order-blind model);
+// labelling: NaN (no chance level for span F1).
 double encoder_chance(const EncoderTrackConfig& c, const std::string& task, const std::string& metric);
 
 // The article's claim (b) "accuracy and F1: RoPE > DeBERTa > T5 > absolute" on the encoder track's

@@ -44,7 +44,7 @@ EncoderTrackResult run_compare_encoder_track(const CompareConfig& cfg) {
   data::TokenDataset ds(text, *tok, longest);
   spdlog::info("=== encoder track: {} methods x {} seeds, masked-LM {} steps, {} tasks x {} steps ===",
                ec.methods.size(), ec.seeds.size(), ec.mlm_iters, ec.tasks.size(), ec.task_iters);
-  EncoderTrackResult r = run_encoder_track(ec, ds, *tok, true);
+  EncoderTrackResult r = run_encoder_track(ec, ds, *tok, true, cfg.out_dir + "/encoder");
   fs::create_directories(cfg.out_dir);
   write_file_atomic(path, to_json(r).dump(1) + "\n");
   return r;

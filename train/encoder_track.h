@@ -12,7 +12,8 @@ namespace posgrad::train {
 
 // The encoder track's configuration implied by a comparison's.
 EncoderTrackConfig encoder_track_config(const CompareConfig& cfg);
-// Runs (or reuses) the encoder track of a comparison; writes <out_dir>/encoder_results.json.
+// Runs (or reuses) the encoder track of a comparison; writes <out_dir>/encoder_results.json and
+// saves each pretrained encoder in <out_dir>/encoder/<method>/seed<k>/ (fill-mask reads it).
 EncoderTrackResult run_compare_encoder_track(const CompareConfig& cfg);
 
 }  // namespace posgrad::train
