@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include "autograd/gradcheck.h"
@@ -489,6 +490,26 @@ TEST(EncoderTrack, FillMaskCommandRefusesBadInput) {
   p = test::run_posgrad("compare --track sideways --dry-run");
   EXPECT_EQ(p.status, 2);
   EXPECT_NE(p.err.find("--track"), std::string::npos) << p.err;
+}
+
+// SIGTERM during the encoder track stops it after the current step: exit 130, a message that says so.
+TEST(EncoderTrack, CompareTrackEncoderStopsOnSigterm) {
+  POSGRAD_REQUIRE_BIN();
+  const std::string dir = ::testing::TempDir() + "/posgrad_encoder_sigterm";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir + "/corpus.txt") << tiny_corpus();
+  }
+  test::Background b("compare --preset tiny --track encoder --methods rope --seeds 1 --encoder-mlm-iters 1000000 "
+                     "--corpus " + dir + "/corpus.txt --out-dir " + dir + "/run",
+                     dir + "/err.txt");
+  ASSERT_TRUE(b.wait_for("=== encoder track")) << test::slurp(dir + "/err.txt");
+  kill(b.pid, SIGTERM);
+  EXPECT_EQ(b.wait(), 130) << test::slurp(dir + "/err.txt");
+  EXPECT_NE(test::slurp(dir + "/err.txt").find("encoder track interrupted by SIGTERM"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run/encoder_results.json"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(EncoderTrack, ConfigErrors) {

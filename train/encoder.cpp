@@ -20,6 +20,7 @@
 #include "tensor/errors.h"
 #include "train/encoder_metrics.h"
 #include "train/evaluate.h"
+#include "train/interrupt.h"
 #include "train/optim.h"
 #include "train/safetensors.h"
 
@@ -168,6 +169,11 @@ double train_steps(nn::Module& model, const EncoderTrackConfig& cfg, int64_t ite
     clip_grad_norm(model.parameters(), cfg.grad_clip);
     opt.step();
     if (s >= iters - tail) tail_loss += l / static_cast<double>(tail);
+    if (interrupt_requested())  // SIGINT / SIGTERM (train/interrupt.h): stop after this step
+      throw Interrupted(std::string("encoder track interrupted by ") + signal_name(interrupt_signal()) + " at step " +
+                            std::to_string(s + 1) + " of a unit (no partial result is kept: a re-run measures the "
+                            "encoder track again)",
+                        "", s + 1, interrupt_signal());
   }
   model.eval();
   return tail_loss;
