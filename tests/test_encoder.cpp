@@ -475,6 +475,17 @@ TEST(EncoderTrack, SavedEncoderFillsMasks) {
   EXPECT_THROW(train::fill_mask(*enc, std::string(200, '_'), '_', 3), ValueError);  // past the positions
   EXPECT_THROW(train::load_encoder(dir + "/missing"), IoError);
   (void)unit;
+  if (std::filesystem::exists(test::bin_path())) {  // the command line on the saved encoder
+    test::Proc p = test::run_posgrad("fill-mask --run " + dir + " --text 'and god s_id' --top 2");
+    EXPECT_EQ(p.status, 0) << p.err;
+    EXPECT_EQ(p.out.substr(0, 13), r.filled + "\n") << p.out;
+    EXPECT_NE(p.out.find("mask 1: "), std::string::npos) << p.out;
+    for (const char* sub : {"eval", "sample"}) {
+      p = test::run_posgrad(std::string(sub) + " --run " + dir);
+      EXPECT_EQ(p.status, 1) << sub;
+      EXPECT_NE(p.err.find("holds a bidirectional encoder of the encoder track"), std::string::npos) << p.err;
+    }
+  }
   std::filesystem::remove_all(dir);
 }
 
