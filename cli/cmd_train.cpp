@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 
 #include "cli/commands.h"
@@ -96,6 +97,10 @@ struct RunModel {
 RunModel load_run(const std::string& dir, const std::string& device,
                   const std::function<int64_t(const train::TrainConfig&)>& longest_context) {
   RunModel r;
+  // An encoder of the comparison's encoder track (train/encoder.h) is no decoder run: say what reads it.
+  if (std::filesystem::exists(dir + "/encoder.safetensors") && !std::filesystem::exists(dir + "/checkpoint"))
+    throw IoError("'" + dir + "' holds a bidirectional encoder of the encoder track, not a decoder run: use "
+                  "posgrad fill-mask --run " + dir + " (its masked-token accuracy is in the comparison's report)");
   train::LoadedCheckpoint ck = train::read_checkpoint(dir, /*with_optimizer=*/false);
   r.cfg = train::TrainConfig::from_json(ck.state.config, "checkpoint " + dir);
   r.tok = data::Tokenizer::from_json(ck.state.tokenizer);

@@ -17,6 +17,7 @@ void add_gradcheck(CLI::App& app);
 void add_info(CLI::App& app);
 void add_compare(CLI::App& app);
 void add_report(CLI::App& app);  // re-renders a finished comparison
+void add_fill_mask(CLI::App& app);  // an encoder of the comparison's encoder track fills masks
 
 // The exit-status contract, as printed at the end of every --help.
 std::string exit_status_help();

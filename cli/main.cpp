@@ -1,4 +1,5 @@
-// main.cpp — the `posgrad` command-line tool: train, eval, sample, compare, report, gradcheck, info.
+// main.cpp — the `posgrad` command-line tool: train, eval, sample, compare, report, fill-mask, gradcheck,
+// info.
 // Output: results (tables, samples, --dry-run's configuration) on stdout; progress, logs and errors
 // on stderr. Every failure ends with one "posgrad: error: ..." line naming the bad input and the
 // exit status of exit_status_help().
@@ -77,6 +78,7 @@ int run(int argc, char** argv) {
   cli::add_sample(app);
   cli::add_compare(app);
   cli::add_report(app);
+  cli::add_fill_mask(app);
   cli::add_gradcheck(app);
   cli::add_info(app);
   try {

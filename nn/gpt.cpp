@@ -56,6 +56,10 @@ GPT::GPT(const GPTConfig& cfg_in, Generator& gen, Generator& dropout_gen) : cfg_
 }
 
 Tensor GPT::forward(const Tensor& idx, int64_t pos0) const {
+  return linear(hidden(idx, pos0), wte->weight);  // tied LM head: logits = x · wteᵀ
+}
+
+Tensor GPT::hidden(const Tensor& idx, int64_t pos0) const {
   POSGRAD_CHECK(idx.dim() == 2 && idx.dtype() == DType::Int64, ShapeError, "GPT.forward expects int64 (B, T) ids, got ",
                 idx.str());
   const int64_t T = idx.size(1);
@@ -65,8 +69,7 @@ Tensor GPT::forward(const Tensor& idx, int64_t pos0) const {
                 " exceed the ", pos_->kind(), " position encoding's table of ", limit, " positions");
   Tensor x = drop_->forward(pos_->embed(wte->forward(idx), pos0));
   for (size_t l = 0; l < blocks->size(); ++l) x = (*blocks)[l].forward(x, *pos_, static_cast<int64_t>(l), pos0);
-  x = ln_f->forward(x);
-  return linear(x, wte->weight);  // tied LM head: logits = x · wteᵀ
+  return ln_f->forward(x);
 }
 
 KVCache GPT::make_kv_cache(int64_t capacity) const {

@@ -45,6 +45,9 @@ class GPT : public Module {
   GPT(const GPTConfig& cfg, Generator& gen, Generator& dropout_gen);
   // idx int64 (B, T) -> logits (B, T, V). pos0 offsets positions (evaluation of a later window).
   Tensor forward(const Tensor& idx, int64_t pos0 = 0) const;
+  // The final hidden states before the LM head: idx int64 (B, T) -> (B, T, C) after ln_f (what the
+  // encoder's classification heads read; nn/encoder.h). forward() = hidden() · wteᵀ.
+  Tensor hidden(const Tensor& idx, int64_t pos0 = 0) const;
   // Incremental decoding: idx (B, T) are the tokens at positions cache.length .. cache.length+T-1;
   // their keys and values are appended to the cache and the logits (B, T, V) returned — the rows
   // forward() gives for those positions over the whole sequence so far, bit for bit. Needs no

@@ -19,6 +19,7 @@
 #include "train/options.h"
 #include "train/presets.h"
 #include "train/cost.h"
+#include "train/encoder_track.h"
 #include "train/report.h"
 #include "train/results.h"
 #include "train/trainer.h"
@@ -104,6 +105,7 @@ CompareConfig compare_preset(const std::string& name) {
   } else {
     unknown_name("compare preset", name, compare_preset_names());
   }
+  c.encoder = encoder_track_preset(name);  // used with --track encoder|both (train/encoder.h)
   return c;
 }
 
@@ -348,7 +350,7 @@ static void check_same_experiment(const CompareConfig& cfg) {
   for (const auto& o : compare_options()) {
     const std::string& n = o.spec.name;
     if (n == "methods" || n == "seeds" || n == "out_dir" || n == "log_interval" || n == "data_dir" ||
-        n == "max_corpus_bytes")
+        n == "max_corpus_bytes" || n == "track" || n.rfind("encoder_", 0) == 0)  // the encoder track checks its own
       continue;
     if (o.get(saved) != o.get(cfg))
       diff += (diff.empty() ? "" : ", ") + o.spec.flag() + " " + opt::format(o.get(saved)) + " there, " +
@@ -371,6 +373,13 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   ComparisonResult r;
   r.config = cfg;
   if (job.is_root()) r.provenance = collect_provenance(cfg);
+  // The encoder track (train/encoder_track.h) runs on rank 0; the decoder units are shared.
+  if (cfg.track != "decoder" && job.is_root()) r.encoder = run_compare_encoder_track(cfg);
+  if (cfg.track == "encoder") {
+    if (!job.is_root()) return "";
+    write_file_atomic(cfg.out_dir + "/results.json", to_json(r).dump(1) + "\n");
+    return write_report(r);
+  }
   // The units over the job's processes (train/compare_dist.h); rank 0 gets them all, in order.
   r.units = run_units_distributed(compare_units(cfg.methods, cfg.seeds), job, cfg.out_dir,
                                   [&](const UnitSpec& u) { return run_unit(cfg, u.method, u.seed); });

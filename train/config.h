@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/gpt.h"
+#include "train/encoder_config.h"
 
 namespace posgrad::train {
 
@@ -77,6 +78,11 @@ struct CompareConfig {
   std::vector<int64_t> cost_lengths = {64, 256, 1024, 2048};
   int64_t cost_rounds = 5;
   std::string out_dir = "runs/compare";
+  // Which models are compared: the causal decoder (the default), the bidirectional encoder with
+  // masked-LM pretraining and fine-tuning tasks (train/encoder.h), or both. The encoder track uses
+  // `methods`, `seeds` and the corpus settings of `base`; its own sizes are in `encoder`.
+  std::string track = "decoder";
+  EncoderTrackConfig encoder;
 
   void validate() const;
   nlohmann::json to_json() const;

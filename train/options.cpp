@@ -167,6 +167,41 @@ const Table<CompareConfig>& compare_options() {
               return s;
             }(),
             POSGRAD_MEMBER(suite_randomized));
+    r.group("Encoder track (train/encoder.h)")
+        .add(choice("track", {"decoder", "encoder", "both"},
+                    "Models compared: causal decoder (language modelling), bidirectional encoder (masked-LM "
+                    "pretraining, then classification and labelling tasks), or both"),
+             POSGRAD_MEMBER(track))
+        .add(integer("encoder_n_layer", closed(1, 64), "Encoder: transformer blocks"),
+             POSGRAD_MEMBER(encoder.n_layer))
+        .add(integer("encoder_n_embd", closed(1, 4096), "Encoder: width, divisible by encoder_n_head", "channels"),
+             POSGRAD_MEMBER(encoder.n_embd))
+        .add(integer("encoder_n_head", closed(1, 64), "Encoder: attention heads"),
+             POSGRAD_MEMBER(encoder.n_head))
+        .add(integer("encoder_length", closed(2, 4096), "Encoder: pretraining and fine-tuning length", "tokens"),
+             POSGRAD_MEMBER(encoder.length))
+        .add(integer("encoder_mlm_iters", closed(1, kBig), "Encoder: masked-LM pretraining steps", "steps"),
+             POSGRAD_MEMBER(encoder.mlm_iters))
+        .add(integer("encoder_task_iters", closed(1, kBig), "Encoder: fine-tuning steps per task", "steps"),
+             POSGRAD_MEMBER(encoder.task_iters))
+        .add(integer("encoder_batch", closed(1, 4096), "Encoder: sequences per step", "sequences"),
+             POSGRAD_MEMBER(encoder.batch))
+        .add(real("encoder_lr", open_closed(0, 1), "Encoder: peak learning rate (pretraining and fine-tuning)"),
+             POSGRAD_MEMBER(encoder.lr))
+        .add(integer("encoder_eval_examples", closed(1, 1 << 20),
+                     "Encoder: held-out examples per task and length (and masked-LM windows per length)", "sequences"),
+             POSGRAD_MEMBER(encoder.eval_examples))
+        .add(choice_list("encoder_tasks", {"reversed", "marker_segment", "line_word"}, 3,
+                         "Encoder fine-tuning tasks: reversed (was the window reversed), marker_segment (which segment "
+                         "holds the marker), line_word (BIO-tag the k-th word of each line)"),
+             POSGRAD_MEMBER(encoder.tasks))
+        .add(integer_list("encoder_multipliers", closed(1, 64), 1, 8,
+                          "Encoder evaluation lengths as multiples of encoder_length"),
+             POSGRAD_MEMBER(encoder.multipliers))
+        .add(integer("encoder_segments", closed(2, 1024), "Encoder marker_segment task: segments (classes)"),
+             POSGRAD_MEMBER(encoder.segments))
+        .add(integer("encoder_word_k", closed(1, 64), "Encoder line_word task: which word of each line is tagged"),
+             POSGRAD_MEMBER(encoder.word_k));
     r.group("Cost benchmark")
         .add(integer_list("cost_lengths", closed(1, 1 << 16), 1, 8, "Sequence lengths timed", "tokens"),
              POSGRAD_MEMBER(cost_lengths))

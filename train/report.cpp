@@ -326,6 +326,9 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
   Table claims({"", "claim", "metric", "measured", "verdict", "why"}, /*text=*/true);
   for (const auto& v : judge_claims(r))
     claims.row({v.id, v.claim, v.metric, v.measured, "**" + v.verdict + "**", v.why});
+  if (r.encoder)  // claim (b) where the article made it: a bidirectional encoder's classification and labelling
+    for (const auto& v : judge_encoder_claims(*r.encoder))
+      claims.row({"b (encoder)", v.claim, v.metric, v.measured, "**" + v.verdict + "**", v.why});
   md << claims.markdown() << "\n";
 
   md << "## Length extrapolation: validation perplexity at multiples of the training length\n\n"
@@ -406,6 +409,7 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
   }
 
   md << "\n" << suite_markdown(r, fs::exists(fs::path(path).parent_path() / "plots" / "suite_accuracy.png"));
+  if (r.encoder) md << encoder_report_markdown(*r.encoder) << "\n";
   md << "## Plots\n\n";
   for (const auto& p : plots) md << "![" << p << "](plots/" << p << ".png)\n\n";
   if (plots.size() < 4) md << "(Some plots could not be drawn: is gnuplot installed?)\n\n";
@@ -418,6 +422,18 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
 std::string write_report(const ComparisonResult& r) {
   const std::string dir = r.config.out_dir;
   fs::create_directories(dir);
+  if (r.encoder) write_file_atomic(dir + "/encoder_results.csv", encoder_results_csv(*r.encoder));
+  if (r.config.track == "encoder") {  // no decoder units: the encoder track's section is the report
+    POSGRAD_CHECK(r.encoder.has_value(), IoError, dir, ": an encoder-track comparison without encoder results");
+    std::ostringstream md;
+    md << "# posgrad position-encoding comparison: encoder track\n\nMeasured, not illustrative: every number below "
+       << "comes from the runs of this experiment (commit " << r.provenance.git_commit << ", " << r.provenance.cpu
+       << ", " << r.provenance.threads << " threads). Files: `results.json` (under \"encoder\"), "
+       << "`encoder_results.csv` (every value per seed).\n\n"
+       << encoder_report_markdown(*r.encoder);
+    write_file_atomic(dir + "/report.md", md.str());
+    return dir + "/report.md";
+  }
   write_results_csv(r, dir + "/results.csv");
   write_cost_csv(r, dir + "/cost.csv");
   const auto plots = write_plots(r, dir + "/plots");

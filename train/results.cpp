@@ -156,11 +156,13 @@ json to_json(const ComparisonResult& r) {
   for (const auto& c : r.cost.rows)
     cost_rows.push_back({{"method", c.method}, {"what", c.what}, {"T", c.T}, {"batch", c.batch},
                          {"seconds", c.seconds}, {"peak_bytes", c.peak_bytes}, {"parameters", c.parameters}});
-  return {{"format", "posgrad-comparison-1"},
-          {"config", r.config.to_json()},
-          {"provenance", provenance_json(r.provenance)},
-          {"units", units},
-          {"cost", {{"rounds", r.cost.rounds}, {"threads", r.cost.threads}, {"lengths", r.cost.lengths}, {"rows", cost_rows}}}};
+  json j = {{"format", "posgrad-comparison-1"},
+            {"config", r.config.to_json()},
+            {"provenance", provenance_json(r.provenance)},
+            {"units", units},
+            {"cost", {{"rounds", r.cost.rounds}, {"threads", r.cost.threads}, {"lengths", r.cost.lengths}, {"rows", cost_rows}}}};
+  if (r.encoder) j["encoder"] = to_json(*r.encoder);
+  return j;
 }
 
 ComparisonResult comparison_from_json(const json& j, const std::string& source) {
@@ -183,6 +185,7 @@ ComparisonResult comparison_from_json(const json& j, const std::string& source) 
       r.cost.rows.push_back({row.at("method").get<std::string>(), row.at("what").get<std::string>(),
                              integer(row.at("T")), integer(row.at("batch")), reals(row.at("seconds")),
                              integer(row.at("peak_bytes")), integer(row.at("parameters"))});
+    if (j.contains("encoder")) r.encoder = encoder_track_from_json(j.at("encoder"), source);
   } catch (const json::exception& e) {
     throw IoError(source + ": incomplete comparison result (" + e.what() + ")");
   } catch (const UsageError& e) {

@@ -19,6 +19,7 @@
 
 #include "train/config.h"
 #include "train/length_suite.h"
+#include "train/encoder.h"
 #include "train/stats.h"
 
 namespace posgrad::train {
@@ -85,6 +86,9 @@ struct ComparisonResult {
   Provenance provenance;
   std::vector<UnitResult> units;
   CostResult cost;
+  // The encoder track (--track encoder|both); absent for a decoder-only comparison. Serialised under
+  // "encoder" (train/encoder.h's to_json).
+  std::optional<EncoderTrackResult> encoder;
 };
 
 nlohmann::json to_json(const UnitResult& u);

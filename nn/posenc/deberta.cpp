@@ -163,32 +163,35 @@ void deberta_op_cases(std::vector<OpCase>& out) {
   add_deberta_case(out, "causal/T1", {1, 1, 1, 3}, true, true, true, 4, 10);
   add_deberta_case(out, "c2p_only/bidir/2x1x7x3", {2, 1, 7, 3}, false, true, false, 4, 10);
   add_deberta_case(out, "p2c_only/causal/1x3x7x4", {1, 3, 7, 4}, true, false, true, 4, 10);
+  add_deberta_case(out, "p2c_only/bidir/1x3x7x4", {1, 3, 7, 4}, false, false, true, 4, 10);
   // span 3 without log buckets: |i - j| >= 3 clamps onto the first/last rows
   add_deberta_case(out, "no_buckets/bidir/1x3x7x4", {1, 3, 7, 4}, false, true, true, 0, 3);
   // E_rel and its LayerNorm are shared by the two layers; each layer's W_q/W_k get content and
   // position gradients.
-  add_composite(
-      out, "posenc/deberta/shared_table_two_layers",
-      [](Generator& g, DType t) {
-        return TensorList{make_input({2, 9, 6}, g, t),   make_input({18, 6}, g, t), make_input({18}, g, t),
-                          make_input({18, 6}, g, t),     make_input({18}, g, t),    make_input({8, 6}, g, t),
-                          make_input({6}, g, t, true, 0.5, 1.5), make_input({6}, g, t)};
-      },
-      [](const TensorList& x, bool naive) {
-        const int64_t H = 3, PB = 4, M = 6;
-        const double scale = 1.0 / std::sqrt(2.0 * 3);
-        const Tensor R = layer_norm(x[5], x[6], x[7], 1e-7);
-        Tensor h = x[0];
-        for (int l = 0; l < 2; ++l) {
-          const Tensor& w = x[1 + 2 * l];
-          const Tensor& b = x[2 + 2 * l];
-          auto [q, k, v] = project_heads(h, w, b, H);
-          const ScoreModifier m = deberta_score_modifier(R, w.narrow(0, 6, 6), b.narrow(0, 6, 6), w.narrow(0, 0, 6),
-                                                         b.narrow(0, 0, 6), H, PB, M);
-          h = h + run_attention(q, k, v, m, true, scale, naive).permute({0, 2, 1, 3}).reshape({2, 9, 6});
-        }
-        return h;
-      });
+  // Causal (decoder) and bidirectional (encoder, DeBERTa's own setting).
+  for (bool causal : {true, false})
+    add_composite(
+        out, std::string("posenc/deberta/shared_table_two_layers") + (causal ? "" : "/bidir"),
+        [](Generator& g, DType t) {
+          return TensorList{make_input({2, 9, 6}, g, t),   make_input({18, 6}, g, t), make_input({18}, g, t),
+                            make_input({18, 6}, g, t),     make_input({18}, g, t),    make_input({8, 6}, g, t),
+                            make_input({6}, g, t, true, 0.5, 1.5), make_input({6}, g, t)};
+        },
+        [causal](const TensorList& x, bool naive) {
+          const int64_t H = 3, PB = 4, M = 6;
+          const double scale = 1.0 / std::sqrt(2.0 * 3);
+          const Tensor R = layer_norm(x[5], x[6], x[7], 1e-7);
+          Tensor h = x[0];
+          for (int l = 0; l < 2; ++l) {
+            const Tensor& w = x[1 + 2 * l];
+            const Tensor& b = x[2 + 2 * l];
+            auto [q, k, v] = project_heads(h, w, b, H);
+            const ScoreModifier m = deberta_score_modifier(R, w.narrow(0, 6, 6), b.narrow(0, 6, 6), w.narrow(0, 0, 6),
+                                                           b.narrow(0, 0, 6), H, PB, M);
+            h = h + run_attention(q, k, v, m, causal, scale, naive).permute({0, 2, 1, 3}).reshape({2, 9, 6});
+          }
+          return h;
+        });
 }
 
 }  // namespace

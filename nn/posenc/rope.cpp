@@ -239,18 +239,21 @@ void rope_op_cases(std::vector<OpCase>& out) {
   dp.scaling = "dynamic";
   dp.factor = 2.0;
   add_rope_case(out, "dynamic/1x2x33x8", {1, 2, 33, 8}, dp, true, 0);
-  add_composite(
-      out, "posenc/rope/attention_partial",
-      [](Generator& g, DType t) {
-        return TensorList{make_input({1, 3, 9, 6}, g, t), make_input({1, 3, 9, 6}, g, t), make_input({1, 3, 9, 6}, g, t)};
-      },
-      [](const TensorList& x, bool naive) {
-        RopeParams p;
-        p.rotary_dim = 4;
-        p.base = 50.0;
-        return run_attention(apply_rope(x[0], p, false, 2), apply_rope(x[1], p, false, 2), x[2], ScoreModifier{}, true,
-                             0.4, naive);
-      });
+  // Rotated queries and keys inside the fused attention, causal (decoder) and bidirectional (encoder).
+  for (bool causal : {true, false})
+    add_composite(
+        out, std::string("posenc/rope/attention_partial") + (causal ? "" : "/bidir"),
+        [](Generator& g, DType t) {
+          return TensorList{make_input({1, 3, 9, 6}, g, t), make_input({1, 3, 9, 6}, g, t),
+                            make_input({1, 3, 9, 6}, g, t)};
+        },
+        [causal](const TensorList& x, bool naive) {
+          RopeParams p;
+          p.rotary_dim = 4;
+          p.base = 50.0;
+          return run_attention(apply_rope(x[0], p, false, 2), apply_rope(x[1], p, false, 2), x[2], ScoreModifier{},
+                               causal, 0.4, naive);
+        });
 }
 
 }  // namespace

@@ -135,34 +135,40 @@ void t5_op_cases(std::vector<OpCase>& out) {
   };
   cases(false);
   cases(true);
-  {
-    AttentionCase ac;  // T5's own convention: q.k unscaled (t5_scaled = false)
-    ac.name = "posenc/t5/causal/unscaled/1x3x7x4";
+  // T5's own convention (q.k unscaled, t5_scaled = false), in its decoder (causal buckets) and its
+  // encoder (bidirectional buckets, no mask).
+  for (bool bidir : {false, true}) {
+    AttentionCase ac;
+    ac.name = std::string("posenc/t5/") + (bidir ? "bidir" : "causal") + "/unscaled/1x3x7x4";
     ac.q = ac.k = {1, 3, 7, 4};
     ac.scale = 1.0;
+    ac.causal = !bidir;
     ac.extra_inputs = [](Generator& g, DType t) { return TensorList{make_input({kBuckets, 3}, g, t)}; };
-    ac.modifier = [](const TensorList& x) { return t5_score_modifier(x[3], false, kBuckets, kMaxDistance, 7, 7); };
-    ac.reference_bias = [](const TensorList& x) -> AttentionBiasFn {
+    ac.modifier = [bidir](const TensorList& x) {
+      return t5_score_modifier(x[3], bidir, kBuckets, kMaxDistance, 7, 7);
+    };
+    ac.reference_bias = [bidir](const TensorList& x) -> AttentionBiasFn {
       const auto tab = host(x[3]);
-      return [tab](int64_t, int64_t h, int64_t i, int64_t j) {
-        return tab[t5_relative_bucket(j - i, false, kBuckets, kMaxDistance) * 3 + h];
+      return [tab, bidir](int64_t, int64_t h, int64_t i, int64_t j) {
+        return tab[t5_relative_bucket(j - i, bidir, kBuckets, kMaxDistance) * 3 + h];
       };
     };
     add_attention_case(out, ac);
   }
   // One table shared by two attention layers (the second fed by the first): the table's gradient
-  // is the sum of both layers' contributions.
-  add_composite(
-      out, "posenc/t5/shared_table_two_layers",
-      [](Generator& g, DType t) {
-        return TensorList{make_input({2, 3, 9, 4}, g, t), make_input({2, 3, 9, 4}, g, t), make_input({2, 3, 9, 4}, g, t),
-                          make_input({2, 3, 9, 4}, g, t), make_input({8, 3}, g, t)};
-      },
-      [](const TensorList& x, bool naive) {
-        const ScoreModifier m = t5_score_modifier(x[4], false, 8, 12, 9, 9);
-        Tensor h1 = run_attention(x[0], x[1], x[2], m, true, 0.5, naive);
-        return run_attention(h1 + x[3], x[1], h1, m, true, 0.5, naive);
-      });
+  // is the sum of both layers' contributions. Decoder and encoder (bidirectional buckets, no mask).
+  for (bool bidir : {false, true})
+    add_composite(
+        out, std::string("posenc/t5/shared_table_two_layers") + (bidir ? "/bidir" : ""),
+        [](Generator& g, DType t) {
+          return TensorList{make_input({2, 3, 9, 4}, g, t), make_input({2, 3, 9, 4}, g, t),
+                            make_input({2, 3, 9, 4}, g, t), make_input({2, 3, 9, 4}, g, t), make_input({8, 3}, g, t)};
+        },
+        [bidir](const TensorList& x, bool naive) {
+          const ScoreModifier m = t5_score_modifier(x[4], bidir, 8, 12, 9, 9);
+          Tensor h1 = run_attention(x[0], x[1], x[2], m, !bidir, 0.5, naive);
+          return run_attention(h1 + x[3], x[1], h1, m, !bidir, 0.5, naive);
+        });
 }
 
 }  // namespace

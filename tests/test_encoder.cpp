@@ -1,0 +1,569 @@
+// test_encoder.cpp — the encoder track: the bidirectional attention of every position encoding
+// (gradcheck in double of a layer, the mask really off, NoPE permutation-equivariant), BERT's masked-LM
+// corruption (rates, labels, determinism, errors), the fine-tuning tasks (hand-built windows with
+// known labels), the metrics (hand-computed accuracy, macro-F1, CoNLL span F1), and the runner at a
+// tiny size (determinism, JSON round trip, report, learning on an easy corpus).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "data/encoder_tasks.h"
+#include "data/mlm.h"
+#include "data/synthetic.h"
+#include "nn/attention.h"
+#include "nn/encoder.h"
+#include "support/process.h"
+#include "train/encoder.h"
+#include "train/encoder_metrics.h"
+
+using namespace posgrad;
+
+namespace {
+
+nn::PosEncConfig bidir_config(const std::string& kind) {
+  nn::PosEncConfig cfg;
+  cfg.kind = kind;
+  cfg.n_embd = 12;
+  cfg.n_head = 3;
+  cfg.n_layer = 1;
+  cfg.block_size = 16;
+  cfg.causal = false;
+  cfg.dtype = DType::Float64;
+  cfg.set("t5_num_buckets", int64_t{8});
+  cfg.set("t5_max_distance", int64_t{12});
+  cfg.set("deberta_position_buckets", int64_t{4});
+  cfg.set("deberta_max_relative_positions", int64_t{10});
+  cfg.set("rope_fraction", 0.5);
+  return cfg;
+}
+
+// ---- bidirectional attention of every encoding ---------------------------------------------------
+
+// Finite differences in double through embed -> attention layer (bidirectional) for every
+// registered encoding: the input's gradient passes through each encoding's embed / rotate / score
+// modifier with the mask off.
+TEST(EncoderAttention, BidirectionalLayerGradcheckForEveryEncoding) {
+  for (const std::string& kind : nn::position_encoding_kinds()) {
+    Generator gen(11);
+    auto pe = nn::make_position_encoding(bidir_config(kind), gen);
+    ASSERT_FALSE(pe->causal()) << kind;
+    nn::CausalSelfAttention layer(12, 3, true, gen, 0.3, DType::Float64);
+    Generator gx(12);
+    Tensor x = randn({2, 5, 12}, gx, DType::Float64).set_requires_grad(true);
+    const GradcheckResult r =
+        gradcheck([&](const TensorList& in) { return layer.forward(pe->embed(in[0], 1), *pe, 0, 1); }, {x});
+    EXPECT_TRUE(r.ok) << kind << ":\n" << r.summary();
+  }
+}
+
+// With the mask off the first position's output depends on the last token; with it on, it does not.
+TEST(EncoderAttention, BidirectionalSeesLaterTokensCausalDoesNot) {
+  for (const std::string& kind : nn::position_encoding_kinds())
+    for (bool causal : {false, true}) {
+      nn::PosEncConfig cfg = bidir_config(kind);
+      cfg.causal = causal;
+      Generator gen(5);
+      auto pe = nn::make_position_encoding(cfg, gen);
+      nn::CausalSelfAttention layer(12, 3, true, gen, 0.3, DType::Float64);
+      Generator gx(6);
+      Tensor x = randn({1, 6, 12}, gx, DType::Float64);
+      std::vector<double> xv = x.to_vector();
+      for (int64_t c = 0; c < 12; ++c) xv[5 * 12 + c] += 1.0;  // change the last token only
+      Tensor x2 = Tensor::from_vector(xv, x.shape(), DType::Float64);
+      NoGradGuard ng;
+      auto y1 = layer.forward(pe->embed(x, 0), *pe, 0, 0).to_vector();
+      auto y2 = layer.forward(pe->embed(x2, 0), *pe, 0, 0).to_vector();
+      double d0 = 0;
+      for (int64_t c = 0; c < 12; ++c) d0 = std::max(d0, std::fabs(y1[c] - y2[c]));  // position 0
+      if (causal)
+        EXPECT_EQ(d0, 0.0) << kind << " causal: position 0 saw a later token";
+      else
+        EXPECT_GT(d0, 1e-6) << kind << " bidirectional: position 0 did not see the last token";
+    }
+}
+
+nn::EncoderConfig tiny_encoder(const std::string& kind, int64_t classes = 3, int64_t tags = 3) {
+  nn::EncoderConfig ec;
+  ec.model.vocab_size = 10;
+  ec.model.block_size = 16;
+  ec.model.n_layer = 2;
+  ec.model.n_head = 2;
+  ec.model.n_embd = 16;
+  ec.model.pos.kind = kind;
+  ec.num_classes = classes;
+  ec.num_tags = tags;
+  return ec;
+}
+
+// NoPE in a bidirectional encoder: permuting the tokens permutes the hidden states and leaves the
+// mean-pooled sequence logits unchanged — exactly what makes it the order tasks' control. Every
+// other encoding breaks the symmetry.
+TEST(Encoder, NoPEIsPermutationEquivariantOthersAreNot) {
+  const std::vector<int64_t> ids = {1, 4, 2, 8, 5, 7, 3}, perm = {6, 2, 0, 5, 1, 4, 3};
+  std::vector<int64_t> pids;
+  for (int64_t p : perm) pids.push_back(ids[p]);
+  const Tensor a = Tensor::from_ints(ids, {1, 7}), b = Tensor::from_ints(pids, {1, 7});
+  for (const std::string& kind : nn::position_encoding_kinds()) {
+    Generator g(3), d(0);
+    nn::Encoder enc(tiny_encoder(kind), g, d);
+    enc.eval();
+    EXPECT_FALSE(enc.backbone->position_encoding().causal()) << kind;
+    NoGradGuard ng;
+    const auto ha = enc.hidden(a).to_vector(), hb = enc.hidden(b).to_vector();
+    double diff = 0;
+    for (int64_t t = 0; t < 7; ++t)
+      for (int64_t c = 0; c < 16; ++c) diff = std::max(diff, std::fabs(hb[t * 16 + c] - ha[perm[t] * 16 + c]));
+    const auto la = enc.sequence_logits(a).to_vector(), lb = enc.sequence_logits(b).to_vector();
+    double ldiff = 0;
+    for (size_t i = 0; i < la.size(); ++i) ldiff = std::max(ldiff, std::fabs(la[i] - lb[i]));
+    if (kind == "none") {
+      EXPECT_LT(diff, 1e-5) << "NoPE encoder is not permutation-equivariant";
+      EXPECT_LT(ldiff, 1e-5);
+    } else {
+      EXPECT_GT(diff, 1e-5) << kind << " encoder ignores order";
+    }
+  }
+}
+
+TEST(Encoder, HeadsShapesAndErrors) {
+  Generator g(1), d(0);
+  nn::Encoder enc(tiny_encoder("rope", 4, 5), g, d);
+  const Tensor idx = Tensor::from_ints({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(enc.mlm_logits(idx).shape(), (Shape{2, 3, 10}));
+  EXPECT_EQ(enc.sequence_logits(idx).shape(), (Shape{2, 4}));
+  EXPECT_EQ(enc.token_logits(idx).shape(), (Shape{2, 3, 5}));
+  // the MLM head is tied to the token embedding
+  bool has_separate_head = false;
+  for (const auto& [name, p] : enc.named_parameters()) has_separate_head |= name.find("lm_head") != std::string::npos;
+  EXPECT_FALSE(has_separate_head);
+  Generator g2(1), d2(0);
+  nn::Encoder bare(tiny_encoder("rope", 0, 0), g2, d2);
+  EXPECT_THROW(bare.sequence_logits(idx), ValueError);
+  EXPECT_THROW(bare.token_logits(idx), ValueError);
+  nn::EncoderConfig bad = tiny_encoder("rope", -1, 0);
+  EXPECT_THROW(nn::Encoder(bad, g2, d2), ValueError);
+}
+
+// ---- masked-LM corruption --------------------------------------------------------------------------
+
+TEST(Mlm, RatesLabelsAndDeterminism) {
+  const int64_t B = 64, T = 200, V = 50, MASK = 50;
+  std::vector<int64_t> ids(B * T);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7 + 3) % V);
+  const Tensor x = Tensor::from_ints(ids, {B, T});
+  Generator g(42);
+  const data::MlmBatch mb = data::mask_tokens(x, V, MASK, g);
+  const auto in = mb.input.to_vector(), lab = mb.labels.to_vector();
+  int64_t selected = 0, masked = 0, changed_random = 0, kept = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (lab[i] == data::kIgnoreIndex) {
+      EXPECT_EQ(in[i], ids[i]) << "an unselected token was changed at " << i;
+      continue;
+    }
+    ++selected;
+    EXPECT_EQ(lab[i], ids[i]) << "label is not the original token at " << i;
+    if (in[i] == MASK) ++masked;
+    else if (in[i] == ids[i]) ++kept;
+    else ++changed_random;
+  }
+  EXPECT_EQ(selected, mb.selected);
+  EXPECT_EQ(masked, mb.masked);
+  EXPECT_EQ(selected, mb.masked + mb.randomised + mb.kept);
+  // 12800 tokens: 15% +- 1%, of which 80% / 10% / 10% +- 3% (several standard deviations).
+  EXPECT_NEAR(double(selected) / (B * T), 0.15, 0.01);
+  EXPECT_NEAR(double(masked) / selected, 0.8, 0.03);
+  EXPECT_NEAR(double(mb.randomised) / selected, 0.1, 0.03);
+  EXPECT_NEAR(double(mb.kept) / selected, 0.1, 0.03);
+  // a random replacement may draw the original token: it then counts as randomised but looks kept
+  EXPECT_LE(changed_random, mb.randomised);
+  EXPECT_GE(kept, mb.kept);
+  // same generator state -> same corruption; another seed -> another
+  Generator g2(42), g3(43);
+  const data::MlmBatch again = data::mask_tokens(x, V, MASK, g2), other = data::mask_tokens(x, V, MASK, g3);
+  EXPECT_EQ(again.input.to_vector(), in);
+  EXPECT_EQ(again.labels.to_vector(), lab);
+  EXPECT_NE(other.labels.to_vector(), lab);
+}
+
+TEST(Mlm, EveryRowGetsOnePositionAndErrors) {
+  const Tensor x = Tensor::from_ints({0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1}, {3, 4});
+  data::MlmOptions o;
+  o.select_prob = 1e-12;  // essentially never selected: the fallback picks one per row
+  Generator g(1);
+  const auto lab = data::mask_tokens(x, 5, 5, g, o).labels.to_vector();
+  for (int64_t b = 0; b < 3; ++b) {
+    int n = 0;
+    for (int64_t t = 0; t < 4; ++t) n += lab[b * 4 + t] != data::kIgnoreIndex;
+    EXPECT_EQ(n, 1) << "row " << b;
+  }
+  o.select_prob = 1.0;
+  o.mask_prob = 1.0;
+  o.random_prob = 0.0;
+  const data::MlmBatch all = data::mask_tokens(x, 5, 5, g, o);
+  for (double v : all.input.to_vector()) EXPECT_EQ(v, 5.0);
+  Generator e(0);
+  EXPECT_THROW(data::mask_tokens(Tensor::from_ints({0, 1}, {2}), 5, 5, e), ShapeError);
+  EXPECT_THROW(data::mask_tokens(Tensor::zeros({2, 2}), 5, 5, e), ShapeError);
+  EXPECT_THROW(data::mask_tokens(x, 4, 5, e), ValueError);  // id 4 outside [0, 4)
+  data::MlmOptions bad;
+  bad.mask_prob = 0.95;
+  EXPECT_THROW(data::mask_tokens(x, 5, 5, e, bad), ValueError);
+  bad = {};
+  bad.select_prob = 0;
+  EXPECT_THROW(data::mask_tokens(x, 5, 5, e, bad), ValueError);
+}
+
+// ---- tasks -----------------------------------------------------------------------------------------
+
+// Corpus ids: a..z -> 0..25, ' ' -> 26, '\n' -> 27.
+std::vector<int64_t> encode(const std::string& s) {
+  std::vector<int64_t> out;
+  for (char c : s) out.push_back(c == ' ' ? 26 : c == '\n' ? 27 : c - 'a');
+  return out;
+}
+data::TaskVocab test_vocab() {
+  data::TaskVocab v;
+  v.marker_id = 28;
+  v.newline_id = 27;
+  v.whitespace_ids = {26, 27};
+  return v;
+}
+
+TEST(EncoderTasks, LineWordTagsByHand) {
+  //                      a b \n c d _ e f \n g h _ _ i
+  const auto w = encode("ab\ncd ef\ngh  i");
+  EXPECT_EQ(data::line_word_tags(w, test_vocab(), 1),
+            (std::vector<int64_t>{0, 0, 0, 1, 2, 0, 0, 0, 0, 1, 2, 0, 0, 0}));
+  EXPECT_EQ(data::line_word_tags(w, test_vocab(), 2),
+            (std::vector<int64_t>{0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 1}));
+  // no newline: nothing tagged (the line start is not visible); a word cut by the end stays a span
+  EXPECT_EQ(data::line_word_tags(encode("ab cd"), test_vocab(), 1), (std::vector<int64_t>(5, 0)));
+  EXPECT_EQ(data::line_word_tags(encode("x\nabc"), test_vocab(), 1), (std::vector<int64_t>{0, 0, 1, 2, 2}));
+}
+
+TEST(EncoderTasks, SequenceTasksHaveKnownLabels) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps\nover a lazy dog ";
+  const auto ids = encode(text);
+  const std::string corpus(text);
+  auto window_at = [&](const std::vector<int64_t>& w) {  // start of w in the corpus, -1 if absent
+    for (size_t s = 0; s + w.size() <= ids.size(); ++s)
+      if (std::equal(w.begin(), w.end(), ids.begin() + static_cast<long>(s))) return static_cast<int64_t>(s);
+    return int64_t{-1};
+  };
+  {
+    data::EncoderTaskGenerator gen(data::EncoderTask::Reversed, data::TokenSpan::from_vector(ids), test_vocab(), 7);
+    EXPECT_EQ(gen.num_labels(), 2);
+    const data::TaskBatch tb = gen.next(32, 12);
+    ASSERT_EQ(tb.labels.shape(), (Shape{32}));
+    int ones = 0;
+    for (int64_t b = 0; b < 32; ++b) {
+      std::vector<int64_t> w;
+      for (double v : tb.input.narrow(0, b, 1).to_vector()) w.push_back(static_cast<int64_t>(v));
+      const int64_t y = static_cast<int64_t>(tb.labels.to_vector()[b]);
+      ones += y;
+      if (y == 1) std::reverse(w.begin(), w.end());
+      EXPECT_GE(window_at(w), 0) << "example " << b << " (label " << y << ") is not a corpus window as labelled";
+    }
+    EXPECT_GT(ones, 4);
+    EXPECT_LT(ones, 28);
+  }
+  {
+    data::EncoderTaskGenerator gen(data::EncoderTask::MarkerSegment, data::TokenSpan::from_vector(ids), test_vocab(), 7);
+    EXPECT_EQ(gen.num_labels(), 4);
+    const data::TaskBatch tb = gen.next(32, 12);
+    const auto in = tb.input.to_vector(), lab = tb.labels.to_vector();
+    for (int64_t b = 0; b < 32; ++b) {
+      int64_t pos = -1, count = 0;
+      for (int64_t t = 0; t < 12; ++t)
+        if (in[b * 12 + t] == 28) pos = t, ++count;
+      ASSERT_EQ(count, 1) << "example " << b;
+      EXPECT_EQ(lab[b], double(pos * 4 / 12)) << "marker at " << pos;  // segments of 3 tokens
+    }
+    // the same seed draws the same examples
+    data::EncoderTaskGenerator again(data::EncoderTask::MarkerSegment, data::TokenSpan::from_vector(ids), test_vocab(), 7);
+    EXPECT_EQ(again.next(32, 12).input.to_vector(), in);
+  }
+  {
+    data::EncoderTaskGenerator gen(data::EncoderTask::LineWord, data::TokenSpan::from_vector(ids), test_vocab(), 3);
+    const data::TaskBatch tb = gen.next(4, 30);
+    ASSERT_EQ(tb.labels.shape(), (Shape{4, 30}));
+    const auto in = tb.input.to_vector(), lab = tb.labels.to_vector();
+    for (int64_t b = 0; b < 4; ++b) {
+      std::vector<int64_t> w(in.begin() + b * 30, in.begin() + (b + 1) * 30);
+      std::vector<int64_t> want = data::line_word_tags(w, test_vocab(), 1), got;
+      for (int64_t t = 0; t < 30; ++t) got.push_back(static_cast<int64_t>(lab[b * 30 + t]));
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
+// Held-out groups: every class built from one window, the same multiset of tokens in every example
+// of a group, labels 0 .. k-1 in order.
+TEST(EncoderTasks, BalancedGroupsShareTheirMultiset) {
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "the quick brown fox jumps\nover a lazy dog ";
+  const auto ids = encode(text);
+  for (auto task : {data::EncoderTask::Reversed, data::EncoderTask::MarkerSegment}) {
+    data::EncoderTaskGenerator gen(task, data::TokenSpan::from_vector(ids), test_vocab(), 5);
+    const int64_t k = gen.num_labels(), T = 13, groups = 6;
+    const data::TaskBatch tb = gen.next_balanced(groups, T);
+    ASSERT_EQ(tb.input.shape(), (Shape{groups * k, T}));
+    const auto in = tb.input.to_vector(), lab = tb.labels.to_vector();
+    for (int64_t g = 0; g < groups; ++g) {
+      std::vector<double> first(in.begin() + g * k * T, in.begin() + (g * k + 1) * T);
+      std::sort(first.begin(), first.end());
+      for (int64_t c = 0; c < k; ++c) {
+        EXPECT_EQ(lab[g * k + c], double(c));
+        std::vector<double> x(in.begin() + (g * k + c) * T, in.begin() + (g * k + c + 1) * T);
+        if (task == data::EncoderTask::MarkerSegment) {
+          const int64_t p = std::find(x.begin(), x.end(), 28.0) - x.begin();
+          EXPECT_EQ(p * 4 / T, c) << "marker at " << p;
+        }
+        std::sort(x.begin(), x.end());
+        EXPECT_EQ(x, first) << data::encoder_task_name(task) << " group " << g << " class " << c;
+      }
+    }
+  }
+}
+
+TEST(EncoderTasks, Errors) {
+  const auto ids = encode("ab cd\nef");
+  auto span = data::TokenSpan::from_vector(ids);
+  EXPECT_THROW(data::parse_encoder_task("swap"), ValueError);
+  data::TaskVocab v = test_vocab();
+  v.marker_id = 3;  // 'd' is a corpus token
+  EXPECT_THROW(data::EncoderTaskGenerator(data::EncoderTask::MarkerSegment, span, v, 1), ValueError);
+  v = test_vocab();
+  v.newline_id = -1;
+  EXPECT_THROW(data::EncoderTaskGenerator(data::EncoderTask::LineWord, span, v, 1), ValueError);
+  data::EncoderTaskGenerator gen(data::EncoderTask::Reversed, span, test_vocab(), 1);
+  EXPECT_THROW(gen.next(0, 4), ValueError);
+  EXPECT_THROW(gen.next(2, 9), ValueError);  // longer than the corpus
+  data::EncoderTaskGenerator seg(data::EncoderTask::MarkerSegment, span, test_vocab(), 1);
+  EXPECT_THROW(seg.next(2, 3), ValueError);  // fewer tokens than segments
+  data::TaskOptions o;
+  o.segments = 1;
+  EXPECT_THROW(data::EncoderTaskGenerator(data::EncoderTask::MarkerSegment, span, test_vocab(), 1, o), ValueError);
+}
+
+// ---- metrics -----------------------------------------------------------------------------------------
+
+TEST(EncoderMetrics, AccuracyAndMacroF1ByHand) {
+  const std::vector<int64_t> pred = {0, 0, 1, 1, 2}, gold = {0, 1, 1, 1, 2};
+  EXPECT_DOUBLE_EQ(train::accuracy(pred, gold), 0.8);
+  // class 0: TP 1 FP 1 FN 0 -> 2/3; class 1: TP 2 FP 0 FN 1 -> 4/5; class 2: 1
+  EXPECT_NEAR(train::macro_f1(pred, gold), (2.0 / 3 + 0.8 + 1.0) / 3, 1e-12);
+  // always predicting class 0 of two balanced classes: F1_0 = 2/3, F1_1 = 0 -> 1/3 = 2 / (k (k + 1));
+  // one prediction per balanced pair, half of the pairs each way: F1 = 1/2 per class = 1/k, the
+  // order-blind maximum that encoder_chance states
+  EXPECT_NEAR(train::macro_f1({0, 0, 0, 0}, {0, 1, 0, 1}), 1.0 / 3, 1e-12);
+  EXPECT_NEAR(train::macro_f1({0, 0, 1, 1}, {0, 1, 0, 1}), 0.5, 1e-12);
+  EXPECT_NEAR(train::encoder_chance(train::EncoderTrackConfig{}, "reversed", "macro_f1"), 0.5, 1e-12);
+  EXPECT_NEAR(train::encoder_chance(train::EncoderTrackConfig{}, "marker_segment", "accuracy"), 0.25, 1e-12);
+  EXPECT_THROW(train::accuracy({0}, {0, 1}), ValueError);
+  EXPECT_THROW(train::macro_f1({}, {}), ValueError);
+}
+
+TEST(EncoderMetrics, BioSpansConllStyle) {
+  // B-0 I-0 | O | I-0 I-0 (an I after O opens a span) | B-0 | B-1 I-1 | I-0 after I-1 opens a span
+  const auto s = train::bio_spans({1, 2, 0, 2, 2, 1, 3, 4, 2});
+  const std::vector<train::Span> want = {{0, 2, 0}, {3, 5, 0}, {5, 6, 0}, {6, 8, 1}, {8, 9, 0}};
+  EXPECT_EQ(s, want);
+  EXPECT_TRUE(train::bio_spans({0, 0}).empty());
+  EXPECT_THROW(train::bio_spans({0, -1}), ValueError);
+}
+
+TEST(EncoderMetrics, SpanF1ByHand) {
+  // gold spans: (0,2) (4,5) | (1,3); predicted: (0,2) correct, (4,6) wrong end | (1,3) correct, (4,5) spurious
+  const std::vector<std::vector<int64_t>> gold = {{1, 2, 0, 0, 1, 0}, {0, 1, 2, 0, 0, 0}};
+  const std::vector<std::vector<int64_t>> pred = {{1, 2, 0, 0, 1, 2}, {0, 1, 2, 0, 1, 0}};
+  const train::SpanScore sc = train::span_f1(pred, gold);
+  EXPECT_EQ(sc.gold, 3);
+  EXPECT_EQ(sc.predicted, 4);
+  EXPECT_EQ(sc.correct, 2);
+  EXPECT_DOUBLE_EQ(sc.precision, 0.5);
+  EXPECT_DOUBLE_EQ(sc.recall, 2.0 / 3);
+  EXPECT_NEAR(sc.f1, 2 * 0.5 * (2.0 / 3) / (0.5 + 2.0 / 3), 1e-12);  // 4/7
+  EXPECT_DOUBLE_EQ(train::span_f1({{0, 0}}, {{1, 0}}).f1, 0.0);
+  EXPECT_THROW(train::span_f1({{0}}, {{0, 0}}), ValueError);
+  EXPECT_THROW(train::span_f1({{0}}, {}), ValueError);
+}
+
+// ---- the runner ----------------------------------------------------------------------------------------
+
+std::string tiny_corpus() {
+  std::string t;
+  const char* lines[] = {"in the beginning god created the heaven and the earth\n",
+                         "and the earth was without form and void\n", "and darkness was upon the face of the deep\n",
+                         "and god said let there be light and there was light\n"};
+  for (int i = 0; i < 30; ++i) t += lines[i % 4];
+  return t;
+}
+
+TEST(EncoderTrack, TinyRunIsDeterministicAndRoundTrips) {
+  const std::string text = tiny_corpus();
+  auto tok = data::make_tokenizer("char", text);
+  data::TokenDataset ds(text, *tok, 16);
+  train::EncoderTrackConfig c = train::encoder_track_preset("tiny");
+  c.methods = {"none", "rope"};
+  const train::EncoderTrackResult a = train::run_encoder_track(c, ds, *tok, false);
+  const train::EncoderTrackResult b = train::run_encoder_track(c, ds, *tok, false);
+  ASSERT_EQ(a.units.size(), 4u);  // 2 methods x 2 seeds
+  nlohmann::json ja = train::to_json(a), jb = train::to_json(b);
+  for (auto* j : {&ja, &jb})
+    for (auto& u : (*j)["units"]) u.erase("seconds");
+  EXPECT_EQ(ja, jb) << "same seeds, same thread count: identical results";
+  for (const auto& u : a.units) {
+    ASSERT_EQ(u.mlm_accuracy.size(), 3u);
+    ASSERT_EQ(u.tasks.size(), 9u);  // 3 tasks x 3 lengths
+    for (const auto& s : u.tasks) {
+      EXPECT_GE(s.accuracy, 0.0);
+      EXPECT_LE(s.accuracy, 1.0);
+      EXPECT_EQ(s.length, 16 * s.multiplier);
+      // NoPE on the balanced held-out groups: exactly chance, at every length
+      if (u.method == "none" && s.task != "line_word") {
+        EXPECT_NEAR(s.accuracy, train::encoder_chance(c, s.task, "accuracy"), 1e-12) << s.task << " x" << s.multiplier;
+      }
+    }
+  }
+  const train::EncoderTrackResult back = train::encoder_track_from_json(train::to_json(a), "test");
+  EXPECT_EQ(train::to_json(back), train::to_json(a));
+  EXPECT_EQ(train::encoder_values(a, "rope", "reversed/accuracy", 2).size(), 2u);
+  EXPECT_EQ(train::encoder_values(a, "rope", "mlm_accuracy", 4).size(), 2u);
+  const std::string md = train::encoder_report_markdown(a);
+  EXPECT_NE(md.find("### Task marker_segment"), std::string::npos);
+  EXPECT_NE(md.find("| *chance (order-blind)* | 0.500"), std::string::npos);
+  EXPECT_NE(md.find("NoPE control"), std::string::npos);
+  EXPECT_NE(md.find("inconclusive"), std::string::npos);  // deberta, t5 and the absolute ones were not run
+  EXPECT_NE(train::encoder_results_csv(a).find("rope,1,line_word/span_f1,4,"), std::string::npos);
+  EXPECT_THROW(train::encoder_track_from_json(nlohmann::json{{"config", ja["config"]}}, "x.json"), IoError);
+}
+
+TEST(EncoderTrack, SavedEncoderFillsMasks) {
+  const std::string text = tiny_corpus();
+  auto tok = data::make_tokenizer("char", text);
+  data::TokenDataset ds(text, *tok, 16);
+  train::EncoderTrackConfig c = train::encoder_track_preset("tiny");
+  c.seeds = {1};
+  c.tasks = {"reversed"};
+  const std::string dir = ::testing::TempDir() + "/posgrad_encoder_save";
+  std::filesystem::remove_all(dir);
+  const auto unit = train::run_encoder_unit(c, "t5", 1, ds, *tok, dir);
+  const auto enc = train::load_encoder(dir);
+  EXPECT_EQ(enc->method, "t5");
+  EXPECT_FALSE(enc->model->backbone->position_encoding().causal());
+  const train::FillMaskResult r = train::fill_mask(*enc, "and god s_id", '_', 3);
+  ASSERT_EQ(r.filled.size(), 12u);
+  EXPECT_EQ(r.filled.substr(0, 9), "and god s");
+  ASSERT_EQ(r.candidates.size(), 1u);
+  ASSERT_EQ(r.candidates[0].size(), 3u);
+  EXPECT_EQ(r.filled.substr(9, 1), r.candidates[0][0].first);
+  EXPECT_GE(r.candidates[0][0].second, r.candidates[0][1].second);
+  // the loaded weights are the saved ones: the same masked-LM logits as a second load
+  const auto again = train::load_encoder(dir);
+  const Tensor idx = Tensor::from_ints({1, 2, 3, 4}, {1, 4});
+  NoGradGuard ng;
+  EXPECT_EQ(enc->model->mlm_logits(idx).to_vector(), again->model->mlm_logits(idx).to_vector());
+  EXPECT_THROW(train::fill_mask(*enc, "no mask here", '_', 3), ValueError);
+  EXPECT_THROW(train::fill_mask(*enc, "Z_", '_', 3), ValueError);  // 'Z' is not in the corpus
+  EXPECT_THROW(train::fill_mask(*enc, std::string(200, '_'), '_', 3), ValueError);  // past the positions
+  EXPECT_THROW(train::load_encoder(dir + "/missing"), IoError);
+  (void)unit;
+  if (std::filesystem::exists(test::bin_path())) {  // the command line on the saved encoder
+    test::Proc p = test::run_posgrad("fill-mask --run " + dir + " --text 'and god s_id' --top 2");
+    EXPECT_EQ(p.status, 0) << p.err;
+    EXPECT_EQ(p.out.substr(0, 13), r.filled + "\n") << p.out;
+    EXPECT_NE(p.out.find("mask 1: "), std::string::npos) << p.out;
+    for (const char* sub : {"eval", "sample"}) {
+      p = test::run_posgrad(std::string(sub) + " --run " + dir);
+      EXPECT_EQ(p.status, 1) << sub;
+      EXPECT_NE(p.err.find("holds a bidirectional encoder of the encoder track"), std::string::npos) << p.err;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// The command line: bad input is refused with a message naming it, never a crash.
+TEST(EncoderTrack, FillMaskCommandRefusesBadInput) {
+  POSGRAD_REQUIRE_BIN();
+  test::Proc p = test::run_posgrad("fill-mask --run /nonexistent/dir --text 'a_'");
+  EXPECT_EQ(p.status, 1);
+  EXPECT_NE(p.err.find("no encoder in '/nonexistent/dir'"), std::string::npos) << p.err;
+  p = test::run_posgrad("fill-mask --run /nonexistent/dir --text 'a_' --mask-char ab");
+  EXPECT_EQ(p.status, 2);
+  EXPECT_NE(p.err.find("--mask-char must be one character"), std::string::npos) << p.err;
+  p = test::run_posgrad("compare --track sideways --dry-run");
+  EXPECT_EQ(p.status, 2);
+  EXPECT_NE(p.err.find("--track"), std::string::npos) << p.err;
+}
+
+// SIGTERM during the encoder track stops it after the current step: exit 130, a message that says so.
+TEST(EncoderTrack, CompareTrackEncoderStopsOnSigterm) {
+  POSGRAD_REQUIRE_BIN();
+  const std::string dir = ::testing::TempDir() + "/posgrad_encoder_sigterm";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir + "/corpus.txt") << tiny_corpus();
+  }
+  test::Background b("compare --preset tiny --track encoder --methods rope --seeds 1 --encoder-mlm-iters 1000000 "
+                     "--corpus " + dir + "/corpus.txt --out-dir " + dir + "/run",
+                     dir + "/err.txt");
+  ASSERT_TRUE(b.wait_for("=== encoder track")) << test::slurp(dir + "/err.txt");
+  kill(b.pid, SIGTERM);
+  EXPECT_EQ(b.wait(), 130) << test::slurp(dir + "/err.txt");
+  EXPECT_NE(test::slurp(dir + "/err.txt").find("encoder track interrupted by SIGTERM"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run/encoder_results.json"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(EncoderTrack, ConfigErrors) {
+  train::EncoderTrackConfig c = train::encoder_track_preset("tiny");
+  c.methods = {"rope", "nope"};
+  EXPECT_THROW(c.validate(), UsageError);
+  c = train::encoder_track_preset("tiny");
+  c.multipliers = {2, 4};
+  EXPECT_THROW(c.validate(), UsageError);
+  c = train::encoder_track_preset("tiny");
+  c.tasks = {"reversed", "reversed"};
+  EXPECT_THROW(c.validate(), UsageError);
+  c = train::encoder_track_preset("tiny");
+  c.n_embd = 15;
+  EXPECT_THROW(c.validate(), UsageError);
+  EXPECT_THROW(train::encoder_track_preset("huge"), ValueError);
+}
+
+// Masked-LM pretraining learns: on a corpus of one repeated line, a few dozen steps bring RoPE's
+// masked-token accuracy well above the unigram level (18 symbols), and fine-tuning tells a window
+// from its reversal; NoPE cannot (a window and its reversal are the same multiset: its
+// pooled logits are equal, so on the balanced held-out pairs it scores exactly 1/2).
+TEST(EncoderTrack, PretrainingLearnsAndNoPEIsBlindToOrder) {
+  std::string text;
+  for (int i = 0; i < 80; ++i) text += "abcdefgh ijklmnop\n";
+  auto tok = data::make_tokenizer("char", text);
+  data::TokenDataset ds(text, *tok, 16);
+  train::EncoderTrackConfig c = train::encoder_track_preset("tiny");
+  c.seeds = {1};
+  c.multipliers = {1};
+  c.tasks = {"reversed"};
+  c.n_embd = 32;
+  c.n_head = 4;
+  c.mlm_iters = 50;
+  c.task_iters = 40;
+  c.batch = 16;
+  c.lr = 5e-3;
+  c.eval_examples = 64;
+  const auto rope = train::run_encoder_unit(c, "rope", 1, ds, *tok);
+  const auto none = train::run_encoder_unit(c, "none", 1, ds, *tok);
+  EXPECT_GT(rope.mlm_accuracy[0], 0.2) << "unigram level 1/18";
+  EXPECT_GT(rope.tasks[0].accuracy, 0.85) << "reversed with RoPE";
+  EXPECT_NEAR(none.tasks[0].accuracy, 0.5, 1e-12) << "NoPE gives a window and its reversal one prediction";
+}
+
+}  // namespace

@@ -1,0 +1,725 @@
+// encoder.cpp — see encoder.h.
+#include "train/encoder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "autograd/ops.h"
+#include "data/encoder_tasks.h"
+#include "data/mlm.h"
+#include "data/synthetic.h"
+#include "nn/encoder.h"
+#include "tensor/errors.h"
+#include "train/encoder_metrics.h"
+#include "train/evaluate.h"
+#include "train/interrupt.h"
+#include "train/optim.h"
+#include "train/safetensors.h"
+
+namespace posgrad::train {
+
+// ---- configuration -------------------------------------------------------------------------------
+
+std::vector<std::string> EncoderTrackConfig::method_list() const {
+  return methods.empty() ? nn::position_encoding_kinds() : methods;
+}
+
+void EncoderTrackConfig::validate() const {
+  auto positive = [](int64_t v, const char* flag) {
+    POSGRAD_CHECK(v >= 1, UsageError, flag, " must be >= 1, got ", v);
+  };
+  positive(n_layer, "--encoder-n-layer");
+  positive(n_head, "--encoder-n-head");
+  positive(n_embd, "--encoder-n-embd");
+  positive(mlm_iters, "--encoder-mlm-iters");
+  positive(task_iters, "--encoder-task-iters");
+  positive(batch, "--encoder-batch");
+  positive(eval_examples, "--encoder-eval-examples");
+  POSGRAD_CHECK(n_embd % n_head == 0, UsageError, "--encoder-n-embd (", n_embd, ") must be a multiple of --encoder-n-head (",
+                n_head, ")");
+  POSGRAD_CHECK(length >= 2 && length <= 4096, UsageError, "--encoder-length must be in [2, 4096], got ", length);
+  POSGRAD_CHECK(lr > 0 && lr < 1, UsageError, "--encoder-lr must be in (0, 1), got ", lr);
+  POSGRAD_CHECK(weight_decay >= 0 && weight_decay < 1, UsageError, "encoder weight decay must be in [0, 1)");
+  POSGRAD_CHECK(warmup >= 0, UsageError, "encoder warmup must be >= 0");
+  POSGRAD_CHECK(segments >= 2 && segments <= length, UsageError, "--encoder-segments must be in [2, --encoder-length], got ",
+                segments);
+  POSGRAD_CHECK(word_k >= 1, UsageError, "--encoder-word-k must be >= 1, got ", word_k);
+  POSGRAD_CHECK(!seeds.empty(), UsageError, "the encoder track needs at least one seed");
+  POSGRAD_CHECK(std::set<uint64_t>(seeds.begin(), seeds.end()).size() == seeds.size(), UsageError,
+                "duplicate seeds in the encoder track");
+  POSGRAD_CHECK(!tasks.empty(), UsageError, "--encoder-tasks lists no task");
+  for (const auto& t : tasks) (void)data::parse_encoder_task(t);  // ValueError naming it
+  POSGRAD_CHECK(std::set<std::string>(tasks.begin(), tasks.end()).size() == tasks.size(), UsageError,
+                "duplicate tasks in --encoder-tasks");
+  POSGRAD_CHECK(!multipliers.empty() && std::find(multipliers.begin(), multipliers.end(), 1) != multipliers.end(),
+                UsageError, "the encoder track's multipliers must include 1 (the fine-tuning length)");
+  for (int64_t m : multipliers) POSGRAD_CHECK(m >= 1 && m <= 64, UsageError, "encoder multiplier ", m, " outside [1, 64]");
+  const auto kinds = nn::position_encoding_kinds();
+  const auto ms = method_list();
+  for (const auto& m : ms)
+    POSGRAD_CHECK(std::find(kinds.begin(), kinds.end(), m) != kinds.end(), UsageError, "unknown encoder method '", m, "'");
+  POSGRAD_CHECK(std::set<std::string>(ms.begin(), ms.end()).size() == ms.size(), UsageError,
+                "duplicate methods in the encoder track");
+}
+
+nlohmann::json EncoderTrackConfig::to_json() const {
+  return {{"methods", method_list()}, {"seeds", seeds}, {"tasks", tasks}, {"multipliers", multipliers},
+          {"n_layer", n_layer}, {"n_head", n_head}, {"n_embd", n_embd}, {"length", length},
+          {"mlm_iters", mlm_iters}, {"task_iters", task_iters}, {"batch", batch}, {"lr", lr},
+          {"weight_decay", weight_decay}, {"grad_clip", grad_clip}, {"warmup", warmup},
+          {"eval_examples", eval_examples}, {"segments", segments}, {"word_k", word_k}};
+}
+
+EncoderTrackConfig EncoderTrackConfig::from_json(const nlohmann::json& j, const std::string& source) {
+  EncoderTrackConfig c;
+  try {
+    c.methods = j.at("methods").get<std::vector<std::string>>();
+    c.seeds = j.at("seeds").get<std::vector<uint64_t>>();
+    c.tasks = j.at("tasks").get<std::vector<std::string>>();
+    c.multipliers = j.at("multipliers").get<std::vector<int64_t>>();
+    c.n_layer = j.at("n_layer").get<int64_t>();
+    c.n_head = j.at("n_head").get<int64_t>();
+    c.n_embd = j.at("n_embd").get<int64_t>();
+    c.length = j.at("length").get<int64_t>();
+    c.mlm_iters = j.at("mlm_iters").get<int64_t>();
+    c.task_iters = j.at("task_iters").get<int64_t>();
+    c.batch = j.at("batch").get<int64_t>();
+    c.lr = j.at("lr").get<double>();
+    c.weight_decay = j.at("weight_decay").get<double>();
+    c.grad_clip = j.at("grad_clip").get<double>();
+    c.warmup = j.at("warmup").get<int64_t>();
+    c.eval_examples = j.at("eval_examples").get<int64_t>();
+    c.segments = j.at("segments").get<int64_t>();
+    c.word_k = j.at("word_k").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(source + ": encoder track configuration: " + e.what());
+  }
+  return c;
+}
+
+EncoderTrackConfig encoder_track_preset(const std::string& name) {
+  EncoderTrackConfig c;
+  if (name == "quick") return c;
+  if (name == "full") {
+    c.seeds = {1, 2, 3, 4, 5};
+    c.n_layer = 4;
+    c.n_embd = 128;
+    c.length = 64;
+    c.mlm_iters = 2000;
+    c.task_iters = 600;
+    c.batch = 32;
+    c.lr = 1e-3;
+    c.eval_examples = 512;
+    return c;
+  }
+  if (name == "tiny") {
+    c.seeds = {1, 2};
+    c.n_layer = 1;
+    c.n_head = 2;
+    c.n_embd = 16;
+    c.length = 16;
+    c.mlm_iters = 4;
+    c.task_iters = 4;
+    c.batch = 4;
+    c.warmup = 1;
+    c.eval_examples = 8;
+    return c;
+  }
+  throw ValueError("unknown encoder preset '" + name + "' (known: quick|full|tiny)");
+}
+
+// ---- training ------------------------------------------------------------------------------------
+
+namespace {
+
+// Distinct, method-independent generator seeds per purpose (SplitMix64 finaliser of seed and tag).
+uint64_t stream(uint64_t seed, uint64_t tag) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + tag * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+enum Stream : uint64_t { kInit = 1, kMlmTrain, kMlmMask, kMlmEvalWindows, kMlmEvalMask, kTaskTrain, kTaskEval, kHeadInit };
+
+// AdamW over `iters` steps of loss(step): linear warm-up, cosine decay to lr/10, clipping.
+// Returns the mean training loss of the last max(1, iters/10) steps.
+double train_steps(nn::Module& model, const EncoderTrackConfig& cfg, int64_t iters,
+                   const std::function<Tensor(int64_t)>& loss_of) {
+  model.train();
+  AdamW opt(decay_groups(model.named_parameters(), cfg.weight_decay), AdamWOptions(cfg.lr).betas(0.9, 0.99));
+  LRSchedule sched{cfg.lr, cfg.lr / 10, std::min(cfg.warmup, iters), iters, true};
+  const int64_t tail = std::max<int64_t>(1, iters / 10);
+  double tail_loss = 0;
+  for (int64_t s = 0; s < iters; ++s) {
+    opt.set_lr(sched.at(s));
+    opt.zero_grad();
+    Tensor loss = loss_of(s);
+    const double l = loss.item();
+    if (!std::isfinite(l))
+      throw NonFiniteLoss("encoder track: non-finite training loss at step " + std::to_string(s + 1));
+    loss.backward();
+    clip_grad_norm(model.parameters(), cfg.grad_clip);
+    opt.step();
+    if (s >= iters - tail) tail_loss += l / static_cast<double>(tail);
+    if (interrupt_requested())  // SIGINT / SIGTERM (train/interrupt.h): stop after this step
+      throw Interrupted(std::string("encoder track interrupted by ") + signal_name(interrupt_signal()) + " at step " +
+                            std::to_string(s + 1) + " of a unit (no partial result is kept: a re-run measures the "
+                            "encoder track again)",
+                        "", s + 1, interrupt_signal());
+  }
+  model.eval();
+  return tail_loss;
+}
+
+// `batch` windows of T tokens at uniformly drawn offsets of span: int64 (batch, T).
+Tensor windows(const data::TokenSpan& span, int64_t batch, int64_t T, Generator& g) {
+  POSGRAD_CHECK(span.size() >= T, ValueError, "encoder track: a split of ", span.size(), " tokens is shorter than ",
+                "the length ", T);
+  std::vector<int64_t> ids;
+  ids.reserve(static_cast<size_t>(batch * T));
+  const uint64_t starts = static_cast<uint64_t>(span.size() - T + 1);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t s = static_cast<int64_t>(g.next_u64() % starts);
+    ids.insert(ids.end(), span.data() + s, span.data() + s + T);
+  }
+  return Tensor::from_ints(ids, {batch, T});
+}
+
+std::vector<int64_t> ints(const Tensor& t) {
+  std::vector<int64_t> out;
+  for (double v : t.to_vector()) out.push_back(static_cast<int64_t>(v));
+  return out;
+}
+
+std::vector<int64_t> argmax_last(const Tensor& logits) { return ints(max(logits, -1).second); }
+
+}  // namespace
+
+EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::string& method, uint64_t seed,
+                                   const data::TokenDataset& data, const data::Tokenizer& tok,
+                                   const std::string& save_dir) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t V = tok.vocab_size(), mask_id = V, marker_id = V + 1;
+  const int64_t max_mult = *std::max_element(cfg.multipliers.begin(), cfg.multipliers.end());
+  nn::EncoderConfig ec;
+  ec.model.vocab_size = V + 2;
+  ec.model.block_size = cfg.length * max_mult;
+  ec.model.n_layer = cfg.n_layer;
+  ec.model.n_head = cfg.n_head;
+  ec.model.n_embd = cfg.n_embd;
+  ec.model.dropout = 0.0;
+  ec.model.pos.kind = method;
+  ec.model.pos.causal = false;
+
+  EncoderUnitResult u;
+  u.method = method;
+  u.seed = seed;
+  Generator init(stream(seed, kInit)), drop(0);
+  nn::Encoder pre(ec, init, drop);
+  u.parameters = pre.num_parameters();
+
+  // Masked-LM pretraining on the train split.
+  {
+    Generator gw(stream(seed, kMlmTrain)), gm(stream(seed, kMlmMask));
+    u.mlm_final_train_loss = train_steps(pre, cfg, cfg.mlm_iters, [&](int64_t) {
+      const data::MlmBatch mb = data::mask_tokens(windows(data.train(), cfg.batch, cfg.length, gw), V, mask_id, gm);
+      return cross_entropy(pre.mlm_logits(mb.input), mb.labels);
+    });
+  }
+  if (!save_dir.empty()) save_encoder(save_dir, pre, method, tok);
+  // Masked-token loss and accuracy on validation windows at each length.
+  for (int64_t m : cfg.multipliers) {
+    NoGradGuard ng;
+    const int64_t T = cfg.length * m;
+    Generator gw(stream(seed, kMlmEvalWindows)), gm(stream(seed, kMlmEvalMask));
+    double loss_sum = 0;
+    int64_t hits = 0, scored = 0;
+    for (int64_t done = 0; done < cfg.eval_examples; done += cfg.batch) {
+      const int64_t b = std::min(cfg.batch, cfg.eval_examples - done);
+      const data::MlmBatch mb = data::mask_tokens(windows(data.val(), b, T, gw), V, mask_id, gm);
+      const Tensor logits = pre.mlm_logits(mb.input);
+      const auto rows = cross_entropy_rows(logits, mb.labels).to_vector();
+      const auto pred = argmax_last(logits), gold = ints(mb.labels);
+      for (size_t i = 0; i < gold.size(); ++i) {
+        if (gold[i] == data::kIgnoreIndex) continue;
+        ++scored;
+        hits += pred[i] == gold[i];
+        loss_sum += rows[i];
+      }
+    }
+    u.mlm_loss.push_back(loss_sum / static_cast<double>(scored));
+    u.mlm_accuracy.push_back(static_cast<double>(hits) / static_cast<double>(scored));
+  }
+
+  // Fine-tuning: a fresh head on a copy of the pretrained backbone, per task.
+  const nn::NamedTensors backbone = pre.backbone->state_dict();
+  for (const std::string& task_name : cfg.tasks) {
+    const data::EncoderTask task = data::parse_encoder_task(task_name);
+    const data::TaskVocab vocab = data::task_vocab(tok, marker_id);
+    const data::TaskOptions topt{cfg.segments, cfg.word_k};
+    const bool labelling = data::is_labelling_task(task);
+    data::EncoderTaskGenerator train_gen(task, data.train(), vocab, stream(seed, kTaskTrain), topt);
+    nn::EncoderConfig fc = ec;
+    (labelling ? fc.num_tags : fc.num_classes) = train_gen.num_labels();
+    Generator hinit(stream(seed, kHeadInit)), hdrop(0);
+    nn::Encoder ft(fc, hinit, hdrop);
+    ft.backbone->load_state_dict(backbone);
+    const double final_loss = train_steps(ft, cfg, cfg.task_iters, [&](int64_t) {
+      const data::TaskBatch tb = train_gen.next(cfg.batch, cfg.length);
+      return cross_entropy(labelling ? ft.token_logits(tb.input) : ft.sequence_logits(tb.input), tb.labels);
+    });
+    for (int64_t m : cfg.multipliers) {
+      NoGradGuard ng;
+      const int64_t T = cfg.length * m;
+      // The same held-out examples for every method and seed-independent of training.
+      data::EncoderTaskGenerator eval_gen(task, data.val(), vocab, stream(0, kTaskEval + static_cast<uint64_t>(m)),
+                                          topt);
+      std::vector<int64_t> pred, gold;
+      std::vector<std::vector<int64_t>> pred_seq, gold_seq;
+      // Sequence tasks: balanced groups (every class built from one window, next_balanced), so that an
+      // order-blind model scores exactly 1 / classes; eval_examples rounded up to whole groups.
+      const int64_t k = labelling ? 1 : train_gen.num_labels(), per_call = std::max<int64_t>(1, cfg.batch / k);
+      const int64_t groups = (cfg.eval_examples + k - 1) / k;
+      for (int64_t done = 0; done < groups; done += per_call) {
+        const int64_t b = std::min(per_call, groups - done) * k;
+        const data::TaskBatch tb = eval_gen.next_balanced(b / k, T);
+        const auto p = argmax_last(labelling ? ft.token_logits(tb.input) : ft.sequence_logits(tb.input));
+        const auto g = ints(tb.labels);
+        pred.insert(pred.end(), p.begin(), p.end());
+        gold.insert(gold.end(), g.begin(), g.end());
+        if (labelling)
+          for (int64_t r = 0; r < b; ++r) {
+            pred_seq.emplace_back(p.begin() + r * T, p.begin() + (r + 1) * T);
+            gold_seq.emplace_back(g.begin() + r * T, g.begin() + (r + 1) * T);
+          }
+      }
+      EncoderTaskScore s;
+      s.task = task_name;
+      s.multiplier = m;
+      s.length = T;
+      s.examples = static_cast<int64_t>(gold.size()) / (labelling ? T : 1);
+      s.accuracy = accuracy(pred, gold);
+      s.macro_f1 = macro_f1(pred, gold);
+      if (labelling) {
+        const SpanScore sp = span_f1(pred_seq, gold_seq);
+        s.span_f1 = sp.f1;
+        s.span_precision = sp.precision;
+        s.span_recall = sp.recall;
+      }
+      s.final_train_loss = final_loss;
+      u.tasks.push_back(s);
+    }
+  }
+  u.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return u;
+}
+
+EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::TokenDataset& data,
+                                     const data::Tokenizer& tok, bool log, const std::string& out_dir) {
+  cfg.validate();
+  EncoderTrackResult r;
+  r.config = cfg;
+  r.config.methods = cfg.method_list();
+  for (const std::string& m : r.config.methods)
+    for (uint64_t seed : cfg.seeds) {
+      r.units.push_back(run_encoder_unit(cfg, m, seed, data, tok,
+                                         out_dir.empty() ? "" : out_dir + "/" + m + "/seed" + std::to_string(seed)));
+      const auto& u = r.units.back();
+      if (log) {
+        std::string tasks;
+        for (const auto& s : u.tasks)
+          if (s.multiplier == 1)
+            tasks += " | " + s.task + " " +
+                     std::to_string(data::is_labelling_task(data::parse_encoder_task(s.task)) ? s.span_f1 : s.accuracy)
+                         .substr(0, 5);
+        spdlog::info("encoder {:>10} seed {} | mlm acc {:.4f}{} | {:.1f}s", m, seed, u.mlm_accuracy.front(), tasks,
+                     u.seconds);
+      }
+    }
+  return r;
+}
+
+// ---- saved encoders and fill-mask ----------------------------------------------------------------
+
+void save_encoder(const std::string& dir, const nn::Encoder& enc, const std::string& method,
+                  const data::Tokenizer& tok) {
+  const nn::GPTConfig& m = enc.config().model;
+  const nlohmann::json config = {{"method", method},          {"vocab_size", m.vocab_size}, {"block_size", m.block_size},
+                                 {"n_layer", m.n_layer},      {"n_head", m.n_head},         {"n_embd", m.n_embd},
+                                 {"bias", m.bias}};
+  std::filesystem::create_directories(dir);
+  save_safetensors(dir + "/encoder.safetensors", enc.state_dict(),
+                   {{"format", "posgrad-encoder-1"},
+                    {"track", "encoder"},
+                    {"config", config.dump()},
+                    {"tokenizer", tok.to_json().dump()}});
+}
+
+std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir) {
+  const std::string path = dir + "/encoder.safetensors";
+  if (!std::filesystem::exists(path)) {
+    const bool decoder = std::filesystem::exists(dir + "/checkpoint/state.json");
+    throw IoError("no encoder in '" + dir + "' (" + path + " is missing)" +
+                  (decoder ? "; it holds a decoder run (posgrad train): use posgrad sample / eval"
+                           : "; posgrad compare --track encoder|both saves one per method and seed in "
+                             "<out_dir>/encoder/<method>/seed<k>"));
+  }
+  SafetensorsFile f = load_safetensors(path);
+  auto meta = [&](const std::string& key) {
+    auto it = f.metadata.find(key);
+    if (it == f.metadata.end()) throw IoError(path + ": metadata has no '" + key + "'");
+    return it->second;
+  };
+  if (meta("format") != "posgrad-encoder-1" || meta("track") != "encoder")
+    throw IoError(path + ": not a posgrad encoder (format '" + meta("format") + "', track '" + meta("track") + "')");
+  auto out = std::make_unique<LoadedEncoder>();
+  try {
+    const nlohmann::json c = nlohmann::json::parse(meta("config"));
+    out->tokenizer = data::Tokenizer::from_json(nlohmann::json::parse(meta("tokenizer")));
+    nn::EncoderConfig ec;
+    ec.model.vocab_size = c.at("vocab_size").get<int64_t>();
+    ec.model.block_size = c.at("block_size").get<int64_t>();
+    ec.model.n_layer = c.at("n_layer").get<int64_t>();
+    ec.model.n_head = c.at("n_head").get<int64_t>();
+    ec.model.n_embd = c.at("n_embd").get<int64_t>();
+    ec.model.bias = c.at("bias").get<bool>();
+    ec.model.pos.kind = c.at("method").get<std::string>();
+    out->method = ec.model.pos.kind;
+    if (ec.model.vocab_size != out->tokenizer->vocab_size() + 2)
+      throw IoError(path + ": vocabulary " + std::to_string(ec.model.vocab_size) + " is not the tokenizer's + 2");
+    Generator init(0);
+    out->model = std::make_unique<nn::Encoder>(ec, init, out->dropout);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(path + ": malformed metadata (" + e.what() + ")");
+  } catch (const ValueError& e) {
+    throw IoError(path + ": " + e.what());
+  }
+  nn::NamedTensors state(f.tensors.begin(), f.tensors.end());
+  out->model->load_state_dict(state);
+  out->model->eval();
+  return out;
+}
+
+FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char mask_char, int64_t top) {
+  POSGRAD_CHECK(top >= 1, ValueError, "fill-mask: --top must be >= 1, got ", top);
+  const int64_t V = enc.tokenizer->vocab_size(), mask_id = V;
+  std::vector<int64_t> ids;
+  std::vector<size_t> masks;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == mask_char) {
+      masks.push_back(i);
+      ids.push_back(mask_id);
+      continue;
+    }
+    ids.push_back(enc.tokenizer->encode(std::string(1, text[i])).at(0));  // ValueError naming the byte
+  }
+  POSGRAD_CHECK(!masks.empty(), ValueError, "fill-mask: the text has no mask character '", std::string(1, mask_char),
+                "'");
+  const int64_t T = static_cast<int64_t>(ids.size()), limit = enc.model->config().model.block_size;
+  POSGRAD_CHECK(T <= limit, ValueError, "fill-mask: the text has ", T, " tokens; this encoder's positions end at ",
+                limit);
+  NoGradGuard ng;
+  const Tensor probs = softmax(enc.model->mlm_logits(Tensor::from_ints(ids, {1, T})), -1);  // (1, T, V + 2)
+  const auto p = probs.to_vector();
+  const int64_t W = V + 2;
+  FillMaskResult r;
+  r.filled = text;
+  for (size_t m : masks) {
+    std::vector<std::pair<double, int64_t>> row;
+    for (int64_t v = 0; v < V; ++v) row.push_back({p[static_cast<size_t>(m) * W + v], v});  // corpus tokens only
+    std::stable_sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<std::pair<std::string, double>> cand;
+    for (int64_t k = 0; k < std::min<int64_t>(top, V); ++k) cand.push_back({enc.tokenizer->decode({row[k].second}), row[k].first});
+    r.filled.replace(m, 1, cand.front().first);
+    r.candidates.push_back(cand);
+  }
+  return r;
+}
+
+// ---- results as JSON -----------------------------------------------------------------------------
+
+nlohmann::json to_json(const EncoderTrackResult& r) {
+  nlohmann::json units = nlohmann::json::array();
+  for (const auto& u : r.units) {
+    nlohmann::json tasks = nlohmann::json::array();
+    for (const auto& s : u.tasks)
+      tasks.push_back({{"task", s.task}, {"multiplier", s.multiplier}, {"length", s.length}, {"examples", s.examples},
+                       {"accuracy", s.accuracy}, {"macro_f1", s.macro_f1}, {"span_f1", s.span_f1},
+                       {"span_precision", s.span_precision}, {"span_recall", s.span_recall},
+                       {"final_train_loss", s.final_train_loss}});
+    units.push_back({{"method", u.method}, {"seed", u.seed}, {"parameters", u.parameters},
+                     {"mlm_final_train_loss", u.mlm_final_train_loss}, {"mlm_loss", u.mlm_loss},
+                     {"mlm_accuracy", u.mlm_accuracy}, {"tasks", tasks}, {"seconds", u.seconds}});
+  }
+  return {{"config", r.config.to_json()}, {"units", units}};
+}
+
+EncoderTrackResult encoder_track_from_json(const nlohmann::json& j, const std::string& source) {
+  EncoderTrackResult r;
+  r.config = EncoderTrackConfig::from_json(j.at("config"), source);
+  try {
+    for (const auto& ju : j.at("units")) {
+      EncoderUnitResult u;
+      u.method = ju.at("method").get<std::string>();
+      u.seed = ju.at("seed").get<uint64_t>();
+      u.parameters = ju.at("parameters").get<int64_t>();
+      u.mlm_final_train_loss = ju.at("mlm_final_train_loss").get<double>();
+      u.mlm_loss = ju.at("mlm_loss").get<std::vector<double>>();
+      u.mlm_accuracy = ju.at("mlm_accuracy").get<std::vector<double>>();
+      u.seconds = ju.at("seconds").get<double>();
+      for (const auto& js : ju.at("tasks")) {
+        EncoderTaskScore s;
+        s.task = js.at("task").get<std::string>();
+        s.multiplier = js.at("multiplier").get<int64_t>();
+        s.length = js.at("length").get<int64_t>();
+        s.examples = js.at("examples").get<int64_t>();
+        s.accuracy = js.at("accuracy").get<double>();
+        s.macro_f1 = js.at("macro_f1").get<double>();
+        s.span_f1 = js.at("span_f1").get<double>();
+        s.span_precision = js.at("span_precision").get<double>();
+        s.span_recall = js.at("span_recall").get<double>();
+        s.final_train_loss = js.at("final_train_loss").get<double>();
+        u.tasks.push_back(s);
+      }
+      r.units.push_back(u);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(source + ": encoder track results: " + e.what());
+  }
+  return r;
+}
+
+// ---- statistics ----------------------------------------------------------------------------------
+
+std::vector<double> encoder_values(const EncoderTrackResult& r, const std::string& method, const std::string& metric,
+                                   int64_t multiplier) {
+  std::vector<double> v;
+  const auto& mults = r.config.multipliers;
+  const auto at = std::find(mults.begin(), mults.end(), multiplier);
+  for (const auto& u : r.units) {
+    if (u.method != method) continue;
+    if (metric == "mlm_accuracy" || metric == "mlm_loss") {
+      const auto& src = metric == "mlm_accuracy" ? u.mlm_accuracy : u.mlm_loss;
+      const size_t i = static_cast<size_t>(at - mults.begin());
+      if (at != mults.end() && i < src.size()) v.push_back(src[i]);
+      continue;
+    }
+    const size_t slash = metric.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string task = metric.substr(0, slash), what = metric.substr(slash + 1);
+    for (const auto& s : u.tasks)
+      if (s.task == task && s.multiplier == multiplier)
+        v.push_back(what == "accuracy" ? s.accuracy : what == "macro_f1" ? s.macro_f1 : s.span_f1);
+  }
+  return v;
+}
+
+double encoder_chance(const EncoderTrackConfig& c, const std::string& task, const std::string& metric) {
+  const data::EncoderTask t = data::parse_encoder_task(task);
+  if (data::is_labelling_task(t)) return std::numeric_limits<double>::quiet_NaN();
+  const double k = t == data::EncoderTask::Reversed ? 2.0 : static_cast<double>(c.segments);
+  // An order-blind model on the balanced held-out groups (next_balanced) predicts one class per group.
+  // Accuracy: exactly 1/k. Macro-F1: with a fraction q_c of the groups predicted c, TP_c = q_c G,
+  // FP_c = (k - 1) q_c G, FN_c = (1 - q_c) G, so F1_c = 2 q_c / (k q_c + 1), concave in q_c: the
+  // macro mean is at most 1/k (q_c = 1/k) and 2 / (k (k + 1)) for a constant prediction.
+  (void)metric;
+  return 1.0 / k;
+}
+
+namespace {
+
+std::string fmt(double v, int prec = 3) {
+  if (!std::isfinite(v)) return "n/a";
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(prec) << v;
+  return o.str();
+}
+
+std::string cell(const std::vector<double>& v, int prec = 3) {
+  const Summary s = summarize(v);
+  if (s.n == 0) return "n/a";
+  if (!s.has_interval()) return fmt(s.mean, prec);
+  return fmt(s.mean, prec) + " [" + fmt(s.ci_low, prec) + ", " + fmt(s.ci_high, prec) + "]";
+}
+
+bool is_labelling(const std::string& task) { return data::is_labelling_task(data::parse_encoder_task(task)); }
+
+// Per seed of a method: the mean accuracy over the sequence tasks, or the mean F1 over every task
+// (macro-F1 of the sequence tasks, span F1 of the labelling task), at multiplier 1.
+std::vector<double> composite(const EncoderTrackResult& r, const std::string& method, bool f1) {
+  std::vector<double> out;
+  for (const auto& u : r.units) {
+    if (u.method != method) continue;
+    double sum = 0;
+    int n = 0;
+    for (const auto& s : u.tasks) {
+      if (s.multiplier != 1) continue;
+      if (is_labelling(s.task)) {
+        if (!f1) continue;
+        sum += s.span_f1;
+      } else {
+        sum += f1 ? s.macro_f1 : s.accuracy;
+      }
+      ++n;
+    }
+    if (n) out.push_back(sum / n);
+  }
+  return out;
+}
+
+bool has_method(const EncoderTrackResult& r, const std::string& m) {
+  return std::find(r.config.methods.begin(), r.config.methods.end(), m) != r.config.methods.end();
+}
+
+// The ordering claim on one composite: rope > deberta > t5 > each absolute encoding present.
+EncoderClaim ordering(const EncoderTrackResult& r, bool f1) {
+  EncoderClaim c;
+  c.claim = "accuracy and F1: RoPE > DeBERTa > T5 > absolute";
+  c.metric = f1 ? "F1 at 1x (mean of the sequence tasks' macro-F1 and the labelling task's span F1)"
+                : "accuracy at 1x (mean over the sequence-classification tasks)";
+  const std::vector<std::string> chain = {"rope", "deberta", "t5"};
+  std::vector<std::string> absolute;
+  for (const char* a : {"sinusoidal", "learned"})
+    if (has_method(r, a)) absolute.push_back(a);
+  for (const auto& m : chain)
+    if (!has_method(r, m)) {
+      c.verdict = "inconclusive";
+      c.why = m + " was not run";
+      return c;
+    }
+  if (absolute.empty()) {
+    c.verdict = "inconclusive";
+    c.why = "no absolute encoding (sinusoidal, learned) was run";
+    return c;
+  }
+  for (const auto& m : chain) c.measured += (c.measured.empty() ? "" : "; ") + m + " " + cell(composite(r, m, f1));
+  for (const auto& m : absolute) c.measured += "; " + m + " " + cell(composite(r, m, f1));
+  std::vector<std::pair<std::string, std::string>> pairs = {{"rope", "deberta"}, {"deberta", "t5"}};
+  for (const auto& a : absolute) pairs.push_back({"t5", a});
+  bool all = true, against = false;
+  std::string why;
+  for (const auto& [hi, lo] : pairs) {
+    const WelchTest w = welch_test(composite(r, hi, f1), composite(r, lo, f1));
+    const int o = significant_order(w);
+    why += (why.empty() ? "" : "; ") + hi + " − " + lo + " = " + fmt(w.diff) +
+           (w.testable ? " (p " + fmt(w.p) + ")" : " (not testable)");
+    if (o <= 0) all = false;
+    if (o < 0) against = true;
+  }
+  c.verdict = against ? "contradicted" : all ? "supported" : "inconclusive";
+  c.why = "Welch's t-test per adjacent pair at 5%: " + why;
+  return c;
+}
+
+}  // namespace
+
+std::vector<EncoderClaim> judge_encoder_claims(const EncoderTrackResult& r) {
+  return {ordering(r, false), ordering(r, true)};
+}
+
+std::string encoder_report_markdown(const EncoderTrackResult& r) {
+  const EncoderTrackConfig& c = r.config;
+  std::ostringstream o;
+  o << "## Encoder track: masked-LM pretraining, classification and labelling\n\n";
+  o << "Bidirectional encoders (no mask; T5 with bidirectional buckets, ALiBi symmetric −m|i−j|, DeBERTa's "
+       "c2p and p2c in both directions) pretrained with BERT's masked-LM objective (15% of the tokens selected; "
+       "80% [MASK], 10% random, 10% unchanged), then fine-tuned per task with a fresh head on a copy of the "
+       "pretrained weights. "
+    << c.n_layer << " layers, " << c.n_embd << " channels, " << c.n_head << " heads; length " << c.length
+    << "; " << c.mlm_iters << " masked-LM steps and " << c.task_iters << " fine-tuning steps per task, batch "
+    << c.batch << ", lr " << c.lr << "; " << c.eval_examples << " held-out examples per task and length; seeds "
+    << c.seeds.size() << ". Cells: mean [95% Student-t interval] over seeds.\n\n";
+  // MLM table
+  o << "### Masked-token accuracy and loss (validation)\n\n| method |";
+  for (int64_t m : c.multipliers) o << " accuracy x" << m << " |";
+  for (int64_t m : c.multipliers) o << " loss x" << m << " |";
+  o << "\n|---|";
+  for (size_t i = 0; i < 2 * c.multipliers.size(); ++i) o << "---|";
+  o << "\n";
+  for (const auto& m : c.methods) {
+    o << "| " << m << " |";
+    for (int64_t k : c.multipliers) o << " " << cell(encoder_values(r, m, "mlm_accuracy", k)) << " |";
+    for (int64_t k : c.multipliers) o << " " << cell(encoder_values(r, m, "mlm_loss", k)) << " |";
+    o << "\n";
+  }
+  o << "\n";
+  // Task tables
+  for (const auto& task : c.tasks) {
+    const bool lab = is_labelling(task);
+    const std::vector<std::string> metrics =
+        lab ? std::vector<std::string>{"span_f1", "accuracy"} : std::vector<std::string>{"accuracy", "macro_f1"};
+    o << "### Task " << task << (lab ? " (token labelling; span F1 = CoNLL exact span and label)" : " (sequence classification)")
+      << "\n\n| method |";
+    for (const auto& met : metrics)
+      for (int64_t k : c.multipliers) o << " " << (met == "accuracy" && lab ? "token accuracy" : met) << " x" << k << " |";
+    o << "\n|---|";
+    for (size_t i = 0; i < metrics.size() * c.multipliers.size(); ++i) o << "---|";
+    o << "\n";
+    for (const auto& m : c.methods) {
+      o << "| " << m << " |";
+      for (const auto& met : metrics)
+        for (int64_t k : c.multipliers) o << " " << cell(encoder_values(r, m, task + "/" + met, k)) << " |";
+      o << "\n";
+    }
+    if (!lab) {
+      o << "| *chance (order-blind)* |";
+      for (const auto& met : metrics)
+        for (size_t i = 0; i < c.multipliers.size(); ++i) o << " " << fmt(encoder_chance(c, task, met)) << " |";
+      o << "\n";
+    }
+    o << "\n";
+  }
+  // NoPE control
+  if (has_method(r, "none")) {
+    o << "### NoPE control\n\nA bidirectional encoder without position information sees a multiset of tokens. "
+         "The held-out examples of a sequence task come in balanced groups (every class built from one window), "
+         "so an order-blind model gives a group one prediction and scores exactly the chance level 1/classes; "
+         "NoPE must sit there (its interval contains it, or every seed equals it).\n\n";
+    for (const auto& task : c.tasks) {
+      if (is_labelling(task)) continue;
+      const Summary s = summarize(encoder_values(r, "none", task + "/accuracy", 1));
+      const double ch = encoder_chance(c, task, "accuracy");
+      const bool at_chance = s.n > 0 && s.has_interval() ? (s.ci_low <= ch && ch <= s.ci_high) || std::fabs(s.mean - ch) < 1e-9
+                                                         : std::fabs(s.mean - ch) < 1e-9;
+      o << "- " << task << ": NoPE accuracy " << cell(encoder_values(r, "none", task + "/accuracy", 1))
+        << ", chance " << fmt(ch) << " — " << (at_chance ? "at chance" : "NOT at chance") << "\n";
+    }
+    o << "\n";
+  }
+  o << "### The article's accuracy/F1 claim on the encoder track\n\n| claim | metric | measured | verdict | why |\n"
+       "|---|---|---|---|---|\n";
+  for (const auto& v : judge_encoder_claims(r))
+    o << "| " << v.claim << " | " << v.metric << " | " << v.measured << " | **" << v.verdict << "** | " << v.why
+      << " |\n";
+  o << "\n";
+  return o.str();
+}
+
+std::string encoder_results_csv(const EncoderTrackResult& r) {
+  std::ostringstream o;
+  o << "method,seed,metric,multiplier,value\n";
+  o << std::setprecision(10);
+  for (const auto& u : r.units) {
+    for (size_t i = 0; i < r.config.multipliers.size() && i < u.mlm_accuracy.size(); ++i) {
+      o << u.method << "," << u.seed << ",mlm_accuracy," << r.config.multipliers[i] << "," << u.mlm_accuracy[i] << "\n";
+      o << u.method << "," << u.seed << ",mlm_loss," << r.config.multipliers[i] << "," << u.mlm_loss[i] << "\n";
+    }
+    for (const auto& s : u.tasks) {
+      o << u.method << "," << u.seed << "," << s.task << "/accuracy," << s.multiplier << "," << s.accuracy << "\n";
+      o << u.method << "," << u.seed << "," << s.task << "/macro_f1," << s.multiplier << "," << s.macro_f1 << "\n";
+      if (is_labelling(s.task))
+        o << u.method << "," << u.seed << "," << s.task << "/span_f1," << s.multiplier << "," << s.span_f1 << "\n";
+    }
+  }
+  return o.str();
+}
+
+}  // namespace posgrad::train

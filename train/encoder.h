@@ -1,0 +1,131 @@
+// encoder.h — the encoder track of the comparison: for each position encoding and seed, a
+// bidirectional encoder (nn/encoder.h) is pretrained with BERT's masked-LM objective (data/mlm.h,
+// Devlin et al. 2019 §3.1) on the corpus, then a copy of it is fine-tuned on each fine-tuning task
+// (data/encoder_tasks.h) with a sequence- or token-classification head and scored at 1x, 2x, 4x
+// the fine-tuning length on held-out windows of the validation split:
+//   masked-token loss and accuracy (the 15% selected positions) per length;
+//   accuracy and macro-F1 of the sequence tasks, CoNLL span F1 of the labelling task
+//   (train/encoder_metrics.h).
+// Across seeds each number gets its mean and 95% Student-t interval (train/stats.h), and the
+// article's accuracy/F1 ordering "RoPE > DeBERTa > T5 > absolute" is judged on these measurements
+// with the same pairwise Welch rule as the decoder track's claims (train/claims.h).
+// The data order is identical for every method: pretraining windows, masks and task examples are
+// drawn from generators seeded by (seed, purpose), never by the method.
+// The model's position table covers the longest evaluation (block_size = length x max multiplier):
+// a learned table's rows past the fine-tuning length are never trained, which is the honest
+// length-generalisation test of that encoding.
+// Not here: the decoder track (train/compare.h), which this file does not touch; resume of a
+// half-finished unit (a unit costs seconds; units are re-run).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "nn/encoder.h"
+#include "train/encoder_config.h"
+#include "train/stats.h"
+
+namespace posgrad::train {
+
+// Presets matching the comparison's (quick | full | tiny): tiny is for tests (seconds).
+EncoderTrackConfig encoder_track_preset(const std::string& name);
+
+// One task at one length.
+struct EncoderTaskScore {
+  std::string task;
+  int64_t multiplier = 1, length = 0, examples = 0;
+  double accuracy = 0, macro_f1 = 0;                   // sequence tasks (token accuracy for labelling)
+  double span_f1 = 0, span_precision = 0, span_recall = 0;  // labelling task
+  double final_train_loss = 0;                          // of the fine-tuning (same for every length)
+};
+
+struct EncoderUnitResult {
+  std::string method;
+  uint64_t seed = 0;
+  int64_t parameters = 0;
+  double mlm_final_train_loss = 0;
+  // Index-aligned with multipliers: masked-token loss and accuracy on validation windows.
+  std::vector<double> mlm_loss, mlm_accuracy;
+  std::vector<EncoderTaskScore> tasks;  // task-major, then multiplier
+  double seconds = 0;
+};
+
+struct EncoderTrackResult {
+  EncoderTrackConfig config;
+  std::vector<EncoderUnitResult> units;
+};
+
+nlohmann::json to_json(const EncoderTrackResult& r);
+EncoderTrackResult encoder_track_from_json(const nlohmann::json& j, const std::string& source);  // IoError
+
+// ---- saved encoders and fill-mask -------------------------------------------------------------------
+// A pretrained encoder is saved as <dir>/encoder.safetensors: the weights (names of nn::Encoder),
+// and metadata {"format": "posgrad-encoder-1", "track": "encoder", "config": the model's sizes and
+// position encoding (JSON), "tokenizer": Tokenizer::to_json()}. The decoder's run directories hold
+// checkpoint/ instead (train/checkpoint.h): the track of a run is the file it holds.
+struct LoadedEncoder {
+  Generator dropout{0};  // the model's dropout generator (dropout is 0; kept alive with the model)
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::unique_ptr<nn::Encoder> model;
+  std::string method;
+};
+void save_encoder(const std::string& dir, const nn::Encoder& enc, const std::string& method,
+                  const data::Tokenizer& tok);
+// IoError naming the path: no encoder.safetensors there (a decoder run: the message says so),
+// another format, a missing or malformed metadata key, weights that do not match the configuration.
+std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir);
+// Fills every `mask_char` of `text` with the encoder's most likely token at that position (all
+// masks predicted at once, as BERT does); `top` (>= 1) candidates with probabilities per mask.
+// ValueError: no mask in the text, a character outside the tokenizer's vocabulary, a text longer
+// than the model's positions.
+struct FillMaskResult {
+  std::string filled;
+  std::vector<std::vector<std::pair<std::string, double>>> candidates;  // per mask, best first
+};
+FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char mask_char = '_', int64_t top = 5);
+
+// One (method, seed) unit on the given data (train split for pretraining and fine-tuning, val split
+// for every evaluation). tok gives the whitespace and newline ids; the encoder's vocabulary is the
+// tokenizer's plus [MASK] (= V) and [MARK] (= V + 1). Deterministic for a given thread count.
+// save_dir non-empty: the pretrained encoder (before fine-tuning) is saved there (save_encoder).
+EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::string& method, uint64_t seed,
+                                   const data::TokenDataset& data, const data::Tokenizer& tok,
+                                   const std::string& save_dir = "");
+// Every unit (methods x seeds, in that order); `log` true prints one line per unit (spdlog); out_dir
+// non-empty: each pretrained encoder is saved in <out_dir>/<method>/seed<seed>/.
+EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::TokenDataset& data,
+                                     const data::Tokenizer& tok, bool log = true, const std::string& out_dir = "");
+
+// ---- statistics and report ---------------------------------------------------------------------
+// A metric of the track: "mlm_accuracy", "mlm_loss", or "<task>/<accuracy|macro_f1|span_f1>", at a
+// multiplier. Values over the seeds of one method (units without it left out).
+std::vector<double> encoder_values(const EncoderTrackResult& r, const std::string& method, const std::string& metric,
+                                   int64_t multiplier);
+// The chance level of a task metric on the balanced held-out groups: 1/classes for accuracy (what an
+// order-blind model scores exactly) and for macro-F1 (its maximum for an order-blind model);
+// labelling: NaN (no chance level for span F1).
+double encoder_chance(const EncoderTrackConfig& c, const std::string& task, const std::string& metric);
+
+// The article's claim (b) "accuracy and F1: RoPE > DeBERTa > T5 > absolute" on the encoder track's
+// accuracy (mean over the sequence tasks) and F1 (mean of the macro-F1s and the span F1), at 1x;
+// absolute = the better of sinusoidal and learned. verdict: supported | contradicted | inconclusive.
+struct EncoderClaim {
+  std::string claim, metric, measured, verdict, why;
+};
+std::vector<EncoderClaim> judge_encoder_claims(const EncoderTrackResult& r);
+
+// The markdown section of report.md: settings, MLM table, the task tables (mean [95% CI] over seeds
+// per length, chance row), the NoPE control check and the claim verdicts.
+std::string encoder_report_markdown(const EncoderTrackResult& r);
+// encoder_results.csv: one row per (method, seed, metric, multiplier).
+std::string encoder_results_csv(const EncoderTrackResult& r);
+
+}  // namespace posgrad::train
