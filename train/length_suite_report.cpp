@@ -12,6 +12,7 @@
 
 #include "data/fileio.h"
 #include "data/length_tasks.h"
+#include "train/markdown.h"
 #include "train/stats.h"
 
 namespace posgrad::train {
@@ -20,42 +21,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string num(double v, int prec) {
-  if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
-  return buf;
-}
+using markdown::num;
 
-std::string cell(const Summary& s) {
-  if (s.n == 0) return "n/a";
-  if (!s.has_interval()) return num(s.mean, 2);
-  return num(s.mean, 2) + " ± " + num(s.std, 2) + " [" + num(s.ci_low, 2) + ", " + num(s.ci_high, 2) + "]";
-}
-
-class Table {
- public:
-  explicit Table(std::vector<std::string> header, bool text = false) : header_(std::move(header)), text_(text) {}
-  void row(std::vector<std::string> r) { rows_.push_back(std::move(r)); }
-  std::string markdown() const {
-    std::string s = "|";
-    for (const auto& h : header_) s += " " + h + " |";
-    s += "\n|";
-    for (size_t i = 0; i < header_.size(); ++i) s += i < (text_ ? header_.size() : 2) ? "---|" : "---:|";
-    s += "\n";
-    for (const auto& r : rows_) {
-      s += "|";
-      for (const auto& c : r) s += " " + c + " |";
-      s += "\n";
-    }
-    return s;
-  }
-
- private:
-  std::vector<std::string> header_;
-  std::vector<std::vector<std::string>> rows_;
-  bool text_;
+// Suite tables label each row with a task and a method: two left-aligned columns.
+struct Table : markdown::Table {
+  explicit Table(std::vector<std::string> header, bool text = false) : markdown::Table(std::move(header), text, 2) {}
 };
+
+std::string cell(const Summary& s) { return markdown::cell(s, 2); }
 
 const SuiteTaskResult* find(const UnitResult& u, const std::string& task, bool randomized) {
   for (const auto& s : u.suite)

@@ -13,6 +13,7 @@
 #include "data/fileio.h"
 #include "train/claims.h"
 #include "train/length_suite_report.h"
+#include "train/markdown.h"
 #include "train/options.h"
 
 namespace posgrad::train {
@@ -21,43 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string num(double v, int prec = 6) {
-  if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
-  return buf;
-}
-
-// "4.312 ± 0.021 [4.260, 4.364]"; one seed: the value; none: n/a.
-std::string cell(const Summary& s, int prec) {
-  if (s.n == 0) return "n/a";
-  if (!s.has_interval()) return num(s.mean, prec);
-  return num(s.mean, prec) + " ± " + num(s.std, prec) + " [" + num(s.ci_low, prec) + ", " + num(s.ci_high, prec) + "]";
-}
-
-class Table {
- public:
-  explicit Table(std::vector<std::string> header, bool text = false) : header_(std::move(header)), text_(text) {}
-  void row(std::vector<std::string> r) { rows_.push_back(std::move(r)); }
-  std::string markdown() const {
-    std::string s = "|";
-    for (const auto& h : header_) s += " " + h + " |";
-    s += "\n|";
-    for (size_t i = 0; i < header_.size(); ++i) s += i == 0 || text_ ? "---|" : "---:|";
-    s += "\n";
-    for (const auto& r : rows_) {
-      s += "|";
-      for (const auto& c : r) s += " " + c + " |";
-      s += "\n";
-    }
-    return s;
-  }
-
- private:
-  std::vector<std::string> header_;
-  std::vector<std::vector<std::string>> rows_;
-  bool text_ = false;  // left-aligned columns (prose), else numbers right-aligned
-};
+using markdown::cell;
+using markdown::num;
+using markdown::Table;
 
 int64_t longest(const CompareConfig& c) { return c.eval_multipliers.back(); }
 

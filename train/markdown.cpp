@@ -1,0 +1,36 @@
+// markdown.cpp — see markdown.h.
+#include "train/markdown.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace posgrad::train::markdown {
+
+std::string num(double v, int prec) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  return buf;
+}
+
+std::string cell(const Summary& s, int prec) {
+  if (s.n == 0) return "n/a";
+  if (!s.has_interval()) return num(s.mean, prec);
+  return num(s.mean, prec) + " ± " + num(s.std, prec) + " [" + num(s.ci_low, prec) + ", " + num(s.ci_high, prec) + "]";
+}
+
+std::string Table::markdown() const {
+  std::string s = "|";
+  for (const auto& h : header_) s += " " + h + " |";
+  s += "\n|";
+  for (size_t i = 0; i < header_.size(); ++i) s += text_ || i < label_columns_ ? "---|" : "---:|";
+  s += "\n";
+  for (const auto& r : rows_) {
+    s += "|";
+    for (const auto& c : r) s += " " + c + " |";
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace posgrad::train::markdown

@@ -1,0 +1,35 @@
+// markdown.h — the pieces the report's sections (train/report.cpp, train/length_suite_report.cpp)
+// share to write Markdown: numbers at a fixed precision, a summary over seeds as one cell, and a
+// pipe table.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/stats.h"
+
+namespace posgrad::train::markdown {
+
+// v with `prec` digits after the point ("%.*f"); nan, inf and -inf spelled out.
+std::string num(double v, int prec = 6);
+
+// "4.312 ± 0.021 [4.260, 4.364]" (mean ± std [95% interval]); one seed: the mean; none: "n/a".
+std::string cell(const Summary& s, int prec);
+
+// A GitHub-flavoured Markdown pipe table. The first `label_columns` columns are left-aligned
+// (labels), the others right-aligned (numbers); text = true left-aligns every column (prose).
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header, bool text = false, size_t label_columns = 1)
+      : header_(std::move(header)), text_(text), label_columns_(label_columns) {}
+  void row(std::vector<std::string> r) { rows_.push_back(std::move(r)); }
+  std::string markdown() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+  bool text_ = false;
+  size_t label_columns_ = 1;
+};
+
+}  // namespace posgrad::train::markdown
