@@ -22,6 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using markdown::num;
+using markdown::run_gnuplot;
 
 // Suite tables label each row with a task and a method: two left-aligned columns.
 struct Table : markdown::Table {
@@ -47,18 +48,6 @@ std::pair<std::string, bool> split_row(const std::string& row) {
 std::string bucket_name(const CompareConfig& c, size_t k) {
   const int64_t lo = static_cast<int64_t>(k) * c.suite_length + 1, hi = static_cast<int64_t>(k + 1) * c.suite_length;
   return std::to_string(lo) + "–" + std::to_string(hi) + (k == 0 ? " (train)" : "");
-}
-
-bool run_gnuplot(const std::string& script) {
-  const std::string cmd = "gnuplot '" + script + "' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return false;
-  char buf[512];
-  std::string out;
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  const int st = pclose(p);
-  if (st != 0) spdlog::warn("gnuplot failed on {}: {}", script, out);
-  return st == 0;
 }
 
 size_t n_buckets(const ComparisonResult& r) {

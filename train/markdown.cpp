@@ -1,6 +1,8 @@
 // markdown.cpp — see markdown.h.
 #include "train/markdown.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 #include <cstdio>
 
@@ -31,6 +33,18 @@ std::string Table::markdown() const {
     s += "\n";
   }
   return s;
+}
+
+bool run_gnuplot(const std::string& script) {
+  const std::string cmd = "gnuplot '" + script + "' 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return false;
+  char buf[512];
+  std::string out;
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  const int st = pclose(p);
+  if (st != 0) spdlog::warn("gnuplot failed on {}: {}", script, out);
+  return st == 0;
 }
 
 }  // namespace posgrad::train::markdown

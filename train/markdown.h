@@ -1,6 +1,6 @@
 // markdown.h — the pieces the report's sections (train/report.cpp, train/length_suite_report.cpp)
-// share to write Markdown: numbers at a fixed precision, a summary over seeds as one cell, and a
-// pipe table.
+// share: numbers at a fixed precision, a summary over seeds as one cell, a Markdown pipe table, and
+// running a gnuplot script for their plots.
 #pragma once
 
 #include <string>
@@ -31,5 +31,9 @@ class Table {
   bool text_ = false;
   size_t label_columns_ = 1;
 };
+
+// Runs `gnuplot 'script'`; false (with a warning naming the script and gnuplot's output) when it
+// cannot be started or fails. A report without its plots is still a report.
+bool run_gnuplot(const std::string& script);
 
 }  // namespace posgrad::train::markdown

@@ -24,6 +24,7 @@ namespace {
 
 using markdown::cell;
 using markdown::num;
+using markdown::run_gnuplot;
 using markdown::Table;
 
 int64_t longest(const CompareConfig& c) { return c.eval_multipliers.back(); }
@@ -33,18 +34,6 @@ const UnitResult* first_unit(const ComparisonResult& r, const std::string& metho
     for (const auto& u : r.units)
       if (u.method == method && u.seed == seed) return &u;
   return nullptr;
-}
-
-bool run_gnuplot(const std::string& script) {
-  const std::string cmd = "gnuplot '" + script + "' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return false;
-  char buf[512];
-  std::string out;
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  const int st = pclose(p);
-  if (st != 0) spdlog::warn("gnuplot failed on {}: {}", script, out);
-  return st == 0;
 }
 
 const char* kStyle = "set terminal pngcairo size 1000,650 noenhanced font 'Sans,11'\nset grid\nset key outside right top\n";
