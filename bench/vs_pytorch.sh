@@ -27,7 +27,7 @@ threads=$(nproc)
 build=build
 load=0
 while [[ $# -gt 0 ]]; do
-  if [[ $1 == --* && $1 != --help && $1 != --load && $# -lt 2 ]]; then
+  if [[ $1 =~ ^--(sizes|methods|rounds|steps|threads|build)$ && $# -lt 2 ]]; then
     echo "vs_pytorch.sh: $1 needs a value (see --help)" >&2
     exit 2
   fi

@@ -15,7 +15,7 @@ threads=$(nproc)
 iters=2000
 build=build
 while [[ $# -gt 0 ]]; do
-  if [[ $1 == --* && $1 != --help && $# -lt 2 ]]; then
+  if [[ $1 =~ ^--(rounds|threads|iters|build)$ && $# -lt 2 ]]; then
     echo "vs_pytorch_train.sh: $1 needs a value (see --help)" >&2
     exit 2
   fi

@@ -380,6 +380,12 @@ TEST(Cli, ExistingRunsAreNotOverwrittenAndEmptyRunsStillCheckpoint) {
   EXPECT_TRUE(contains(p.err, "--seeds lists a seed twice")) << p.err;
   p = run_posgrad("compare --preset tiny --dry-run --methods rope,rope");
   EXPECT_EQ(p.status, 2);
+  p = run_posgrad("compare --preset tiny --dry-run --suite-tasks parity_check,parity_check");
+  EXPECT_EQ(p.status, 2);
+  EXPECT_TRUE(contains(p.err, "--suite-tasks lists a task twice")) << p.err;
+  p = run_posgrad("compare --preset tiny --dry-run --suite-randomized rope,rope");
+  EXPECT_EQ(p.status, 2);
+  EXPECT_TRUE(contains(p.err, "--suite-randomized lists a method twice")) << p.err;
   // --dry-run sees what the real run would refuse.
   p = run_posgrad("train --preset tiny --pos rope --n-embd 3 --n-head 3 --dry-run");
   EXPECT_EQ(p.status, 2) << p.err;

@@ -118,6 +118,8 @@ void CompareConfig::validate() const {
   };
   POSGRAD_CHECK(unique(methods), UsageError, "--methods lists a method twice");
   POSGRAD_CHECK(unique(seeds), UsageError, "--seeds lists a seed twice (each seed is one independent run)");
+  POSGRAD_CHECK(unique(suite_tasks), UsageError, "--suite-tasks lists a task twice (each task is trained and scored once)");
+  POSGRAD_CHECK(unique(suite_randomized), UsageError, "--suite-randomized lists a method twice");
   POSGRAD_CHECK(has(eval_multipliers, 1), UsageError, "--eval-multipliers must include 1 (the training length)");
   POSGRAD_CHECK(has(task_multipliers, 1), UsageError, "--task-multipliers must include 1 (the training length)");
   POSGRAD_CHECK(has(eval_multipliers, per_position_multiplier), UsageError, "--per-position-multiplier (",
