@@ -14,6 +14,7 @@
 #include "autograd/ops/attention.h"
 #include "nn/attention.h"
 #include "nn/posenc/position_encoding.h"
+#include "support/posenc_config.h"
 #include "tensor/storage.h"
 
 using namespace posgrad;
@@ -254,20 +255,7 @@ TEST(Attention, ArgumentErrors) {
 // ---- the attention layer with every position encoding ---------------------------------------
 
 nn::PosEncConfig small_config(const std::string& kind, bool causal) {
-  nn::PosEncConfig cfg;
-  cfg.kind = kind;
-  cfg.n_embd = 12;
-  cfg.n_head = 3;
-  cfg.n_layer = 2;
-  cfg.block_size = 16;
-  cfg.causal = causal;
-  cfg.dtype = DType::Float64;
-  cfg.set("t5_num_buckets", int64_t{8});
-  cfg.set("t5_max_distance", int64_t{12});
-  cfg.set("deberta_position_buckets", int64_t{4});
-  cfg.set("deberta_max_relative_positions", int64_t{10});
-  cfg.set("rope_fraction", 0.5);
-  return cfg;
+  return test::small_posenc_config(kind, causal, /*n_layer=*/2);
 }
 
 TEST(AttentionLayer, FusedMatchesNaiveForEveryEncoding) {

@@ -17,6 +17,7 @@
 #include "data/synthetic.h"
 #include "nn/attention.h"
 #include "nn/encoder.h"
+#include "support/posenc_config.h"
 #include "support/process.h"
 #include "train/encoder.h"
 #include "train/encoder_metrics.h"
@@ -26,20 +27,7 @@ using namespace posgrad;
 namespace {
 
 nn::PosEncConfig bidir_config(const std::string& kind) {
-  nn::PosEncConfig cfg;
-  cfg.kind = kind;
-  cfg.n_embd = 12;
-  cfg.n_head = 3;
-  cfg.n_layer = 1;
-  cfg.block_size = 16;
-  cfg.causal = false;
-  cfg.dtype = DType::Float64;
-  cfg.set("t5_num_buckets", int64_t{8});
-  cfg.set("t5_max_distance", int64_t{12});
-  cfg.set("deberta_position_buckets", int64_t{4});
-  cfg.set("deberta_max_relative_positions", int64_t{10});
-  cfg.set("rope_fraction", 0.5);
-  return cfg;
+  return test::small_posenc_config(kind, /*causal=*/false, /*n_layer=*/1);
 }
 
 // ---- bidirectional attention of every encoding ---------------------------------------------------

@@ -65,18 +65,7 @@ double mean_of(const std::vector<double>& v) {
 
 // Per-seed mean per-token accuracy over the out-of-distribution buckets.
 std::vector<double> ood_token_values(const ComparisonResult& r, const std::string& row, const std::string& task) {
-  const auto [method, randomized] = split_row(row);
-  std::vector<double> v;
-  for (uint64_t seed : r.config.seeds)
-    for (const auto& u : r.units) {
-      if (u.method != method || u.seed != seed) continue;
-      const SuiteTaskResult* s = find(u, task, randomized);
-      if (!s || s->buckets.size() < 2) continue;
-      double m = 0;
-      for (size_t k = 1; k < s->buckets.size(); ++k) m += s->buckets[k].token_accuracy;
-      v.push_back(m / static_cast<double>(s->buckets.size() - 1));
-    }
-  return v;
+  return suite_ood_values(r, row, task, /*sequence=*/false);
 }
 
 }  // namespace
@@ -119,7 +108,8 @@ std::vector<double> suite_values(const ComparisonResult& r, const std::string& r
   return v;
 }
 
-std::vector<double> suite_ood_values(const ComparisonResult& r, const std::string& row, const std::string& task) {
+std::vector<double> suite_ood_values(const ComparisonResult& r, const std::string& row, const std::string& task,
+                                     bool sequence) {
   const auto [method, randomized] = split_row(row);
   std::vector<double> v;
   for (uint64_t seed : r.config.seeds)
@@ -128,7 +118,7 @@ std::vector<double> suite_ood_values(const ComparisonResult& r, const std::strin
       const SuiteTaskResult* s = find(u, task, randomized);
       if (!s || s->buckets.size() < 2) continue;
       double m = 0;
-      for (size_t k = 1; k < s->buckets.size(); ++k) m += s->buckets[k].sequence_accuracy;
+      for (size_t k = 1; k < s->buckets.size(); ++k) m += sequence ? s->buckets[k].sequence_accuracy : s->buckets[k].token_accuracy;
       v.push_back(m / static_cast<double>(s->buckets.size() - 1));
     }
   return v;

@@ -21,9 +21,10 @@ std::vector<std::string> suite_tasks_present(const ComparisonResult& r);
 // per-token accuracy. Seeds without that entry are left out.
 std::vector<double> suite_values(const ComparisonResult& r, const std::string& row, const std::string& task,
                                  size_t bucket, bool sequence);
-// Per-seed mean per-sequence accuracy over the out-of-distribution buckets (2 .. last) of one
-// (row, task); empty when there are none.
-std::vector<double> suite_ood_values(const ComparisonResult& r, const std::string& row, const std::string& task);
+// Per-seed mean accuracy over the out-of-distribution buckets (2 .. last) of one (row, task):
+// per-sequence (sequence = true) or per-token; empty when there are none.
+std::vector<double> suite_ood_values(const ComparisonResult& r, const std::string& row, const std::string& task,
+                                     bool sequence = true);
 
 // suite.csv: row, task, bucket lo, hi, metric, n, mean, std, ci_low, ci_high.
 void write_suite_csv(const ComparisonResult& r, const std::string& path);
