@@ -460,6 +460,12 @@ TEST(EncoderTrack, SavedEncoderFillsMasks) {
   EXPECT_EQ(enc->model->mlm_logits(idx).to_vector(), again->model->mlm_logits(idx).to_vector());
   EXPECT_THROW(train::fill_mask(*enc, "no mask here", '_', 3), ValueError);
   EXPECT_THROW(train::fill_mask(*enc, "Z_", '_', 3), ValueError);  // 'Z' is not in the corpus
+  try {
+    train::fill_mask(*enc, "an_Z", '_', 3);
+    ADD_FAILURE() << "a byte outside the vocabulary was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("byte 90 at offset 3 of the text"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(train::fill_mask(*enc, std::string(200, '_'), '_', 3), ValueError);  // past the positions
   EXPECT_THROW(train::load_encoder(dir + "/missing"), IoError);
   (void)unit;

@@ -419,7 +419,13 @@ FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char
       ids.push_back(mask_id);
       continue;
     }
-    ids.push_back(enc.tokenizer->encode(std::string(1, text[i])).at(0));  // ValueError naming the byte
+    try {
+      ids.push_back(enc.tokenizer->encode(std::string_view(&text[i], 1)).at(0));
+    } catch (const ValueError&) {  // the tokenizer saw one byte: name its place in the whole text
+      throw ValueError(detail::concat("fill-mask: byte ", int(static_cast<uint8_t>(text[i])), " at offset ", i,
+                                      " of the text is not in this encoder's vocabulary (", V,
+                                      " symbols of its training corpus)"));
+    }
   }
   POSGRAD_CHECK(!masks.empty(), ValueError, "fill-mask: the text has no mask character '", std::string(1, mask_char),
                 "'");
