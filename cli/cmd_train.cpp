@@ -12,6 +12,7 @@
 #include "data/dataset.h"
 #include "dist/communicator.h"
 #include "train/checkpoint.h"
+#include "train/encoder.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "train/options.h"
@@ -100,7 +101,7 @@ RunModel load_run(const std::string& dir, const std::string& device,
   // An encoder of the comparison's encoder track (train/encoder.h) is no decoder run: say what reads it.
   if (std::filesystem::exists(dir + "/encoder.safetensors") && !std::filesystem::exists(dir + "/checkpoint"))
     throw IoError("'" + dir + "' holds a bidirectional encoder of the encoder track, not a decoder run: use "
-                  "posgrad fill-mask --run " + dir + " (its masked-token accuracy is in the comparison's report)");
+                  "posgrad fill-mask --run " + dir + " (and posgrad eval --run " + dir + " for its masked-token accuracy)");
   train::LoadedCheckpoint ck = train::read_checkpoint(dir, /*with_optimizer=*/false);
   r.cfg = train::TrainConfig::from_json(ck.state.config, "checkpoint " + dir);
   r.tok = data::Tokenizer::from_json(ck.state.tokenizer);
@@ -120,6 +121,43 @@ RunModel load_run(const std::string& dir, const std::string& device,
   r.model->to(dev);
   r.step = ck.state.step;
   return r;
+}
+
+// `posgrad eval` on an encoder of the comparison's encoder track: masked-token loss and accuracy
+// (BERT's 15% selection and 80/10/10 rule, fixed windows and masks) on the validation split of the
+// text it was pretrained on, at the pretraining length and 2x, 4x (or --contexts).
+void eval_encoder(const train::EvalOptions& o) {
+  if (o.device != "cpu")
+    throw UsageError("--device " + o.device + ": an encoder of the encoder track is evaluated on the CPU");
+  const auto enc = train::load_encoder(o.run);
+  if (enc->corpus.is_null() || enc->length <= 0)
+    throw IoError(o.run + "/encoder.safetensors does not record the text it was pretrained on (saved by an older "
+                  "posgrad); measure it again with posgrad compare --track encoder");
+  const int64_t L = enc->length, positions = enc->model->config().model.block_size;
+  const std::vector<int64_t> ctx = o.contexts.empty() ? std::vector<int64_t>{L, 2 * L, 4 * L} : o.contexts;
+  std::string text;
+  try {
+    text = data::load_corpus(enc->corpus.at("corpus").get<std::string>(), "",
+                             enc->corpus.at("max_corpus_bytes").get<int64_t>());
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(o.run + "/encoder.safetensors: malformed corpus record (" + e.what() + ")");
+  }
+  data::TokenDataset ds(text, *enc->tokenizer, L);
+  for (int64_t c : ctx)  // every length checked before anything is printed
+    if (static_cast<int64_t>(ds.val().size()) < c)
+      throw UsageError("--contexts: a window of " + std::to_string(c) + " tokens does not fit in the " +
+                       std::to_string(ds.val().size()) + " validation tokens");
+  fmt::print("run {} (encoder, pos={}, masked LM, pretrained at {} tokens)\n{:>8} {:>10} {:>12} {:>8} {:>8}\n", o.run,
+             enc->method, L, "context", "mlm-loss", "mlm-accuracy", "windows", "masked");
+  for (int64_t c : ctx) {
+    if (c > positions) {
+      fmt::print("{:>8} {:>10} {:>12} {:>8} {:>8}   (beyond the encoder's {} positions)\n", c, "n/a", "n/a", 0, 0,
+                 positions);
+      continue;
+    }
+    const train::MlmScore s = train::evaluate_mlm(*enc->model, ds.val(), c, o.windows, 16, 0);
+    fmt::print("{:>8} {:>10.4f} {:>12.4f} {:>8} {:>8}\n", c, s.loss, s.accuracy, s.windows, s.masked);
+  }
 }
 
 template <typename S>
@@ -159,7 +197,8 @@ void add_train(CLI::App& app) {
 }
 
 void add_eval(CLI::App& app) {
-  auto* sub = app.add_subcommand("eval", "Evaluate a trained run: loss, perplexity and accuracy at several context lengths");
+  auto* sub = app.add_subcommand("eval", "Evaluate a trained run: loss, perplexity and accuracy at several context lengths "
+                                         "(an encoder of compare --track encoder|both: masked-token loss and accuracy)");
   auto config = std::make_shared<std::string>();
   sub->add_option("--config", *config, "JSON file of option values (keys: the option names)");
   auto given = add_table(sub, train::eval_options(), train::EvalOptions{});
@@ -168,6 +207,8 @@ void add_eval(CLI::App& app) {
   sub->callback([sub, config, given] {
     check_extras(sub);
     const auto o = resolve_simple(train::eval_options(), *config, *given);
+    if (std::filesystem::exists(o.run + "/encoder.safetensors") && !std::filesystem::exists(o.run + "/checkpoint"))
+      return eval_encoder(o);
     // The default lengths are 1, 2 and 4 times the run's training length.
     std::vector<int64_t> ctx;
     RunModel r = load_run(o.run, o.device, [&](const train::TrainConfig& cfg) {

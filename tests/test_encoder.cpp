@@ -474,11 +474,14 @@ TEST(EncoderTrack, SavedEncoderFillsMasks) {
     EXPECT_EQ(p.status, 0) << p.err;
     EXPECT_EQ(p.out.substr(0, 13), r.filled + "\n") << p.out;
     EXPECT_NE(p.out.find("mask 1: "), std::string::npos) << p.out;
-    for (const char* sub : {"eval", "sample"}) {
-      p = test::run_posgrad(std::string(sub) + " --run " + dir);
-      EXPECT_EQ(p.status, 1) << sub;
-      EXPECT_NE(p.err.find("holds a bidirectional encoder of the encoder track"), std::string::npos) << p.err;
-    }
+    p = test::run_posgrad("sample --run " + dir);
+    EXPECT_EQ(p.status, 1);
+    EXPECT_NE(p.err.find("holds a bidirectional encoder of the encoder track"), std::string::npos) << p.err;
+    // eval scores an encoder on its pretraining text's validation split: this one was saved without
+    // a record of that text (run_encoder_unit with no corpus), which eval names.
+    p = test::run_posgrad("eval --run " + dir);
+    EXPECT_EQ(p.status, 1);
+    EXPECT_NE(p.err.find("does not record the text it was pretrained on"), std::string::npos) << p.err;
   }
   std::filesystem::remove_all(dir);
 }
@@ -491,7 +494,11 @@ TEST(EncoderTrack, FillMaskCommandRefusesBadInput) {
   EXPECT_NE(p.err.find("no encoder in '/nonexistent/dir'"), std::string::npos) << p.err;
   p = test::run_posgrad("fill-mask --run /nonexistent/dir --text 'a_' --mask-char ab");
   EXPECT_EQ(p.status, 2);
-  EXPECT_NE(p.err.find("--mask-char must be one character"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("--mask-char must be a single byte"), std::string::npos) << p.err;
+  // One character of two bytes in UTF-8 is still two positions for a byte vocabulary: named as such.
+  p = test::run_posgrad("fill-mask --run /nonexistent/dir --text 'a_' --mask-char \u00e9");
+  EXPECT_EQ(p.status, 2);
+  EXPECT_NE(p.err.find("(2 bytes)"), std::string::npos) << p.err;
   p = test::run_posgrad("compare --track sideways --dry-run");
   EXPECT_EQ(p.status, 2);
   EXPECT_NE(p.err.find("--track"), std::string::npos) << p.err;
@@ -558,6 +565,145 @@ TEST(EncoderTrack, PretrainingLearnsAndNoPEIsBlindToOrder) {
   EXPECT_GT(rope.mlm_accuracy[0], 0.2) << "unigram level 1/18";
   EXPECT_GT(rope.tasks[0].accuracy, 0.85) << "reversed with RoPE";
   EXPECT_NEAR(none.tasks[0].accuracy, 0.5, 1e-12) << "NoPE gives a window and its reversal one prediction";
+}
+
+// Finished units are kept: a second run with a method added measures only the new units and reads
+// the others back bit for bit; other settings are refused, naming the option; a damaged result is
+// named.
+TEST(EncoderTrack, FinishedUnitsAreKeptAndOtherSettingsRefused) {
+  const std::string text = tiny_corpus();
+  auto tok = data::make_tokenizer("char", text);
+  data::TokenDataset ds(text, *tok, 16);
+  const std::string dir = ::testing::TempDir() + "/posgrad_encoder_keep";
+  std::filesystem::remove_all(dir);
+  train::EncoderTrackConfig c = train::encoder_track_preset("tiny");
+  c.seeds = {1};
+  c.tasks = {"reversed"};
+  c.methods = {"none"};
+  const train::EncoderTrackResult first = train::run_encoder_track(c, ds, *tok, false, dir);
+  ASSERT_TRUE(std::filesystem::exists(dir + "/none/seed1/result.json"));
+  const auto stamp = std::filesystem::last_write_time(dir + "/none/seed1/result.json");
+  c.methods = {"none", "rope"};
+  const train::EncoderTrackResult second = train::run_encoder_track(c, ds, *tok, false, dir);
+  ASSERT_EQ(second.units.size(), 2u);
+  EXPECT_EQ(train::encoder_unit_to_json(second.units[0]), train::encoder_unit_to_json(first.units[0]));
+  EXPECT_EQ(std::filesystem::last_write_time(dir + "/none/seed1/result.json"), stamp) << "kept, not measured again";
+  EXPECT_TRUE(std::filesystem::exists(dir + "/rope/seed1/result.json"));
+  // the kept unit equals a fresh measurement of it (what makes keeping it honest)
+  const train::EncoderUnitResult fresh = train::run_encoder_unit(c, "none", 1, ds, *tok);
+  nlohmann::json a = train::encoder_unit_to_json(fresh), b = train::encoder_unit_to_json(second.units[0]);
+  a.erase("seconds");
+  b.erase("seconds");
+  EXPECT_EQ(a, b);
+  c.mlm_iters += 1;
+  try {
+    train::run_encoder_track(c, ds, *tok, false, dir);
+    ADD_FAILURE() << "units of other settings were mixed";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--encoder-mlm-iters 4 there, 5 now"), std::string::npos) << e.what();
+  }
+  c.mlm_iters -= 1;
+  { std::ofstream(dir + "/rope/seed1/result.json") << "{\"settings\": "; }
+  EXPECT_THROW(train::run_encoder_track(c, ds, *tok, false, dir), IoError);
+  { std::ofstream(dir + "/rope/seed1/result.json") << "[1, 2]"; }
+  EXPECT_THROW(train::run_encoder_track(c, ds, *tok, false, dir), IoError);
+  std::filesystem::remove_all(dir);
+}
+
+// The comparison's command line: encoder settings are validated with the rest (--dry-run included)
+// before anything is written; an impossible size is refused by the memory estimate, naming the
+// options; a second run with other --encoder-* settings is refused when encoder units exist, and the
+// same command measures nothing again. eval scores a saved encoder on its text's validation split.
+TEST(EncoderTrack, CompareCommandValidatesKeepsAndEvaluates) {
+  POSGRAD_REQUIRE_BIN();
+  const std::string dir = ::testing::TempDir() + "/posgrad_encoder_cli";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  { std::ofstream(dir + "/corpus.txt") << tiny_corpus(); }
+  const std::string common = "compare --preset tiny --track encoder --methods rope --seeds 1 --corpus " + dir +
+                             "/corpus.txt --out-dir " + dir + "/run";
+  const std::string base = common + " --encoder-tasks reversed";
+  test::Proc p = test::run_posgrad(common + " --encoder-tasks reversed,reversed --dry-run");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_NE(p.err.find("duplicate tasks in --encoder-tasks"), std::string::npos) << p.err;
+  p = test::run_posgrad(base + " --encoder-multipliers 2,4");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_NE(p.err.find("must include 1"), std::string::npos) << p.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run")) << "a refused configuration leaves no directory behind";
+  p = test::run_posgrad(base + " --encoder-length 4096 --encoder-batch 4096 --encoder-n-embd 4096 --encoder-n-head 64");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_NE(p.err.find("the encoder track needs an estimated"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("--encoder-batch 4096 x --encoder-length 4096"), std::string::npos) << p.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run"));
+  p = test::run_posgrad(base);
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/run/encoder/rope/seed1/result.json"));
+  p = test::run_posgrad(base);
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_NE(p.err.find("finished earlier — kept"), std::string::npos) << p.err;
+  p = test::run_posgrad(base + " --encoder-mlm-iters 5");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_NE(p.err.find("--encoder-mlm-iters 4 there, 5 now"), std::string::npos) << p.err;
+  // eval on the saved encoder: the masked-LM score of the same windows computed here
+  const std::string enc_dir = dir + "/run/encoder/rope/seed1";
+  p = test::run_posgrad("eval --run " + enc_dir + " --contexts 16,65 --windows 8");
+  ASSERT_EQ(p.status, 0) << p.err;
+  const auto enc = train::load_encoder(enc_dir);
+  EXPECT_EQ(enc->length, 16);
+  const std::string text = tiny_corpus();
+  data::TokenDataset ds(text, *enc->tokenizer, 16);
+  const train::MlmScore s = train::evaluate_mlm(*enc->model, ds.val(), 16, 8, 16, 0);
+  char line[128];
+  std::snprintf(line, sizeof line, "%8d %10.4f %12.4f %8d", 16, s.loss, s.accuracy, 8);
+  EXPECT_NE(p.out.find(line), std::string::npos) << p.out << "\nexpected: " << line;
+  EXPECT_NE(p.out.find("(beyond the encoder's 64 positions)"), std::string::npos) << p.out;  // 16 x 4
+  std::filesystem::remove_all(dir);
+}
+
+// The decoder checkpoint records its track; a checkpoint of another track is refused by name.
+TEST(EncoderTrack, DecoderCheckpointRecordsItsTrack) {
+  POSGRAD_REQUIRE_BIN();
+  const std::string dir = ::testing::TempDir() + "/posgrad_track_ckpt";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  { std::ofstream(dir + "/corpus.txt") << tiny_corpus(); }
+  test::Proc p = test::run_posgrad("train --preset tiny --max-iters 2 --eval-interval 2 --corpus " + dir +
+                                   "/corpus.txt --out-dir " + dir + "/run");
+  ASSERT_EQ(p.status, 0) << p.err;
+  nlohmann::json st = nlohmann::json::parse(test::slurp(dir + "/run/checkpoint/state.json"));
+  EXPECT_EQ(st.at("track"), "decoder");
+  st["track"] = "encoder";
+  { std::ofstream(dir + "/run/checkpoint/state.json") << st.dump(2); }
+  p = test::run_posgrad("eval --run " + dir + "/run");
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("is of track \"encoder\""), std::string::npos) << p.err;
+  std::filesystem::remove_all(dir);
+}
+
+// Accuracy and F1 cannot leave [0, 1]: the intervals printed for them are clipped there.
+TEST(EncoderTrack, ReportClipsBoundedIntervalsAndBoundsMacroF1Chance) {
+  train::EncoderTrackResult r;
+  r.config = train::encoder_track_preset("tiny");
+  r.config.methods = {"rope"};
+  r.config.tasks = {"reversed"};
+  r.config.multipliers = {1};
+  for (uint64_t seed : {1, 2}) {
+    train::EncoderUnitResult u;
+    u.method = "rope";
+    u.seed = seed;
+    u.mlm_loss = {2.0};
+    u.mlm_accuracy = {seed == 1 ? 1.0 : 0.6};
+    train::EncoderTaskScore s;
+    s.task = "reversed";
+    s.accuracy = s.macro_f1 = seed == 1 ? 1.0 : 0.5;
+    u.tasks.push_back(s);
+    r.units.push_back(u);
+  }
+  const std::string md = train::encoder_report_markdown(r);
+  // mean 0.75, Student-t half-width 12.706 x 0.354 = 4.49: unclipped [-3.74, 5.24]
+  EXPECT_NE(md.find("0.750 [0.000, 1.000]"), std::string::npos) << md;
+  EXPECT_EQ(md.find("-3.7"), std::string::npos) << md;
+  EXPECT_NE(md.find("≤ 0.500"), std::string::npos) << md;  // macro-F1's chance row is a bound
 }
 
 }  // namespace

@@ -61,6 +61,7 @@ void write_checkpoint(const std::string& run_dir, const CheckpointState& s, cons
   save_safetensors(tmp + "/model.safetensors", model, {{"format", "pt"}, {"producer", "posgrad"}});
   save_safetensors(tmp + "/optimizer.safetensors", optimizer, {{"producer", "posgrad"}});
   json st = {{"format_version", kFormatVersion},
+             {"track", "decoder"},  // the encoder track saves encoder.safetensors instead (train/encoder.h)
              {"step", s.step},
              {"optimizer_steps", s.optimizer_steps},
              {"config", s.config},
@@ -114,6 +115,11 @@ static json read_state_json(const std::string& dir) {
   if (version != json(kFormatVersion))
     throw IoError("checkpoint " + path + " has format_version " + version.dump() + ", expected " +
                   std::to_string(kFormatVersion) + " (written by another version of posgrad)");
+  // Absent in checkpoints written before the track was recorded: those are all decoder runs.
+  if (st.contains("track") && st["track"] != json("decoder"))
+    throw IoError("checkpoint " + path + " is of track " + st["track"].dump() +
+                  "; posgrad train, eval and sample read decoder checkpoints (an encoder: posgrad fill-mask / eval "
+                  "on its encoder directory)");
   if (!st.contains("state_checksum") || !st["state_checksum"].is_string())
     throw IoError("checkpoint " + path + " has no state_checksum");
   const std::string want = st["state_checksum"].get<std::string>();

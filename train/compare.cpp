@@ -151,6 +151,11 @@ void CompareConfig::validate() const {
   const int64_t longest_task = *std::max_element(task_multipliers.begin(), task_multipliers.end());
   check_memory(task_model, (2 * task_length + 1) * (longest_task + 1));
   validate_length_suite(*this);
+  if (track != "decoder") {  // before anything is written: a refused track leaves nothing behind
+    const EncoderTrackConfig ec = encoder_track_config(*this);
+    ec.validate();
+    check_encoder_memory(ec);
+  }
 }
 
 json CompareConfig::to_json() const { return opt::to_json(compare_options(), *this); }
@@ -336,12 +341,18 @@ static void check_same_experiment(const CompareConfig& cfg) {
   const std::string path = cfg.out_dir + "/compare_config.json";
   if (!fs::exists(path)) return;
   // Nothing finished yet (say an earlier attempt failed at once): nothing to mix, the new settings win.
-  bool finished = false;
+  // The decoder units (<method>/seed<k>/result.json) are checked against the decoder settings, the
+  // encoder track's (encoder/<method>/seed<k>/result.json) against the --encoder-* settings.
+  bool decoder_finished = false, encoder_finished = false;
   std::error_code ec;
+  const fs::path encoder_dir = fs::path(cfg.out_dir) / "encoder";
   for (auto it = fs::recursive_directory_iterator(cfg.out_dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec))
-    finished = finished || it->path().filename() == "result.json";
-  if (!finished) return;
+       it.increment(ec)) {
+    if (it->path().filename() != "result.json") continue;
+    const auto rel = it->path().lexically_relative(encoder_dir);
+    (!rel.empty() && *rel.begin() != ".." ? encoder_finished : decoder_finished) = true;
+  }
+  if (!decoder_finished && !encoder_finished) return;
   CompareConfig saved;
   try {
     opt::from_json(compare_options(), saved, opt::parse_json_limited(read_file(path), path), path, true);
@@ -352,8 +363,11 @@ static void check_same_experiment(const CompareConfig& cfg) {
   for (const auto& o : compare_options()) {
     const std::string& n = o.spec.name;
     if (n == "methods" || n == "seeds" || n == "out_dir" || n == "log_interval" || n == "data_dir" ||
-        n == "max_corpus_bytes" || n == "track" || n.rfind("encoder_", 0) == 0)  // the encoder track checks its own
+        n == "max_corpus_bytes" || n == "track")
       continue;
+    const bool encoder_option = n.rfind("encoder_", 0) == 0;
+    const bool both_tracks = n == "corpus" || n == "tokenizer";  // the encoder track reads them too
+    if (!both_tracks && (encoder_option ? !encoder_finished : !decoder_finished)) continue;
     if (o.get(saved) != o.get(cfg))
       diff += (diff.empty() ? "" : ", ") + o.spec.flag() + " " + opt::format(o.get(saved)) + " there, " +
               opt::format(o.get(cfg)) + " now";

@@ -14,6 +14,7 @@
 
 #include "autograd/ops.h"
 #include "data/encoder_tasks.h"
+#include "data/fileio.h"
 #include "data/mlm.h"
 #include "data/synthetic.h"
 #include "nn/encoder.h"
@@ -25,6 +26,8 @@
 #include "train/safetensors.h"
 
 namespace posgrad::train {
+
+namespace fs = std::filesystem;
 
 // ---- configuration -------------------------------------------------------------------------------
 
@@ -171,8 +174,8 @@ double train_steps(nn::Module& model, const EncoderTrackConfig& cfg, int64_t ite
     if (s >= iters - tail) tail_loss += l / static_cast<double>(tail);
     if (interrupt_requested())  // SIGINT / SIGTERM (train/interrupt.h): stop after this step
       throw Interrupted(std::string("encoder track interrupted by ") + signal_name(interrupt_signal()) + " at step " +
-                            std::to_string(s + 1) + " of a unit (no partial result is kept: a re-run measures the "
-                            "encoder track again)",
+                            std::to_string(s + 1) + " of a unit (the finished units are kept; the same command measures the "
+                            "rest)",
                         "", s + 1, interrupt_signal());
   }
   model.eval();
@@ -202,6 +205,40 @@ std::vector<int64_t> ints(const Tensor& t) {
 std::vector<int64_t> argmax_last(const Tensor& logits) { return ints(max(logits, -1).second); }
 
 }  // namespace
+
+MlmScore evaluate_mlm(const nn::Encoder& enc, const data::TokenSpan& val, int64_t T, int64_t windows_n, int64_t batch,
+                      uint64_t seed) {
+  POSGRAD_CHECK(T >= 1 && windows_n >= 1 && batch >= 1, ValueError, "evaluate_mlm: length ", T, ", windows ", windows_n,
+                " and batch ", batch, " must be positive");
+  POSGRAD_CHECK(static_cast<int64_t>(val.size()) >= T, ValueError, "evaluate_mlm: a window of ", T,
+                " tokens does not fit in the ", val.size(), " validation tokens");
+  const int64_t limit = enc.backbone->position_encoding().max_length();
+  POSGRAD_CHECK(limit < 0 || T <= limit, ValueError, "evaluate_mlm: ", T, " positions are beyond the encoder's ", limit);
+  NoGradGuard ng;
+  const int64_t V = enc.config().model.vocab_size - 2, mask_id = V;
+  Generator gw(stream(seed, kMlmEvalWindows)), gm(stream(seed, kMlmEvalMask));
+  double loss_sum = 0;
+  int64_t hits = 0, scored = 0;
+  for (int64_t done = 0; done < windows_n; done += batch) {
+    const int64_t b = std::min(batch, windows_n - done);
+    const data::MlmBatch mb = data::mask_tokens(windows(val, b, T, gw), V, mask_id, gm);
+    const Tensor logits = enc.mlm_logits(mb.input);
+    const auto rows = cross_entropy_rows(logits, mb.labels).to_vector();
+    const auto pred = argmax_last(logits), gold = ints(mb.labels);
+    for (size_t i = 0; i < gold.size(); ++i) {
+      if (gold[i] == data::kIgnoreIndex) continue;
+      ++scored;
+      hits += pred[i] == gold[i];
+      loss_sum += rows[i];
+    }
+  }
+  MlmScore s;
+  s.windows = windows_n;
+  s.masked = scored;
+  s.loss = scored ? loss_sum / static_cast<double>(scored) : std::numeric_limits<double>::quiet_NaN();
+  s.accuracy = scored ? static_cast<double>(hits) / static_cast<double>(scored) : std::numeric_limits<double>::quiet_NaN();
+  return s;
+}
 
 EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::string& method, uint64_t seed,
                                    const data::TokenDataset& data, const data::Tokenizer& tok,
@@ -234,29 +271,12 @@ EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::str
       return cross_entropy(pre.mlm_logits(mb.input), mb.labels);
     });
   }
-  if (!save_dir.empty()) save_encoder(save_dir, pre, method, tok);
+  if (!save_dir.empty()) save_encoder(save_dir, pre, method, tok, cfg.length, cfg.corpus);
   // Masked-token loss and accuracy on validation windows at each length.
   for (int64_t m : cfg.multipliers) {
-    NoGradGuard ng;
-    const int64_t T = cfg.length * m;
-    Generator gw(stream(seed, kMlmEvalWindows)), gm(stream(seed, kMlmEvalMask));
-    double loss_sum = 0;
-    int64_t hits = 0, scored = 0;
-    for (int64_t done = 0; done < cfg.eval_examples; done += cfg.batch) {
-      const int64_t b = std::min(cfg.batch, cfg.eval_examples - done);
-      const data::MlmBatch mb = data::mask_tokens(windows(data.val(), b, T, gw), V, mask_id, gm);
-      const Tensor logits = pre.mlm_logits(mb.input);
-      const auto rows = cross_entropy_rows(logits, mb.labels).to_vector();
-      const auto pred = argmax_last(logits), gold = ints(mb.labels);
-      for (size_t i = 0; i < gold.size(); ++i) {
-        if (gold[i] == data::kIgnoreIndex) continue;
-        ++scored;
-        hits += pred[i] == gold[i];
-        loss_sum += rows[i];
-      }
-    }
-    u.mlm_loss.push_back(loss_sum / static_cast<double>(scored));
-    u.mlm_accuracy.push_back(static_cast<double>(hits) / static_cast<double>(scored));
+    const MlmScore sc = evaluate_mlm(pre, data.val(), cfg.length * m, cfg.eval_examples, cfg.batch, seed);
+    u.mlm_loss.push_back(sc.loss);
+    u.mlm_accuracy.push_back(sc.accuracy);
   }
 
   // Fine-tuning: a fresh head on a copy of the pretrained backbone, per task.
@@ -322,17 +342,35 @@ EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::str
   return u;
 }
 
+nlohmann::json EncoderTrackConfig::settings_json() const {
+  nlohmann::json j = to_json();
+  j.erase("methods");
+  j.erase("seeds");
+  return j;
+}
+
 EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::TokenDataset& data,
                                      const data::Tokenizer& tok, bool log, const std::string& out_dir) {
   cfg.validate();
   EncoderTrackResult r;
   r.config = cfg;
   r.config.methods = cfg.method_list();
+  const nlohmann::json settings = cfg.settings_json();
   for (const std::string& m : r.config.methods)
     for (uint64_t seed : cfg.seeds) {
-      r.units.push_back(run_encoder_unit(cfg, m, seed, data, tok,
-                                         out_dir.empty() ? "" : out_dir + "/" + m + "/seed" + std::to_string(seed)));
+      const std::string dir = out_dir.empty() ? "" : out_dir + "/" + m + "/seed" + std::to_string(seed);
+      const std::string result_path = dir + "/result.json";
+      if (!dir.empty() && fs::exists(result_path)) {
+        r.units.push_back(load_encoder_unit(result_path, settings));
+        if (log) spdlog::info("encoder {:>10} seed {} | finished earlier — kept ({})", m, seed, result_path);
+        continue;
+      }
+      r.units.push_back(run_encoder_unit(cfg, m, seed, data, tok, dir));
       const auto& u = r.units.back();
+      // The unit's result beside its saved encoder: an interrupted track keeps its finished units.
+      if (!dir.empty())
+        write_file_atomic(result_path,
+                          nlohmann::json{{"settings", settings}, {"unit", encoder_unit_to_json(u)}}.dump(1) + "\n");
       if (log) {
         std::string tasks;
         for (const auto& s : u.tasks)
@@ -347,14 +385,41 @@ EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::
   return r;
 }
 
+EncoderUnitResult load_encoder_unit(const std::string& path, const nlohmann::json& settings) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("'" + path + "' is not valid JSON (" + e.what() + "); delete it to measure that unit again");
+  }
+  if (!j.is_object() || !j.contains("settings") || !j.contains("unit"))
+    throw IoError("'" + path + "' is not an encoder unit result (no \"settings\" and \"unit\"); delete it to measure "
+                  "that unit again");
+  if (j["settings"] != settings) {
+    std::string diff;
+    for (const auto& [key, now] : settings.items()) {
+      const nlohmann::json there = j["settings"].contains(key) ? j["settings"][key] : nlohmann::json();
+      if (there != now)
+        diff += (diff.empty() ? "" : ", ") + std::string("--encoder-") + [&] {
+          std::string f = key;
+          std::replace(f.begin(), f.end(), '_', '-');
+          return f;
+        }() + " " + there.dump() + " there, " + now.dump() + " now";
+    }
+    throw UsageError("'" + path + "' was measured with other encoder settings (" + diff +
+                     "); its unit cannot be mixed with new ones: use another --out-dir, or the same settings");
+  }
+  return encoder_unit_from_json(j["unit"], path);
+}
+
 // ---- saved encoders and fill-mask ----------------------------------------------------------------
 
 void save_encoder(const std::string& dir, const nn::Encoder& enc, const std::string& method,
-                  const data::Tokenizer& tok) {
+                  const data::Tokenizer& tok, int64_t length, const nlohmann::json& corpus) {
   const nn::GPTConfig& m = enc.config().model;
   const nlohmann::json config = {{"method", method},          {"vocab_size", m.vocab_size}, {"block_size", m.block_size},
                                  {"n_layer", m.n_layer},      {"n_head", m.n_head},         {"n_embd", m.n_embd},
-                                 {"bias", m.bias}};
+                                 {"bias", m.bias},            {"length", length},           {"corpus", corpus}};
   std::filesystem::create_directories(dir);
   save_safetensors(dir + "/encoder.safetensors", enc.state_dict(),
                    {{"format", "posgrad-encoder-1"},
@@ -393,6 +458,8 @@ std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir) {
     ec.model.bias = c.at("bias").get<bool>();
     ec.model.pos.kind = c.at("method").get<std::string>();
     out->method = ec.model.pos.kind;
+    out->length = c.value("length", int64_t{0});  // absent in encoders saved before it was recorded
+    out->corpus = c.value("corpus", nlohmann::json());
     if (ec.model.vocab_size != out->tokenizer->vocab_size() + 2)
       throw IoError(path + ": vocabulary " + std::to_string(ec.model.vocab_size) + " is not the tokenizer's + 2");
     Generator init(0);
@@ -452,19 +519,51 @@ FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char
 
 // ---- results as JSON -----------------------------------------------------------------------------
 
+nlohmann::json encoder_unit_to_json(const EncoderUnitResult& u) {
+  nlohmann::json tasks = nlohmann::json::array();
+  for (const auto& s : u.tasks)
+    tasks.push_back({{"task", s.task}, {"multiplier", s.multiplier}, {"length", s.length}, {"examples", s.examples},
+                     {"accuracy", s.accuracy}, {"macro_f1", s.macro_f1}, {"span_f1", s.span_f1},
+                     {"span_precision", s.span_precision}, {"span_recall", s.span_recall},
+                     {"final_train_loss", s.final_train_loss}});
+  return {{"method", u.method}, {"seed", u.seed}, {"parameters", u.parameters},
+          {"mlm_final_train_loss", u.mlm_final_train_loss}, {"mlm_loss", u.mlm_loss},
+          {"mlm_accuracy", u.mlm_accuracy}, {"tasks", tasks}, {"seconds", u.seconds}};
+}
+
+EncoderUnitResult encoder_unit_from_json(const nlohmann::json& ju, const std::string& source) {
+  EncoderUnitResult u;
+  try {
+    u.method = ju.at("method").get<std::string>();
+    u.seed = ju.at("seed").get<uint64_t>();
+    u.parameters = ju.at("parameters").get<int64_t>();
+    u.mlm_final_train_loss = ju.at("mlm_final_train_loss").get<double>();
+    u.mlm_loss = ju.at("mlm_loss").get<std::vector<double>>();
+    u.mlm_accuracy = ju.at("mlm_accuracy").get<std::vector<double>>();
+    u.seconds = ju.at("seconds").get<double>();
+    for (const auto& js : ju.at("tasks")) {
+      EncoderTaskScore s;
+      s.task = js.at("task").get<std::string>();
+      s.multiplier = js.at("multiplier").get<int64_t>();
+      s.length = js.at("length").get<int64_t>();
+      s.examples = js.at("examples").get<int64_t>();
+      s.accuracy = js.at("accuracy").get<double>();
+      s.macro_f1 = js.at("macro_f1").get<double>();
+      s.span_f1 = js.at("span_f1").get<double>();
+      s.span_precision = js.at("span_precision").get<double>();
+      s.span_recall = js.at("span_recall").get<double>();
+      s.final_train_loss = js.at("final_train_loss").get<double>();
+      u.tasks.push_back(s);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(source + ": encoder track results: " + e.what());
+  }
+  return u;
+}
+
 nlohmann::json to_json(const EncoderTrackResult& r) {
   nlohmann::json units = nlohmann::json::array();
-  for (const auto& u : r.units) {
-    nlohmann::json tasks = nlohmann::json::array();
-    for (const auto& s : u.tasks)
-      tasks.push_back({{"task", s.task}, {"multiplier", s.multiplier}, {"length", s.length}, {"examples", s.examples},
-                       {"accuracy", s.accuracy}, {"macro_f1", s.macro_f1}, {"span_f1", s.span_f1},
-                       {"span_precision", s.span_precision}, {"span_recall", s.span_recall},
-                       {"final_train_loss", s.final_train_loss}});
-    units.push_back({{"method", u.method}, {"seed", u.seed}, {"parameters", u.parameters},
-                     {"mlm_final_train_loss", u.mlm_final_train_loss}, {"mlm_loss", u.mlm_loss},
-                     {"mlm_accuracy", u.mlm_accuracy}, {"tasks", tasks}, {"seconds", u.seconds}});
-  }
+  for (const auto& u : r.units) units.push_back(encoder_unit_to_json(u));
   return {{"config", r.config.to_json()}, {"units", units}};
 }
 
@@ -472,31 +571,7 @@ EncoderTrackResult encoder_track_from_json(const nlohmann::json& j, const std::s
   EncoderTrackResult r;
   r.config = EncoderTrackConfig::from_json(j.at("config"), source);
   try {
-    for (const auto& ju : j.at("units")) {
-      EncoderUnitResult u;
-      u.method = ju.at("method").get<std::string>();
-      u.seed = ju.at("seed").get<uint64_t>();
-      u.parameters = ju.at("parameters").get<int64_t>();
-      u.mlm_final_train_loss = ju.at("mlm_final_train_loss").get<double>();
-      u.mlm_loss = ju.at("mlm_loss").get<std::vector<double>>();
-      u.mlm_accuracy = ju.at("mlm_accuracy").get<std::vector<double>>();
-      u.seconds = ju.at("seconds").get<double>();
-      for (const auto& js : ju.at("tasks")) {
-        EncoderTaskScore s;
-        s.task = js.at("task").get<std::string>();
-        s.multiplier = js.at("multiplier").get<int64_t>();
-        s.length = js.at("length").get<int64_t>();
-        s.examples = js.at("examples").get<int64_t>();
-        s.accuracy = js.at("accuracy").get<double>();
-        s.macro_f1 = js.at("macro_f1").get<double>();
-        s.span_f1 = js.at("span_f1").get<double>();
-        s.span_precision = js.at("span_precision").get<double>();
-        s.span_recall = js.at("span_recall").get<double>();
-        s.final_train_loss = js.at("final_train_loss").get<double>();
-        u.tasks.push_back(s);
-      }
-      r.units.push_back(u);
-    }
+    for (const auto& ju : j.at("units")) r.units.push_back(encoder_unit_from_json(ju, source));
   } catch (const nlohmann::json::exception& e) {
     throw IoError(source + ": encoder track results: " + e.what());
   }
@@ -549,11 +624,14 @@ std::string fmt(double v, int prec = 3) {
   return o.str();
 }
 
-std::string cell(const std::vector<double>& v, int prec = 3) {
+// Mean [95% interval] over seeds; `unit` (accuracy, F1): the interval's ends clipped to [0, 1], which
+// the quantity cannot leave.
+std::string cell(const std::vector<double>& v, bool unit, int prec = 3) {
   const Summary s = summarize(v);
   if (s.n == 0) return "n/a";
   if (!s.has_interval()) return fmt(s.mean, prec);
-  return fmt(s.mean, prec) + " [" + fmt(s.ci_low, prec) + ", " + fmt(s.ci_high, prec) + "]";
+  const double lo = unit ? std::max(0.0, s.ci_low) : s.ci_low, hi = unit ? std::min(1.0, s.ci_high) : s.ci_high;
+  return fmt(s.mean, prec) + " [" + fmt(lo, prec) + ", " + fmt(hi, prec) + "]";
 }
 
 bool is_labelling(const std::string& task) { return data::is_labelling_task(data::parse_encoder_task(task)); }
@@ -606,8 +684,8 @@ EncoderClaim ordering(const EncoderTrackResult& r, bool f1) {
     c.why = "no absolute encoding (sinusoidal, learned) was run";
     return c;
   }
-  for (const auto& m : chain) c.measured += (c.measured.empty() ? "" : "; ") + m + " " + cell(composite(r, m, f1));
-  for (const auto& m : absolute) c.measured += "; " + m + " " + cell(composite(r, m, f1));
+  for (const auto& m : chain) c.measured += (c.measured.empty() ? "" : "; ") + m + " " + cell(composite(r, m, f1), true);
+  for (const auto& m : absolute) c.measured += "; " + m + " " + cell(composite(r, m, f1), true);
   std::vector<std::pair<std::string, std::string>> pairs = {{"rope", "deberta"}, {"deberta", "t5"}};
   for (const auto& a : absolute) pairs.push_back({"t5", a});
   bool all = true, against = false;
@@ -652,8 +730,8 @@ std::string encoder_report_markdown(const EncoderTrackResult& r) {
   o << "\n";
   for (const auto& m : c.methods) {
     o << "| " << m << " |";
-    for (int64_t k : c.multipliers) o << " " << cell(encoder_values(r, m, "mlm_accuracy", k)) << " |";
-    for (int64_t k : c.multipliers) o << " " << cell(encoder_values(r, m, "mlm_loss", k)) << " |";
+    for (int64_t k : c.multipliers) o << " " << cell(encoder_values(r, m, "mlm_accuracy", k), true) << " |";
+    for (int64_t k : c.multipliers) o << " " << cell(encoder_values(r, m, "mlm_loss", k), false) << " |";
     o << "\n";
   }
   o << "\n";
@@ -672,13 +750,15 @@ std::string encoder_report_markdown(const EncoderTrackResult& r) {
     for (const auto& m : c.methods) {
       o << "| " << m << " |";
       for (const auto& met : metrics)
-        for (int64_t k : c.multipliers) o << " " << cell(encoder_values(r, m, task + "/" + met, k)) << " |";
+        for (int64_t k : c.multipliers) o << " " << cell(encoder_values(r, m, task + "/" + met, k), true) << " |";
       o << "\n";
     }
     if (!lab) {
+      // Accuracy: what an order-blind model scores exactly; macro-F1: the most it can score (encoder_chance).
       o << "| *chance (order-blind)* |";
       for (const auto& met : metrics)
-        for (size_t i = 0; i < c.multipliers.size(); ++i) o << " " << fmt(encoder_chance(c, task, met)) << " |";
+        for (size_t i = 0; i < c.multipliers.size(); ++i)
+          o << " " << (met == "macro_f1" ? "≤ " : "") << fmt(encoder_chance(c, task, met)) << " |";
       o << "\n";
     }
     o << "\n";
@@ -688,14 +768,16 @@ std::string encoder_report_markdown(const EncoderTrackResult& r) {
     o << "### NoPE control\n\nA bidirectional encoder without position information sees a multiset of tokens. "
          "The held-out examples of a sequence task come in balanced groups (every class built from one window), "
          "so an order-blind model gives a group one prediction and scores exactly the chance level 1/classes; "
-         "NoPE must sit there (its interval contains it, or every seed equals it).\n\n";
+         "NoPE must sit there (its interval contains it, or every seed equals it). Its macro-F1 is at most "
+         "that level too (chance row: ≤): 1/classes when its group predictions are spread evenly over the classes, "
+         "2 / (classes (classes + 1)) when it always predicts one class.\n\n";
     for (const auto& task : c.tasks) {
       if (is_labelling(task)) continue;
       const Summary s = summarize(encoder_values(r, "none", task + "/accuracy", 1));
       const double ch = encoder_chance(c, task, "accuracy");
       const bool at_chance = s.n > 0 && s.has_interval() ? (s.ci_low <= ch && ch <= s.ci_high) || std::fabs(s.mean - ch) < 1e-9
                                                          : std::fabs(s.mean - ch) < 1e-9;
-      o << "- " << task << ": NoPE accuracy " << cell(encoder_values(r, "none", task + "/accuracy", 1))
+      o << "- " << task << ": NoPE accuracy " << cell(encoder_values(r, "none", task + "/accuracy", 1), true)
         << ", chance " << fmt(ch) << " — " << (at_chance ? "at chance" : "NOT at chance") << "\n";
     }
     o << "\n";

@@ -14,8 +14,8 @@
 // The model's position table covers the longest evaluation (block_size = length x max multiplier):
 // a learned table's rows past the fine-tuning length are never trained, which is the honest
 // length-generalisation test of that encoding.
-// Not here: the decoder track (train/compare.h), which this file does not touch; resume of a
-// half-finished unit (a unit costs seconds; units are re-run).
+// Not here: the decoder track (train/compare.h), which this file does not touch; resume inside a
+// half-finished unit (a unit costs seconds to minutes; finished units are kept, see run_encoder_track).
 #pragma once
 
 #include <cstdint>
@@ -65,6 +65,13 @@ struct EncoderTrackResult {
 
 nlohmann::json to_json(const EncoderTrackResult& r);
 EncoderTrackResult encoder_track_from_json(const nlohmann::json& j, const std::string& source);  // IoError
+nlohmann::json encoder_unit_to_json(const EncoderUnitResult& u);
+EncoderUnitResult encoder_unit_from_json(const nlohmann::json& j, const std::string& source);  // IoError
+// A unit's result file <dir>/result.json, {"settings": EncoderTrackConfig::settings_json(), "unit": ...}.
+// IoError naming the file when it is not valid JSON or not such a result; UsageError naming the
+// differing --encoder-* options when its settings are not `settings` (units of other settings are
+// never mixed into one table).
+EncoderUnitResult load_encoder_unit(const std::string& path, const nlohmann::json& settings);
 
 // ---- saved encoders and fill-mask -------------------------------------------------------------------
 // A pretrained encoder is saved as <dir>/encoder.safetensors: the weights (names of nn::Encoder),
@@ -76,9 +83,13 @@ struct LoadedEncoder {
   std::unique_ptr<data::Tokenizer> tokenizer;
   std::unique_ptr<nn::Encoder> model;
   std::string method;
+  int64_t length = 0;      // pretraining length in tokens (0: not recorded)
+  nlohmann::json corpus;   // {"corpus", "max_corpus_bytes"} of the pretraining text (null: not recorded)
 };
+// length: the pretraining length (tokens); corpus: where the text came from (EncoderTrackConfig::corpus),
+// so that posgrad eval can score the encoder on the same validation split.
 void save_encoder(const std::string& dir, const nn::Encoder& enc, const std::string& method,
-                  const data::Tokenizer& tok);
+                  const data::Tokenizer& tok, int64_t length = 0, const nlohmann::json& corpus = {});
 // IoError naming the path: no encoder.safetensors there (a decoder run: the message says so),
 // another format, a missing or malformed metadata key, weights that do not match the configuration.
 std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir);
@@ -92,6 +103,17 @@ struct FillMaskResult {
 };
 FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char mask_char = '_', int64_t top = 5);
 
+// Masked-token loss (nats) and accuracy of an encoder on `windows` windows of T tokens drawn from
+// `val`, masked with BERT's rule (data/mlm.h); windows and masks come from generators seeded by `seed`
+// alone, so every method is scored on the same windows. Vocabulary: the encoder's minus [MASK] and
+// [MARK]. ValueError: a non-positive size, T longer than `val` or than the encoder's positions.
+struct MlmScore {
+  int64_t windows = 0, masked = 0;
+  double loss = 0, accuracy = 0;
+};
+MlmScore evaluate_mlm(const nn::Encoder& enc, const data::TokenSpan& val, int64_t T, int64_t windows, int64_t batch,
+                      uint64_t seed);
+
 // One (method, seed) unit on the given data (train split for pretraining and fine-tuning, val split
 // for every evaluation). tok gives the whitespace and newline ids; the encoder's vocabulary is the
 // tokenizer's plus [MASK] (= V) and [MARK] (= V + 1). Deterministic for a given thread count.
@@ -99,8 +121,11 @@ FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char
 EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::string& method, uint64_t seed,
                                    const data::TokenDataset& data, const data::Tokenizer& tok,
                                    const std::string& save_dir = "");
-// Every unit (methods x seeds, in that order); `log` true prints one line per unit (spdlog); out_dir
-// non-empty: each pretrained encoder is saved in <out_dir>/<method>/seed<seed>/.
+// Every unit (methods x seeds, in that order); `log` true prints one line per unit (spdlog). out_dir
+// non-empty: each unit's directory <out_dir>/<method>/seed<seed>/ receives the pretrained encoder
+// and, once the unit has finished, its result.json; a unit whose result.json exists is read back
+// (load_encoder_unit: same settings or UsageError) instead of measured, so an interrupted track
+// resumes unit by unit and a new method or seed measures only its own units.
 EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::TokenDataset& data,
                                      const data::Tokenizer& tok, bool log = true, const std::string& out_dir = "");
 

@@ -23,10 +23,15 @@ struct EncoderTrackConfig {
   int64_t warmup = 20;
   int64_t eval_examples = 192;  // held-out examples per task and length (and MLM windows per length)
   int64_t segments = 4, word_k = 1;  // marker_segment's S, line_word's k
+  // Where the pretraining text came from ({"corpus", "max_corpus_bytes"}), recorded with each saved
+  // encoder for posgrad eval; not a setting (to_json leaves it out).
+  nlohmann::json corpus;
   // UsageError naming the option: sizes, unknown methods/tasks, duplicates, multipliers without 1.
   void validate() const;
   nlohmann::json to_json() const;
   static EncoderTrackConfig from_json(const nlohmann::json& j, const std::string& source);
+  // to_json() without methods and seeds: what a unit's numbers depend on besides its (method, seed).
+  nlohmann::json settings_json() const;
   std::vector<std::string> method_list() const;  // methods, or every registered encoding
 };
 

@@ -8,6 +8,7 @@
 
 #include "data/corpus.h"
 #include "data/fileio.h"
+#include "train/options.h"
 #include "tensor/errors.h"
 
 namespace posgrad::train {
@@ -18,25 +19,43 @@ EncoderTrackConfig encoder_track_config(const CompareConfig& cfg) {
   EncoderTrackConfig e = cfg.encoder;
   e.methods = cfg.methods;
   e.seeds = cfg.seeds;
+  e.corpus = {{"corpus", cfg.base.corpus}, {"max_corpus_bytes", cfg.base.max_corpus_bytes}};
   return e;
+}
+
+void check_encoder_memory(const EncoderTrackConfig& ec) {
+  const uint64_t have = physical_memory_bytes();
+  if (have == 0) return;
+  const int64_t longest = ec.length * *std::max_element(ec.multipliers.begin(), ec.multipliers.end());
+  TrainConfig t;
+  t.model.n_layer = ec.n_layer;
+  t.model.n_head = ec.n_head;
+  t.model.n_embd = ec.n_embd;
+  t.model.vocab_size = 258;  // the byte vocabulary and [MASK], [MARK]: the largest the track builds
+  t.model.block_size = ec.length;
+  t.model.pos.kind = "learned";  // the largest position table: block_size rows at the longest length
+  t.batch_size = ec.batch;
+  MemoryEstimate train = estimate_memory(t, ec.length);
+  t.model.block_size = longest;
+  const MemoryEstimate at_longest = estimate_memory(t, longest);
+  // estimate_memory's evaluation is 8 windows; the track evaluates `batch` windows at once.
+  const long double eval_bytes = at_longest.evaluation_bytes * static_cast<long double>(ec.batch) / 8.0L;
+  const long double total = at_longest.parameter_bytes + std::max(train.activation_bytes, eval_bytes);
+  if (total <= static_cast<long double>(have)) return;
+  throw UsageError("the encoder track needs an estimated " + format_bytes(total) + " but the machine has " +
+                   format_bytes(have) + ": parameters and optimizer state " + format_bytes(at_longest.parameter_bytes) +
+                   " (--encoder-n-layer " + std::to_string(ec.n_layer) + ", --encoder-n-embd " +
+                   std::to_string(ec.n_embd) + "), pretraining activations " + format_bytes(train.activation_bytes) +
+                   " (--encoder-batch " + std::to_string(ec.batch) + " x --encoder-length " + std::to_string(ec.length) +
+                   "), evaluation at " + std::to_string(longest) + " tokens (--encoder-length x the largest of "
+                   "--encoder-multipliers) " + format_bytes(eval_bytes) + "; reduce the largest of these");
 }
 
 EncoderTrackResult run_compare_encoder_track(const CompareConfig& cfg) {
   const EncoderTrackConfig ec = encoder_track_config(cfg);
   ec.validate();
+  check_encoder_memory(ec);
   const std::string path = cfg.out_dir + "/encoder_results.json";
-  if (fs::exists(path)) {
-    try {
-      EncoderTrackResult saved = encoder_track_from_json(nlohmann::json::parse(read_file(path)), path);
-      if (saved.config.to_json() == ec.to_json()) {
-        spdlog::info("[encoder track] finished earlier — kept ({})", path);
-        return saved;
-      }
-      spdlog::info("[encoder track] {} was measured with other settings — measuring again", path);
-    } catch (const nlohmann::json::exception& e) {
-      throw IoError("'" + path + "' is not valid JSON (" + e.what() + "); delete it to measure the encoder track again");
-    }
-  }
   const TrainConfig& b = cfg.base;
   const std::string text = data::load_corpus(b.corpus, b.data_dir, b.max_corpus_bytes);
   auto tok = data::make_tokenizer(b.tokenizer, text);
@@ -45,7 +64,6 @@ EncoderTrackResult run_compare_encoder_track(const CompareConfig& cfg) {
   spdlog::info("=== encoder track: {} methods x {} seeds, masked-LM {} steps, {} tasks x {} steps ===",
                ec.methods.size(), ec.seeds.size(), ec.mlm_iters, ec.tasks.size(), ec.task_iters);
   EncoderTrackResult r = run_encoder_track(ec, ds, *tok, true, cfg.out_dir + "/encoder");
-  fs::create_directories(cfg.out_dir);
   write_file_atomic(path, to_json(r).dump(1) + "\n");
   return r;
 }

@@ -29,7 +29,8 @@ struct Table : markdown::Table {
   explicit Table(std::vector<std::string> header, bool text = false) : markdown::Table(std::move(header), text, 2) {}
 };
 
-std::string cell(const Summary& s) { return markdown::cell(s, 2); }
+// Accuracies: the interval is clipped to [0, 1].
+std::string cell(const Summary& s) { return markdown::bounded_cell(s, 2, 0.0, 1.0); }
 
 const SuiteTaskResult* find(const UnitResult& u, const std::string& task, bool randomized) {
   for (const auto& s : u.suite)

@@ -1,4 +1,5 @@
 // markdown.cpp — see markdown.h.
+#include <algorithm>
 #include "train/markdown.h"
 
 #include <spdlog/spdlog.h>
@@ -19,6 +20,12 @@ std::string cell(const Summary& s, int prec) {
   if (s.n == 0) return "n/a";
   if (!s.has_interval()) return num(s.mean, prec);
   return num(s.mean, prec) + " ± " + num(s.std, prec) + " [" + num(s.ci_low, prec) + ", " + num(s.ci_high, prec) + "]";
+}
+
+std::string bounded_cell(const Summary& s, int prec, double lo, double hi) {
+  if (s.n == 0 || !s.has_interval()) return cell(s, prec);
+  return num(s.mean, prec) + " ± " + num(s.std, prec) + " [" + num(std::max(lo, s.ci_low), prec) + ", " +
+         num(std::min(hi, s.ci_high), prec) + "]";
 }
 
 std::string Table::markdown() const {

@@ -15,6 +15,9 @@ std::string num(double v, int prec = 6);
 
 // "4.312 ± 0.021 [4.260, 4.364]" (mean ± std [95% interval]); one seed: the mean; none: "n/a".
 std::string cell(const Summary& s, int prec);
+// The same for a quantity bounded to [lo, hi] (an accuracy or F1: [0, 1]): the Student-t interval's
+// ends are clipped to the bounds, which the quantity cannot leave (the mean and std are not).
+std::string bounded_cell(const Summary& s, int prec, double lo, double hi);
 
 // A GitHub-flavoured Markdown pipe table. The first `label_columns` columns are left-aligned
 // (labels), the others right-aligned (numbers); text = true left-aligns every column (prose).
