@@ -14,9 +14,11 @@
 #include "data/synthetic.h"
 #include "data/fileio.h"
 #include "train/compare_dist.h"
+#include "train/compare_eval.h"
 #include "train/interrupt.h"
 #include "train/length_suite.h"
 #include "train/options.h"
+#include "train/pi_protocol.h"
 #include "train/presets.h"
 #include "train/cost.h"
 #include "train/encoder_track.h"
@@ -98,6 +100,9 @@ CompareConfig compare_preset(const std::string& name) {
     c.suite_batch = 4;
     c.suite_examples = 3;
     c.suite_max_multiplier = 2;
+    c.pi_iters = 3;
+    c.pi_multipliers = {2};
+    c.pi_scalings = {"none", "linear"};
     c.seeds = {1, 2};
     c.cost_lengths = {16, 32};
     c.cost_rounds = 2;
@@ -151,16 +156,14 @@ void CompareConfig::validate() const {
   const int64_t longest_task = *std::max_element(task_multipliers.begin(), task_multipliers.end());
   check_memory(task_model, (2 * task_length + 1) * (longest_task + 1));
   validate_length_suite(*this);
+  validate_pi(*this);
 }
 
 json CompareConfig::to_json() const { return opt::to_json(compare_options(), *this); }
 
 // ---- one (method, seed) unit -----------------------------------------------------------------------
 
-namespace {
-
-// One pass at each evaluation length: loss, perplexity, accuracy (and the per-position loss of the
-// per_position_multiplier window), on the same validation text. n/a beyond a learned table or the split.
+// One pass at each evaluation length (train/compare_eval.h).
 std::vector<std::optional<LengthResult>> evaluate_lengths(nn::GPT& model, const data::TokenSpan& val,
                                                           const CompareConfig& cfg, Device dev,
                                                           std::vector<double>* per_position) {
@@ -179,6 +182,8 @@ std::vector<std::optional<LengthResult>> evaluate_lengths(nn::GPT& model, const 
   }
   return out;
 }
+
+namespace {
 
 // A copy of `model` with other RoPE options (RoPE has no parameters to change).
 std::unique_ptr<nn::GPT> rope_variant(const nn::GPT& model, const std::vector<std::pair<std::string, opt::Value>>& options) {
@@ -316,6 +321,8 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   const data::TokenSpan& val = t.dataset().val();
   u.lengths = evaluate_lengths(model, val, cfg, dev, &u.per_position_loss);
   if (method == "rope") u.variants = rope_variants(model, val, cfg, dev, u.lengths);
+  // Fine-tuned scalings (train/pi_protocol.h); the callback is for further scores of the tuned models.
+  if (method == "rope") u.pi = run_pi_protocol(model, t.dataset().train(), val, cfg, seed, dev, {});
   {
     data::EvalWindows w = t.dataset().eval_windows(tc.model.block_size, 8);
     Tensor x = w.batch(0, w.size()).first.to(dev);
