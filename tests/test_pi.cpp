@@ -59,8 +59,10 @@ train::CompareConfig config() {
 bool same(std::vector<train::PiResult> a, std::vector<train::PiResult> b) {
   for (auto* v : {&a, &b})
     for (auto& r : *v) r.seconds = 0;
-  return train::to_json(train::UnitResult{.method = "rope", .pi = a}) ==
-         train::to_json(train::UnitResult{.method = "rope", .pi = b});
+  train::UnitResult ua, ub;
+  ua.pi = a;
+  ub.pi = b;
+  return train::to_json(ua) == train::to_json(ub);
 }
 
 }  // namespace
@@ -78,8 +80,9 @@ TEST(PiProtocol, FineTunesScaledCopiesAndIsBitReproducible) {
     EXPECT_EQ(tuned.config().block_size, kBlock) << row;  // YaRN's L0 and the evaluation lengths stay L
     EXPECT_FALSE(tuned.is_training()) << row;
     const std::string scaling = o.text("rope_scaling");
-    EXPECT_EQ(row.find(scaling == "none" ? "rope ft" : "rope+" + scaling + " ft"), 0u) << row;
-    EXPECT_EQ(o.real("rope_scaling_factor"), scaling == "none" ? 1.0 : (row.find("ft2x") != std::string::npos ? 2.0 : 4.0)) << row;
+    const int64_t M = row.find("ft2x") != std::string::npos ? 2 : 4;
+    EXPECT_EQ(row, train::pi_row_name(scaling, M));  // the copy carries the row's scaling ...
+    EXPECT_EQ(o.real("rope_scaling_factor"), scaling == "none" ? 1.0 : static_cast<double>(M)) << row;  // ... at s = M
   });
   const std::vector<std::string> rows = {"rope ft2x", "rope+linear ft2x", "rope+ntk ft2x", "rope+yarn ft2x",
                                          "rope ft4x", "rope+linear ft4x", "rope+ntk ft4x", "rope+yarn ft4x"};
@@ -196,7 +199,9 @@ TEST(PiProtocol, TinyComparisonReportsTheRows) {
   EXPECT_NE(md.find("## Position interpolation: RoPE scaled and fine-tuned"), std::string::npos);
   EXPECT_NE(md.find("| rope+linear ft2x | 32 |"), std::string::npos);
   EXPECT_NE(md.find("| p1 | PI: RoPE interpolated (linear)"), std::string::npos);
-  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) EXPECT_TRUE(fs::exists(d.str("a/plots/pi_ppl_vs_length.png")));
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    EXPECT_TRUE(fs::exists(d.str("a/plots/pi_ppl_vs_length.png")));
+  }
   // results.json round trip, the fine-tuned rows included; a malformed entry names the file.
   const auto j = nlohmann::json::parse(read_file(d.str("a/results.json")));
   const auto r = train::comparison_from_json(j, "results.json");

@@ -55,6 +55,15 @@ CompareConfig compare_preset(const std::string& name) {
     c.seeds = {1, 2, 3};
     c.eval_tokens = 8192;
     c.task_iters = 400;
+    // Position interpolation (train/pi_protocol.h): 2 lengths x 4 scalings x 40 steps per rope seed.
+    // Measured with `time nice -n 19 posgrad compare --methods rope --seeds 1` on the 2-core machine
+    // (other builds running): 9-10 s per fine-tuned row (40 steps of 6 x 128 or 3 x 256 tokens, then
+    // the evaluation at 64..2048 tokens), 74 s per seed, so about 3.7 minutes for the three seeds.
+    // lr 1e-4 (the run's min_lr) kept the 1x perplexity (5.463 -> 5.474 fine-tuned at 2x); 3e-4 raised it to 5.66.
+    c.pi_iters = 40;
+    c.pi_lr = 1e-4;
+    c.pi_multipliers = {2, 4};
+    c.pi_scalings = {"none", "linear", "ntk", "yarn"};
     c.out_dir = "runs/compare-quick";
   } else if (name == "full") {
     // A few hours on a 2-core machine: nanoGPT-sized models at context 128, three seeds.
@@ -76,6 +85,11 @@ CompareConfig compare_preset(const std::string& name) {
     c.suite_length = 8;
     c.suite_iters = 2000;
     c.suite_examples = 64;
+    // Position interpolation at 5x the quick budget (not timed: it adds 8 x 200 steps per rope seed
+    // to a 6000-step training, plus 8 evaluations).
+    c.pi_iters = 200;
+    c.pi_lr = 1e-4;
+    c.pi_multipliers = {2, 4};
     c.out_dir = "runs/compare-full";
   } else if (name == "tiny") {
     // For tests: seconds, not minutes.

@@ -78,7 +78,7 @@ struct CompareConfig {
   // model copied with each scaling at factor s = M and fine-tuned at M x block_size for pi_iters
   // steps (0: off), then evaluated at every eval multiplier. Runs when "rope" is among methods.
   int64_t pi_iters = 40;
-  double pi_lr = 3e-4;
+  double pi_lr = 1e-4;  // the base run's final (min_lr): a small constant rate, as PI's 2e-5 for LLaMA
   std::vector<int64_t> pi_multipliers = {2, 4};
   std::vector<std::string> pi_scalings = {"none", "linear", "ntk", "yarn"};
   // cost benchmark (train/cost.h)
