@@ -63,10 +63,11 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
                               "## Which differences are real", "## The article's claims", "## Length extrapolation",
                               "## Cost (interleaved benchmark", "Noise figure", "All settings"})
     EXPECT_NE(md.find(section), std::string::npos) << section;
-  // The claims table has one row per claim (a) .. (k) and the suite's (s1, s2), each with a verdict.
+  // The claims table has one row per claim (a) .. (k), the suite's (s1, s2) and the position
+  // interpolation protocol's (p1 .. p3), each with a verdict.
   for (const char id : std::string("abcdefghijk")) EXPECT_NE(md.find(std::string("| ") + id + " | "), std::string::npos) << id;
-  for (const char* id : {"| s1 | ", "| s2 | "}) EXPECT_NE(md.find(id), std::string::npos) << id;
-  EXPECT_EQ(count(md, "**supported**") + count(md, "**contradicted**") + count(md, "**inconclusive**"), 13u);
+  for (const char* id : {"| s1 | ", "| s2 | ", "| p1 | ", "| p2 | ", "| p3 | "}) EXPECT_NE(md.find(id), std::string::npos) << id;
+  EXPECT_EQ(count(md, "**supported**") + count(md, "**contradicted**") + count(md, "**inconclusive**"), 16u);
   // The length suite: its section, every method's plain row and the randomized rows, in suite.csv.
   EXPECT_NE(md.find("## Length generalisation suite"), std::string::npos);
   const std::string suite = read_file(d.str("a/suite.csv"));

@@ -213,6 +213,49 @@ TEST(Rope, FrequenciesAndScalings) {
   expect_freqs(rope_frequencies(rope8("llama3", 8, 8192), 10), {1, 0.1, 0.01, 0.000213607544}, 1e-8, "llama3");
 }
 
+// Static NTK-aware scaling (YaRN §3.1): b' = b s^(dr/(dr-2)). dr = 8, b = 1e4, s = 4:
+// b'^(1/4) = 10 * 4^(1/3), so omega_k = (10 * 4^(1/3))^-k and the lowest frequency is 1e-3 / 4.
+TEST(Rope, NtkScaling) {
+  const double r = 10.0 * std::cbrt(4.0);
+  const auto f = rope_frequencies(rope8("ntk", 4), 10);
+  expect_freqs(f, {1, 1 / r, 1 / (r * r), 0.00025}, 1e-15, "ntk s=4");
+  EXPECT_EQ(f.attention_factor, 1.0);
+  // The same frequencies at every length (static, unlike dynamic NTK), and s = 1 is plain RoPE.
+  EXPECT_EQ(rope_frequencies(rope8("ntk", 4), 100000).inv_freq, f.inv_freq);
+  EXPECT_EQ(rope_frequencies(rope8("ntk", 1), 10).inv_freq, rope_frequencies(rope8(), 10).inv_freq);
+  // Bad factors: non-positive in the parameters (ValueError), below 1 as an option (UsageError naming it).
+  for (double bad : {0.0, -2.0}) {
+    try {
+      (void)rope_frequencies(rope8("ntk", bad), 10);
+      ADD_FAILURE() << "factor " << bad << " accepted";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("scaling factor must be positive"), std::string::npos) << e.what();
+    }
+  }
+  RopeParams two = rope8("ntk", 4);
+  two.rotary_dim = 2;  // dr / (dr - 2) undefined
+  EXPECT_THROW((void)rope_frequencies(two, 10), ValueError);
+  PosEncConfig c;
+  c.kind = "rope";
+  c.set("rope_scaling", std::string("ntk"));
+  try {
+    c.set("rope_scaling_factor", 0.5);
+    ADD_FAILURE() << "factor 0.5 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--rope-scaling-factor"), std::string::npos) << e.what();
+  }
+  // Through the module: an ntk model at s = 1 rotates exactly as plain RoPE.
+  c.n_embd = 16;
+  c.n_head = 2;
+  Generator g(0), gx(3);
+  auto ntk1 = make_position_encoding(c, g);
+  PosEncConfig plain = c;
+  plain.set("rope_scaling", std::string("none"));
+  auto none = make_position_encoding(plain, g);
+  Tensor q = randn({1, 2, 6, 8}, gx), k = randn({1, 2, 6, 8}, gx);
+  EXPECT_EQ(ntk1->rotate(q, k, 0).first.to_vector(), none->rotate(q, k, 0).first.to_vector());
+}
+
 TEST(Rope, LargeDimScalings) {
   // YaRN dr = 128, b = 1e4, s = 4, L0 = 4096: lo = 20, hi = 46 (k <= 20 kept, k >= 46 divided by s).
   RopeParams p;
@@ -306,7 +349,7 @@ TEST(Rope, RelativeProperty) {
   Generator g(11);
   Tensor q1 = randn({1, 1, 1, D}, g, DType::Float64), k1 = randn({1, 1, 1, D}, g, DType::Float64);
   Tensor q = q1.expand({1, 1, T, D}).contiguous(), k = k1.expand({1, 1, T, D}).contiguous();
-  for (const std::string scaling : {"none", "linear", "yarn", "llama3"})
+  for (const std::string scaling : {"none", "linear", "ntk", "yarn", "llama3"})
     for (bool il : {false, true}) {
       RopeParams p;
       p.rotary_dim = 8;  // partial: the last 2 channels pass through

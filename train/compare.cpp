@@ -14,9 +14,11 @@
 #include "data/synthetic.h"
 #include "data/fileio.h"
 #include "train/compare_dist.h"
+#include "train/compare_eval.h"
 #include "train/interrupt.h"
 #include "train/length_suite.h"
 #include "train/options.h"
+#include "train/pi_protocol.h"
 #include "train/presets.h"
 #include "train/cost.h"
 #include "train/encoder_track.h"
@@ -53,6 +55,15 @@ CompareConfig compare_preset(const std::string& name) {
     c.seeds = {1, 2, 3};
     c.eval_tokens = 8192;
     c.task_iters = 400;
+    // Position interpolation (train/pi_protocol.h): 2 lengths x 4 scalings x 40 steps per rope seed.
+    // Measured with `time nice -n 19 posgrad compare --methods rope --seeds 1` on the 2-core machine
+    // (other builds running): 9-10 s per fine-tuned row (40 steps of 6 x 128 or 3 x 256 tokens, then
+    // the evaluation at 64..2048 tokens), 74 s per seed, so about 3.7 minutes for the three seeds.
+    // lr 1e-4 (the run's min_lr) kept the 1x perplexity (5.463 -> 5.474 fine-tuned at 2x); 3e-4 raised it to 5.66.
+    c.pi_iters = 40;
+    c.pi_lr = 1e-4;
+    c.pi_multipliers = {2, 4};
+    c.pi_scalings = {"none", "linear", "ntk", "yarn"};
     c.out_dir = "runs/compare-quick";
   } else if (name == "full") {
     // A few hours on a 2-core machine: nanoGPT-sized models at context 128, three seeds.
@@ -74,6 +85,11 @@ CompareConfig compare_preset(const std::string& name) {
     c.suite_length = 8;
     c.suite_iters = 2000;
     c.suite_examples = 64;
+    // Position interpolation at 5x the quick budget (not timed: it adds 8 x 200 steps per rope seed
+    // to a 6000-step training, plus 8 evaluations).
+    c.pi_iters = 200;
+    c.pi_lr = 1e-4;
+    c.pi_multipliers = {2, 4};
     c.out_dir = "runs/compare-full";
   } else if (name == "tiny") {
     // For tests: seconds, not minutes.
@@ -98,6 +114,9 @@ CompareConfig compare_preset(const std::string& name) {
     c.suite_batch = 4;
     c.suite_examples = 3;
     c.suite_max_multiplier = 2;
+    c.pi_iters = 3;
+    c.pi_multipliers = {2};
+    c.pi_scalings = {"none", "linear"};
     c.seeds = {1, 2};
     c.cost_lengths = {16, 32};
     c.cost_rounds = 2;
@@ -151,6 +170,7 @@ void CompareConfig::validate() const {
   const int64_t longest_task = *std::max_element(task_multipliers.begin(), task_multipliers.end());
   check_memory(task_model, (2 * task_length + 1) * (longest_task + 1));
   validate_length_suite(*this);
+  validate_pi(*this);
   if (track != "decoder") {  // before anything is written: a refused track leaves nothing behind
     const EncoderTrackConfig ec = encoder_track_config(*this);
     ec.validate();
@@ -162,10 +182,7 @@ json CompareConfig::to_json() const { return opt::to_json(compare_options(), *th
 
 // ---- one (method, seed) unit -----------------------------------------------------------------------
 
-namespace {
-
-// One pass at each evaluation length: loss, perplexity, accuracy (and the per-position loss of the
-// per_position_multiplier window), on the same validation text. n/a beyond a learned table or the split.
+// One pass at each evaluation length (train/compare_eval.h).
 std::vector<std::optional<LengthResult>> evaluate_lengths(nn::GPT& model, const data::TokenSpan& val,
                                                           const CompareConfig& cfg, Device dev,
                                                           std::vector<double>* per_position) {
@@ -184,6 +201,8 @@ std::vector<std::optional<LengthResult>> evaluate_lengths(nn::GPT& model, const 
   }
   return out;
 }
+
+namespace {
 
 // A copy of `model` with other RoPE options (RoPE has no parameters to change).
 std::unique_ptr<nn::GPT> rope_variant(const nn::GPT& model, const std::vector<std::pair<std::string, opt::Value>>& options) {
@@ -321,6 +340,8 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   const data::TokenSpan& val = t.dataset().val();
   u.lengths = evaluate_lengths(model, val, cfg, dev, &u.per_position_loss);
   if (method == "rope") u.variants = rope_variants(model, val, cfg, dev, u.lengths);
+  // Fine-tuned scalings (train/pi_protocol.h); the callback is for further scores of the tuned models.
+  if (method == "rope") u.pi = run_pi_protocol(model, t.dataset().train(), val, cfg, seed, dev, {});
   {
     data::EvalWindows w = t.dataset().eval_windows(tc.model.block_size, 8);
     Tensor x = w.batch(0, w.size()).first.to(dev);

@@ -2,8 +2,9 @@
 // identical data order, initialisation seed and hyperparameters, then measured: validation
 // perplexity and next-token accuracy, perplexity at 1x..16x the training length on the same
 // validation text, per-position loss inside a long window, RoPE with linear / dynamic-NTK / YaRN
-// scaling as extra rows, training speed and memory, attention weight versus query-key distance,
-// and a synthetic copy/reverse task (exact match and token F1 at 1x..4x its training length).
+// scaling as extra rows, RoPE scaled and fine-tuned at 2x / 4x the training length (the position
+// interpolation protocol, train/pi_protocol.h), training speed and memory, attention weight versus
+// query-key distance, and a synthetic copy/reverse task (exact match and token F1 at 1x..4x its training length).
 // Each (method, seed) lives in its own run directory with a result.json; an interrupted
 // experiment resumes (finished units are skipped, a half-trained one continues from its checkpoint).
 #pragma once

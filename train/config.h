@@ -74,6 +74,13 @@ struct CompareConfig {
   int64_t suite_length = 6, suite_iters = 600, suite_batch = 32, suite_examples = 36, suite_max_multiplier = 4;
   double suite_lr = 3e-3;
   std::vector<std::string> suite_randomized = {"sinusoidal", "learned", "rope"};  // where among methods
+  // position interpolation protocol (train/pi_protocol.h; Chen et al. 2023): each trained "rope"
+  // model copied with each scaling at factor s = M and fine-tuned at M x block_size for pi_iters
+  // steps (0: off), then evaluated at every eval multiplier. Runs when "rope" is among methods.
+  int64_t pi_iters = 40;
+  double pi_lr = 1e-4;  // the base run's final (min_lr): a small constant rate, as PI's 2e-5 for LLaMA
+  std::vector<int64_t> pi_multipliers = {2, 4};
+  std::vector<std::string> pi_scalings = {"none", "linear", "ntk", "yarn"};
   // cost benchmark (train/cost.h)
   std::vector<int64_t> cost_lengths = {64, 256, 1024, 2048};
   int64_t cost_rounds = 5;

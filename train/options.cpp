@@ -167,6 +167,22 @@ const Table<CompareConfig>& compare_options() {
               return s;
             }(),
             POSGRAD_MEMBER(suite_randomized));
+    r.group("Position interpolation (train/pi_protocol.h)")
+        .add(integer("pi_iters", closed(0, kBig),
+                     "Fine-tuning steps of each trained RoPE model per scaling and multiplier, at multiplier x "
+                     "block_size tokens (Chen et al. 2023; 0: off)",
+                     "steps"),
+             POSGRAD_MEMBER(pi_iters))
+        .add(real("pi_lr", open_closed(0, 1), "Learning rate of the fine-tuning (after a linear warm-up of a tenth "
+                                              "of pi_iters, constant, as Chen et al. 2023 §3.1)"),
+             POSGRAD_MEMBER(pi_lr))
+        .add(integer_list("pi_multipliers", closed(2, 64), 1, 8,
+                          "Fine-tuning lengths M as multiples of the training length (scaling factor s = M), each once"),
+             POSGRAD_MEMBER(pi_multipliers))
+        .add(choice_list("pi_scalings", {"none", "linear", "ntk", "yarn"}, 4,
+                         "RoPE scalings fine-tuned, each once: none (plain RoPE), linear (position interpolation), "
+                         "ntk (static NTK-aware), yarn"),
+             POSGRAD_MEMBER(pi_scalings));
     r.group("Encoder track (train/encoder.h)")
         .add(choice("track", {"decoder", "encoder", "both"},
                     "Models compared: causal decoder (language modelling), bidirectional encoder (masked-LM "

@@ -81,6 +81,33 @@ std::vector<std::optional<LengthResult>> lengths_from(const json& j) {
   return v;
 }
 
+json pi_json(const std::vector<PiResult>& v) {
+  json a = json::array();
+  for (const auto& p : v)
+    a.push_back({{"scaling", p.scaling}, {"multiplier", p.multiplier}, {"iters", p.iters}, {"batch", p.batch},
+                 {"first_loss", p.first_loss}, {"final_loss", p.final_loss}, {"seconds", p.seconds},
+                 {"lengths", lengths_json(p.lengths)}});
+  return a;
+}
+
+std::vector<PiResult> pi_from(const json& j) {
+  if (!j.is_array()) throw json::type_error::create(302, "\"pi\": expected an array", &j);
+  std::vector<PiResult> v;
+  for (const auto& e : j) {
+    PiResult p;
+    p.scaling = e.at("scaling").get<std::string>();
+    p.multiplier = integer(e.at("multiplier"));
+    p.iters = integer(e.at("iters"));
+    p.batch = integer(e.at("batch"));
+    p.first_loss = real(e.at("first_loss"));
+    p.final_loss = real(e.at("final_loss"));
+    p.seconds = real(e.at("seconds"));
+    p.lengths = lengths_from(e.at("lengths"));
+    v.push_back(std::move(p));
+  }
+  return v;
+}
+
 }  // namespace
 
 json to_json(const UnitResult& u) {
@@ -104,6 +131,7 @@ json to_json(const UnitResult& u) {
           {"task", task},
           {"task_final_loss", u.task_final_loss},
           {"suite", suite_to_json(u.suite)},
+          {"pi", pi_json(u.pi)},
           {"train_seconds", u.train_seconds},
           {"resumed", u.resumed}};
 }
@@ -136,6 +164,7 @@ UnitResult unit_from_json(const json& j, const std::string& source) {
     }
     u.task_final_loss = real(j.at("task_final_loss"));
     if (j.contains("suite")) u.suite = suite_from_json(j.at("suite"));  // absent: made before the suite existed
+    if (j.contains("pi")) u.pi = pi_from(j.at("pi"));                   // absent: made before the protocol existed
     u.train_seconds = real(j.at("train_seconds"));
     u.resumed = j.at("resumed").get<bool>();
   } catch (const json::exception& e) {

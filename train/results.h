@@ -36,6 +36,17 @@ struct TaskScore {
   double exact_match = 0, token_f1 = 0, token_accuracy = 0;
 };
 
+// One fine-tuned row of the position-interpolation protocol (train/pi_protocol.h): the unit's
+// trained RoPE model with `scaling` at factor s = multiplier, fine-tuned at multiplier x block_size.
+struct PiResult {
+  std::string scaling;     // none | linear | ntk | yarn
+  int64_t multiplier = 0;  // M
+  int64_t iters = 0, batch = 0;
+  double first_loss = 0, final_loss = 0;  // training loss of the first and the last fine-tuning step
+  double seconds = 0;                     // wall time of fine-tuning and evaluation, informational
+  std::vector<std::optional<LengthResult>> lengths;  // index-aligned with eval_multipliers
+};
+
 struct UnitResult {
   std::string method;
   uint64_t seed = 0;
@@ -52,6 +63,8 @@ struct UnitResult {
   double task_final_loss = 0;
   // The length-generalisation suite: one entry per (task, plain | randomized) (train/length_suite.h).
   std::vector<SuiteTaskResult> suite;
+  // The position-interpolation protocol's rows (rope units with pi_iters > 0), in run order.
+  std::vector<PiResult> pi;
   double train_seconds = 0;  // wall time, informational (cost comes from the benchmark)
   bool resumed = false;
 };

@@ -202,7 +202,7 @@ Tensor kerple_bias_by_distance(const Tensor& r1, const Tensor& r2, int64_t Tq, i
 struct RopeParams {
   int64_t rotary_dim = 0;      // dr (even), channels [0, dr) of each head are rotated
   double base = 10000.0;
-  std::string scaling = "none";  // none|linear|dynamic|yarn|llama3
+  std::string scaling = "none";  // none|linear|ntk|dynamic|yarn|llama3
   double factor = 1.0;           // s
   int64_t original_length = 0;   // Lmax / L0 (the training context)
   double beta_fast = 32.0, beta_slow = 1.0;                // YaRN

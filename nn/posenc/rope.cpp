@@ -5,6 +5,9 @@
 // rotary rotates the first dr = floor(D * rope_fraction) channels (rounded down to even; the rest
 // pass through), with dr in the frequency exponent. Scalings for length extrapolation (spec §3.4):
 //   linear  omega / s (position interpolation), always on when selected (as HF);
+//   ntk     static NTK-aware: base b' = b s^(dr / (dr - 2)) at every length (bloc97 2023, as
+//           written in Peng et al. 2023, YaRN §3.1): the lowest frequency is divided by s, the
+//           highest kept;
 //   dynamic NTK: base b' = b (s L / Lmax - (s - 1))^(dr / (dr - 2)) when L = pos0 + T > Lmax;
 //   yarn    per-frequency ramp between omega and omega / s, attention factor 0.1 ln s + 1
 //           multiplying cos and sin;  llama3  (also in spec §3.4) the wavelength-banded variant.
@@ -37,11 +40,11 @@ RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len) {
   POSGRAD_CHECK(p.base > 1.0, ValueError, "RoPE: base must be > 1, got ", p.base);
   const double s = p.factor;
   const double L0 = static_cast<double>(p.original_length);
-  const bool known = p.scaling == "none" || p.scaling == "linear" || p.scaling == "dynamic" || p.scaling == "yarn" ||
-                     p.scaling == "llama3";
-  POSGRAD_CHECK(known, ValueError, "RoPE: unknown scaling '", p.scaling, "' (none|linear|dynamic|yarn|llama3)");
+  const bool known = p.scaling == "none" || p.scaling == "linear" || p.scaling == "ntk" || p.scaling == "dynamic" ||
+                     p.scaling == "yarn" || p.scaling == "llama3";
+  POSGRAD_CHECK(known, ValueError, "RoPE: unknown scaling '", p.scaling, "' (none|linear|ntk|dynamic|yarn|llama3)");
   POSGRAD_CHECK(p.scaling == "none" || s > 0.0, ValueError, "RoPE: scaling factor must be positive, got ", s);
-  POSGRAD_CHECK(p.scaling == "none" || p.scaling == "linear" || p.original_length > 0, ValueError,
+  POSGRAD_CHECK(p.scaling == "none" || p.scaling == "linear" || p.scaling == "ntk" || p.original_length > 0, ValueError,
                 "RoPE ", p.scaling, " scaling needs the original context length, got ", p.original_length);
   POSGRAD_CHECK(p.scaling != "yarn" || p.beta_fast > p.beta_slow, ValueError,
                 "RoPE YaRN: rope_yarn_beta_fast (", p.beta_fast, ") must exceed rope_yarn_beta_slow (", p.beta_slow, ")");
@@ -50,6 +53,10 @@ RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len) {
                 ") must exceed rope_llama3_low_freq_factor (", p.low_freq_factor, ")");
 
   double base = p.base;
+  if (p.scaling == "ntk") {  // YaRN §3.1: b' = b s^(|D| / (|D| - 2)), |D| the rotary dimension
+    POSGRAD_CHECK(dr > 2, ValueError, "RoPE NTK-aware scaling needs a rotary dimension > 2, got ", dr);
+    base = p.base * std::pow(s, static_cast<double>(dr) / static_cast<double>(dr - 2));
+  }
   if (p.scaling == "dynamic" && static_cast<double>(seq_len) > L0) {
     POSGRAD_CHECK(dr > 2, ValueError, "RoPE dynamic NTK scaling needs a rotary dimension > 2, got ", dr);
     base = p.base * std::pow(s * static_cast<double>(seq_len) / L0 - (s - 1.0),
@@ -267,9 +274,9 @@ PosEncEntry rope_encoding() {
                         1.0),
            with_default(boolean("rope_interleaved", "RoPE: interleaved (GPT-J) instead of the rotate-half (NeoX) layout"),
                         false),
-           with_default(choice("rope_scaling", {"none", "linear", "dynamic", "yarn", "llama3"},
-                               "RoPE: context-extension scaling (spec §3.4): position interpolation (linear), dynamic "
-                               "NTK, YaRN or Llama 3"),
+           with_default(choice("rope_scaling", {"none", "linear", "ntk", "dynamic", "yarn", "llama3"},
+                               "RoPE: context-extension scaling (spec §3.4): position interpolation (linear), static "
+                               "NTK-aware (base b s^(dr/(dr-2))), dynamic NTK, YaRN or Llama 3"),
                         std::string("none")),
            with_default(real("rope_scaling_factor", closed(1, 1e6),
                              "RoPE: scaling factor s (extended length / training length)"),

@@ -1,0 +1,25 @@
+// compare_eval.h — the comparison's evaluation at several lengths, shared by the units of
+// compare.cpp and the fine-tuned rows of the position-interpolation protocol (train/pi_protocol.h).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "data/dataset.h"
+#include "nn/gpt.h"
+#include "train/config.h"
+#include "train/results.h"
+
+namespace posgrad::train {
+
+// One pass at each evaluation length m · block_size, m in cfg.eval_multipliers (block_size: the
+// model's configured training context): loss, perplexity, accuracy over up to
+// max(1, cfg.eval_tokens / context) non-overlapping windows from the start of `val` (the same text
+// for every row), and the per-position loss of the cfg.per_position_multiplier window into
+// *per_position when given. Index-aligned with cfg.eval_multipliers; nullopt where the context
+// exceeds the encoding's max_length() (a learned table) or the split. The model should be in eval mode.
+std::vector<std::optional<LengthResult>> evaluate_lengths(nn::GPT& model, const data::TokenSpan& val,
+                                                          const CompareConfig& cfg, Device dev,
+                                                          std::vector<double>* per_position);
+
+}  // namespace posgrad::train
