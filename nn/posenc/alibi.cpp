@@ -55,6 +55,7 @@ class AlibiEncoding : public PositionEncoding {
     return m;
   }
   bool supports_position_ids() const override { return true; }
+  bool position_ids_in_attention() const override { return true; }
 
  private:
   std::vector<double> slopes_;

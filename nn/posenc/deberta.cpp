@@ -122,6 +122,7 @@ class DebertaEncoding : public PositionEncoding {
     return m;
   }
   bool supports_position_ids() const override { return true; }
+  bool position_ids_in_attention() const override { return true; }
   double attention_scale(int64_t head_dim) const override {
     const double terms = 1.0 + (c2p_ ? 1.0 : 0.0) + (p2c_ ? 1.0 : 0.0);
     return 1.0 / std::sqrt(static_cast<double>(head_dim) * terms);  // spec §2.4: 1/sqrt(d s)

@@ -63,6 +63,7 @@ class KerpleEncoding : public PositionEncoding {
     return m;
   }
   bool supports_position_ids() const override { return true; }
+  bool position_ids_in_attention() const override { return true; }
 
  private:
   std::vector<Tensor> r1_, r2_;  // (H) per layer

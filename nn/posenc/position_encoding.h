@@ -104,6 +104,9 @@ class PositionEncoding : public Module {
   // Whether this encoding takes position ids: every encoding that has positions (absolute tables,
   // rotations, relative biases and DeBERTa's terms); false for "none".
   virtual bool supports_position_ids() const { return false; }
+  // Whether the ids reach the fused attention as per-token positions (scores(): T5, ALiBi, KERPLE,
+  // DeBERTa), a path the CUDA kernels do not have: such a training forward runs on the CPU only.
+  virtual bool position_ids_in_attention() const { return false; }
 
  protected:
   // The positions of a forward over T tokens starting at pos0: the ids while set, else pos0 .. pos0+T-1.

@@ -90,6 +90,7 @@ class T5Encoding : public PositionEncoding {
     return m;
   }
   bool supports_position_ids() const override { return true; }
+  bool position_ids_in_attention() const override { return true; }
   double attention_scale(int64_t head_dim) const override {
     return scaled_ ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0;
   }

@@ -22,6 +22,11 @@
 //    precomputed with GEMMs (the "efficient form" of spec §2.5), gathered per (i, j) inside the
 //    tile, and their gradients dc2p(i, u), dp2c(j, u) are scattered per element and turned into
 //    dq, dk, dkr, dqr with GEMMs after the sweep.
+//  * Per-token positions (attention_*_positions, kernels.h; randomized positions, Ruoss et al. 2023
+//    §3): the same two modifiers, but pair (i, j) reads entry k_pos[j] - q_pos[i] + q_pos[Tq - 1] of
+//    the bias row / diagonal index (a gather along the tile row instead of a contiguous slice), and
+//    the bias gradient is scattered back into that entry. A separate branch per tile, so the
+//    diagonal path is unchanged.
 //
 // Tile products go through the project GEMM (cpu/gemm.cpp), which runs single-threaded inside our
 // parallel regions (it checks omp_in_parallel) and uses its AVX-512/AVX2 micro-kernels; the
