@@ -2,9 +2,11 @@
 // and every input's gradient, double and float32) for every score modifier, causal and
 // bidirectional, on odd shapes including multi-tile ones (T = 130 > the 64-row tile); query offsets
 // with fully masked rows; bit-identical results for 1 and 2 threads; memory that grows with T, not
-// T^2; argument errors; the attention layer with every position encoding (fused == naive), and the
-// attention-by-distance diagnostic. Gradchecks against finite differences are in the op registry
-// (autograd/registry_attention.cpp, swept by test_op_registry).
+// T^2; argument errors; the attention layer with every position encoding (fused == naive), the
+// attention-by-distance diagnostic, and per-token positions (randomized positions: 0..T-1 equals
+// the plain path bit for bit, fused == reference with gaps, bad positions named). Gradchecks
+// against finite differences are in the op registry (autograd/registry_attention.cpp, swept by
+// test_op_registry).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -16,6 +18,7 @@
 #include "nn/attention.h"
 #include "nn/posenc/position_encoding.h"
 #include "support/posenc_config.h"
+#include "support/test_util.h"
 #include "tensor/storage.h"
 
 using namespace posgrad;
@@ -370,7 +373,8 @@ TensorList run_positions(bool content_position, bool causal, int64_t T, const st
   }
   m.query_positions = m.key_positions = pos;
   const double scale = 0.4;
-  Tensor y = naive ? attention_reference(x[0], x[1], x[2], m, causal, scale) : attention(x[0], x[1], x[2], m, causal, scale);
+  Tensor y = naive ? attention_reference(x[0], x[1], x[2], m, causal, scale)
+                   : attention(x[0], x[1], x[2], m, causal, scale);
   Generator gy(7);
   y.backward(randn(y.shape(), gy, dt));
   TensorList out{y.detach()};
@@ -397,7 +401,8 @@ TEST(AttentionPositions, IdentityPositionsEqualPlainPathBitForBit) {
       TensorList pos = run_positions(cp, causal, 130, iota_positions(130), DType::Float32, false);
       ASSERT_EQ(plain.size(), pos.size());
       for (size_t i = 0; i < plain.size(); ++i)
-        EXPECT_EQ(max_abs_diff(plain[i], pos[i]), 0.0) << "content_position " << cp << " causal " << causal << " tensor " << i;
+        EXPECT_EQ(max_abs_diff(plain[i], pos[i]), 0.0)
+            << "content_position " << cp << " causal " << causal << " tensor " << i;
     }
 }
 
@@ -431,7 +436,8 @@ TEST(AttentionPositions, ArgumentErrors) {
   expect_error<ShapeError>([&] { attention(q, k, k, w, true, 0.5); }, "Pq + Pk - 1 = 19");
   ScoreModifier dec = m;
   dec.query_positions = dec.key_positions = {0, 3, 3, 9};
-  expect_error<ValueError>([&] { attention(q, k, k, dec, true, 0.5); }, "query_positions must be >= 0 and strictly increasing");
+  expect_error<ValueError>([&] { attention(q, k, k, dec, true, 0.5); },
+                           "query_positions must be >= 0 and strictly increasing");
   ScoreModifier neg = m;
   neg.key_positions = {-1, 3, 7, 9};
   expect_error<ValueError>([&] { attention(q, k, k, neg, true, 0.5); }, "key_positions must be >= 0");
@@ -441,4 +447,17 @@ TEST(AttentionPositions, ArgumentErrors) {
   expect_error<ValueError>([&] { attention(q, k, k, m, true, 0.5, 2); }, "per-token positions take no query offset");
   expect_error<ValueError>([&] { attention_reference(q, k, k, m, true, 0.5, 2); }, "take no query offset");
   expect_error<ValueError>([&] { attention_distance_profile(q, k, m, true, 0.5); }, "per-token positions");
+}
+
+// The CUDA kernels have no per-token position path: the op refuses before dispatch, naming why.
+TEST(AttentionPositions, CudaRefusesPerTokenPositionsByName) {
+  POSGRAD_REQUIRE_CUDA();
+  Generator g(1);
+  const Tensor q = randn({1, 2, 4, 4}, g).to(Device::cuda());
+  ScoreModifier m;
+  m.kind = ScoreBias::Distance;
+  m.bias_by_distance = randn({2, 19}, g).to(Device::cuda());
+  m.query_positions = m.key_positions = {0, 3, 7, 9};
+  expect_error<DeviceError>([&] { attention(q, q, q, m, true, 0.5); },
+                            "per-token positions (randomized positions) have no CUDA kernel");
 }
