@@ -93,10 +93,12 @@ struct AttentionCase {
 void add_attention_case(std::vector<OpCase>& out, const AttentionCase& c);
 // A content-position case: inputs q, k, v then kr and/or qr (rows, H, D); the modifier's table row
 // of relative position r = j - i - q_offset is bucket(r); the reference adds
-// scale (q_i . kr[c] + k_j . qr[c]) naively.
+// scale (q_i . kr[c] + k_j . qr[c]) naively. With `positions` (self-attention: Tq = Tk =
+// positions.size(), q_offset 0) the modifier carries them as query and key positions and
+// r = positions[j] - positions[i] (a CPU-only case).
 void add_content_position_case(std::vector<OpCase>& out, const std::string& name, const Shape& q, const Shape& k,
                                bool causal, int64_t q_offset, double scale, int64_t rows, bool c2p, bool p2c,
-                               std::function<int64_t(int64_t r)> bucket);
+                               std::function<int64_t(int64_t r)> bucket, std::vector<int64_t> positions = {});
 // A case whose fn is f(inputs, false) and whose reference is f(inputs, true) without a graph (the
 // fused ops against the materialising ones, e.g. attention vs attention_reference).
 void add_composite(std::vector<OpCase>& out, const std::string& name, std::function<TensorList(Generator&, DType)> in,

@@ -88,7 +88,7 @@ Tensor run_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Sc
 
 void add_content_position_case(std::vector<OpCase>& out, const std::string& name, const Shape& q, const Shape& k,
                                bool causal, int64_t q_offset, double scale, int64_t rows, bool c2p, bool p2c,
-                               std::function<int64_t(int64_t r)> bucket) {
+                               std::function<int64_t(int64_t r)> bucket, std::vector<int64_t> positions) {
   const int64_t H = q[1], Tq = q[2], D = q[3], Tk = k[2];
   AttentionCase ac;
   ac.name = name;
@@ -110,6 +110,7 @@ void add_content_position_case(std::vector<OpCase>& out, const std::string& name
     if (c2p) m.kr = x[at++];
     if (p2c) m.qr = x[at++];
     m.bucket = bucket;
+    m.query_positions = m.key_positions = positions;
     return m;
   };
   ac.reference_bias = [=](const TensorList& x) -> AttentionBiasFn {
@@ -118,7 +119,8 @@ void add_content_position_case(std::vector<OpCase>& out, const std::string& name
     std::vector<double> kr = c2p ? host(x[at++]) : std::vector<double>();
     std::vector<double> qr = p2c ? host(x[at++]) : std::vector<double>();
     return [=](int64_t b, int64_t h, int64_t i, int64_t j) {
-      const int64_t c = bucket(j - i - q_offset), bh = b * H + h;
+      const int64_t r = positions.empty() ? j - i - q_offset : positions[j] - positions[i];
+      const int64_t c = bucket(r), bh = b * H + h;
       double s = 0;
       for (int64_t e = 0; e < D; ++e) {
         if (!kr.empty()) s += Q[(bh * Tq + i) * D + e] * kr[(c * H + h) * D + e];
@@ -128,6 +130,7 @@ void add_content_position_case(std::vector<OpCase>& out, const std::string& name
     };
   };
   add_attention_case(out, ac);
+  if (!positions.empty()) out.back().cuda = false;  // no CUDA kernel for per-token positions
 }
 
 namespace {
@@ -143,6 +146,7 @@ struct Spec {
   int64_t q_offset = 0;
   Modifier mod = Modifier::None;
   bool c2p = true, p2c = true;  // ContentPosition terms
+  std::vector<int64_t> positions;  // per-token positions of the self-attention (Tq = Tk); empty: none
 };
 constexpr int64_t kSpan = 3;  // S of the generic content-position bucket
 
@@ -152,7 +156,11 @@ void add_case(std::vector<OpCase>& out, const Spec& sp) {
   ac.k = sp.k;
   ac.causal = sp.causal;
   ac.q_offset = sp.q_offset;
-  const int64_t H = sp.q[1], D = sp.q[3], Tq = sp.q[2], Tk = sp.k[2], nd = Tq + Tk - 1;
+  const int64_t H = sp.q[1], D = sp.q[3], Tq = sp.q[2], Tk = sp.k[2];
+  const std::vector<int64_t> pos = sp.positions;
+  // Bias width and column of (i, j): the diagonal, or with positions that of the virtual window.
+  const int64_t nd = pos.empty() ? Tq + Tk - 1 : 2 * pos.back() + 1;
+  auto column = [=](int64_t i, int64_t j) { return pos.empty() ? j - i + Tq - 1 : pos[j] - pos[i] + pos.back(); };
   const double scale = 1.0 / std::sqrt(double(D));
   switch (sp.mod) {
     case Modifier::None:
@@ -161,24 +169,26 @@ void add_case(std::vector<OpCase>& out, const Spec& sp) {
     case Modifier::Distance:
       ac.name = "attention/distance/" + sp.name;
       ac.extra_inputs = [=](Generator& g, DType t) { return TensorList{make_input({H, nd}, g, t, true, -2.0, 2.0)}; };
-      ac.modifier = [](const TensorList& x) {
+      ac.modifier = [pos](const TensorList& x) {
         ScoreModifier m;
         m.kind = ScoreBias::Distance;
         m.bias_by_distance = x[3];
+        m.query_positions = m.key_positions = pos;
         return m;
       };
       ac.reference_bias = [=](const TensorList& x) -> AttentionBiasFn {
         auto bias = host(x[3]);
-        return [=](int64_t, int64_t h, int64_t i, int64_t j) { return bias[h * nd + (j - i + Tq - 1)]; };
+        return [=](int64_t, int64_t h, int64_t i, int64_t j) { return bias[h * nd + column(i, j)]; };
       };
       break;
     case Modifier::ContentPosition:
       add_content_position_case(out, "attention/content_position/" + sp.name, sp.q, sp.k, sp.causal, sp.q_offset,
                                 scale, 2 * kSpan, sp.c2p, sp.p2c,
-                                [](int64_t r) { return std::clamp<int64_t>(r, -kSpan, kSpan - 1) + kSpan; });
+                                [](int64_t r) { return std::clamp<int64_t>(r, -kSpan, kSpan - 1) + kSpan; }, pos);
       return;
   }
   add_attention_case(out, ac);
+  if (!pos.empty()) out.back().cuda = false;  // no CUDA kernel for per-token positions
 }
 
 // Exact edge points of the fused attention (q (1, 1, 1, 1), k, v (1, 1, 2, 1), scale 1, no mask):
@@ -246,6 +256,27 @@ void register_attention_cases(std::vector<OpCase>& out) {
   {
     Spec s = spec("p2c_only/causal/1x3x7x4", s1374, true, Modifier::ContentPosition);
     s.c2p = false;
+    add_case(out, s);
+  }
+  // Per-token positions (randomized positions, Ruoss et al. 2023 §3): gaps of 1 to 5, a first
+  // position past 0 (causal and bidirectional; T = 70 crosses a 64-wide tile in both directions),
+  // and positions 0..T-1 (the diagonal path's values through the positions path).
+  const std::vector<int64_t> gaps{1, 3, 4, 6, 7, 12, 13, 14};
+  std::vector<int64_t> long_gaps;
+  for (int64_t t = 0, p = 2; t < 70; ++t, p += 1 + (t * 7) % 5) long_gaps.push_back(p);
+  std::vector<int64_t> identity(7);
+  for (int64_t t = 0; t < 7; ++t) identity[t] = t;
+  for (Modifier mod : {Modifier::Distance, Modifier::ContentPosition}) {
+    for (bool causal : {true, false}) {
+      Spec s = spec(std::string(causal ? "causal" : "bidir") + "/positions_gaps/2x3x8x5", {2, 3, 8, 5}, causal, mod);
+      s.positions = gaps;
+      add_case(out, s);
+      Spec l = spec(std::string(causal ? "causal" : "bidir") + "/positions_gaps/1x2x70x3", {1, 2, 70, 3}, causal, mod);
+      l.positions = long_gaps;
+      add_case(out, l);
+    }
+    Spec s = spec("causal/positions_identity/1x3x7x4", s1374, true, mod);
+    s.positions = identity;
     add_case(out, s);
   }
 }

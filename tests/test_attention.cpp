@@ -2,12 +2,15 @@
 // and every input's gradient, double and float32) for every score modifier, causal and
 // bidirectional, on odd shapes including multi-tile ones (T = 130 > the 64-row tile); query offsets
 // with fully masked rows; bit-identical results for 1 and 2 threads; memory that grows with T, not
-// T^2; argument errors; the attention layer with every position encoding (fused == naive), and the
-// attention-by-distance diagnostic. Gradchecks against finite differences are in the op registry
-// (autograd/registry_attention.cpp, swept by test_op_registry).
+// T^2; argument errors; the attention layer with every position encoding (fused == naive), the
+// attention-by-distance diagnostic, and per-token positions (randomized positions: 0..T-1 equals
+// the plain path bit for bit, fused == reference with gaps, bad positions named). Gradchecks
+// against finite differences are in the op registry (autograd/registry_attention.cpp, swept by
+// test_op_registry).
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/ops.h"
@@ -15,6 +18,7 @@
 #include "nn/attention.h"
 #include "nn/posenc/position_encoding.h"
 #include "support/posenc_config.h"
+#include "support/test_util.h"
 #include "tensor/storage.h"
 
 using namespace posgrad;
@@ -328,3 +332,132 @@ TEST(AttentionLayer, AttentionByDistance) {
 }
 
 }  // namespace
+
+// ---- per-token positions (randomized positions, Ruoss et al. 2023 §3) ------------------------
+
+namespace {
+
+// Runs `f` and checks it throws E with `what` in its message.
+template <typename E, typename F>
+void expect_error(F&& f, const std::string& what) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception; expected one mentioning \"" << what << "\"";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+// q, k, v (B, H, T, D) and a Distance bias (H, w) or DeBERTa-style kr, qr (12, H, D) with bucket
+// clamp(r, -6, 5) + 6; positions set on the modifier when given. Returns {out, grads...} of fused
+// (or reference) forward + backward with a fixed upstream gradient.
+TensorList run_positions(bool content_position, bool causal, int64_t T, const std::vector<int64_t>& pos, DType dt,
+                         bool naive) {
+  const int64_t B = 2, H = 3, D = 5;
+  Generator g(23);
+  auto in = [&](const Shape& s) { return randn(s, g, dt).set_requires_grad(true); };
+  TensorList x{in({B, H, T, D}), in({B, H, T, D}), in({B, H, T, D})};
+  ScoreModifier m;
+  if (content_position) {
+    x.push_back(in({12, H, D}));
+    x.push_back(in({12, H, D}));
+    m.kind = ScoreBias::ContentPosition;
+    m.kr = x[3];
+    m.qr = x[4];
+    m.bucket = [](int64_t r) { return std::clamp<int64_t>(r, -6, 5) + 6; };
+  } else {
+    const int64_t w = pos.empty() ? 2 * T - 1 : 2 * pos.back() + 1;
+    x.push_back(in({H, w}));
+    m.kind = ScoreBias::Distance;
+    m.bias_by_distance = x[3];
+  }
+  m.query_positions = m.key_positions = pos;
+  const double scale = 0.4;
+  Tensor y = naive ? attention_reference(x[0], x[1], x[2], m, causal, scale)
+                   : attention(x[0], x[1], x[2], m, causal, scale);
+  Generator gy(7);
+  y.backward(randn(y.shape(), gy, dt));
+  TensorList out{y.detach()};
+  for (auto& t : x) out.push_back(t.grad());
+  return out;
+}
+
+std::vector<int64_t> iota_positions(int64_t T, int64_t first = 0, int64_t step = 1) {
+  std::vector<int64_t> p(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) p[t] = first + t * step + (t * t) % 3;  // gaps vary when step > 1
+  if (step == 1 && first == 0)
+    for (int64_t t = 0; t < T; ++t) p[t] = t;
+  return p;
+}
+
+}  // namespace
+
+// Positions 0..T-1 through the positions path give the plain path's results bit for bit (float32,
+// T = 130: several tiles in both directions), forward and every gradient.
+TEST(AttentionPositions, IdentityPositionsEqualPlainPathBitForBit) {
+  for (bool cp : {false, true})
+    for (bool causal : {true, false}) {
+      TensorList plain = run_positions(cp, causal, 130, {}, DType::Float32, false);
+      TensorList pos = run_positions(cp, causal, 130, iota_positions(130), DType::Float32, false);
+      ASSERT_EQ(plain.size(), pos.size());
+      for (size_t i = 0; i < plain.size(); ++i)
+        EXPECT_EQ(max_abs_diff(plain[i], pos[i]), 0.0)
+            << "content_position " << cp << " causal " << causal << " tensor " << i;
+    }
+}
+
+// Fused against the materialising reference at positions with gaps (double and float32).
+TEST(AttentionPositions, FusedMatchesReferenceWithGaps) {
+  const std::vector<int64_t> pos = iota_positions(70, 3, 4);  // positions 3 .. ~280, gaps 3..6
+  for (bool cp : {false, true})
+    for (bool causal : {true, false})
+      for (DType dt : {DType::Float64, DType::Float32}) {
+        TensorList f = run_positions(cp, causal, 70, pos, dt, false), n = run_positions(cp, causal, 70, pos, dt, true);
+        const double tol = dt == DType::Float64 ? 1e-10 : 2e-5;
+        for (size_t i = 0; i < f.size(); ++i)
+          EXPECT_LE(max_abs_diff(f[i], n[i]), tol * std::max(1.0, max_abs(n[i])))
+              << "content_position " << cp << " causal " << causal << " tensor " << i << " " << dtype_name(dt);
+        // The gaps matter: the same inputs at positions 0..T-1 give another output.
+        if (dt == DType::Float64)
+          EXPECT_GT(max_abs_diff(f[0], run_positions(cp, causal, 70, iota_positions(70), dt, false)[0]), 1e-6);
+      }
+}
+
+TEST(AttentionPositions, ArgumentErrors) {
+  Generator g(1);
+  Tensor q = randn({1, 2, 4, 4}, g), k = randn({1, 2, 4, 4}, g);
+  ScoreModifier m;
+  m.kind = ScoreBias::Distance;
+  m.bias_by_distance = randn({2, 2 * 9 + 1}, g);  // window of positions up to 9
+  m.query_positions = m.key_positions = {0, 3, 7, 9};
+  EXPECT_NO_THROW(attention(q, k, k, m, true, 0.5));
+  ScoreModifier w = m;
+  w.bias_by_distance = randn({2, 7}, g);  // the diagonal width, not the window's
+  expect_error<ShapeError>([&] { attention(q, k, k, w, true, 0.5); }, "Pq + Pk - 1 = 19");
+  ScoreModifier dec = m;
+  dec.query_positions = dec.key_positions = {0, 3, 3, 9};
+  expect_error<ValueError>([&] { attention(q, k, k, dec, true, 0.5); },
+                           "query_positions must be >= 0 and strictly increasing");
+  ScoreModifier neg = m;
+  neg.key_positions = {-1, 3, 7, 9};
+  expect_error<ValueError>([&] { attention(q, k, k, neg, true, 0.5); }, "key_positions must be >= 0");
+  ScoreModifier len = m;
+  len.key_positions = {0, 3, 7};
+  expect_error<ValueError>([&] { attention(q, k, k, len, true, 0.5); }, "key_positions has 3 entries for 4 tokens");
+  expect_error<ValueError>([&] { attention(q, k, k, m, true, 0.5, 2); }, "per-token positions take no query offset");
+  expect_error<ValueError>([&] { attention_reference(q, k, k, m, true, 0.5, 2); }, "take no query offset");
+  expect_error<ValueError>([&] { attention_distance_profile(q, k, m, true, 0.5); }, "per-token positions");
+}
+
+// The CUDA kernels have no per-token position path: the op refuses before dispatch, naming why.
+TEST(AttentionPositions, CudaRefusesPerTokenPositionsByName) {
+  POSGRAD_REQUIRE_CUDA();
+  Generator g(1);
+  const Tensor q = randn({1, 2, 4, 4}, g).to(Device::cuda());
+  ScoreModifier m;
+  m.kind = ScoreBias::Distance;
+  m.bias_by_distance = randn({2, 19}, g).to(Device::cuda());
+  m.query_positions = m.key_positions = {0, 3, 7, 9};
+  expect_error<DeviceError>([&] { attention(q, q, q, m, true, 0.5); },
+                            "per-token positions (randomized positions) have no CUDA kernel");
+}

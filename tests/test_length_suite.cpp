@@ -2,12 +2,14 @@
 // angles they select, clearing them restores the deterministic 0..T-1 forward, the encodings and
 // uses that refuse them), the comparison's length suite (a tiny run: buckets, randomized rows,
 // bit-identical repeats, the JSON round trip, refused settings) and its report and claims on
-// results with known answers.
+// results with known answers; randomized positions through the fused attention (T5, ALiBi, KERPLE,
+// DeBERTa): ALiBi's bias at drawn positions by hand, reproducible training, evaluation at 0..T-1.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "autograd/node.h"
+#include "autograd/ops/attention.h"
 #include "data/length_tasks.h"
 #include "nn/gpt.h"
 #include "nn/posenc/position_encoding.h"
@@ -15,7 +17,9 @@
 #include "train/compare.h"
 #include "train/length_suite.h"
 #include "train/length_suite_report.h"
+#include "train/optim.h"
 #include "train/results.h"
+#include "train/trainer.h"
 
 using namespace posgrad;
 
@@ -70,7 +74,7 @@ TEST(RandomizedPositions, TablesAtPositionIdsAreTheRowsOfThosePositions) {
 }
 
 TEST(RandomizedPositions, IdsChangeTheForwardAndClearingRestoresItBitForBit) {
-  for (const std::string kind : {"sinusoidal", "learned", "rope"}) {
+  for (const std::string kind : {"sinusoidal", "learned", "rope", "t5", "alibi", "kerple", "deberta"}) {
     Generator g(3), d(4);
     nn::GPT model(small(kind), g, d);
     model.eval();
@@ -105,8 +109,11 @@ TEST(RandomizedPositions, EncodingsWithoutPositionIdsRefuseThemByName) {
   for (const auto& kind : nn::position_encoding_kinds()) {
     Generator g(3), d(4);
     nn::GPT model(small(kind), g, d);
-    const bool takes = kind == "sinusoidal" || kind == "learned" || kind == "rope";
+    const bool takes = kind != "none";
     EXPECT_EQ(model.position_encoding().supports_position_ids(), takes) << kind;
+    EXPECT_EQ(model.position_encoding().position_ids_in_attention(),
+              kind == "t5" || kind == "alibi" || kind == "kerple" || kind == "deberta")
+        << kind;
     EXPECT_EQ(train::suite_supports_randomized(kind), takes) << kind;
     if (takes) continue;
     try {
@@ -170,14 +177,30 @@ TEST(LengthSuite, TinyRunHasEveryBucketAndRowAndRepeatsBitForBit) {
 
 TEST(LengthSuite, RefusedSettingsNameTheOption) {
   train::CompareConfig c = suite_config();
-  c.suite_randomized = {"alibi"};
+  c.methods = {"none", "alibi", "rope"};
+  c.suite_randomized = {"none"};
   try {
     c.validate();
-    ADD_FAILURE() << "alibi+randomized accepted";
+    ADD_FAILURE() << "none+randomized accepted";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("--suite-randomized"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("j - i"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--suite-randomized: 'none'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no position information"), std::string::npos) << e.what();
   }
+  c.suite_randomized = {"alibi", "rope"};
+  EXPECT_NO_THROW(c.validate());
+  // The fused attention's per-token positions exist on the CPU only.
+  c.base.device = "cuda";
+  try {
+    train::validate_length_suite(c);
+    ADD_FAILURE() << "alibi+randomized accepted on cuda";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("'alibi' with --device cuda"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("only the CPU"), std::string::npos) << e.what();
+  }
+  c.suite_randomized = {"rope"};
+  EXPECT_NO_THROW(train::validate_length_suite(c));
+  c.base.device = "cpu";
+  c.methods = {"alibi", "rope"};
   c.suite_randomized = {"learned"};  // not among the methods: accepted, and not run
   EXPECT_NO_THROW(c.validate());
   const auto rope = train::run_length_suite(c, "rope", 1, Device::cpu());
@@ -253,4 +276,103 @@ TEST(LengthSuiteReport, TablesSizingSeparationsAndClaimsFromKnownValues) {
   train::ComparisonResult empty = made({});
   EXPECT_EQ(train::suite_markdown(empty, true), "");
   EXPECT_TRUE(train::judge_suite_claims(empty).empty());
+}
+
+// ---- randomized positions through the fused attention (t5, alibi, kerple, deberta) -------------
+
+// ALiBi at positions {0, 3, 7}: query 2 and key 0 are 7 apart, so their bias is -m_h 7 (Press et
+// al. 2022 §3, at the drawn positions). Checked through the attention itself: with q = k = 0 the
+// causal row of query 2 is softmax(-7 m, -4 m, 0) over keys 0, 1, 2, read off one-hot values.
+TEST(RandomizedPositions, AlibiBiasAtDrawnPositionsByHand) {
+  Generator g(3), d(4);
+  nn::GPT model(small("alibi"), g, d);
+  nn::PositionEncoding& pe = model.position_encoding();
+  pe.set_position_ids({0, 3, 7});
+  const ScoreModifier m = pe.scores(0, nn::LayerProjections{}, 3, 3, 0);
+  ASSERT_EQ(m.query_positions, (std::vector<int64_t>{0, 3, 7}));
+  const auto slopes = nn::alibi_slopes(2);
+  const auto bias = values_of(m.bias_by_distance);  // (H, 2 * 7 + 1): column r + 7
+  ASSERT_EQ(bias.size(), 2u * 15u);
+  const Tensor q = Tensor::zeros({1, 2, 3, 3}, DType::Float64);
+  std::vector<double> onehot(18, 0.0);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t j = 0; j < 3; ++j) onehot[(h * 3 + j) * 3 + j] = 1.0;
+  const Tensor v = Tensor::from_vector(onehot, {1, 2, 3, 3}, DType::Float64);
+  ScoreModifier m64 = m;
+  m64.bias_by_distance = m.bias_by_distance.to(DType::Float64);
+  const auto out = values_of(attention(q, q, v, m64, true, 1.0));
+  for (int64_t h = 0; h < 2; ++h) {
+    EXPECT_EQ(bias[h * 15 + (0 - 7 + 7)], -slopes[h] * 7.0) << h;  // slopes 2^-4, 2^-8: exact in float32
+    const double z = std::exp(-7 * slopes[h]) + std::exp(-4 * slopes[h]) + 1.0;
+    EXPECT_NEAR(out[(h * 3 + 2) * 3 + 0], std::exp(-7 * slopes[h]) / z, 1e-14) << h;
+    EXPECT_NEAR(out[(h * 3 + 2) * 3 + 1], std::exp(-4 * slopes[h]) / z, 1e-14) << h;
+  }
+  // A key/value-cache step (queries at an offset) with ids set is refused by the encoding, naming it.
+  try {
+    (void)pe.scores(0, nn::LayerProjections{}, 1, 3, 2);
+    ADD_FAILURE() << "a cache step with ids accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("ALiBi scores"), std::string::npos) << e.what();
+  }
+}
+
+// After training with ids, clearing them gives the 0..T-1 forward: the logits of a fresh model
+// with the same weights, bit for bit. And one training step with ids repeats bit for bit.
+TEST(RandomizedPositions, TrainingWithIdsThroughTheAttentionIsReproducibleAndEvaluationUsesZeroToT) {
+  const Tensor x = Tensor::from_ints({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 3, 2}, {2, 6});
+  const Tensor y = Tensor::from_ints({2, 3, 4, 5, 6, 7, 8, 9, 10, 3, 2, 1}, {2, 6});
+  for (const std::string kind : {"t5", "alibi", "kerple", "deberta"}) {
+    auto train_once = [&] {
+      Generator g(3), d(4);
+      auto model = std::make_shared<nn::GPT>(small(kind), g, d);
+      train::AdamW opt(train::decay_groups(model->named_parameters(), 0.0), train::AdamWOptions(1e-2));
+      const train::LRSchedule sched{1e-2, 1e-3, 1, 4, true};
+      double loss = 0;
+      for (int64_t it = 0; it < 2; ++it)
+        loss = train::training_step(*model, opt, sched, it, 1, 1.0, Device::cpu(), [&] {
+                 model->position_encoding().set_position_ids({1, 4, 5, 9, 15, 23});
+                 return std::make_pair(x, y);
+               }).loss;
+      return std::make_pair(model, loss);
+    };
+    auto [a, loss_a] = train_once();
+    auto [b, loss_b] = train_once();
+    EXPECT_EQ(loss_a, loss_b) << kind;
+    const auto pa = a->named_parameters(), pb = b->named_parameters();
+    ASSERT_EQ(pa.size(), pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) EXPECT_EQ(values_of(pa[i].second), values_of(pb[i].second)) << kind;
+    // Evaluation: ids cleared, positions 0..T-1 — the logits of a fresh model with these weights.
+    a->position_encoding().clear_position_ids();
+    a->eval();
+    Generator g(8), d(9);
+    nn::GPT fresh(small(kind), g, d);
+    fresh.load_state_dict(a->state_dict());
+    fresh.eval();
+    NoGradGuard ng;
+    const auto la = values_of(a->forward(x));
+    EXPECT_EQ(la, values_of(fresh.forward(x))) << kind;
+    EXPECT_EQ(la, values_of(a->forward(x))) << kind;  // and again: deterministic
+  }
+}
+
+// The suite trains alibi+randomized rows, repeatably.
+TEST(LengthSuite, AlibiRandomizedRowRepeatsBitForBit) {
+  train::CompareConfig c = suite_config();
+  c.suite_randomized = {"alibi"};
+  c.suite_tasks = {"parity_check"};
+  c.validate();
+  const auto r = train::run_length_suite(c, "alibi", 1, Device::cpu());
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_FALSE(r[0].randomized);
+  EXPECT_TRUE(r[1].randomized);
+  EXPECT_NE(r[0].final_loss, r[1].final_loss);  // the positions changed the training
+  const auto again = train::run_length_suite(c, "alibi", 1, Device::cpu());
+  ASSERT_EQ(again.size(), r.size());
+  for (size_t i = 0; i < r.size(); ++i) {
+    EXPECT_EQ(again[i].final_loss, r[i].final_loss);
+    for (size_t k = 0; k < r[i].buckets.size(); ++k) {
+      EXPECT_EQ(again[i].buckets[k].sequence_accuracy, r[i].buckets[k].sequence_accuracy);
+      EXPECT_EQ(again[i].buckets[k].token_accuracy, r[i].buckets[k].token_accuracy);
+    }
+  }
 }

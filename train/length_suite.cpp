@@ -19,7 +19,10 @@ std::string suite_row(const std::string& method, bool randomized) {
   return randomized ? method + "+randomized" : method;
 }
 
-bool suite_supports_randomized(const std::string& method) {
+namespace {
+
+// A small encoding of `method`, to ask what it supports.
+std::shared_ptr<nn::PositionEncoding> probe_encoding(const std::string& method) {
   nn::PosEncConfig c;
   c.kind = method;
   c.n_embd = 8;
@@ -27,8 +30,12 @@ bool suite_supports_randomized(const std::string& method) {
   c.n_layer = 1;
   c.block_size = 8;
   Generator g(0);
-  return nn::make_position_encoding(c, g)->supports_position_ids();
+  return nn::make_position_encoding(c, g);
 }
+
+}  // namespace
+
+bool suite_supports_randomized(const std::string& method) { return probe_encoding(method)->supports_position_ids(); }
 
 nlohmann::json suite_to_json(const std::vector<SuiteTaskResult>& s) {
   nlohmann::json a = nlohmann::json::array();
@@ -75,12 +82,16 @@ void validate_length_suite(const CompareConfig& cfg) {
   // A listed method that is not among --methods is simply not run (the default lists three, and
   // --methods may name others); a listed encoding that cannot take position ids is an error.
   for (const auto& m : cfg.suite_randomized) {
-    POSGRAD_CHECK(suite_supports_randomized(m), UsageError, "--suite-randomized: '", m,
-                  "' cannot be trained with randomized positions: its position information is ",
-                  m == "none" ? "absent (there are no positions to randomize)"
-                              : "a bias indexed by the key-query offset j - i inside the fused attention kernel, "
-                                "which has no path for per-token position ids",
-                  " (supported: encodings that take position ids, e.g. sinusoidal, learned, rope)");
+    const auto pe = probe_encoding(m);
+    POSGRAD_CHECK(pe->supports_position_ids(), UsageError, "--suite-randomized: '", m,
+                  "' cannot be trained with randomized positions: it has no position information to randomize "
+                  "(supported: every encoding with positions, e.g. sinusoidal, learned, rope, t5, alibi, kerple, "
+                  "deberta)");
+    const bool listed = std::find(cfg.methods.begin(), cfg.methods.end(), m) != cfg.methods.end();
+    POSGRAD_CHECK(!(listed && pe->position_ids_in_attention() && cfg.base.device.rfind("cuda", 0) == 0), UsageError,
+                  "--suite-randomized: '", m, "' with --device ", cfg.base.device,
+                  ": its randomized positions enter the fused attention as per-token positions, which only the CPU "
+                  "kernels implement; run the suite on the CPU or leave '", m, "' out of --suite-randomized");
   }
   for (const auto& t : cfg.suite_tasks) (void)data::make_length_task(t);
 }

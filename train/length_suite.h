@@ -11,9 +11,11 @@
 // subset of T positions from [0, L_max), L_max = the longest test sequence, drawn from the unit's
 // seeded generator; one subset per batch, shared by its rows (Ruoss et al. draw per sequence; a
 // per-batch draw needs no per-row position path and gives every position the same training
-// distribution). Evaluation always uses positions 0..T-1, so it is deterministic. Supported where
-// positions enter through position ids (PositionEncoding::supports_position_ids: sinusoidal,
-// learned, rope); distance-bias encodings are refused when the suite is configured.
+// distribution). Evaluation always uses positions 0..T-1, so it is deterministic. Supported by
+// every encoding with positions (PositionEncoding::supports_position_ids): the ids become table
+// rows (sinusoidal, learned), rotation angles (rope), or the relative positions ids[j] - ids[i]
+// of the fused attention's bias / content-position terms (t5, alibi, kerple, deberta: CPU only,
+// the CUDA kernels have no per-token position path); "none" is refused when the suite is configured.
 //
 // The model: task_n_layer / task_n_embd / task_n_head, block_size = the longest test sequence (a
 // learned table covers every test position; rows past the training lengths stay untrained unless
@@ -52,8 +54,9 @@ std::string suite_row(const std::string& method, bool randomized);
 bool suite_supports_randomized(const std::string& method);
 
 // Checks the suite's options (UsageError naming the option): every suite_randomized method takes
-// position ids (the message says why a distance-bias encoding does not). A listed method that is
-// not among the methods is not run.
+// position ids ("none" does not), and one whose ids enter the fused attention (t5, alibi, kerple,
+// deberta) is among the methods only with a CPU device. A listed method that is not among the
+// methods is not run.
 void validate_length_suite(const CompareConfig& cfg);
 
 // Trains and scores every suite task for `method` (and its randomized row when listed) with seed

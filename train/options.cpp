@@ -162,7 +162,8 @@ const Table<CompareConfig>& compare_options() {
             [] {
               auto s = choice_list("suite_randomized", nn::position_encoding_kinds(), 32,
                                    "Methods also trained with randomized positions (Ruoss et al. 2023) where among "
-                                   "--methods; sinusoidal, learned, rope take them");
+                                   "--methods; every encoding but none takes them (t5, alibi, kerple, deberta: "
+                                   "CPU only)");
               s.min_items = 0;
               return s;
             }(),

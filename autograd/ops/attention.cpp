@@ -20,7 +20,8 @@ namespace posgrad {
 namespace {
 
 // Diagonal -> table-row bookkeeping for content-position terms. Diagonal d = j - i + Tq - 1 holds the pairs
-// with relative position r = j - (i + q_offset) = d - (Tq - 1) - q_offset.
+// with relative position r = j - (i + q_offset) = d - (Tq - 1) - q_offset. With per-token positions the
+// same over the virtual window: called with (Pq, Pk, 0).
 struct RelIndex {
   std::vector<int64_t> diag_u;  // (Tq + Tk - 1) compact row index
   std::vector<int64_t> rows;    // (U) distinct table rows, increasing
@@ -58,6 +59,11 @@ struct AttentionConfig {
   double scale = 1.0;
   int64_t q_offset = 0;
   RelIndex ix;
+  // Per-token positions (empty: none) and the bias / diagonal-index width: Tq + Tk - 1, or the
+  // window's Pq + Pk - 1 with positions.
+  std::vector<int64_t> q_pos, k_pos;
+  int64_t nw = 0;
+  bool positions() const { return !q_pos.empty(); }
 };
 
 struct Dims {
@@ -88,8 +94,10 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
   switch (cfg.kind) {
     case ScoreBias::None: break;
     case ScoreBias::Distance:
-      POSGRAD_CHECK(bias.defined() && bias.dim() == 2 && bias.size(0) == H && bias.size(1) == Tq + Tk - 1, ShapeError,
-                    "attention: bias_by_distance must be (H = ", H, ", Tq + Tk - 1 = ", Tq + Tk - 1, "), got ",
+      POSGRAD_CHECK(bias.defined() && bias.dim() == 2 && bias.size(0) == H && bias.size(1) == cfg.nw, ShapeError,
+                    "attention: bias_by_distance must be (H = ", H,
+                    cfg.positions() ? ", Pq + Pk - 1 = " : ", Tq + Tk - 1 = ", cfg.nw,
+                    cfg.positions() ? " for the window of the per-token positions" : "", "), got ",
                     bias.defined() ? shape_str(bias.shape()) : std::string("undefined"));
       same_kind(bias, "bias_by_distance");
       break;
@@ -127,8 +135,35 @@ AttentionConfig make_config(const ScoreModifier& mod, const Tensor& q, const Ten
   POSGRAD_CHECK(std::isfinite(scale), ValueError, "attention: scale must be finite, got ", scale);
   POSGRAD_CHECK(mod.kind != ScoreBias::ContentPosition || mod.kr.defined() || mod.qr.defined(), ValueError,
                 "attention: the content-position modifier needs kr (c2p) and/or qr (p2c)");
-  if (mod.kind == ScoreBias::ContentPosition && q.dim() == 4 && k.dim() == 4)
-    cfg.ix = build_rel_index(mod, table_rows(mod), q.size(2), k.size(2), q_offset);
+  const bool shaped = q.dim() == 4 && k.dim() == 4;  // (check_inputs names a bad shape)
+  if (shaped) cfg.nw = q.size(2) + k.size(2) - 1;
+  if (mod.has_positions()) {
+    POSGRAD_CHECK(!q.device().is_cuda(), DeviceError,
+                  "attention: per-token positions (randomized positions) have no CUDA kernel; train with them on "
+                  "the CPU");
+    POSGRAD_CHECK(q_offset == 0, ValueError, "attention: per-token positions take no query offset, got ", q_offset,
+                  " (positions are for whole-sequence training forwards, not key/value-cache steps)");
+    auto check_positions = [](const std::vector<int64_t>& p, int64_t n, const char* what) {
+      POSGRAD_CHECK(static_cast<int64_t>(p.size()) == n, ValueError, "attention: ", what, " has ", p.size(),
+                    " entries for ", n, " tokens");
+      for (size_t i = 0; i < p.size(); ++i)
+        POSGRAD_CHECK(p[i] >= 0 && (i == 0 || p[i] > p[i - 1]), ValueError, "attention: ", what,
+                      " must be >= 0 and strictly increasing, got ", p[i], " at index ", i);
+    };
+    if (shaped) {
+      check_positions(mod.query_positions, q.size(2), "query_positions");
+      check_positions(mod.key_positions, k.size(2), "key_positions");
+      cfg.q_pos = mod.query_positions;
+      cfg.k_pos = mod.key_positions;
+      cfg.nw = kernels::checked_add(cfg.q_pos.back(), cfg.k_pos.back() + 1, "attention positions");
+    }
+  }
+  if (mod.kind == ScoreBias::ContentPosition && shaped) {
+    if (cfg.positions())
+      cfg.ix = build_rel_index(mod, table_rows(mod), cfg.q_pos.back() + 1, cfg.k_pos.back() + 1, 0);
+    else
+      cfg.ix = build_rel_index(mod, table_rows(mod), q.size(2), k.size(2), q_offset);
+  }
   return cfg;
 }
 
@@ -158,12 +193,22 @@ struct AttentionFn : Function<AttentionFn> {
     Tensor krc = kr.defined() ? kr.contiguous() : Tensor(), qrc = qr.defined() ? qr.contiguous() : Tensor();
     Tensor o = Tensor::empty({d.B, d.H, d.Tq, d.D}, q.dtype(), q.device());
     Tensor stats = Tensor::empty({d.B, d.H, d.Tq, 2}, q.dtype(), q.device());
-    const int64_t ns = kernels::cpu::attention_scratch_elems(cfg.kind, 0, d.B, d.H, d.Tq, d.Tk, d.D, d.U);
+    const int64_t ns =
+        cfg.positions()
+            ? kernels::cpu::attention_positions_scratch_elems(cfg.kind, 0, d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.nw)
+            : kernels::cpu::attention_scratch_elems(cfg.kind, 0, d.B, d.H, d.Tq, d.Tk, d.D, d.U);
     Tensor scratch = Tensor::empty({std::max<int64_t>(ns, 1)}, q.dtype(), q.device());
     const int64_t* du = cfg.ix.diag_u.empty() ? nullptr : cfg.ix.diag_u.data();
     const int64_t* rows = cfg.ix.rows.empty() ? nullptr : cfg.ix.rows.data();
     dispatch_floating(q.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
+      if (cfg.positions()) {  // CPU only (make_config refuses CUDA)
+        kernels::cpu::attention_forward_positions<T>(
+            o.data<T>(), stats.data<T>(), scratch.data<T>(), qc.data<T>(), kc.data<T>(), vc.data<T>(),
+            data_or_null<T>(tc), data_or_null<T>(krc), data_or_null<T>(qrc), du, rows, cfg.q_pos.data(),
+            cfg.k_pos.data(), d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.kind, cfg.causal, T(cfg.scale));
+        return;
+      }
       POSGRAD_KERNEL(q.device(), attention_forward<T>, o.data<T>(), stats.data<T>(), scratch.data<T>(), qc.data<T>(),
                      kc.data<T>(), vc.data<T>(), data_or_null<T>(tc), data_or_null<T>(krc), data_or_null<T>(qrc), du,
                      rows, d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.q_offset, cfg.kind, cfg.causal, T(cfg.scale));
@@ -184,12 +229,24 @@ struct AttentionFn : Function<AttentionFn> {
     Tensor dbias = s.bias.defined() ? zeros_like(s.bias, 3) : Tensor();
     Tensor dkr = s.kr.defined() ? zeros_like(s.kr, 4) : Tensor();
     Tensor dqr = s.qr.defined() ? zeros_like(s.qr, 5) : Tensor();
-    const int64_t ns = kernels::cpu::attention_scratch_elems(s.cfg.kind, 1, d.B, d.H, d.Tq, d.Tk, d.D, d.U);
+    const int64_t ns =
+        s.cfg.positions()
+            ? kernels::cpu::attention_positions_scratch_elems(s.cfg.kind, 1, d.B, d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.nw)
+            : kernels::cpu::attention_scratch_elems(s.cfg.kind, 1, d.B, d.H, d.Tq, d.Tk, d.D, d.U);
     Tensor scratch = Tensor::empty({std::max<int64_t>(ns, 1)}, dout.dtype(), dout.device());
     const int64_t* du = s.cfg.ix.diag_u.empty() ? nullptr : s.cfg.ix.diag_u.data();
     const int64_t* rows = s.cfg.ix.rows.empty() ? nullptr : s.cfg.ix.rows.data();
     dispatch_floating(dout.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
+      if (s.cfg.positions()) {
+        kernels::cpu::attention_backward_positions<T>(
+            data_or_null<T>(dq), data_or_null<T>(dk), data_or_null<T>(dv), data_or_null<T>(dbias),
+            data_or_null<T>(dkr), data_or_null<T>(dqr), scratch.data<T>(), dout.data<T>(), data_or_null<T>(s.q),
+            data_or_null<T>(s.k), data_or_null<T>(s.v), data_or_null<T>(s.o), data_or_null<T>(s.stats),
+            data_or_null<T>(s.bias), data_or_null<T>(s.kr), data_or_null<T>(s.qr), du, rows, s.cfg.q_pos.data(),
+            s.cfg.k_pos.data(), d.B, d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.kind, s.cfg.causal, T(s.cfg.scale));
+        return;
+      }
       POSGRAD_KERNEL(dout.device(), attention_backward<T>, data_or_null<T>(dq), data_or_null<T>(dk),
                      data_or_null<T>(dv), data_or_null<T>(dbias), data_or_null<T>(dkr), data_or_null<T>(dqr),
                      scratch.data<T>(), dout.data<T>(), data_or_null<T>(s.q), data_or_null<T>(s.k),
@@ -226,17 +283,22 @@ Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, co
   const Dims d = check_inputs(q, k, v, in.bias, in.kr, in.qr, cfg);
   const int64_t B = d.B, H = d.H, Tq = d.Tq, Tk = d.Tk;
   (void)H;
+  // Column of pair (i, j) in the bias / diagonal index: its diagonal j - i + Tq - 1, or with
+  // per-token positions k_pos[j] - q_pos[i] + Pq - 1 (the window's diagonal).
+  auto column = [&](int64_t i, int64_t j) {
+    return cfg.positions() ? cfg.k_pos[j] - cfg.q_pos[i] + cfg.q_pos.back() : j - i + Tq - 1;
+  };
   // Table row of each (i, j) (content-position terms), from the per-diagonal index the fused op uses.
-  auto row_at = [&](int64_t i, int64_t j) { return cfg.ix.rows[cfg.ix.diag_u[j - i + Tq - 1]]; };
+  auto row_at = [&](int64_t i, int64_t j) { return cfg.ix.rows[cfg.ix.diag_u[column(i, j)]]; };
 
   Tensor scores = matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, Tq, Tk)
   switch (mod.kind) {
     case ScoreBias::None: break;
     case ScoreBias::Distance: {
-      // bias[h, j - i + Tq - 1] for every (i, j): an embedding lookup into bias^T (Tq + Tk - 1, H).
+      // bias[h, column(i, j)] for every (i, j): an embedding lookup into bias^T (nw, H).
       std::vector<int64_t> idx(static_cast<size_t>(Tq * Tk));
       for (int64_t i = 0; i < Tq; ++i)
-        for (int64_t j = 0; j < Tk; ++j) idx[i * Tk + j] = j - i + Tq - 1;
+        for (int64_t j = 0; j < Tk; ++j) idx[i * Tk + j] = column(i, j);
       Tensor bias = embedding(in.bias.t(), Tensor::from_ints(idx, {Tq, Tk}).to(q.device()));  // (Tq, Tk, H)
       scores = scores + bias.permute({2, 0, 1});
       break;
@@ -285,6 +347,8 @@ Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreM
   POSGRAD_CHECK(q.dim() == 4 && q.shape() == k.shape(), ShapeError,
                 "attention_distance_profile: q and k must be the same (B, H, T, D), got ", shape_str(q.shape()), ", ",
                 shape_str(k.shape()));
+  POSGRAD_CHECK(!mod.has_positions(), ValueError,
+                "attention_distance_profile: measures positions 0..T-1; clear the modifier's per-token positions");
   AttentionConfig cfg = make_config(mod, q, k, causal, scale, 0);
   const ModifierInputs in = modifier_inputs(mod);
   const Dims d = check_inputs(q, k, k, in.bias, in.kr, in.qr, cfg);

@@ -32,6 +32,17 @@ struct ScoreModifier {
   // c = bucket(r), which must lie in [0, R).
   Tensor kr, qr;
   std::function<int64_t(int64_t r)> bucket;
+  // Per-token positions (randomized positions, Ruoss et al. 2023 §3; CPU only): empty = query i at
+  // i + q_offset, key j at j. Set: query_positions (Tq) and key_positions (Tk), each strictly
+  // increasing and >= 0, q_offset 0; pair (i, j) has r = key_positions[j] - query_positions[i], and
+  // the causal mask stays the index order (keys j > i hidden: the same thing when queries and keys
+  // are one sequence). Distance: bias_by_distance is then (H, Pq + Pk - 1), Pq = query_positions.back()
+  // + 1, Pk = key_positions.back() + 1, column d the diagonal of the virtual window 0..Pq-1 x 0..Pk-1
+  // (r = d - (Pq - 1): diagonal_relative_positions(Pq, Pk)); ContentPosition: row bucket(r).
+  // ValueError for positions that are not increasing, negative, of the wrong length or with a query
+  // offset; DeviceError on a CUDA device (no CUDA kernel for it).
+  std::vector<int64_t> query_positions, key_positions;
+  bool has_positions() const { return !query_positions.empty() || !key_positions.empty(); }
 };
 
 // The relative position r = j - (i + q_offset) of each diagonal d = j - i + Tq - 1, d in
@@ -50,7 +61,8 @@ Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, co
                            double scale, int64_t q_offset = 0);
 
 // Non-differentiable diagnostic: average attention probability per query-key distance |i - j|,
-// averaged over batch and query positions, per head. q, k (B, H, T, D) -> (H, T) float64.
+// averaged over batch and query positions, per head (positions 0..T-1: ValueError for a modifier
+// with per-token positions). q, k (B, H, T, D) -> (H, T) float64.
 Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal,
                                   double scale);
 

@@ -47,11 +47,15 @@ class AlibiEncoding : public PositionEncoding {
   }
   std::string kind() const override { return "alibi"; }
   ScoreModifier scores(int64_t, const LayerProjections& proj, int64_t Tq, int64_t Tk, int64_t q_offset) override {
+    const ScoreWindow w = score_window(Tq, Tk, q_offset, "ALiBi scores");  // the ids' window while set
     ScoreModifier m;
     m.kind = ScoreBias::Distance;
-    m.bias_by_distance = alibi_bias_by_distance(slopes_, Tq, Tk, q_offset, dtype_, proj.device());
+    m.bias_by_distance = alibi_bias_by_distance(slopes_, w.Tq, w.Tk, w.q_offset, dtype_, proj.device());
+    attach_positions(m);
     return m;
   }
+  bool supports_position_ids() const override { return true; }
+  bool position_ids_in_attention() const override { return true; }
 
  private:
   std::vector<double> slopes_;

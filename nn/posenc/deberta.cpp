@@ -102,9 +102,10 @@ class DebertaEncoding : public PositionEncoding {
     n_layer_ = cfg.n_layer;
   }
   std::string kind() const override { return "deberta"; }
-  ScoreModifier scores(int64_t layer, const LayerProjections& proj, int64_t, int64_t, int64_t) override {
+  ScoreModifier scores(int64_t layer, const LayerProjections& proj, int64_t Tq, int64_t Tk, int64_t q_offset) override {
     POSGRAD_CHECK(layer >= 0 && layer < n_layer_, IndexError, "DeBERTa position encoding: layer ", layer,
                   " out of range (", n_layer_, " layers)");
+    (void)score_window(Tq, Tk, q_offset, "DeBERTa scores");  // checks the geometry while ids are set
     const Tensor R = rel_norm ? rel_norm->forward(rel_embeddings) : rel_embeddings;
     Tensor wk, bk, wq, bq;
     if (share_) {
@@ -116,8 +117,12 @@ class DebertaEncoding : public PositionEncoding {
       if (c2p_) wk = (*pos_key_proj)[layer].weight, bk = (*pos_key_proj)[layer].bias;
       if (p2c_) wq = (*pos_query_proj)[layer].weight, bq = (*pos_query_proj)[layer].bias;
     }
-    return deberta_score_modifier(R, wk, bk, wq, bq, H_, PB_, M_);
+    ScoreModifier m = deberta_score_modifier(R, wk, bk, wq, bq, H_, PB_, M_);
+    attach_positions(m);  // rows bucket(ids[i] - ids[j]) while ids are set
+    return m;
   }
+  bool supports_position_ids() const override { return true; }
+  bool position_ids_in_attention() const override { return true; }
   double attention_scale(int64_t head_dim) const override {
     const double terms = 1.0 + (c2p_ ? 1.0 : 0.0) + (p2c_ ? 1.0 : 0.0);
     return 1.0 / std::sqrt(static_cast<double>(head_dim) * terms);  // spec §2.4: 1/sqrt(d s)
@@ -138,11 +143,12 @@ namespace {
 
 // One attention case: q, k, v then Kr (c2p) and/or Qr (p2c), (2S, H, D), with DeBERTa's rows
 // c(i, j) = deberta_row(i - j) (spec §2.4) and scale 1/sqrt(D (1 + #terms)).
+// With `positions` (randomized positions): rows c(i, j) = deberta_row(positions[i] - positions[j]).
 void add_deberta_case(std::vector<OpCase>& out, const std::string& name, Shape q, bool causal, bool c2p, bool p2c,
-                      int64_t pb, int64_t mrp) {
+                      int64_t pb, int64_t mrp, std::vector<int64_t> positions = {}) {
   const double scale = 1.0 / std::sqrt(double(q[3]) * (1 + int(c2p) + int(p2c)));
   add_content_position_case(out, "posenc/deberta/" + name, q, q, causal, 0, scale, 2 * deberta_span(pb, mrp), c2p,
-                            p2c, [=](int64_t r) { return deberta_row(-r, pb, mrp); });
+                            p2c, [=](int64_t r) { return deberta_row(-r, pb, mrp); }, std::move(positions));
 }
 
 // q, k, v (B, H, T, D) from x (B, T, C) through a fused qkv weight (3C, C) + bias (3C).
@@ -166,6 +172,11 @@ void deberta_op_cases(std::vector<OpCase>& out) {
   add_deberta_case(out, "p2c_only/bidir/1x3x7x4", {1, 3, 7, 4}, false, false, true, 4, 10);
   // span 3 without log buckets: |i - j| >= 3 clamps onto the first/last rows
   add_deberta_case(out, "no_buckets/bidir/1x3x7x4", {1, 3, 7, 4}, false, true, true, 0, 3);
+  // Randomized positions: distances up to 22 reach the log buckets (4 buckets, max 10).
+  add_deberta_case(out, "causal/positions_gaps/2x3x7x5", {2, 3, 7, 5}, true, true, true, 4, 10,
+                   {1, 2, 5, 9, 10, 17, 23});
+  add_deberta_case(out, "bidir/positions_gaps/2x3x7x5", {2, 3, 7, 5}, false, true, true, 4, 10,
+                   {0, 4, 5, 6, 13, 20, 23});
   // E_rel and its LayerNorm are shared by the two layers; each layer's W_q/W_k get content and
   // position gradients.
   // Causal (decoder) and bidirectional (encoder, DeBERTa's own setting).

@@ -57,9 +57,13 @@ class KerpleEncoding : public PositionEncoding {
     project_below(r2_[layer], kMinParam);
     ScoreModifier m;
     m.kind = ScoreBias::Distance;
-    m.bias_by_distance = kerple_bias_by_distance(r1_[layer], r2_[layer], Tq, Tk, q_offset);
+    const ScoreWindow w = score_window(Tq, Tk, q_offset, "KERPLE scores");  // the ids' window while set
+    m.bias_by_distance = kerple_bias_by_distance(r1_[layer], r2_[layer], w.Tq, w.Tk, w.q_offset);
+    attach_positions(m);
     return m;
   }
+  bool supports_position_ids() const override { return true; }
+  bool position_ids_in_attention() const override { return true; }
 
  private:
   std::vector<Tensor> r1_, r2_;  // (H) per layer

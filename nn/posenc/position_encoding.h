@@ -89,22 +89,38 @@ class PositionEncoding : public Module {
 
   // Randomized positions (Ruoss et al. 2023, §3), a training option. While ids are set, a forward
   // over T tokens starting at pos0 = 0 places token t at position ids[t] instead of t: the
-  // absolute table row (sinusoidal, learned) and the rotation angle (RoPE) of ids[t]. ids must be
-  // strictly increasing and >= 0 (ValueError); a forward whose T differs from ids.size() or whose
-  // pos0 is not 0 is a ShapeError (embed/rotate name both). The ids stay in effect until cleared
-  // (the caller sets them for a training batch and clears them before evaluation, which then uses
-  // 0 .. T-1 and stays deterministic). ValueError when the encoding does not take position ids.
+  // absolute table row (sinusoidal, learned), the rotation angle (RoPE) of ids[t], or, for the
+  // relative encodings (T5, ALiBi, KERPLE, DeBERTa), the relative position ids[j] - ids[i] of
+  // query i and key j (scores() returns a modifier with per-token positions, ScoreModifier; the
+  // fused attention then runs on the CPU only). ids must be strictly increasing and >= 0
+  // (ValueError); a forward whose T differs from ids.size() or whose pos0 is not 0 — a key/value-
+  // cache step among them — is a ShapeError (embed/rotate/scores name both). The ids stay in effect
+  // until cleared (the caller sets them for a training batch and clears them before evaluation,
+  // which then uses 0 .. T-1 and stays deterministic). ValueError when the encoding does not take
+  // position ids.
   void set_position_ids(std::vector<int64_t> ids);
   void clear_position_ids() { position_ids_.clear(); }
   const std::vector<int64_t>& position_ids() const { return position_ids_; }
-  // Whether positions reach this encoding as ids (absolute tables, rotations). False for the
-  // distance biases (T5, ALiBi, KERPLE) and DeBERTa, whose terms the fused attention indexes by
-  // the offset j - i, and for "none".
+  // Whether this encoding takes position ids: every encoding that has positions (absolute tables,
+  // rotations, relative biases and DeBERTa's terms); false for "none".
   virtual bool supports_position_ids() const { return false; }
+  // Whether the ids reach the fused attention as per-token positions (scores(): T5, ALiBi, KERPLE,
+  // DeBERTa), a path the CUDA kernels do not have: such a training forward runs on the CPU only.
+  virtual bool position_ids_in_attention() const { return false; }
 
  protected:
   // The positions of a forward over T tokens starting at pos0: the ids while set, else pos0 .. pos0+T-1.
   std::vector<int64_t> positions(int64_t pos0, int64_t T, const char* who) const;
+  // For the encodings that act through scores(): the geometry to build the modifier's bias for.
+  // Without ids: (Tq, Tk, q_offset) as given. With ids: the virtual window (P, P, 0), P = ids.back()
+  // + 1, after checking that the forward is one whole sequence, Tq = Tk = ids.size() and q_offset 0
+  // (ShapeError naming `who` otherwise, e.g. for a key/value-cache step).
+  struct ScoreWindow {
+    int64_t Tq, Tk, q_offset;
+  };
+  ScoreWindow score_window(int64_t Tq, int64_t Tk, int64_t q_offset, const char* who) const;
+  // Sets the ids as m's query and key positions (nothing while no ids are set).
+  void attach_positions(ScoreModifier& m) const;
   bool causal_ = true;
   std::vector<int64_t> position_ids_;
 };
@@ -135,7 +151,9 @@ std::vector<std::string> position_encoding_kinds();
 const std::vector<OpCase>& all_op_cases();
 // Builder for an encoding whose bias depends only on the head and the distance: adds
 // "posenc/<kind>/<geometry>" for every attention geometry of the sweep (causal and bidirectional,
-// T = 1 / 7 / 33, query offsets -3 and +4 with Tk != Tq). Inputs: q, k, v, then params(gen, dtype, H);
+// T = 1 / 7 / 33, query offsets -3 and +4 with Tk != Tq, and per-token positions with gaps — then
+// the bias is built for the positions' window, bias(params, P, P, 0), and the modifier carries the
+// positions; CPU only). Inputs: q, k, v, then params(gen, dtype, H);
 // the fused attention gets Distance with bias(params, Tq, Tk, q_offset); the reference adds
 // reference(host copies of params, h, r) at relative position r = j - i - q_offset, naively in double.
 using DistanceBiasFn = std::function<Tensor(const TensorList& params, int64_t Tq, int64_t Tk, int64_t q_offset)>;

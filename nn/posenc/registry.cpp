@@ -43,6 +43,7 @@ void add_distance_bias_cases(std::vector<OpCase>& out, const std::string& kind,
     Shape q, k;
     bool causal;
     int64_t q_offset;
+    std::vector<int64_t> positions = {};  // per-token positions (self-attention); empty: none
   };
   const std::vector<Geometry> geometries = {
       {"causal/1x3x33x5", {1, 3, 33, 5}, {1, 3, 33, 5}, true, 0},
@@ -50,6 +51,9 @@ void add_distance_bias_cases(std::vector<OpCase>& out, const std::string& kind,
       {"causal/T1", {1, 1, 1, 3}, {1, 1, 1, 3}, true, 0},
       {"causal/q_offset-3", {1, 2, 7, 3}, {1, 2, 7, 3}, true, -3},
       {"bidir/Tq5_Tk9_offset4", {2, 2, 5, 3}, {2, 2, 9, 3}, false, 4},
+      // Randomized positions (Ruoss et al. 2023 §3): the bias of the virtual window 0..P-1, P = 24.
+      {"causal/positions_gaps", {2, 3, 7, 4}, {2, 3, 7, 4}, true, 0, {1, 2, 5, 9, 10, 17, 23}},
+      {"bidir/positions_gaps", {2, 3, 7, 4}, {2, 3, 7, 4}, false, 0, {0, 4, 5, 6, 13, 20, 23}},
   };
   for (const Geometry& g : geometries) {
     AttentionCase ac;
@@ -58,27 +62,34 @@ void add_distance_bias_cases(std::vector<OpCase>& out, const std::string& kind,
     ac.k = g.k;
     ac.causal = g.causal;
     ac.q_offset = g.q_offset;
-    const int64_t H = g.q[1], Tq = g.q[2], Tk = g.k[2], q_offset = g.q_offset;
+    const int64_t H = g.q[1], q_offset = g.q_offset;
+    const std::vector<int64_t> pos = g.positions;
+    // The bias is built for the window of the positions (P, P, 0), as the encodings' scores() do.
+    const int64_t Tq = pos.empty() ? g.q[2] : pos.back() + 1, Tk = pos.empty() ? g.k[2] : pos.back() + 1;
     ac.extra_inputs = [params, H](Generator& gen, DType t) { return params(gen, t, H); };
-    ac.modifier = [bias, Tq, Tk, q_offset](const TensorList& x) {
+    ac.modifier = [bias, Tq, Tk, q_offset, pos](const TensorList& x) {
       ScoreModifier m;
       m.kind = ScoreBias::Distance;
       m.bias_by_distance = bias(TensorList(x.begin() + 3, x.end()), Tq, Tk, q_offset);
+      m.query_positions = m.key_positions = pos;
       return m;
     };
-    ac.reference_bias = [reference, q_offset](const TensorList& x) -> AttentionBiasFn {
+    ac.reference_bias = [reference, q_offset, pos](const TensorList& x) -> AttentionBiasFn {
       std::vector<std::vector<double>> p;
       for (size_t i = 3; i < x.size(); ++i) p.push_back(host(x[i]));
-      return [reference, p, q_offset](int64_t, int64_t h, int64_t i, int64_t j) { return reference(p, h, j - i - q_offset); };
+      return [reference, p, q_offset, pos](int64_t, int64_t h, int64_t i, int64_t j) {
+        return reference(p, h, pos.empty() ? j - i - q_offset : pos[j] - pos[i]);
+      };
     };
     add_attention_case(out, ac);
+    if (!pos.empty()) out.back().cuda = false;  // no CUDA kernel for per-token positions
   }
 }
 
 void PositionEncoding::set_position_ids(std::vector<int64_t> ids) {
   POSGRAD_CHECK(supports_position_ids(), ValueError, "the ", kind(),
-                " position encoding does not take position ids (randomized positions need an encoding whose "
-                "positions are table rows or rotation angles: sinusoidal, learned, rope)");
+                " position encoding does not take position ids (randomized positions need an encoding that has "
+                "positions: sinusoidal, learned, rope, t5, alibi, kerple, deberta)");
   for (size_t i = 0; i < ids.size(); ++i)
     POSGRAD_CHECK(ids[i] >= 0 && (i == 0 || ids[i] > ids[i - 1]), ValueError, "position ids must be >= 0 and strictly "
                   "increasing, got ", ids[i], " at index ", i, i == 0 ? "" : detail::concat(" after ", ids[i - 1]));
@@ -95,6 +106,21 @@ std::vector<int64_t> PositionEncoding::positions(int64_t pos0, int64_t T, const 
                 position_ids_.size(), " position ids are set for a forward over ", T, " tokens from position ", pos0,
                 " (ids need one whole sequence from pos0 = 0)");
   return position_ids_;
+}
+
+PositionEncoding::ScoreWindow PositionEncoding::score_window(int64_t Tq, int64_t Tk, int64_t q_offset,
+                                                            const char* who) const {
+  if (position_ids_.empty()) return {Tq, Tk, q_offset};
+  const std::vector<int64_t> ids = positions(q_offset, Tq, who);  // ShapeError unless Tq = ids.size(), offset 0
+  POSGRAD_CHECK(Tk == Tq, ShapeError, who, ": position ids are set for self-attention over ", Tq,
+                " tokens, got ", Tk, " keys (ids need one whole sequence from pos0 = 0)");
+  const int64_t P = ids.back() + 1;
+  return {P, P, 0};
+}
+
+void PositionEncoding::attach_positions(ScoreModifier& m) const {
+  m.query_positions = position_ids_;
+  m.key_positions = position_ids_;
 }
 
 double PositionEncoding::attention_scale(int64_t head_dim) const {

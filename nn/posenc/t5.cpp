@@ -83,8 +83,14 @@ class T5Encoding : public PositionEncoding {
     const int64_t n = static_cast<int64_t>(tables_.size());
     POSGRAD_CHECK(layer >= 0 && (n == 1 || layer < n), IndexError, "T5 position encoding: layer ", layer,
                   " out of range (", n, " per-layer tables)");
-    return t5_score_modifier(tables_[n == 1 ? 0 : layer], !causal_, num_buckets_, max_distance_, Tq, Tk, q_offset);
+    const ScoreWindow w = score_window(Tq, Tk, q_offset, "T5 scores");  // the ids' window while set
+    ScoreModifier m =
+        t5_score_modifier(tables_[n == 1 ? 0 : layer], !causal_, num_buckets_, max_distance_, w.Tq, w.Tk, w.q_offset);
+    attach_positions(m);
+    return m;
   }
+  bool supports_position_ids() const override { return true; }
+  bool position_ids_in_attention() const override { return true; }
   double attention_scale(int64_t head_dim) const override {
     return scaled_ ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0;
   }

@@ -80,6 +80,33 @@ inline int64_t checked_add(int64_t a, int64_t b, const char* what) {
 
 namespace cpu {
 #include "tensor/kernels/kernels_decl.inc"
+
+// ---- fused attention at per-token positions: CPU only (cpu/attention.cpp) -------------------------
+// Randomized positions (Ruoss et al. 2023, §3) for the modifiers indexed by relative position. The
+// one exception to "both backends": there is no CUDA twin, and the autograd op refuses these on a
+// CUDA device before dispatch. As attention_forward / attention_backward (kernels_decl.inc), except:
+// query i sits at position q_pos[i], key j at k_pos[j] (q_pos (Tq), k_pos (Tk), each strictly
+// increasing and >= 0, checked by the caller); pair (i, j) has relative position
+// r = k_pos[j] - q_pos[i] and reads entry w = r + q_pos[Tq - 1] of
+//   Distance:        bias[h, w], bias (H, nw), nw = q_pos[Tq - 1] + k_pos[Tk - 1] + 1 (the diagonals
+//                    of the virtual window 0..q_pos[Tq-1] x 0..k_pos[Tk-1]); dbias (H, nw) likewise;
+//   ContentPosition: diag_u[w], diag_u (nw).
+// The causal mask stays the index order (keys j > i hidden), which is the position order when the
+// queries and keys are the same tokens (self-attention); no query offset.
+template <typename T>
+void attention_forward_positions(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias,
+                                 const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows,
+                                 const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
+                                 int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale);
+template <typename T>
+void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout,
+                                  const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias,
+                                  const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows,
+                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
+                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale);
+// Scratch size of the two above (pass 0 forward, 1 backward), nw the window width.
+int64_t attention_positions_scratch_elems(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
+                                          int64_t D, int64_t U, int64_t nw);
 }  // namespace cpu
 
 #if POSGRAD_HAVE_CUDA

@@ -22,6 +22,11 @@
 //    precomputed with GEMMs (the "efficient form" of spec §2.5), gathered per (i, j) inside the
 //    tile, and their gradients dc2p(i, u), dp2c(j, u) are scattered per element and turned into
 //    dq, dk, dkr, dqr with GEMMs after the sweep.
+//  * Per-token positions (attention_*_positions, kernels.h; randomized positions, Ruoss et al. 2023
+//    §3): the same two modifiers, but pair (i, j) reads entry k_pos[j] - q_pos[i] + q_pos[Tq - 1] of
+//    the bias row / diagonal index (a gather along the tile row instead of a contiguous slice), and
+//    the bias gradient is scattered back into that entry. A separate branch per tile, so the
+//    diagonal path is unchanged.
 //
 // Tile products go through the project GEMM (cpu/gemm.cpp), which runs single-threaded inside our
 // parallel regions (it checks omp_in_parallel) and uses its AVX-512/AVX2 micro-kernels; the
@@ -75,11 +80,13 @@ struct ScratchLayout {
   int64_t total = 0;
 };
 
+// nw: the width of the bias / diagonal index (Tq + Tk - 1 on the diagonal path; the window's
+// Pq + Pk - 1 with per-token positions).
 ScratchLayout scratch_layout(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
-                             int64_t D, int64_t U) {
+                             int64_t D, int64_t U, int64_t nw) {
   ScratchLayout s;
   constexpr const char* kWhat = "attention scratch";
-  const int64_t nd = checked_add(Tq, Tk, kWhat) - 1;
+  const int64_t nd = nw;
   // Every region size and the running total are overflow-checked (ShapeError, never a wrapped size).
   auto take = [&](std::initializer_list<int64_t> factors) {
     const int64_t at = s.total;
@@ -116,7 +123,11 @@ struct Problem {
   T scale;
   const T* bias = nullptr;                        // (H, Tq + Tk - 1) (Distance)
   const T *c2p = nullptr, *p2c = nullptr;         // (B, H, Tq, U), (B, H, Tk, U); null = term off
-  const int64_t* diag_u = nullptr;                // (Tq + Tk - 1)
+  const int64_t* diag_u = nullptr;                // (nw)
+  // Per-token positions (null: query i at i + q_offset, key j at j). Pair (i, j) then reads entry
+  // k_pos[j] - q_pos[i] + wq of the bias row / diag_u, wq = q_pos[Tq - 1], width nw = wq + k_pos[Tk - 1] + 1.
+  const int64_t *q_pos = nullptr, *k_pos = nullptr;
+  int64_t wq = 0, nw = 0;
   int64_t nd() const { return Tq + Tk - 1; }
   // Number of leading keys of the block [j0, j0 + nk) that query row i may see.
   int64_t n_valid(int64_t i, int64_t j0, int64_t nk) const {
@@ -179,7 +190,16 @@ void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t
   gemm<T>(S, p.q + (bh * p.Tq + i0) * D, p.k + (bh * p.Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true,
           p.scale, T(0));
   const int64_t h = bh % p.H;
-  if (p.kind == ScoreBias::Distance) {
+  if (p.kind == ScoreBias::Distance && p.q_pos) {
+    // per-token positions: entry k_pos[j] - q_pos[i] + wq of bias[h] (a gather along the row).
+    const T* db = p.bias + h * p.nw + p.wq;
+    const int64_t* kp = p.k_pos + j0;
+    for (int64_t ii = 0; ii < nq; ++ii) {
+      T* row = S + ii * kBlockK;
+      const T* src = db - p.q_pos[i0 + ii];
+      for (int64_t jj = 0; jj < nk; ++jj) row[jj] += src[kp[jj]];
+    }
+  } else if (p.kind == ScoreBias::Distance) {
     // diagonal d = j - i + Tq - 1: along a row the bias is a contiguous slice of bias[h].
     const T* db = p.bias + h * p.nd() + (p.Tq - 1);
     for (int64_t ii = 0; ii < nq; ++ii) {
@@ -191,6 +211,23 @@ void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t
     const int64_t U = p.U;
     const T* c2p = p.c2p ? p.c2p + bh * p.Tq * U : nullptr;
     const T* p2c = p.p2c ? p.p2c + bh * p.Tk * U : nullptr;
+    if (p.q_pos) {  // per-token positions: compact row diag_u[k_pos[j] - q_pos[i] + wq]
+      const int64_t* kp = p.k_pos + j0;
+      for (int64_t ii = 0; ii < nq; ++ii) {
+        const int64_t i = i0 + ii;
+        T* row = S + ii * kBlockK;
+        const int64_t* du = p.diag_u + (p.wq - p.q_pos[i]);
+        if (c2p) {
+          const T* ci = c2p + i * U;
+          for (int64_t jj = 0; jj < nk; ++jj) row[jj] += ci[du[kp[jj]]];
+        }
+        if (p2c) {
+          const T* pj = p2c + j0 * U;
+          for (int64_t jj = 0; jj < nk; ++jj) row[jj] += pj[jj * U + du[kp[jj]]];
+        }
+      }
+      return;
+    }
     for (int64_t ii = 0; ii < nq; ++ii) {
       const int64_t i = i0 + ii;
       T* row = S + ii * kBlockK;
@@ -210,10 +247,15 @@ void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t
 // Fills the prepared-bias regions of the scratch (shared by all passes) and returns the Problem.
 template <typename T>
 Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, const T* bias, const T* kr,
-                   const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
-                   int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
+                   const T* qr, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
+                   const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
+                   int64_t q_offset, ScoreBias kind, bool causal, T scale) {
   Problem<T> p{q, k, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale};
   p.diag_u = diag_u;
+  p.q_pos = q_pos;
+  p.k_pos = k_pos;
+  p.wq = q_pos ? q_pos[Tq - 1] : Tq - 1;
+  p.nw = q_pos ? q_pos[Tq - 1] + k_pos[Tk - 1] + 1 : Tq + Tk - 1;
   if (kind == ScoreBias::Distance) {
     p.bias = bias;
   } else if (kind == ScoreBias::ContentPosition) {
@@ -243,20 +285,83 @@ Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, c
   return p;
 }
 
+// The window width of per-token positions (ShapeError on overflow).
+int64_t window_width(const int64_t* q_pos, const int64_t* k_pos, int64_t Tq, int64_t Tk) {
+  return checked_add(q_pos[Tq - 1], k_pos[Tk - 1] + 1, "attention scratch");
+}
+
+template <typename T>
+void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
+                  const T* qr, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos,
+                  int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
+                  ScoreBias kind, bool causal, T scale);
+template <typename T>
+void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout, const T* q, const T* k,
+                   const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
+                   const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
+                   int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind,
+                   bool causal, T scale);
+
 }  // namespace
 
 int64_t attention_scratch_elems(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
                                 int64_t U) {
-  return scratch_layout(kind, pass, B, H, Tq, Tk, D, U).total;
+  return scratch_layout(kind, pass, B, H, Tq, Tk, D, U, checked_add(Tq, Tk, "attention scratch") - 1).total;
+}
+
+int64_t attention_positions_scratch_elems(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
+                                          int64_t D, int64_t U, int64_t nw) {
+  return scratch_layout(kind, pass, B, H, Tq, Tk, D, U, nw).total;
 }
 
 template <typename T>
 void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
                        const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
                        int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
-  const ScratchLayout L = scratch_layout(kind, 0, B, H, Tq, Tk, D, U);
-  const Problem<T> p =
-      prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale);
+  forward_impl(o, stats, scratch, q, k, v, bias, kr, qr, diag_u, rows, static_cast<const int64_t*>(nullptr),
+               static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U, q_offset, kind, causal, scale);
+}
+
+template <typename T>
+void attention_forward_positions(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias,
+                                 const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows,
+                                 const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
+                                 int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale) {
+  forward_impl(o, stats, scratch, q, k, v, bias, kr, qr, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U, int64_t(0),
+               kind, causal, scale);
+}
+
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout, const T* q,
+                        const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
+                        const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
+                        int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
+  backward_impl(dq, dk, dv, dbias, dkr, dqr, scratch, dout, q, k, v, o, stats, bias, kr, qr, diag_u, rows,
+                static_cast<const int64_t*>(nullptr), static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U,
+                q_offset, kind, causal, scale);
+}
+
+template <typename T>
+void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout,
+                                  const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias,
+                                  const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows,
+                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
+                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale) {
+  backward_impl(dq, dk, dv, dbias, dkr, dqr, scratch, dout, q, k, v, o, stats, bias, kr, qr, diag_u, rows, q_pos,
+                k_pos, B, H, Tq, Tk, D, U, int64_t(0), kind, causal, scale);
+}
+
+namespace {
+
+template <typename T>
+void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
+                  const T* qr, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos,
+                  int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
+                  ScoreBias kind, bool causal, T scale) {
+  const int64_t nw = q_pos ? window_width(q_pos, k_pos, Tq, Tk) : Tq + Tk - 1;
+  const ScratchLayout L = scratch_layout(kind, 0, B, H, Tq, Tk, D, U, nw);
+  const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U,
+                               q_offset, kind, causal, scale);
   const int64_t nqb = (Tq + kBlockQ - 1) / kBlockQ;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
@@ -320,14 +425,15 @@ void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const
 }
 
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout, const T* q,
-                        const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
-                        const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
-                        int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
-  const ScratchLayout L = scratch_layout(kind, 1, B, H, Tq, Tk, D, U);
-  const Problem<T> p =
-      prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale);
-  const int64_t nd = Tq + Tk - 1;
+void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout, const T* q, const T* k,
+                   const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
+                   const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
+                   int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind,
+                   bool causal, T scale) {
+  const int64_t nd = q_pos ? window_width(q_pos, k_pos, Tq, Tk) : Tq + Tk - 1;  // bias width
+  const ScratchLayout L = scratch_layout(kind, 1, B, H, Tq, Tk, D, U, nd);
+  const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U,
+                               q_offset, kind, causal, scale);
   T* delta = scratch + L.delta;
   T* ddiag = (kind == ScoreBias::Distance && dbias) ? scratch + L.ddiag : nullptr;
   const bool content_position = kind == ScoreBias::ContentPosition;
@@ -389,7 +495,14 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratc
         if (dq)
           gemm<T>(dq + (bh * Tq + i0) * D, dS, k + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false, false, scale,
                   T(1));
-        if (ddg) {  // Distance: reduce dS along diagonals (spec §1.4)
+        if (ddg && q_pos) {  // Distance, per-token positions: dS into entry k_pos[j] - q_pos[i] + wq
+          const int64_t* kp = k_pos + j0;
+          for (int64_t ii = 0; ii < nq; ++ii) {
+            T* dst = ddg + (p.wq - q_pos[i0 + ii]);
+            const T* src = dS + ii * kBlockK;
+            for (int64_t jj = 0; jj < nk; ++jj) dst[kp[jj]] += src[jj];
+          }
+        } else if (ddg) {  // Distance: reduce dS along diagonals (spec §1.4)
           for (int64_t ii = 0; ii < nq; ++ii) {
             T* dst = ddg + (j0 - (i0 + ii) + Tq - 1);
             const T* src = dS + ii * kBlockK;
@@ -399,8 +512,21 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratc
         if (dcb || dpb) {  // ContentPosition: scatter dS into the rows it came from (spec §2.5)
           for (int64_t ii = 0; ii < nq; ++ii) {
             const int64_t i = i0 + ii;
-            const int64_t* du = diag_u + (j0 - i + Tq - 1);
             const T* src = dS + ii * kBlockK;
+            if (q_pos) {  // per-token positions: compact row diag_u[k_pos[j] - q_pos[i] + wq]
+              const int64_t* du = diag_u + (p.wq - q_pos[i]);
+              const int64_t* kp = k_pos + j0;
+              if (dcb) {
+                T* dst = dcb + i * U;
+                for (int64_t jj = 0; jj < nk; ++jj) dst[du[kp[jj]]] += src[jj];
+              }
+              if (dpb) {
+                T* dst = dpb + j0 * U;
+                for (int64_t jj = 0; jj < nk; ++jj) dst[jj * U + du[kp[jj]]] += src[jj];
+              }
+              continue;
+            }
+            const int64_t* du = diag_u + (j0 - i + Tq - 1);
             if (dcb) {
               T* dst = dcb + i * U;
               for (int64_t jj = 0; jj < nk; ++jj) dst[du[jj]] += src[jj];
@@ -451,14 +577,16 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratc
   }
 }
 
+}  // namespace
+
 template <typename T>
 void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* stats, const T* bias,
                              const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B,
                              int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
                              ScoreBias kind, bool causal, T scale) {
-  const ScratchLayout L = scratch_layout(kind, 2, B, H, Tq, Tk, D, U);
-  const Problem<T> p =
-      prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale);
+  const ScratchLayout L = scratch_layout(kind, 2, B, H, Tq, Tk, D, U, checked_add(Tq, Tk, "attention scratch") - 1);
+  const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, static_cast<const int64_t*>(nullptr),
+                               static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U, q_offset, kind, causal, scale);
   const int64_t nd = Tq + Tk - 1;
   T* sums = scratch + L.sums;
 #pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
@@ -498,7 +626,16 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
                                       int64_t, ScoreBias, bool, T);                                                 \
   template void attention_diagonal_sums<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,      \
                                            const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,      \
-                                           int64_t, int64_t, int64_t, ScoreBias, bool, T);
+                                           int64_t, int64_t, int64_t, ScoreBias, bool, T);                  \
+  template void attention_forward_positions<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,       \
+                                               const T*, const int64_t*, const int64_t*, const int64_t*,           \
+                                               const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,        \
+                                               int64_t, ScoreBias, bool, T);                                       \
+  template void attention_backward_positions<T>(T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*,          \
+                                                const T*, const T*, const T*, const T*, const T*, const T*,        \
+                                                const int64_t*, const int64_t*, const int64_t*, const int64_t*,    \
+                                                int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, ScoreBias,   \
+                                                bool, T);
 POSGRAD_ATTENTION_INST(float)
 POSGRAD_ATTENTION_INST(double)
 #undef POSGRAD_ATTENTION_INST
