@@ -16,6 +16,7 @@
 #include "train/compare_dist.h"
 #include "train/interrupt.h"
 #include "train/length_suite.h"
+#include "train/passkey.h"
 #include "train/options.h"
 #include "train/presets.h"
 #include "train/cost.h"
@@ -101,6 +102,13 @@ CompareConfig compare_preset(const std::string& name) {
     c.seeds = {1, 2};
     c.cost_lengths = {16, 32};
     c.cost_rounds = 2;
+    // The short template with a 2-symbol key: 15 tokens, so a 17-token example keeps 2 of filler.
+    c.passkey.iters = 3;
+    c.passkey.batch = 2;
+    c.passkey.examples = 2;
+    c.passkey.multipliers = {1, 2};
+    c.passkey.depths = {0, 1};
+    c.passkey.key_length = 2;
     c.out_dir = "runs/compare-tiny";
   } else {
     unknown_name("compare preset", name, compare_preset_names());
@@ -151,6 +159,9 @@ void CompareConfig::validate() const {
   const int64_t longest_task = *std::max_element(task_multipliers.begin(), task_multipliers.end());
   check_memory(task_model, (2 * task_length + 1) * (longest_task + 1));
   validate_length_suite(*this);
+  validate_passkey(passkey, base.model.block_size);
+  if (passkey.iters > 0)
+    check_memory(base, *std::max_element(passkey.multipliers.begin(), passkey.multipliers.end()) * base.model.block_size);
 }
 
 json CompareConfig::to_json() const { return opt::to_json(compare_options(), *this); }
@@ -299,6 +310,9 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   const Device dev = Device::parse(tc.device);
   auto t0 = std::chrono::steady_clock::now();
   Trainer t(tc, resume);
+  // The passkey test needs the template in the corpus's vocabulary: refused before training, not after.
+  if (cfg.passkey.iters > 0)
+    check_passkey_data(t.dataset().train(), t.tokenizer(), cfg.passkey, tc.model.block_size);
   spdlog::info("[{} seed {}] training{}", method, seed, resume ? " (resumed)" : "");
   t.run();
   UnitResult u;
@@ -324,6 +338,8 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   spdlog::info("[{} seed {}] synthetic {} task", method, seed, cfg.task);
   synthetic_task(cfg, method, seed, dev, u);
   u.suite = run_length_suite(cfg, method, seed, dev);
+  if (cfg.passkey.iters > 0)
+    u.passkey = run_passkey(model, t.dataset().train(), val, t.tokenizer(), cfg.passkey, method, seed, dev);
   write_file_atomic(result_path, to_json(u).dump(1) + "\n");
   return u;
 }

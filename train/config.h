@@ -15,6 +15,7 @@
 
 #include "nn/gpt.h"
 #include "train/encoder_config.h"
+#include "train/passkey_config.h"
 
 namespace posgrad::train {
 
@@ -74,6 +75,8 @@ struct CompareConfig {
   int64_t suite_length = 6, suite_iters = 600, suite_batch = 32, suite_examples = 36, suite_max_multiplier = 4;
   double suite_lr = 3e-3;
   std::vector<std::string> suite_randomized = {"sinusoidal", "learned", "rope"};  // where among methods
+  // passkey retrieval of the fine-tuned language models (train/passkey.h)
+  PasskeyConfig passkey;
   // cost benchmark (train/cost.h)
   std::vector<int64_t> cost_lengths = {64, 256, 1024, 2048};
   int64_t cost_rounds = 5;

@@ -13,6 +13,7 @@
 #include "data/fileio.h"
 #include "train/claims.h"
 #include "train/length_suite_report.h"
+#include "train/passkey_report.h"
 #include "train/markdown.h"
 #include "train/options.h"
 
@@ -365,6 +366,7 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
   }
 
   md << "\n" << suite_markdown(r, fs::exists(fs::path(path).parent_path() / "plots" / "suite_accuracy.png"));
+  md << passkey_markdown(r, (fs::path(path).parent_path() / "plots").string());
   if (r.encoder) md << encoder_report_markdown(*r.encoder) << "\n";
   md << "## Plots\n\n";
   for (const auto& p : plots) md << "![" << p << "](plots/" << p << ".png)\n\n";
@@ -396,6 +398,8 @@ std::string write_report(const ComparisonResult& r) {
   write_suite_csv(r, dir + "/suite.csv");
   fs::remove(dir + "/plots/suite_accuracy.png");  // a stale plot must not stand for these results
   write_suite_plots(r, dir + "/plots");
+  write_passkey_csv(r, dir + "/passkey.csv");
+  write_passkey_plots(r, dir + "/plots");
   write_markdown(r, plots, dir + "/report.md");
   return dir + "/report.md";
 }

@@ -19,6 +19,7 @@
 
 #include "train/config.h"
 #include "train/length_suite.h"
+#include "train/passkey.h"
 #include "train/encoder.h"
 #include "train/stats.h"
 
@@ -52,6 +53,8 @@ struct UnitResult {
   double task_final_loss = 0;
   // The length-generalisation suite: one entry per (task, plain | randomized) (train/length_suite.h).
   std::vector<SuiteTaskResult> suite;
+  // Passkey retrieval of the fine-tuned model, by row (method, and "rope+<scaling>"; train/passkey.h).
+  std::map<std::string, PasskeyResult> passkey;
   double train_seconds = 0;  // wall time, informational (cost comes from the benchmark)
   bool resumed = false;
 };
