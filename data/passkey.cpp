@@ -20,7 +20,7 @@ TemplateText template_text(PasskeyTemplate t) {
   // Mohtashami & Jaggi 2023 App. C (the prompt Chen et al. 2023 §3.3 and Peng et al. 2023 reuse).
   if (t == PasskeyTemplate::Standard)
     return {" The pass key is ", ". Remember it. ", " is the pass key. ", " What is the pass key? The pass key is "};
-  return {" key:", nullptr, ".", " key:"};
+  return {" key ", nullptr, ".", " key "};
 }
 
 }  // namespace

@@ -11,10 +11,11 @@
 // with the templates (K = the key's symbols):
 //     standard  NEEDLE   = " The pass key is K. Remember it. K is the pass key. "
 //               QUESTION = " What is the pass key? The pass key is "
-//     short     NEEDLE   = " key:K."      QUESTION = " key:"
+//     short     NEEDLE   = " key K."      QUESTION = " key "
 // The standard template is the articles' text; with a character tokenizer it alone takes about
 // 100 tokens, more than a 64-token training context holds, so the short one keeps its structure
-// (a marked key, filler, the marker again, the key) for small models.
+// (a marked key, filler, the marker again, the key) for small models, in characters almost any
+// English text has (space, e, k, y and the full stop).
 // F = length - |NEEDLE| - |QUESTION| - |KEY| filler tokens are a contiguous span of the filler text
 // at an offset drawn from the generator; b = round(depth · F) of them come before the needle
 // (depth 0: the needle right after the start; depth 1: just before the question).

@@ -24,8 +24,8 @@ namespace {
 
 train::CompareConfig tiny(const TempDir& d, const std::string& out) {
   std::ostringstream os;
-  // Every lowercase letter and ':' once, so the passkey test's short template and letter keys exist.
-  os << "key: the quick brown fox jumps over the lazy dog.\n";
+  // Every lowercase letter once, so the passkey test's short template (" key ") and letter keys exist.
+  os << "the quick brown fox jumps over the lazy dog.\n";
   for (int i = 0; i < 300; ++i) os << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
   const std::string corpus = d.str("corpus.txt");
   if (!fs::exists(corpus)) std::ofstream(corpus) << os.str();

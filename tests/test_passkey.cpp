@@ -26,10 +26,10 @@ using posgrad::test::thrown_message;
 
 namespace {
 
-// Filler text holding every lowercase letter (a pangram), the short template's ':' and no digit.
+// Filler text holding every lowercase letter (a pangram) and no digit.
 std::string letters_text(int repeats = 40) {
   std::string s;
-  for (int i = 0; i < repeats; ++i) s += "The quick brown fox jumps over the lazy dog. What key: Remember it? ";
+  for (int i = 0; i < repeats; ++i) s += "The quick brown fox jumps over the lazy dog. What key? Remember it. ";
   return s;
 }
 
@@ -98,8 +98,8 @@ TEST(PasskeyData, SameSeedSameExamplesAndLettersWithoutDigits) {
   const data::PasskeyExample e = g.example(40, 0.5);
   for (char c : e.key_text) EXPECT_TRUE(c >= 'a' && c <= 'z') << e.key_text;
   const std::string s = tok.decode(e.tokens);
-  EXPECT_EQ(s.substr(static_cast<size_t>(e.needle_start), 6 + 4), " key:" + e.key_text + ".") << s;
-  EXPECT_EQ(s.substr(s.size() - 9), " key:" + e.key_text);
+  EXPECT_EQ(s.substr(static_cast<size_t>(e.needle_start), 6 + 4), " key " + e.key_text + ".") << s;
+  EXPECT_EQ(s.substr(s.size() - 9), " key " + e.key_text);
   // The digits win when all ten are there.
   const data::CharTokenizer with_digits(text + "0123456789");
   EXPECT_EQ(data::PasskeyGenerator(span_of(tok, text), with_digits, 4, data::PasskeyTemplate::Short, 3).alphabet(), "digits");
@@ -115,13 +115,18 @@ TEST(PasskeyData, RefusedInputsAreNamed) {
   EXPECT_TRUE(contains(thrown_message<ValueError>([&] { g.example(200, 1.5); }), "depth must lie in [0, 1]"));
   EXPECT_TRUE(contains(thrown_message<ValueError>([&] { g.example(200, NAN); }), "depth"));
   EXPECT_TRUE(contains(thrown_message<ValueError>([&] { g.example(g.max_length() + 1, 0.5); }), "filler text holds"));
-  // A vocabulary without the template's 'W' (standard) / ':' (short), or without any key alphabet.
-  const data::CharTokenizer no_w("the pass key is. remember it? key: abcdefghijklmnopqrstuvwxyz TR");
+  // A vocabulary without the template's 'W' (standard) or 'y' (short), or without any key alphabet.
+  const data::CharTokenizer no_w("the pass key is. remember it? abcdefghijklmnopqrstuvwxyz TR");
   EXPECT_TRUE(contains(thrown_message<ValueError>([&] {
                          data::PasskeyGenerator(filler, no_w, 5, data::PasskeyTemplate::Standard, 1);
                        }),
                        "cannot encode the template text ' What is the pass key? The pass key is '"));
-  const data::CharTokenizer few(" key:.abc");
+  const data::CharTokenizer no_y(" ke.abcdefghijklmnopqrstuvwx");
+  EXPECT_TRUE(contains(thrown_message<ValueError>([&] {
+                         data::PasskeyGenerator(span_of(no_y, "abc abc"), no_y, 5, data::PasskeyTemplate::Short, 1);
+                       }),
+                       "cannot encode the template text ' key '"));
+  const data::CharTokenizer few(" key.abc");
   EXPECT_TRUE(contains(thrown_message<ValueError>([&] {
                          data::PasskeyGenerator(span_of(few, "abc abc"), few, 5, data::PasskeyTemplate::Short, 1);
                        }),
@@ -279,6 +284,9 @@ TEST(PasskeyOptions, RefusedSettingsNameTheOption) {
   EXPECT_TRUE(contains(refused([](auto& c) { c.passkey.depths = {0, 1.5}; }), "--passkey-depths"));
   EXPECT_TRUE(contains(refused([](auto& c) { c.passkey.template_name = "standard"; }), "--passkey-template standard"));
   EXPECT_TRUE(contains(refused([](auto& c) { c.passkey.key_length = 5; }), "--block-size 16"));
+  // Every preset's passkey settings are valid (the full one uses the standard template at 128 tokens).
+  for (const std::string preset : {"quick", "full", "tiny"}) EXPECT_NO_THROW(train::compare_preset(preset).validate()) << preset;
+  EXPECT_EQ(train::compare_preset("full").passkey.template_name, "standard");
   // Off: the passkey options are not checked against each other.
   train::CompareConfig off = train::compare_preset("tiny");
   off.passkey.iters = 0;

@@ -190,7 +190,7 @@ const Table<CompareConfig>& compare_options() {
              POSGRAD_MEMBER(passkey.key_length))
         .add(choice("passkey_template", data::passkey_template_names(),
                     "Needle and question: standard (Mohtashami & Jaggi 2023, about 100 tokens with a char tokenizer) or "
-                    "short (' key:K.' / ' key:', for short training contexts)"),
+                    "short (' key K.' / ' key ', for short training contexts)"),
              POSGRAD_MEMBER(passkey.template_name));
     r.group("Encoder track (train/encoder.h)")
         .add(choice("track", {"decoder", "encoder", "both"},
