@@ -54,14 +54,15 @@ CompareConfig compare_preset(const std::string& name) {
     c.seeds = {1, 2, 3};
     c.eval_tokens = 8192;
     c.task_iters = 400;
-    // Passkey retrieval: the PasskeyConfig defaults (150 steps of 16 examples at lr 1e-3, 16 examples
+    // Passkey retrieval: the PasskeyConfig defaults (150 steps of 16 examples at lr 1e-3, 8 examples
     // per cell, lengths 1x..16x, five depths, short template, 5-letter keys). Measured for one RoPE
-    // unit (its four rows) under `nice` on the shared 2-core machine: 26 s of fine-tuning and 56 s in
-    // all, against 540 s of LM training of the same unit at the same load, so about a tenth of a
-    // unit: ~2 minutes over the 24 units of a quiet run (other methods score one row, not four).
-    // At this budget the models do not learn retrieval (loss 3.12 on the key, chance ln 26 = 3.26;
-    // 300 steps at lr 3e-3 reached 3.07), so claims p1 / p2 stay inconclusive here; the full preset
-    // gives the fine-tuning 1000 steps.
+    // unit (its four rows) under `nice` on the 2-core machine while quiet, from its trained
+    // checkpoint, with 16 examples per cell: 7.3 s of fine-tuning and 3.7 s of scoring per row
+    // (21.9 s in all); with 8 examples about 9 s for a one-row unit and 15 s for RoPE, so about
+    // 4 minutes over the 24 units of the preset. At this budget the models do not learn retrieval:
+    // the loss on the key stays at 3.12 (chance ln 26 = 3.26; 300 steps at lr 3e-3 reached 3.07, and
+    // 3.10 with 2-letter keys), so claims p1 / p2 stay inconclusive here; the full preset gives the
+    // fine-tuning 1000 steps.
     c.out_dir = "runs/compare-quick";
   } else if (name == "full") {
     // A few hours on a 2-core machine: nanoGPT-sized models at context 128, three seeds.

@@ -16,7 +16,7 @@ struct PasskeyConfig {
   int64_t iters = 150;
   double lr = 1e-3;     // peak learning rate of the fine-tuning (warm-up, cosine to lr / 10)
   int64_t batch = 16;   // examples per fine-tuning step, and per forward pass when scoring
-  int64_t examples = 16;  // test examples per (length, depth) cell
+  int64_t examples = 8;   // test examples per (length, depth) cell
   std::vector<int64_t> multipliers = {1, 2, 4, 8, 16};  // test lengths, x the training length
   std::vector<double> depths = {0, 0.25, 0.5, 0.75, 1};  // needle depths (fraction of the filler before it)
   int64_t key_length = 5;       // symbols of the key
