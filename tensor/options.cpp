@@ -52,10 +52,12 @@ std::string Spec::flag() const {
 
 bool Spec::numeric() const {
   return type == Type::Int || type == Type::UInt || type == Type::Float || type == Type::IntList ||
-         type == Type::UIntList;
+         type == Type::UIntList || type == Type::FloatList;
 }
 
-bool Spec::is_list() const { return type == Type::IntList || type == Type::UIntList || type == Type::TextList; }
+bool Spec::is_list() const {
+  return type == Type::IntList || type == Type::UIntList || type == Type::TextList || type == Type::FloatList;
+}
 
 std::string Spec::type_name() const {
   switch (type) {
@@ -67,6 +69,7 @@ std::string Spec::type_name() const {
     case Type::IntList: return "INT,...";
     case Type::UIntList: return "UINT,...";
     case Type::TextList: return "NAME,...";
+    case Type::FloatList: return "FLOAT,...";
   }
   return "?";
 }
@@ -86,6 +89,7 @@ std::string Spec::constraint() const {
     case Type::Bool: return "true|false";
     case Type::Text: return choices.empty() ? (allow_empty_text ? "any text" : "non-empty text") : elems;
     case Type::IntList:
+    case Type::FloatList:
       return std::to_string(min_items) + "-" + std::to_string(max_items) + " comma-separated values in " + elems;
     case Type::UIntList:
       return std::to_string(min_items) + "-" + std::to_string(max_items) + " comma-separated values in [0, 2^64-1]";
@@ -142,6 +146,14 @@ Spec integer_list(std::string name, Interval range, int64_t min_items, int64_t m
 Spec unsigned_list(std::string name, int64_t max_items, std::string help) {
   Spec s = make(std::move(name), Type::UIntList, std::move(help));
   s.range = closed(0, static_cast<long double>(std::numeric_limits<uint64_t>::max()));
+  s.max_items = max_items;
+  return s;
+}
+Spec real_list(std::string name, Interval range, int64_t min_items, int64_t max_items, std::string help,
+               std::string unit) {
+  Spec s = make(std::move(name), Type::FloatList, std::move(help), std::move(unit));
+  s.range = range;
+  s.min_items = min_items;
   s.max_items = max_items;
   return s;
 }
@@ -251,12 +263,24 @@ Value parse(const Spec& spec, std::string_view t, const std::string& where) {
       v = std::move(l);
       break;
     }
+    case Type::FloatList: {
+      std::vector<double> l;
+      for (auto item : split(t, where)) l.push_back(parse_real(spec, item, where));
+      v = std::move(l);
+      break;
+    }
   }
   check(spec, v, where);
   return v;
 }
 
 // ---- checking ------------------------------------------------------------------------------------------
+
+static std::string real_str(double x) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);  // shortest text that reads back exactly
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(x);
+}
 
 namespace {
 
@@ -318,6 +342,12 @@ void check(const Spec& spec, const Value& v, const std::string& where) {
       break;
     }
     case Type::UIntList: check_count(spec, std::get<std::vector<uint64_t>>(v), where); break;
+    case Type::FloatList: {
+      const auto& l = std::get<std::vector<double>>(v);
+      check_count(spec, l, where);
+      for (double x : l) check_number(spec, x, real_str(x), where);
+      break;
+    }
     case Type::TextList: {
       const auto& l = std::get<std::vector<std::string>>(v);
       check_count(spec, l, where);
@@ -332,11 +362,6 @@ void check(const Spec& spec, const Value& v, const std::string& where) {
 
 // ---- formatting and JSON ---------------------------------------------------------------------------------
 
-static std::string real_str(double x) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);  // shortest text that reads back exactly
-  return ec == std::errc() ? std::string(buf, end) : std::to_string(x);
-}
 
 std::string format(const Value& v) {
   return std::visit(
@@ -352,6 +377,7 @@ std::string format(const Value& v) {
             // Appended piece by piece: `"," + std::to_string(e)` makes GCC 12 warn (falsely) of -Wrestrict.
             if (!s.empty()) s += ',';
             if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>) s += e;
+            else if constexpr (std::is_same_v<std::decay_t<decltype(e)>, double>) s += real_str(e);
             else s += std::to_string(e);
           }
           return s;
@@ -406,7 +432,8 @@ Value from_json(const Spec& spec, const json& j, const std::string& where) {
       break;
     case Type::IntList:
     case Type::UIntList:
-    case Type::TextList: {
+    case Type::TextList:
+    case Type::FloatList: {
       if (!j.is_array()) fail(where, std::string("expected an array, got JSON ") + j.type_name());
       if (j.size() > static_cast<size_t>(spec.max_items))
         fail(where, "a list of " + std::to_string(j.size()) + " items (at most " + std::to_string(spec.max_items) + ")");
@@ -417,6 +444,13 @@ Value from_json(const Spec& spec, const json& j, const std::string& where) {
       } else if (spec.type == Type::UIntList) {
         std::vector<uint64_t> l;
         for (const auto& e : j) l.push_back(integer_from_json<uint64_t>(spec, e, where));
+        v = std::move(l);
+      } else if (spec.type == Type::FloatList) {
+        std::vector<double> l;
+        for (const auto& e : j) {
+          if (!e.is_number()) fail(where, std::string("expected an array of numbers, got JSON ") + e.type_name());
+          l.push_back(e.get<double>());
+        }
         v = std::move(l);
       } else {
         std::vector<std::string> l;

@@ -31,11 +31,11 @@
 
 namespace posgrad::opt {
 
-enum class Type { Int, UInt, Float, Bool, Text, IntList, UIntList, TextList };
+enum class Type { Int, UInt, Float, Bool, Text, IntList, UIntList, TextList, FloatList };
 
 // A value of an option; the alternative's index is the Type.
 using Value = std::variant<int64_t, uint64_t, double, bool, std::string, std::vector<int64_t>, std::vector<uint64_t>,
-                           std::vector<std::string>>;
+                           std::vector<std::string>, std::vector<double>>;
 
 // The interval a number (or each element of a number list) must lie in. Bounds are long double,
 // which holds every int64 and uint64 exactly on x86-64 (64-bit mantissa).
@@ -81,6 +81,8 @@ Spec choice(std::string name, std::vector<std::string> choices, std::string help
 Spec integer_list(std::string name, Interval range, int64_t min_items, int64_t max_items, std::string help,
                   std::string unit = "");
 Spec unsigned_list(std::string name, int64_t max_items, std::string help);
+Spec real_list(std::string name, Interval range, int64_t min_items, int64_t max_items, std::string help,
+               std::string unit = "");
 Spec choice_list(std::string name, std::vector<std::string> choices, int64_t max_items, std::string help);
 
 // `spec` with a default value (for options stored in a map, see Values).
@@ -149,6 +151,7 @@ constexpr Type type_of() {
   else if constexpr (std::is_same_v<T, std::string>) return Type::Text;
   else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return Type::IntList;
   else if constexpr (std::is_same_v<T, std::vector<uint64_t>>) return Type::UIntList;
+  else if constexpr (std::is_same_v<T, std::vector<double>>) return Type::FloatList;
   else {
     static_assert(std::is_same_v<T, std::vector<std::string>>, "unsupported option member type");
     return Type::TextList;

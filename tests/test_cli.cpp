@@ -180,7 +180,7 @@ const Hostile kHostile[] = {{"0", 0, true},
 
 bool admitted(const opt::Spec& s, const Hostile& h) {
   const bool unsigned_type = s.type == opt::Type::UInt || s.type == opt::Type::UIntList;
-  const bool integer_type = s.type != opt::Type::Float;
+  const bool integer_type = s.type != opt::Type::Float && s.type != opt::Type::FloatList;
   if (integer_type && !h.integral) return false;
   if (unsigned_type && h.value < 0) return false;
   if (!std::isfinite(static_cast<double>(h.value))) return false;

@@ -24,6 +24,8 @@ namespace {
 
 train::CompareConfig tiny(const TempDir& d, const std::string& out) {
   std::ostringstream os;
+  // Every lowercase letter once, so the passkey test's short template (" key ") and letter keys exist.
+  os << "the quick brown fox jumps over the lazy dog.\n";
   for (int i = 0; i < 300; ++i) os << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
   const std::string corpus = d.str("corpus.txt");
   if (!fs::exists(corpus)) std::ofstream(corpus) << os.str();
@@ -66,8 +68,20 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   // The claims table has one row per claim (a) .. (k), the suite's (s1, s2) and the position
   // interpolation protocol's (p1 .. p3), each with a verdict.
   for (const char id : std::string("abcdefghijk")) EXPECT_NE(md.find(std::string("| ") + id + " | "), std::string::npos) << id;
-  for (const char* id : {"| s1 | ", "| s2 | ", "| p1 | ", "| p2 | ", "| p3 | "}) EXPECT_NE(md.find(id), std::string::npos) << id;
-  EXPECT_EQ(count(md, "**supported**") + count(md, "**contradicted**") + count(md, "**inconclusive**"), 16u);
+  for (const char* id : {"| s1 | ", "| s2 | ", "| p1 | ", "| p2 | ", "| p3 | ", "| pk1 | ", "| pk2 | "})
+    EXPECT_NE(md.find(id), std::string::npos) << id;
+  EXPECT_EQ(count(md, "**supported**") + count(md, "**contradicted**") + count(md, "**inconclusive**"), 18u);
+  // Passkey retrieval: its section, and passkey.csv with every method and RoPE's scaled rows at
+  // 1x and 2x (learned n/a beyond its table), per depth and the mean over depths.
+  EXPECT_NE(md.find("## Passkey retrieval"), std::string::npos);
+  const std::string passkey = read_file(d.str("a/passkey.csv"));
+  EXPECT_EQ(passkey, read_file(d.str("b/passkey.csv")));
+  EXPECT_EQ(passkey.substr(0, passkey.find('\n')), "row,multiplier,depth,n,mean,std,ci_low,ci_high");
+  for (const auto& m : nn::position_encoding_kinds())
+    for (const char* cell : {",1,0,2,", ",1,1,2,", ",1,mean,2,"}) EXPECT_NE(passkey.find("\n" + m + cell), std::string::npos) << m << cell;
+  EXPECT_NE(passkey.find("\nlearned,2,mean,0,n/a"), std::string::npos);
+  for (const char* v : {"rope+linear", "rope+dynamic", "rope+yarn"})
+    EXPECT_NE(passkey.find(std::string("\n") + v + ",2,mean,2,"), std::string::npos) << v;
   // The length suite: its section, every method's plain row and the randomized rows, in suite.csv.
   EXPECT_NE(md.find("## Length generalisation suite"), std::string::npos);
   const std::string suite = read_file(d.str("a/suite.csv"));
@@ -82,7 +96,8 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
     for (const char* what : {",attention,16,", ",step,32,"})
       EXPECT_NE(cost.find("\n" + m + what), std::string::npos) << m << what;
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
-    for (const char* p : {"ppl_vs_length", "train_loss", "per_position_loss", "attention_distance", "suite_accuracy"})
+    for (const char* p : {"ppl_vs_length", "train_loss", "per_position_loss", "attention_distance", "suite_accuracy",
+                          "passkey_rope", "passkey_rope+yarn", "passkey_learned"})
       EXPECT_TRUE(fs::exists(d.str(std::string("a/plots/") + p + ".png"))) << p;
   }
 }
@@ -250,6 +265,7 @@ TEST(Results, JsonRoundTripIsExact) {
   r.units.front().variants["rope+yarn"][2].reset();
   r.units.front().task = {train::TaskScore{3, 4, 0.25, 0.5, 0.75}, std::nullopt};
   r.units.front().attention_by_distance = {{0.5, 0.25, 0.125}};
+  r.units.front().passkey["rope+yarn"] = {0.5, {"letters", {{1, 0.25, 4, 0.75}, {2, 0.25, 0, std::nullopt}}}};
   r.cost.rounds = 2;
   r.cost.lengths = {16};
   r.cost.rows.push_back({"rope", "step", 16, 4, {0.1, 0.3}, 1024, 77});
@@ -262,6 +278,10 @@ TEST(Results, JsonRoundTripIsExact) {
   nlohmann::json broken = j;
   broken["units"][0].erase("lengths");
   EXPECT_THROW(train::comparison_from_json(broken, "broken.json"), IoError);
+  broken = j;
+  broken["units"][0]["passkey"]["rope+yarn"]["cells"][0].erase("depth");
+  EXPECT_NE(test::thrown_message<IoError>([&] { train::comparison_from_json(broken, "broken.json"); }).find("broken.json"),
+            std::string::npos);
   for (const nlohmann::json& bad : {nlohmann::json(1e300), nlohmann::json(-1.5), nlohmann::json(true), nlohmann::json("7")}) {
     broken = j;
     broken["units"][0]["parameters"] = bad;  // integers must be JSON integers: no conversion of 1e300

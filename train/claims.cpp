@@ -11,6 +11,7 @@
 #include "nn/posenc/position_encoding.h"
 #include "train/length_suite_report.h"
 #include "train/pi_report.h"
+#include "train/passkey_report.h"
 
 namespace posgrad::train {
 
@@ -417,6 +418,7 @@ std::vector<ClaimVerdict> judge_claims(const ComparisonResult& r) {
   }
   for (auto& v : judge_suite_claims(r)) out.push_back(std::move(v));
   for (auto& v : judge_pi_claims(r)) out.push_back(std::move(v));
+  for (auto& v : judge_passkey_claims(r)) out.push_back(std::move(v));
   return out;
 }
 

@@ -15,6 +15,7 @@
 
 #include "nn/gpt.h"
 #include "train/encoder_config.h"
+#include "train/passkey_config.h"
 
 namespace posgrad::train {
 
@@ -81,6 +82,8 @@ struct CompareConfig {
   double pi_lr = 1e-4;  // the base run's final (min_lr): a small constant rate, as PI's 2e-5 for LLaMA
   std::vector<int64_t> pi_multipliers = {2, 4};
   std::vector<std::string> pi_scalings = {"none", "linear", "ntk", "yarn"};
+  // passkey retrieval of the fine-tuned language models (train/passkey.h)
+  PasskeyConfig passkey;
   // cost benchmark (train/cost.h)
   std::vector<int64_t> cost_lengths = {64, 256, 1024, 2048};
   int64_t cost_rounds = 5;

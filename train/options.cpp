@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "data/length_tasks.h"
+#include "data/passkey.h"
 #include "data/synthetic.h"
 #include "nn/posenc/position_encoding.h"
 
@@ -184,6 +185,30 @@ const Table<CompareConfig>& compare_options() {
                          "RoPE scalings fine-tuned, each once: none (plain RoPE), linear (position interpolation), "
                          "ntk (static NTK-aware), yarn"),
              POSGRAD_MEMBER(pi_scalings));
+    r.group("Passkey retrieval (train/passkey.h)")
+        .add(integer("passkey_iters", closed(0, kBig),
+                     "Fine-tuning steps of each trained LM on passkey examples at the training length (0: no passkey test)",
+                     "steps"),
+             POSGRAD_MEMBER(passkey.iters))
+        .add(real("passkey_lr", open_closed(0, 1), "Peak learning rate of the passkey fine-tuning"), POSGRAD_MEMBER(passkey.lr))
+        .add(integer("passkey_batch", closed(1, 4096), "Passkey examples per fine-tuning step and per scoring pass",
+                     "sequences"),
+             POSGRAD_MEMBER(passkey.batch))
+        .add(integer("passkey_examples", closed(1, 1 << 16), "Passkey test examples per (length, depth) cell", "sequences"),
+             POSGRAD_MEMBER(passkey.examples))
+        .add(integer_list("passkey_multipliers", closed(1, 64), 1, 16,
+                          "Passkey test lengths as multiples of the training length (must include 1)"),
+             POSGRAD_MEMBER(passkey.multipliers))
+        .add(real_list("passkey_depths", closed(0, 1), 1, 21,
+                       "Needle depths: the fraction of the filler before the needle (0: at the start, 1: before the question)"),
+             POSGRAD_MEMBER(passkey.depths))
+        .add(integer("passkey_key_length", closed(1, 64), "Symbols of the pass key (digits, else lowercase letters)",
+                     "symbols"),
+             POSGRAD_MEMBER(passkey.key_length))
+        .add(choice("passkey_template", data::passkey_template_names(),
+                    "Needle and question: standard (Mohtashami & Jaggi 2023, about 100 tokens with a char tokenizer) or "
+                    "short (' key K.' / ' key ', for short training contexts)"),
+             POSGRAD_MEMBER(passkey.template_name));
     r.group("Encoder track (train/encoder.h)")
         .add(choice("track", {"decoder", "encoder", "both"},
                     "Models compared: causal decoder (language modelling), bidirectional encoder (masked-LM "

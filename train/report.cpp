@@ -14,6 +14,7 @@
 #include "train/claims.h"
 #include "train/length_suite_report.h"
 #include "train/pi_report.h"
+#include "train/passkey_report.h"
 #include "train/markdown.h"
 #include "train/options.h"
 
@@ -367,6 +368,7 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
 
   md << "\n" << suite_markdown(r, fs::exists(fs::path(path).parent_path() / "plots" / "suite_accuracy.png"));
   md << pi_markdown(r, fs::exists(fs::path(path).parent_path() / "plots" / "pi_ppl_vs_length.png"));
+  md << passkey_markdown(r, (fs::path(path).parent_path() / "plots").string());
   if (r.encoder) md << encoder_report_markdown(*r.encoder) << "\n";
   md << "## Plots\n\n";
   for (const auto& p : plots) md << "![" << p << "](plots/" << p << ".png)\n\n";
@@ -401,6 +403,8 @@ std::string write_report(const ComparisonResult& r) {
   write_pi_csv(r, dir + "/pi.csv");
   fs::remove(dir + "/plots/pi_ppl_vs_length.png");  // likewise
   write_pi_plot(r, dir + "/plots");
+  write_passkey_csv(r, dir + "/passkey.csv");
+  write_passkey_plots(r, dir + "/plots");
   write_markdown(r, plots, dir + "/report.md");
   return dir + "/report.md";
 }

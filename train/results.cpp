@@ -132,6 +132,7 @@ json to_json(const UnitResult& u) {
           {"task_final_loss", u.task_final_loss},
           {"suite", suite_to_json(u.suite)},
           {"pi", pi_json(u.pi)},
+          {"passkey", passkey_to_json(u.passkey)},
           {"train_seconds", u.train_seconds},
           {"resumed", u.resumed}};
 }
@@ -165,6 +166,7 @@ UnitResult unit_from_json(const json& j, const std::string& source) {
     u.task_final_loss = real(j.at("task_final_loss"));
     if (j.contains("suite")) u.suite = suite_from_json(j.at("suite"));  // absent: made before the suite existed
     if (j.contains("pi")) u.pi = pi_from(j.at("pi"));                   // absent: made before the protocol existed
+    if (j.contains("passkey")) u.passkey = passkey_from_json(j.at("passkey"));  // absent: before the passkey test
     u.train_seconds = real(j.at("train_seconds"));
     u.resumed = j.at("resumed").get<bool>();
   } catch (const json::exception& e) {

@@ -19,6 +19,7 @@
 
 #include "train/config.h"
 #include "train/length_suite.h"
+#include "train/passkey.h"
 #include "train/encoder.h"
 #include "train/stats.h"
 
@@ -65,6 +66,8 @@ struct UnitResult {
   std::vector<SuiteTaskResult> suite;
   // The position-interpolation protocol's rows (rope units with pi_iters > 0), in run order.
   std::vector<PiResult> pi;
+  // Passkey retrieval of the fine-tuned model, by row (method, and "rope+<scaling>"; train/passkey.h).
+  std::map<std::string, PasskeyResult> passkey;
   double train_seconds = 0;  // wall time, informational (cost comes from the benchmark)
   bool resumed = false;
 };
