@@ -82,6 +82,11 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   EXPECT_NE(passkey.find("\nlearned,2,mean,0,n/a"), std::string::npos);
   for (const char* v : {"rope+linear", "rope+dynamic", "rope+yarn"})
     EXPECT_NE(passkey.find(std::string("\n") + v + ",2,mean,2,"), std::string::npos) << v;
+  // The position-interpolation rows get the same passkey fine-tuning after the protocol (before /
+  // after: "rope" against "rope ft2x", "rope+linear ft2x").
+  for (const char* v : {"rope ft2x", "rope+linear ft2x"})
+    for (const char* cell : {",1,mean,2,", ",2,mean,2,"})
+      EXPECT_NE(passkey.find(std::string("\n") + v + cell), std::string::npos) << v << cell;
   // The length suite: its section, every method's plain row and the randomized rows, in suite.csv.
   EXPECT_NE(md.find("## Length generalisation suite"), std::string::npos);
   const std::string suite = read_file(d.str("a/suite.csv"));

@@ -368,8 +368,24 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   const data::TokenSpan& val = t.dataset().val();
   u.lengths = evaluate_lengths(model, val, cfg, dev, &u.per_position_loss);
   if (method == "rope") u.variants = rope_variants(model, val, cfg, dev, u.lengths);
-  // Fine-tuned scalings (train/pi_protocol.h); the callback is for further scores of the tuned models.
-  if (method == "rope") u.pi = run_pi_protocol(model, t.dataset().train(), val, cfg, seed, dev, {});
+  // Fine-tuned scalings (train/pi_protocol.h). With the passkey test on, each tuned row then gets the
+  // passkey fine-tuning and scoring of the untuned model (same steps, examples and seed), so that
+  // "rope" against "rope+linear ft2x" in the passkey table is before / after the protocol.
+  std::map<std::string, PasskeyResult> pi_passkey;
+  PiCallback on_row;
+  if (cfg.passkey.iters > 0)
+    on_row = [&](const std::string& row, nn::GPT& tuned) {
+      auto copy = copy_gpt(tuned, {}, seed ^ 0x9a55d0ULL, dev);
+      PasskeyResult pr;
+      try {
+        pr.final_loss = finetune_passkey(*copy, t.dataset().train(), t.tokenizer(), cfg.passkey, seed, dev).final_loss;
+      } catch (const NonFiniteLoss& e) {
+        throw NonFiniteLoss("passkey fine-tuning (" + row + " seed " + std::to_string(seed) + "): " + e.what());
+      }
+      pr.grid = evaluate_passkey(*copy, val, t.tokenizer(), cfg.passkey, dev);
+      pi_passkey[row] = pr;
+    };
+  if (method == "rope") u.pi = run_pi_protocol(model, t.dataset().train(), val, cfg, seed, dev, on_row);
   {
     data::EvalWindows w = t.dataset().eval_windows(tc.model.block_size, 8);
     Tensor x = w.batch(0, w.size()).first.to(dev);
@@ -380,6 +396,7 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   u.suite = run_length_suite(cfg, method, seed, dev);
   if (cfg.passkey.iters > 0)
     u.passkey = run_passkey(model, t.dataset().train(), val, t.tokenizer(), cfg.passkey, method, seed, dev);
+  for (auto& [row, pr] : pi_passkey) u.passkey[row] = std::move(pr);
   write_file_atomic(result_path, to_json(u).dump(1) + "\n");
   return u;
 }

@@ -9,6 +9,7 @@
 
 #include "data/fileio.h"
 #include "train/markdown.h"
+#include "train/pi_protocol.h"
 #include "train/stats.h"
 
 namespace posgrad::train {
@@ -71,6 +72,13 @@ std::vector<std::string> passkey_rows(const ComparisonResult& r) {
       for (const char* s : {"rope+linear", "rope+dynamic", "rope+yarn"})
         if (present(s)) out.push_back(s);
   }
+  // The position-interpolation protocol's fine-tuned rows ("rope+linear ft2x", train/pi_protocol.h),
+  // in the order the protocol ran them.
+  for (const auto& u : r.units)
+    for (const auto& p : u.pi)
+      if (const std::string row = pi_row_name(p.scaling, p.multiplier);
+          present(row) && std::find(out.begin(), out.end(), row) == out.end())
+        out.push_back(row);
   return out;
 }
 
