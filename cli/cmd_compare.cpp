@@ -38,6 +38,7 @@ void add_compare(CLI::App& app) {
     spdlog::info("configuration: preset '{}', given: {}", *preset, describe(values));
     if (*dry_run) {
       cfg.validate();
+      train::check_same_experiment(cfg);  // what the run would refuse in an existing --out-dir
       fmt::print("{}\n", cfg.to_json().dump(2));
       return;
     }

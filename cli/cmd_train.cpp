@@ -137,7 +137,7 @@ void eval_encoder(const train::EvalOptions& o) {
   const std::vector<int64_t> ctx = o.contexts.empty() ? std::vector<int64_t>{L, 2 * L, 4 * L} : o.contexts;
   std::string text;
   try {
-    text = data::load_corpus(enc->corpus.at("corpus").get<std::string>(), "",
+    text = data::load_corpus(enc->corpus.at("corpus").get<std::string>(), enc->corpus.value("data_dir", ""),
                              enc->corpus.at("max_corpus_bytes").get<int64_t>());
   } catch (const nlohmann::json::exception& e) {
     throw IoError(o.run + "/encoder.safetensors: malformed corpus record (" + e.what() + ")");

@@ -211,7 +211,7 @@ double parse_real(const Spec& spec, std::string_view t, const std::string& where
   if (ec == std::errc::result_out_of_range) fail(where, in_quotes(t) + " is out of the range of a double");
   if (ec != std::errc() || end != t.data() + t.size() || t.empty())
     fail(where, in_quotes(t) + " is not a number (valid: " + spec.constraint() + ")");
-  return v;
+  return v == 0.0 ? 0.0 : v;  // "-0" is 0: no signed zero in a configuration, a log or a file name
 }
 
 bool parse_bool(std::string_view t, const std::string& where) {

@@ -595,6 +595,14 @@ TEST(EncoderTrack, FinishedUnitsAreKeptAndOtherSettingsRefused) {
   a.erase("seconds");
   b.erase("seconds");
   EXPECT_EQ(a, b);
+  // a unit is its result and its saved encoder: with the encoder gone it is measured again
+  std::filesystem::remove(dir + "/none/seed1/encoder.safetensors");
+  const train::EncoderTrackResult third = train::run_encoder_track(c, ds, *tok, false, dir);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/none/seed1/encoder.safetensors"));
+  EXPECT_NE(std::filesystem::last_write_time(dir + "/none/seed1/result.json"), stamp);
+  a = train::encoder_unit_to_json(third.units[0]);
+  a.erase("seconds");
+  EXPECT_EQ(a, b);
   c.mlm_iters += 1;
   try {
     train::run_encoder_track(c, ds, *tok, false, dir);
@@ -630,6 +638,22 @@ TEST(EncoderTrack, CompareCommandValidatesKeepsAndEvaluates) {
   EXPECT_EQ(p.status, 2) << p.err;
   EXPECT_NE(p.err.find("must include 1"), std::string::npos) << p.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/run")) << "a refused configuration leaves no directory behind";
+  p = test::run_posgrad(base + " --encoder-multipliers 1,1,2 --dry-run");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_NE(p.err.find("duplicate multipliers in --encoder-multipliers"), std::string::npos) << p.err;
+  p = test::run_posgrad(base + " --device cuda --dry-run");  // the encoders train on the CPU only
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_NE(p.err.find("--device cuda: the encoder track (--track encoder) trains its encoders on the CPU only"),
+            std::string::npos) << p.err;
+  // an encoding's own constraint at the encoder's sizes: RoPE needs 2 rotary channels per head
+  p = test::run_posgrad(base + " --encoder-n-embd 64 --encoder-n-head 64 --dry-run");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_NE(p.err.find("the encoder track's rope encoder (--encoder-n-embd 64, --encoder-n-head 64)"), std::string::npos)
+      << p.err;
+  // "-0" is read as 0 (no signed zero in the configuration)
+  p = test::run_posgrad(base + " --passkey-depths -0,1 --dry-run");
+  EXPECT_EQ(p.status, 0) << p.err;
+  EXPECT_EQ(p.out.find("-0.0"), std::string::npos) << p.out;
   p = test::run_posgrad(base + " --encoder-length 4096 --encoder-batch 4096 --encoder-n-embd 4096 --encoder-n-head 64");
   EXPECT_EQ(p.status, 2) << p.err;
   EXPECT_NE(p.err.find("the encoder track needs an estimated"), std::string::npos) << p.err;
@@ -642,6 +666,9 @@ TEST(EncoderTrack, CompareCommandValidatesKeepsAndEvaluates) {
   ASSERT_EQ(p.status, 0) << p.err;
   EXPECT_NE(p.err.find("finished earlier — kept"), std::string::npos) << p.err;
   p = test::run_posgrad(base + " --encoder-mlm-iters 5");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_NE(p.err.find("--encoder-mlm-iters 4 there, 5 now"), std::string::npos) << p.err;
+  p = test::run_posgrad(base + " --encoder-mlm-iters 5 --dry-run");  // --dry-run says what the run would refuse
   EXPECT_EQ(p.status, 2) << p.err;
   EXPECT_NE(p.err.find("--encoder-mlm-iters 4 there, 5 now"), std::string::npos) << p.err;
   // eval on the saved encoder: the masked-LM score of the same windows computed here

@@ -194,6 +194,8 @@ void CompareConfig::validate() const {
   validate_length_suite(*this);
   validate_pi(*this);
   if (track != "decoder") {  // before anything is written: a refused track leaves nothing behind
+    POSGRAD_CHECK(base.device == "cpu", UsageError, "--device ", base.device, ": the encoder track (--track ", track,
+                  ") trains its encoders on the CPU only; use --device cpu, or --track decoder for a GPU run");
     const EncoderTrackConfig ec = encoder_track_config(*this);
     ec.validate();
     check_encoder_memory(ec);
@@ -405,7 +407,7 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
 
 // A re-run resumes an experiment, so its finished units must have been measured with the same
 // settings: only the list of methods and seeds (and where things are) may change.
-static void check_same_experiment(const CompareConfig& cfg) {
+void check_same_experiment(const CompareConfig& cfg) {
   const std::string path = cfg.out_dir + "/compare_config.json";
   if (!fs::exists(path)) return;
   // Nothing finished yet (say an earlier attempt failed at once): nothing to mix, the new settings win.

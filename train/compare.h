@@ -32,4 +32,10 @@ const std::vector<std::string>& compare_preset_names();
 // ranks return "" once their units are sent.
 std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm = nullptr);
 
+// A re-run resumes the experiment in cfg.out_dir: UsageError naming every option whose value differs
+// from the finished units' (decoder options against decoder units, --encoder-* against encoder units;
+// methods, seeds and paths may change); IoError when compare_config.json there is unreadable.
+// Nothing when the directory holds no finished unit. run_compare and --dry-run call it.
+void check_same_experiment(const CompareConfig& cfg);
+
 }  // namespace posgrad::train

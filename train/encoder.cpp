@@ -65,10 +65,29 @@ void EncoderTrackConfig::validate() const {
   POSGRAD_CHECK(!multipliers.empty() && std::find(multipliers.begin(), multipliers.end(), 1) != multipliers.end(),
                 UsageError, "the encoder track's multipliers must include 1 (the fine-tuning length)");
   for (int64_t m : multipliers) POSGRAD_CHECK(m >= 1 && m <= 64, UsageError, "encoder multiplier ", m, " outside [1, 64]");
+  POSGRAD_CHECK(std::set<int64_t>(multipliers.begin(), multipliers.end()).size() == multipliers.size(), UsageError,
+                "duplicate multipliers in --encoder-multipliers (each length is evaluated once)");
   const auto kinds = nn::position_encoding_kinds();
   const auto ms = method_list();
   for (const auto& m : ms)
     POSGRAD_CHECK(std::find(kinds.begin(), kinds.end(), m) != kinds.end(), UsageError, "unknown encoder method '", m, "'");
+  // Each encoding's own checks at the encoder's sizes (e.g. RoPE needs 2 rotary channels per head),
+  // before anything is trained; the message names the encoder's options.
+  for (const auto& m : ms) {
+    nn::PosEncConfig pc;
+    pc.kind = m;
+    pc.n_embd = n_embd;
+    pc.n_head = n_head;
+    pc.n_layer = n_layer;
+    pc.block_size = length * *std::max_element(multipliers.begin(), multipliers.end());
+    pc.causal = false;
+    try {
+      pc.validate();
+    } catch (const ValueError& e) {
+      throw UsageError(std::string("the encoder track's ") + m + " encoder (--encoder-n-embd " + std::to_string(n_embd) +
+                       ", --encoder-n-head " + std::to_string(n_head) + "): " + e.what());
+    }
+  }
   POSGRAD_CHECK(std::set<std::string>(ms.begin(), ms.end()).size() == ms.size(), UsageError,
                 "duplicate methods in the encoder track");
 }
@@ -360,7 +379,8 @@ EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::
     for (uint64_t seed : cfg.seeds) {
       const std::string dir = out_dir.empty() ? "" : out_dir + "/" + m + "/seed" + std::to_string(seed);
       const std::string result_path = dir + "/result.json";
-      if (!dir.empty() && fs::exists(result_path)) {
+      // A finished unit is its result and its saved encoder; with the encoder gone it is measured again.
+      if (!dir.empty() && fs::exists(result_path) && fs::exists(dir + "/encoder.safetensors")) {
         r.units.push_back(load_encoder_unit(result_path, settings));
         if (log) spdlog::info("encoder {:>10} seed {} | finished earlier — kept ({})", m, seed, result_path);
         continue;

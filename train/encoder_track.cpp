@@ -2,6 +2,7 @@
 #include "train/encoder_track.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
@@ -19,7 +20,12 @@ EncoderTrackConfig encoder_track_config(const CompareConfig& cfg) {
   EncoderTrackConfig e = cfg.encoder;
   e.methods = cfg.methods;
   e.seeds = cfg.seeds;
-  e.corpus = {{"corpus", cfg.base.corpus}, {"max_corpus_bytes", cfg.base.max_corpus_bytes}};
+  // The data directory as resolved now (--data-dir, else POSGRAD_DATA_DIR), so that posgrad eval finds
+  // the same text without the environment of the run.
+  std::string data_dir = cfg.base.data_dir;
+  if (data_dir.empty())
+    if (const char* env = std::getenv("POSGRAD_DATA_DIR")) data_dir = env;
+  e.corpus = {{"corpus", cfg.base.corpus}, {"data_dir", data_dir}, {"max_corpus_bytes", cfg.base.max_corpus_bytes}};
   return e;
 }
 

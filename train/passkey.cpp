@@ -195,7 +195,8 @@ void validate_passkey(const PasskeyConfig& cfg, int64_t block_size) {
                 cfg.key_length, " needs examples of at least ", need,
                 " tokens (needle, question, key and one filler token; one token per byte), but the fine-tuning length "
                 "is --block-size ",
-                block_size, " + 1; use a longer --block-size, a shorter key or --passkey-template short");
+                block_size, " + 1; use a longer --block-size or a shorter key",
+                cfg.template_name == "short" ? "" : ", or --passkey-template short");
 }
 
 nlohmann::json passkey_to_json(const std::map<std::string, PasskeyResult>& rows) {
