@@ -10,6 +10,7 @@
 
 #include "data/fileio.h"
 #include "nn/posenc/position_encoding.h"
+#include "support/claim_verdict.h"
 #include "support/test_util.h"
 #include "train/claims.h"
 #include "train/compare.h"
@@ -192,11 +193,7 @@ train::ComparisonResult synthetic(const std::map<std::string, std::vector<double
   return r;
 }
 
-std::string verdict(const std::vector<train::ClaimVerdict>& v, const std::string& id) {
-  for (const auto& c : v)
-    if (c.id == id) return c.verdict;
-  return "missing";
-}
+using test::verdict;
 
 }  // namespace
 

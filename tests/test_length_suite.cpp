@@ -14,6 +14,7 @@
 #include "nn/gpt.h"
 #include "nn/posenc/position_encoding.h"
 #include "tensor/errors.h"
+#include "support/claim_verdict.h"
 #include "train/compare.h"
 #include "train/length_suite.h"
 #include "train/length_suite_report.h"
@@ -237,11 +238,7 @@ train::ComparisonResult made(const std::map<std::string, std::vector<std::pair<d
   return r;
 }
 
-std::string verdict(const std::vector<train::ClaimVerdict>& v, const std::string& id) {
-  for (const auto& c : v)
-    if (c.id == id) return c.verdict;
-  return "missing";
-}
+using test::verdict;
 
 }  // namespace
 

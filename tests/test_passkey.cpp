@@ -13,6 +13,7 @@
 #include "data/passkey.h"
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
+#include "support/claim_verdict.h"
 #include "support/test_util.h"
 #include "tensor/errors.h"
 #include "train/compare.h"
@@ -344,11 +345,7 @@ train::ComparisonResult made(const std::map<std::string, std::vector<std::pair<d
   return r;
 }
 
-std::string verdict(const std::vector<train::ClaimVerdict>& v, const std::string& id) {
-  for (const auto& c : v)
-    if (c.id == id) return c.verdict;
-  return "missing";
-}
+using test::verdict;
 
 }  // namespace
 
