@@ -56,7 +56,11 @@ void add_report(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   sub->add_option("RUN_DIR", *dir, "Experiment directory of posgrad compare (holds results.json)")->required();
   sub->footer(exit_status_help());
-  sub->callback([dir] { spdlog::info("report: {}", train::rerender_report(*dir)); });
+  sub->callback([dir] {
+    require_single_process("report");
+    train::install_interrupt_handlers();  // a signal while rendering: exit 130, the previous report kept
+    spdlog::info("report: {}", train::rerender_report(*dir));
+  });
 }
 
 }  // namespace posgrad::cli

@@ -24,6 +24,7 @@ void add_fill_mask(CLI::App& app) {
       ->capture_default_str();
   sub->footer(exit_status_help());
   sub->callback([run, text, mask, top] {
+    require_single_process("fill-mask");
     // The encoders' vocabulary is bytes (the char and byte tokenizers), so a mask is one byte: an
     // ASCII character. A multi-byte UTF-8 character would be several positions.
     if (mask->size() != 1)

@@ -10,6 +10,7 @@
 #include "cli/options.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
+#include "data/process.h"
 #include "dist/communicator.h"
 #include "train/checkpoint.h"
 #include "train/encoder.h"
@@ -40,7 +41,8 @@ struct TrainCommand {
 // The configuration `train` runs with: without --resume, the preset, then --config, then the
 // command line; with --resume, the checkpoint's configuration with the explicit options applied
 // (each change logged).
-train::TrainConfig resolve(const TrainCommand& c, CLI::App* sub) {
+// With --resume and `hold`, the run directory is held (data/process.h) before its checkpoint is read.
+train::TrainConfig resolve(const TrainCommand& c, CLI::App* sub, std::unique_ptr<DirectoryLock>* hold) {
   auto values = explicit_values(train::train_options(), c.config, *c.given);
   if (!c.resume) {
     train::TrainConfig cfg = train::train_preset(c.preset);
@@ -54,6 +56,7 @@ train::TrainConfig resolve(const TrainCommand& c, CLI::App* sub) {
   std::string dir = train::train_preset(c.preset).out_dir;
   for (const auto& [name, v] : values)
     if (name == "out_dir") dir = std::get<std::string>(v);
+  if (hold && std::filesystem::is_directory(dir)) *hold = std::make_unique<DirectoryLock>(dir);
   train::TrainConfig cfg = train::read_checkpoint_config(dir);
   for (const std::string& change : train::apply_resume_overrides(cfg, values))
     spdlog::info("resume: {} (given explicitly)", change);
@@ -65,7 +68,8 @@ void run_train(const TrainCommand& c, CLI::App* sub) {
   // Under mpirun / srun with several processes: data-parallel over them, rank 0 logging progress.
   dist::Communicator& world = dist::world();
   if (!world.is_root()) spdlog::set_level(spdlog::level::warn);
-  train::TrainConfig cfg = resolve(c, sub);
+  std::unique_ptr<DirectoryLock> hold;  // the Trainer holds the directory too; this covers reading it
+  train::TrainConfig cfg = resolve(c, sub, c.dry_run || !world.is_root() ? nullptr : &hold);
   if (c.dry_run) {
     cfg.validate();
     const std::string corpus = data::corpus_path(cfg.corpus, cfg.data_dir);
@@ -206,6 +210,7 @@ void add_eval(CLI::App& app) {
   collect_extras(sub);
   sub->callback([sub, config, given] {
     check_extras(sub);
+    require_single_process("eval");
     const auto o = resolve_simple(train::eval_options(), *config, *given);
     if (std::filesystem::exists(o.run + "/encoder.safetensors") && !std::filesystem::exists(o.run + "/checkpoint"))
       return eval_encoder(o);
@@ -247,6 +252,7 @@ void add_sample(CLI::App& app) {
   collect_extras(sub);
   sub->callback([sub, config, given] {
     check_extras(sub);
+    require_single_process("sample");
     const auto o = resolve_simple(train::sample_options(), *config, *given);
     RunModel r = load_run(o.run, o.device, [](const train::TrainConfig& cfg) { return cfg.model.block_size; });
     const auto t0 = std::chrono::steady_clock::now();

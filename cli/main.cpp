@@ -29,6 +29,14 @@ std::string exit_status_help() {
          "signal's own status, 128 + its number).";
 }
 
+void require_single_process(const std::string& subcommand) {
+  const auto& w = dist::world();
+  if (w.size() > 1)
+    throw UsageError("posgrad " + subcommand + " runs in one process, and this is one of " + std::to_string(w.size()) +
+                     " started by a launcher (mpirun, srun), which would all do the same work and write the same files: "
+                     "run it without the launcher");
+}
+
 }  // namespace posgrad::cli
 
 namespace {

@@ -232,3 +232,18 @@ TEST(MpiLaunch, TrainWritesOnceResumesAndRefusesASmallBatch) {
   EXPECT_NE(p.err.find("--batch-size 1 is smaller than the 2 processes"), std::string::npos) << p.err;
   EXPECT_NE(p.err.find("posgrad: error: [rank "), std::string::npos) << p.err;
 }
+
+// eval, sample, fill-mask and report run in one process: under a launcher each rank would do the same
+// work and write the same files, so they refuse (usage error, 2) before reading anything.
+TEST(MpiLaunch, SingleProcessCommandsRefuseALauncher) {
+  if (!dist::mpi_built() || std::string(POSGRAD_TEST_MPIEXEC).empty()) GTEST_SKIP() << "built without MPI";
+  POSGRAD_REQUIRE_BIN();
+  test::TempDir d;
+  for (const char* args : {"report somewhere", "eval --run somewhere", "sample --run somewhere",
+                           "fill-mask --run somewhere --text 'a_c' --mask-char _"}) {
+    const test::Proc p = run_launched(args, d);
+    EXPECT_EQ(p.status, 2) << args << "\n" << p.err;
+    EXPECT_NE(p.err.find("runs in one process"), std::string::npos) << args << "\n" << p.err;
+    EXPECT_FALSE(std::filesystem::exists(d.str("somewhere"))) << args;
+  }
+}

@@ -13,6 +13,7 @@
 #include "autograd/ops.h"
 #include "data/synthetic.h"
 #include "data/fileio.h"
+#include "data/process.h"
 #include "train/compare_dist.h"
 #include "train/compare_eval.h"
 #include "train/interrupt.h"
@@ -451,6 +452,14 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   dist::Communicator& job = comm ? *comm : dist::world();
   cfg.validate();
   check_same_experiment(cfg);
+  // One writer per experiment directory (data/process.h); the other ranks share rank 0's hold. The
+  // settings are checked again once it is held: the process that held it may have changed them.
+  std::unique_ptr<DirectoryLock> hold;
+  if (job.is_root()) {
+    hold = std::make_unique<DirectoryLock>(cfg.out_dir);
+    check_same_experiment(cfg);
+  }
+  job.barrier();
   if (job.is_root()) {
     fs::create_directories(cfg.out_dir);
     write_file_atomic(cfg.out_dir + "/compare_config.json", cfg.to_json().dump(2) + "\n");

@@ -156,7 +156,7 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
   std::ofstream dat(d + "/suite_accuracy.dat");
   std::ostringstream gp;
   gp << "set terminal pngcairo size " << std::max(900, 480 * cols) << "," << 360 * nrows + 60 << " noenhanced font 'Sans,9'\n"
-     << "set output '" << d << "/suite_accuracy.png'\nset grid\nset yrange [-0.02:1.02]\nset key bottom left font ',7'\n"
+     << "set output 'suite_accuracy.png'\nset grid\nset yrange [-0.02:1.02]\nset key bottom left font ',7'\n"
      << "set multiplot layout " << nrows << "," << cols << " title \"Per-sequence accuracy vs input length\\n(bucket "
      << "midpoint; mean and 95% interval over " << c.seeds.size() << " seeds; trained on 1.." << c.suite_length << ")\"\n";
   int idx = 0;
@@ -177,7 +177,7 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
       dat << "\n\n";
       if (points) {
         const bool rnd = split_row(row).second;
-        plot += std::string(first ? "" : ", ") + "'" + d + "/suite_accuracy.dat' index " + std::to_string(idx) +
+        plot += std::string(first ? "" : ", ") + "'suite_accuracy.dat' index " + std::to_string(idx) +
                 " with yerrorlines " + (rnd ? "dt 2 lw 1" : "lw 2") + " title '" + row + "'";
         first = false;
       }
@@ -195,7 +195,7 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
     std::ofstream f(d + "/suite_accuracy.gp");
     f << gp.str();
   }
-  if (run_gnuplot(d + "/suite_accuracy.gp") && fs::exists(d + "/suite_accuracy.png")) return {"suite_accuracy"};
+  if (run_gnuplot(d, "suite_accuracy.gp") && fs::exists(d + "/suite_accuracy.png")) return {"suite_accuracy"};
   return {};
 }
 

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include "train/markdown.h"
 
+#include "data/process.h"
+
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -42,16 +44,11 @@ std::string Table::markdown() const {
   return s;
 }
 
-bool run_gnuplot(const std::string& script) {
-  const std::string cmd = "gnuplot '" + script + "' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return false;
-  char buf[512];
-  std::string out;
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  const int st = pclose(p);
-  if (st != 0) spdlog::warn("gnuplot failed on {}: {}", script, out);
-  return st == 0;
+bool run_gnuplot(const std::string& dir, const std::string& script) {
+  const ProcessResult r = run_process({"gnuplot", script}, dir);
+  if (!r.ok())
+    spdlog::warn("gnuplot {} on {} (in {}): {}", r.started ? "failed" : "could not be started", script, dir, r.output);
+  return r.ok();
 }
 
 }  // namespace posgrad::train::markdown

@@ -35,8 +35,11 @@ class Table {
   size_t label_columns_ = 1;
 };
 
-// Runs `gnuplot 'script'`; false (with a warning naming the script and gnuplot's output) when it
-// cannot be started or fails. A report without its plots is still a report.
-bool run_gnuplot(const std::string& script);
+// Runs gnuplot on the script file `script` (a plain file name, relative to `dir`) with `dir` as its
+// working directory, started from an argument vector (data/process.h): no shell sees the directory's
+// name, and the script names its data and PNG files relative to `dir`, so no path of the user's
+// appears in gnuplot's input either. False (with a warning naming the script and gnuplot's output)
+// when it cannot be started or fails. A report without its plots is still a report.
+bool run_gnuplot(const std::string& dir, const std::string& script);
 
 }  // namespace posgrad::train::markdown

@@ -144,7 +144,7 @@ std::vector<std::string> write_passkey_plots(const ComparisonResult& r, const st
   const std::string d = fs::absolute(dir).string();
   const PasskeyConfig& c = r.config.passkey;
   for (const auto& row : rows) {
-    const std::string base = d + "/" + file_name(row);
+    const std::string name = file_name(row), base = d + "/" + name;
     {
       std::ofstream dat(base + ".dat");
       for (size_t j = 0; j < c.depths.size(); ++j) {
@@ -156,7 +156,7 @@ std::vector<std::string> write_passkey_plots(const ComparisonResult& r, const st
       }
     }
     std::ostringstream gp;
-    gp << "set terminal pngcairo size 760,520 noenhanced font 'Sans,10'\nset output '" << base << ".png'\n"
+    gp << "set terminal pngcairo size 760,520 noenhanced font 'Sans,10'\nset output '" << name << ".png'\n"
        << "set title \"Passkey accuracy, " << row << " (mean over " << r.config.seeds.size() << " seeds; "
        << c.examples << " examples per cell)\"\nset xlabel 'length (x training length " << r.config.base.model.block_size
        << ")'\nset ylabel 'needle depth'\nset cbrange [0:1]\nset palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\n"
@@ -165,12 +165,12 @@ std::vector<std::string> write_passkey_plots(const ComparisonResult& r, const st
     for (size_t i = 0; i < c.multipliers.size(); ++i) gp << (i ? ", " : "") << "'" << c.multipliers[i] << "x' " << i;
     gp << ")\nset ytics (";
     for (size_t j = 0; j < c.depths.size(); ++j) gp << (j ? ", " : "") << "'" << depth_text(c.depths[j]) << "' " << j;
-    gp << ")\nplot '" << base << ".dat' using 1:2:3 with image notitle, '' using 1:2:4 with labels notitle\n";
+    gp << ")\nplot '" << name << ".dat' using 1:2:3 with image notitle, '' using 1:2:4 with labels notitle\n";
     {
       std::ofstream f(base + ".gp");
       f << gp.str();
     }
-    if (markdown::run_gnuplot(base + ".gp") && fs::exists(base + ".png")) drawn.push_back(row);
+    if (markdown::run_gnuplot(d, name + ".gp") && fs::exists(base + ".png")) drawn.push_back(row);
   }
   return drawn;
 }

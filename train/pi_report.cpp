@@ -153,7 +153,7 @@ bool write_pi_plot(const ComparisonResult& r, const std::string& dir) {
   std::ofstream dat(d + "/pi_ppl_vs_length.dat");
   std::ostringstream gp;
   gp << "set terminal pngcairo size " << std::max(900, 560 * cols) << ",480 noenhanced font 'Sans,9'\n"
-     << "set output '" << d << "/pi_ppl_vs_length.png'\nset grid\nset logscale x 2\nset logscale y\nset key top left font ',8'\n"
+     << "set output 'pi_ppl_vs_length.png'\nset grid\nset logscale x 2\nset logscale y\nset key top left font ',8'\n"
      << "set multiplot layout 1," << cols << " title \"Perplexity vs length: RoPE scaled and fine-tuned at M x " << block
      << " tokens (solid) and untuned (dashed)\\n(mean and 95% interval over " << c.seeds.size() << " seeds)\"\n";
   int idx = 0;
@@ -169,7 +169,7 @@ bool write_pi_plot(const ComparisonResult& r, const std::string& dir) {
     }
     dat << "\n\n";
     if (points)
-      plot += std::string(plot.size() > 5 ? ", " : "") + "'" + d + "/pi_ppl_vs_length.dat' index " +
+      plot += std::string(plot.size() > 5 ? ", " : "") + "'pi_ppl_vs_length.dat' index " +
               std::to_string(idx) + " with yerrorlines " + style + " title '" + row + "'";
     ++idx;
   };
@@ -190,7 +190,7 @@ bool write_pi_plot(const ComparisonResult& r, const std::string& dir) {
     std::ofstream f(d + "/pi_ppl_vs_length.gp");
     f << gp.str();
   }
-  return markdown::run_gnuplot(d + "/pi_ppl_vs_length.gp") && fs::exists(d + "/pi_ppl_vs_length.png");
+  return markdown::run_gnuplot(d, "pi_ppl_vs_length.gp") && fs::exists(d + "/pi_ppl_vs_length.png");
 }
 
 std::string pi_markdown(const ComparisonResult& r, bool plot_drawn) {

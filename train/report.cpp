@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "data/fileio.h"
+#include "data/process.h"
+#include "train/interrupt.h"
 #include "train/claims.h"
 #include "train/length_suite_report.h"
 #include "train/pi_report.h"
@@ -98,12 +100,12 @@ std::vector<std::string> write_plots(const ComparisonResult& r, const std::strin
         continue;
       }
       const bool variant = row.find_first_of("+@") != std::string::npos;
-      plot += std::string(plot.size() > 5 ? ", " : "") + "'" + d + "/ppl_vs_length.dat' index " + std::to_string(idx) +
+      plot += std::string(plot.size() > 5 ? ", " : "") + "'ppl_vs_length.dat' index " + std::to_string(idx) +
               " with yerrorlines " + (variant ? "dt 2 lw 1" : "lw 2") + " title '" + row + "'";
       ++idx;
     }
     std::ofstream gp(d + "/ppl_vs_length.gp");
-    gp << kStyle << "set output '" << d << "/ppl_vs_length.png'\nset logscale x 2\nset logscale y\n"
+    gp << kStyle << "set output 'ppl_vs_length.png'\nset logscale x 2\nset logscale y\n"
        << "set xlabel 'evaluation length (tokens); training length " << block << "'\nset ylabel 'validation perplexity'\n"
        << "set title 'Length extrapolation (mean and 95% interval over " << c.seeds.size() << " seeds)'\n" << plot << "\n";
     scripts.push_back("ppl_vs_length");
@@ -118,12 +120,12 @@ std::vector<std::string> write_plots(const ComparisonResult& r, const std::strin
       dat << "# " << m << "\n";
       for (const auto& [step, loss] : u->train_curve) dat << step << " " << loss << "\n";
       dat << "\n\n";
-      plot += std::string(idx ? ", " : "") + "'" + d + "/train_loss.dat' index " + std::to_string(idx) +
+      plot += std::string(idx ? ", " : "") + "'train_loss.dat' index " + std::to_string(idx) +
               " with lines lw 2 title '" + m + "'";
       ++idx;
     }
     std::ofstream gp(d + "/train_loss.gp");
-    gp << kStyle << "set output '" << d << "/train_loss.png'\nset xlabel 'step'\nset ylabel 'training loss'\n"
+    gp << kStyle << "set output 'train_loss.png'\nset xlabel 'step'\nset ylabel 'training loss'\n"
        << "set title 'Training loss (first seed)'\n" << plot << "\n";
     scripts.push_back("train_loss");
   }
@@ -143,12 +145,12 @@ std::vector<std::string> write_plots(const ComparisonResult& r, const std::strin
         dat << i + bucket / 2 << " " << s / static_cast<double>(bucket) << "\n";
       }
       dat << "\n\n";
-      plot += std::string(idx ? ", " : "") + "'" + d + "/per_position_loss.dat' index " + std::to_string(idx) +
+      plot += std::string(idx ? ", " : "") + "'per_position_loss.dat' index " + std::to_string(idx) +
               " with lines lw 2 title '" + m + "'";
       ++idx;
     }
     std::ofstream gp(d + "/per_position_loss.gp");
-    gp << kStyle << "set output '" << d << "/per_position_loss.png'\nset xlabel 'position in the window'\n"
+    gp << kStyle << "set output 'per_position_loss.png'\nset xlabel 'position in the window'\n"
        << "set ylabel 'loss'\nset arrow from " << block << ", graph 0 to " << block << ", graph 1 nohead dt 3\n"
        << "set title 'Loss per position inside a " << c.per_position_multiplier
        << "x window (dotted: training length; first seed)'\n" << plot << "\n";
@@ -160,7 +162,7 @@ std::vector<std::string> write_plots(const ComparisonResult& r, const std::strin
     const int n = static_cast<int>(c.methods.size());
     const int cols = std::min(n, 4), rows_ = (n + cols - 1) / cols;
     gp << "set terminal pngcairo size " << 420 * cols << "," << 330 * rows_ << " noenhanced font 'Sans,9'\n"
-       << "set output '" << d << "/attention_distance.png'\nset multiplot layout " << rows_ << "," << cols
+       << "set output 'attention_distance.png'\nset multiplot layout " << rows_ << "," << cols
        << " title 'Mean attention weight vs query-key distance (per layer, first seed)'\nset logscale y\nset grid\n"
        << "set xlabel 'distance'\n";
     int idx = 0;
@@ -173,7 +175,7 @@ std::vector<std::string> write_plots(const ComparisonResult& r, const std::strin
         for (size_t k = 0; k < u->attention_by_distance[l].size(); ++k)
           if (u->attention_by_distance[l][k] > 0) dat << k << " " << u->attention_by_distance[l][k] << "\n";
         dat << "\n\n";
-        plot += std::string(l ? ", " : "") + "'" + d + "/attention_distance.dat' index " + std::to_string(idx) +
+        plot += std::string(l ? ", " : "") + "'attention_distance.dat' index " + std::to_string(idx) +
                 " with lines lw 2 title 'layer " + std::to_string(l) + "'";
         ++idx;
       }
@@ -184,7 +186,7 @@ std::vector<std::string> write_plots(const ComparisonResult& r, const std::strin
   }
   std::vector<std::string> made;
   for (const auto& s : scripts)
-    if (run_gnuplot(d + "/" + s + ".gp") && fs::exists(d + "/" + s + ".png")) made.push_back(s);
+    if (run_gnuplot(d, s + ".gp") && fs::exists(d + "/" + s + ".png")) made.push_back(s);
   return made;
 }
 
@@ -379,10 +381,31 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
   write_file_atomic(path, md.str());
 }
 
-std::string write_report(const ComparisonResult& r) {
-  const std::string dir = r.config.out_dir;
-  fs::create_directories(dir);
-  if (r.encoder) write_file_atomic(dir + "/encoder_results.csv", encoder_results_csv(*r.encoder));
+namespace {
+
+// A signal (train/interrupt.h) while the report is rendered: nothing of the new report is in place
+// yet, so the previous one stands whole.
+void poll_interrupt(const std::string& dir, const std::string& staging) {
+  if (!interrupt_requested()) return;
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  throw Interrupted(std::string("interrupted by ") + signal_name(interrupt_signal()) + " while writing the report of " +
+                        dir + "; its results.json is complete and the previous report (if any) is kept",
+                    dir, 0, interrupt_signal());
+}
+
+// Renders every output into `staging` (a fresh folder inside the experiment directory), polling for
+// a signal between outputs. Returns the names of the files written there, report.md last.
+std::vector<std::string> render(const ComparisonResult& r, const std::string& dir, const std::string& staging) {
+  std::vector<std::string> files;
+  auto step = [&](const std::string& name) {
+    files.push_back(name);
+    poll_interrupt(dir, staging);
+  };
+  if (r.encoder) {
+    write_file_atomic(staging + "/encoder_results.csv", encoder_results_csv(*r.encoder));
+    step("encoder_results.csv");
+  }
   if (r.config.track == "encoder") {  // no decoder units: the encoder track's section is the report
     POSGRAD_CHECK(r.encoder.has_value(), IoError, dir, ": an encoder-track comparison without encoder results");
     std::ostringstream md;
@@ -391,25 +414,70 @@ std::string write_report(const ComparisonResult& r) {
        << ", " << r.provenance.threads << " threads). Files: `results.json` (under \"encoder\"), "
        << "`encoder_results.csv` (every value per seed).\n\n"
        << encoder_report_markdown(*r.encoder);
-    write_file_atomic(dir + "/report.md", md.str());
-    return dir + "/report.md";
+    write_file_atomic(staging + "/report.md", md.str());
+    step("report.md");
+    return files;
   }
-  write_results_csv(r, dir + "/results.csv");
-  write_cost_csv(r, dir + "/cost.csv");
-  const auto plots = write_plots(r, dir + "/plots");
-  write_suite_csv(r, dir + "/suite.csv");
-  fs::remove(dir + "/plots/suite_accuracy.png");  // a stale plot must not stand for these results
-  write_suite_plots(r, dir + "/plots");
-  write_pi_csv(r, dir + "/pi.csv");
-  fs::remove(dir + "/plots/pi_ppl_vs_length.png");  // likewise
-  write_pi_plot(r, dir + "/plots");
-  write_passkey_csv(r, dir + "/passkey.csv");
-  write_passkey_plots(r, dir + "/plots");
-  write_markdown(r, plots, dir + "/report.md");
+  const std::string plots_dir = staging + "/plots";
+  write_results_csv(r, staging + "/results.csv");
+  step("results.csv");
+  write_cost_csv(r, staging + "/cost.csv");
+  step("cost.csv");
+  const auto plots = write_plots(r, plots_dir);
+  step("plots");
+  write_suite_csv(r, staging + "/suite.csv");
+  write_suite_plots(r, plots_dir);
+  step("suite.csv");
+  write_pi_csv(r, staging + "/pi.csv");
+  write_pi_plot(r, plots_dir);
+  step("pi.csv");
+  write_passkey_csv(r, staging + "/passkey.csv");
+  write_passkey_plots(r, plots_dir);
+  step("passkey.csv");
+  write_markdown(r, plots, staging + "/report.md");
+  step("report.md");
+  return files;
+}
+
+}  // namespace
+
+std::string write_report(const ComparisonResult& r) {
+  const std::string dir = r.config.out_dir;
+  fs::create_directories(dir);
+  // Rendered aside, then moved into place: each file by one rename (atomic), the plots folder
+  // swapped whole (no stale plot stands for new results), report.md last. A render that fails or is
+  // interrupted leaves the previous report as it was.
+  const std::string staging = dir + "/.report-new";
+  fs::remove_all(staging);
+  fs::create_directories(staging + "/plots");
+  std::vector<std::string> files;
+  try {
+    files = render(r, dir, staging);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    throw;
+  }
+  for (const auto& f : files) {
+    if (f == "report.md") continue;
+    if (f == "plots") {
+      const std::string old = dir + "/.plots-old";
+      fs::remove_all(old);
+      if (fs::exists(dir + "/plots")) fs::rename(dir + "/plots", old);
+      fs::rename(staging + "/plots", dir + "/plots");
+      fs::remove_all(old);
+    } else {
+      fs::rename(staging + "/" + f, dir + "/" + f);
+    }
+  }
+  fs::rename(staging + "/report.md", dir + "/report.md");
+  fs::remove_all(staging);
+  fsync_dir(dir);
   return dir + "/report.md";
 }
 
 std::string rerender_report(const std::string& run_dir) {
+  POSGRAD_CHECK(!run_dir.empty(), UsageError, "RUN_DIR is empty: name the experiment directory (it holds results.json)");
   const std::string path = run_dir + "/results.json";
   if (!fs::exists(path)) throw IoError("no results.json in '" + run_dir + "' (run posgrad compare there first)");
   nlohmann::json j;
@@ -420,6 +488,7 @@ std::string rerender_report(const std::string& run_dir) {
   }
   ComparisonResult r = comparison_from_json(j, path);
   r.config.out_dir = run_dir;  // render where the results are, wherever the run was made
+  const DirectoryLock hold(run_dir);  // not while a compare writes there (data/process.h)
   return write_report(r);
 }
 

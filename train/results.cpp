@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "data/fileio.h"
+#include "data/process.h"
 #include "tensor/storage.h"
 #include "train/options.h"
 
@@ -229,13 +230,12 @@ ComparisonResult comparison_from_json(const json& j, const std::string& source) 
 
 namespace {
 
-std::string command_line(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "";
-  char buf[256] = {0};
-  std::string out = fgets(buf, sizeof buf, p) ? buf : "";
-  pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+// The first line of what `argv` printed, when it succeeded; "" otherwise (data/process.h: no shell).
+std::string first_line_of(const std::vector<std::string>& argv) {
+  const ProcessResult r = run_process(argv);
+  if (!r.ok()) return "";
+  std::string out = r.output.substr(0, r.output.find('\n'));
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\r')) out.pop_back();
   return out;
 }
 
@@ -254,7 +254,7 @@ std::string cpu_model() {
 
 Provenance collect_provenance(const CompareConfig& cfg) {
   Provenance p;
-  const std::string git = command_line("git -C '" POSGRAD_SOURCE_DIR "' describe --always --abbrev=12 --dirty 2>/dev/null");
+  const std::string git = first_line_of({"git", "-C", POSGRAD_SOURCE_DIR, "describe", "--always", "--abbrev=12", "--dirty"});
   p.git_commit = git.empty() ? "unknown (not a git checkout)" : git;
   p.cpu = cpu_model();
   __builtin_cpu_init();

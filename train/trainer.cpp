@@ -72,6 +72,8 @@ Trainer::Trainer(TrainConfig cfg, bool resume, dist::Communicator* comm) : cfg_(
     dp_ = std::make_unique<DataParallel>(*comm, cfg_.batch_size);
     writes_ = comm->is_root();
   }
+  // One writer per run directory: a second process fails here, before it reads or writes anything.
+  if (writes_) lock_ = std::make_unique<DirectoryLock>(cfg_.out_dir);
   if (resume) {
     // The checkpoint defines the model and the data: every option fixed on resume must match.
     const TrainConfig saved = read_checkpoint_config(cfg_.out_dir);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/dataset.h"
+#include "data/process.h"
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
 #include "tensor/options.h"
@@ -64,6 +65,8 @@ class Trainer {
   // process, training is data-parallel over it (train/data_parallel.h): every rank builds the same
   // model and reads the same checkpoint, and only rank 0 writes (config.json, metrics.jsonl,
   // checkpoints) and evaluates; UsageError when --batch-size is smaller than the number of processes.
+  // The writer holds cfg.out_dir for its lifetime (DirectoryLock, data/process.h): IoError naming the
+  // directory and the holder's pid when another process holds it. The other ranks share rank 0's hold.
   Trainer(TrainConfig cfg, bool resume, dist::Communicator* comm = nullptr);
   ~Trainer();
 
@@ -111,6 +114,7 @@ class Trainer {
   std::vector<std::pair<int64_t, double>> train_curve_, val_curve_;
   std::unique_ptr<DataParallel> dp_;  // null: one process
   bool writes_ = true;                // rank 0 (or the one process) writes files and evaluates
+  std::unique_ptr<DirectoryLock> lock_;  // the writer's hold on out_dir (data/process.h)
 
  public:
   // The data-parallel state (null for one process), for benchmarks.

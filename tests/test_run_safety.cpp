@@ -1,0 +1,264 @@
+// test_run_safety.cpp — nothing injected, nothing lost: external programs start from an argument
+// vector (a directory name holding quotes, $(...), backticks, spaces and a newline gets its plots
+// and runs nothing), one writer per run directory (a second process is refused with the holder's
+// pid; the kernel releases a dead holder's hold), and a signal while the report is written keeps the
+// previous report whole.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/fileio.h"
+#include "data/process.h"
+#include "support/process.h"
+#include "support/test_util.h"
+#include "train/compare.h"
+#include "train/interrupt.h"
+#include "train/report.h"
+#include "train/results.h"
+
+using namespace posgrad;
+using posgrad::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every shell metacharacter that matters, and a newline: a shell that saw this name would create
+// `pwned-*` files in the working directory (or the test's directory).
+std::string hostile_name(const TempDir& d) {
+  return "it's \"a\" $(touch " + d.str("pwned-subst") + ") `touch " + d.str("pwned-tick") + "`; touch " +
+         d.str("pwned-semi") + " '\nline two";
+}
+
+bool has_gnuplot() { return run_process({"gnuplot", "--version"}).ok(); }
+
+std::vector<std::string> pwned(const TempDir& d) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(d.path))
+    if (e.path().filename().string().rfind("pwned", 0) == 0) found.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(fs::current_path()))
+    if (e.path().filename().string().rfind("pwned", 0) == 0) found.push_back(e.path().string());
+  return found;
+}
+
+train::CompareConfig tiny(const TempDir& d, const std::string& out) {
+  const std::string corpus = d.str("corpus.txt");
+  if (!fs::exists(corpus)) {
+    std::ofstream os(corpus);
+    os << "the quick brown fox jumps over the lazy dog.\n";
+    for (int i = 0; i < 300; ++i) os << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
+  }
+  train::CompareConfig c = train::compare_preset("tiny");
+  c.base.corpus = corpus;
+  c.base.threads = 2;
+  c.methods = {"rope", "alibi"};
+  c.seeds = {1};
+  c.suite_tasks = {"reverse_string"};
+  c.passkey.iters = 0;
+  c.out_dir = d.str(out);
+  return c;
+}
+
+}  // namespace
+
+TEST(RunProcess, ArgumentsReachTheProgramVerbatim) {
+  TempDir d;
+  const std::string name = hostile_name(d);
+  const ProcessResult r = run_process({"printf", "%s", name});
+  ASSERT_TRUE(r.ok()) << r.output;
+  EXPECT_EQ(r.output, name);
+  EXPECT_TRUE(pwned(d).empty());
+  // The working directory is taken as a path, whatever its name.
+  fs::create_directories(d.str(name));
+  const ProcessResult pwd = run_process({"pwd", "-P"}, d.str(name));
+  ASSERT_TRUE(pwd.ok()) << pwd.output;
+  EXPECT_EQ(pwd.output, fs::canonical(d.str(name)).string() + "\n");
+  EXPECT_TRUE(pwned(d).empty());
+}
+
+TEST(RunProcess, FailuresAreReportedNotThrown) {
+  const ProcessResult missing = run_process({"posgrad-no-such-program-xyz"});
+  EXPECT_FALSE(missing.started);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.output.find("posgrad-no-such-program-xyz"), std::string::npos);
+  const ProcessResult fails = run_process({"sh", "-c", "echo out; echo err >&2; exit 7"});
+  EXPECT_TRUE(fails.started);
+  EXPECT_EQ(fails.exit_status, 7);
+  EXPECT_NE(fails.output.find("out"), std::string::npos);
+  EXPECT_NE(fails.output.find("err"), std::string::npos);
+  const ProcessResult capped = run_process({"head", "-c", "100000", "/dev/zero"}, "", 10);
+  EXPECT_TRUE(capped.ok());
+  EXPECT_EQ(capped.output.size(), 10u);  // the rest was read and dropped: the program did not block
+  TempDir d;
+  const ProcessResult no_dir = run_process({"true"}, d.str("does-not-exist"));
+  EXPECT_FALSE(no_dir.ok());
+  EXPECT_THROW(run_process({}), std::invalid_argument);
+}
+
+TEST(RunSafety, HostileDirectoryNameGetsItsPlotsAndRunsNothing) {
+  TempDir d;
+  auto c = tiny(d, hostile_name(d));
+  train::run_compare(c);
+  EXPECT_TRUE(pwned(d).empty()) << "a shell ran part of the directory's name";
+  ASSERT_TRUE(fs::exists(c.out_dir + "/report.md"));
+  if (has_gnuplot()) {
+    for (const char* p : {"ppl_vs_length", "train_loss", "per_position_loss", "attention_distance", "suite_accuracy",
+                          "pi_ppl_vs_length"})
+      EXPECT_TRUE(fs::exists(c.out_dir + "/plots/" + p + ".png")) << p;
+    const std::string md = read_file(c.out_dir + "/report.md");
+    EXPECT_EQ(md.find("could not be drawn"), std::string::npos);
+  }
+  // `posgrad report` on the same directory: the same plots again, nothing run.
+  for (const auto& e : fs::directory_iterator(c.out_dir + "/plots")) fs::remove(e.path());
+  train::rerender_report(c.out_dir);
+  EXPECT_TRUE(pwned(d).empty());
+  if (has_gnuplot()) EXPECT_TRUE(fs::exists(c.out_dir + "/plots/ppl_vs_length.png"));
+  // No staging folder is left behind.
+  EXPECT_FALSE(fs::exists(c.out_dir + "/.report-new"));
+  EXPECT_FALSE(fs::exists(c.out_dir + "/.plots-old"));
+}
+
+TEST(DirectoryLock, HoldsArePerProcessAndCounted) {
+  TempDir d;
+  const std::string dir = d.str("run");
+  {
+    DirectoryLock a(dir);
+    EXPECT_TRUE(fs::exists(dir + "/.posgrad.lock"));
+    EXPECT_EQ(read_file(dir + "/.posgrad.lock"), std::to_string(::getpid()) + "\n");
+    {
+      DirectoryLock b(d.str("run/../run"));  // the same directory, spelled otherwise: shared
+    }
+    // Still held after the inner one: another process is refused.
+    const pid_t child = fork();
+    if (child == 0) {
+      try {
+        DirectoryLock c(dir);
+        _exit(0);
+      } catch (const IoError& e) {
+        const std::string m = e.what();
+        _exit(m.find("process " + std::to_string(getppid())) != std::string::npos && m.find(dir) != std::string::npos ? 3 : 4);
+      }
+    }
+    int st = 0;
+    waitpid(child, &st, 0);
+    EXPECT_EQ(test::decode_status(st), 3) << "the child was not refused with the holder's pid and the directory";
+  }
+  const pid_t child = fork();  // released with the last hold
+  if (child == 0) {
+    try {
+      DirectoryLock c(dir);
+      _exit(0);
+    } catch (...) {
+      _exit(4);
+    }
+  }
+  int st = 0;
+  waitpid(child, &st, 0);
+  EXPECT_EQ(test::decode_status(st), 0);
+}
+
+TEST(DirectoryLock, TheKernelReleasesADeadHoldersHold) {
+  TempDir d;
+  const std::string dir = d.str("run");
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    try {
+      DirectoryLock hold(dir);
+      (void)!write(ready[1], "x", 1);
+      pause();  // until SIGKILL: no destructor runs
+    } catch (...) {
+    }
+    _exit(1);
+  }
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  try {
+    DirectoryLock mine(dir);
+    ADD_FAILURE() << "granted while the child holds it";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("process " + std::to_string(child)), std::string::npos) << e.what();
+  }
+  kill(child, SIGKILL);
+  int st = 0;
+  waitpid(child, &st, 0);
+  DirectoryLock mine(dir);  // the hold died with its holder
+  close(ready[0]);
+  close(ready[1]);
+}
+
+TEST(DirectoryLock, ASecondCompareOrTrainOnOneDirectoryIsRefused) {
+  POSGRAD_REQUIRE_BIN();
+  TempDir d;
+  test::write_corpus(d);
+  // A training long enough to be caught running; SIGTERM ends it once the second one was refused.
+  test::Background first("train --preset tiny --corpus " + d.str("corpus.txt") + " --max-iters 100000 --eval-interval 100000 "
+                         "--out-dir " + d.str("run") + " --threads 1",
+                         d.str("first.err"));
+  ASSERT_TRUE(first.wait_for("step")) << test::slurp(d.str("first.err"));
+  const test::Proc second = test::run_posgrad("train --out-dir " + d.str("run") + " --resume --threads 1");
+  EXPECT_EQ(second.status, 1) << second.err;
+  EXPECT_NE(second.err.find(d.str("run")), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("process " + std::to_string(first.pid)), std::string::npos) << second.err;
+  kill(first.pid, SIGTERM);
+  EXPECT_EQ(first.wait(), 130);
+  // The same for compare: the first holds the experiment directory while it trains its units.
+  test::Background cmp("compare --preset tiny --methods rope --seeds 1 --corpus " + d.str("corpus.txt") +
+                           " --max-iters 100000 --out-dir " + d.str("cmp") + " --threads 1",
+                       d.str("cmp.err"));
+  ASSERT_TRUE(cmp.wait_for("seed 1] training")) << test::slurp(d.str("cmp.err"));
+  const test::Proc other = test::run_posgrad("compare --preset tiny --methods rope --seeds 1 --corpus " +
+                                             d.str("corpus.txt") + " --max-iters 100000 --out-dir " + d.str("cmp") +
+                                             " --threads 1");
+  EXPECT_EQ(other.status, 1) << other.err;
+  EXPECT_NE(other.err.find("process " + std::to_string(cmp.pid)), std::string::npos) << other.err;
+  const test::Proc report = test::run_posgrad("report " + d.str("cmp"));
+  EXPECT_NE(report.status, 0) << report.err;  // no results yet, and the directory is held
+  kill(cmp.pid, SIGTERM);
+  EXPECT_EQ(cmp.wait(), 130);
+}
+
+TEST(RunSafety, ASignalWhileTheReportIsWrittenKeepsThePreviousReport) {
+  TempDir d;
+  auto c = tiny(d, "a");
+  train::run_compare(c);
+  const std::string md = read_file(c.out_dir + "/report.md"), csv = read_file(c.out_dir + "/results.csv");
+  std::vector<std::string> plots;
+  for (const auto& e : fs::directory_iterator(c.out_dir + "/plots")) plots.push_back(e.path().filename().string());
+  train::install_interrupt_handlers();
+  raise(SIGINT);  // recorded by the handler: the render sees it at its first check
+  ASSERT_TRUE(train::interrupt_requested());
+  try {
+    train::rerender_report(c.out_dir);
+    ADD_FAILURE() << "the interrupted render returned";
+  } catch (const train::Interrupted& e) {
+    EXPECT_EQ(e.signal, SIGINT);
+    EXPECT_EQ(e.run_dir, c.out_dir);
+    EXPECT_NE(std::string(e.what()).find("previous report"), std::string::npos) << e.what();
+  }
+  train::clear_interrupt();
+  signal(SIGINT, SIG_DFL);
+  EXPECT_EQ(read_file(c.out_dir + "/report.md"), md);
+  EXPECT_EQ(read_file(c.out_dir + "/results.csv"), csv);
+  std::vector<std::string> after;
+  for (const auto& e : fs::directory_iterator(c.out_dir + "/plots")) after.push_back(e.path().filename().string());
+  std::sort(plots.begin(), plots.end());
+  std::sort(after.begin(), after.end());
+  EXPECT_EQ(after, plots);
+  EXPECT_FALSE(fs::exists(c.out_dir + "/.report-new"));
+  // Uninterrupted, the same report again.
+  train::rerender_report(c.out_dir);
+  EXPECT_EQ(read_file(c.out_dir + "/results.csv"), csv);
+}
+
+TEST(RunSafety, ReportRefusesAnEmptyDirectoryName) {
+  POSGRAD_REQUIRE_BIN();
+  const test::Proc p = test::run_posgrad("report ''");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_NE(p.err.find("RUN_DIR is empty"), std::string::npos) << p.err;
+}
