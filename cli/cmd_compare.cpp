@@ -10,6 +10,20 @@
 
 namespace posgrad::cli {
 
+namespace {
+
+// A signal after the last point that checks for one (the report's files moving into place): the work
+// is complete, but the run still ends as interrupted runs do (130), saying so.
+void late_signal(const std::string& dir) {
+  if (!train::interrupt_requested()) return;
+  throw train::Interrupted(std::string(train::signal_name(train::interrupt_signal())) +
+                               " arrived as the report was being put in place; everything in " + dir +
+                               " is complete (running the command again re-renders it)",
+                           dir, 0, train::interrupt_signal());
+}
+
+}  // namespace
+
 void add_compare(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "compare", "Train the same model with each position encoding and measure perplexity, accuracy, extrapolation, "
@@ -46,6 +60,7 @@ void add_compare(CLI::App& app) {
     // Under mpirun / srun with several processes the units are shared among them (rank 0 reports).
     std::string report = train::run_compare(cfg);
     if (!report.empty()) spdlog::info("report: {}", report);
+    late_signal(cfg.out_dir);
   });
 }
 
@@ -60,6 +75,7 @@ void add_report(CLI::App& app) {
     require_single_process("report");
     train::install_interrupt_handlers();  // a signal while rendering: exit 130, the previous report kept
     spdlog::info("report: {}", train::rerender_report(*dir));
+    late_signal(*dir);
   });
 }
 
