@@ -233,7 +233,11 @@ void add_eval(CLI::App& app) {
   auto config = std::make_shared<std::string>();
   sub->add_option("--config", *config, "JSON file of option values (keys: the option names)");
   auto given = add_table(sub, train::eval_options(), train::EvalOptions{});
-  sub->footer(exit_status_help());
+  sub->footer("The run's corpus is read from the absolute path recorded at training, from any working directory; "
+              "when that file's size or FNV-1a hash differs from the recorded ones, eval refuses it (exit 1, naming "
+              "both). Non-finite scores (a NaN weight) exit 3. A learned table's positions past the training "
+              "length print n/a.\n\n" +
+              exit_status_help());
   collect_extras(sub);
   sub->callback([sub, config, given] {
     check_extras(sub);

@@ -79,7 +79,8 @@ EncoderTrackResult run_compare_encoder_track(const CompareConfig& cfg) {
   const auto& tok = d.tokenizer;
   // The text by absolute path and content hash, saved with each encoder: posgrad eval reads the same
   // file from any directory and refuses it once changed (not a setting: results are unaffected).
-  for (const auto& [k, v] : data::corpus_record(cfg.base.corpus, cfg.base.data_dir, d.text).items()) ec.corpus[k] = v;
+  const nlohmann::json record = data::corpus_record(cfg.base.corpus, cfg.base.data_dir, d.text);
+  for (const auto& [k, v] : record.items()) ec.corpus[k] = v;
   spdlog::info("=== encoder track: {} methods x {} seeds, masked-LM {} steps, {} tasks x {} steps ===",
                ec.methods.size(), ec.seeds.size(), ec.mlm_iters, ec.tasks.size(), ec.task_iters);
   EncoderTrackResult r = run_encoder_track(ec, ds, *tok, true, cfg.out_dir + "/encoder");
