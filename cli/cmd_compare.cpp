@@ -40,7 +40,8 @@ void add_compare(CLI::App& app) {
   sub->add_option("--config", *config, "JSON file of option values (keys: the option names); applied after the preset");
   auto dry_run = std::make_shared<bool>(false);
   sub->add_flag("--dry-run", *dry_run,
-                "Resolve and validate the configuration (memory included), print it (JSON) and exit");
+                "Resolve and validate the configuration (memory included) and the corpus against it (loaded and tokenised: "
+                "every refusal of the real run before training), print it (JSON) and exit");
   auto given = add_table(sub, train::compare_options(), train::compare_preset("quick"));
   sub->footer("Defaults shown are the 'quick' preset's.\n\n" + exit_status_help());
   collect_extras(sub);
@@ -53,6 +54,7 @@ void add_compare(CLI::App& app) {
     if (*dry_run) {
       cfg.validate();
       train::check_same_experiment(cfg);  // what the run would refuse in an existing --out-dir
+      train::check_compare_data(cfg);     // and what it would refuse of the corpus, before training
       fmt::print("{}\n", cfg.to_json().dump(2));
       return;
     }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 
@@ -96,7 +97,21 @@ struct RunModel {
   Generator init{0}, dropout{0};
   std::unique_ptr<nn::GPT> model;
   int64_t step = 0;
+  nlohmann::json corpus;  // data::corpus_record of the text trained on (null: an older checkpoint)
 };
+
+// Neither kind of run in `dir`: say what each kind would hold (IoError, exit 1).
+void require_some_run(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir + "/encoder.safetensors", ec) || fs::exists(dir + "/checkpoint", ec) ||
+      fs::exists(dir + "/checkpoint.old", ec))
+    return;
+  throw IoError("no run in '" + dir + "'" + (fs::exists(dir, ec) ? "" : " (no such directory)") +
+                ": a decoder run (posgrad train, or <compare out_dir>/<method>/seed<k>) holds checkpoint/state.json; "
+                "an encoder of posgrad compare --track encoder|both holds encoder.safetensors, in "
+                "<compare out_dir>/encoder/<method>/seed<k>");
+}
 
 // longest_context(cfg): the longest sequence the caller will run, from the run's configuration.
 RunModel load_run(const std::string& dir, const std::string& device,
@@ -124,6 +139,7 @@ RunModel load_run(const std::string& dir, const std::string& device,
   r.model->load_state_dict(ck.model);
   r.model->to(dev);
   r.step = ck.state.step;
+  r.corpus = ck.state.corpus;
   return r;
 }
 
@@ -141,8 +157,12 @@ void eval_encoder(const train::EvalOptions& o) {
   const std::vector<int64_t> ctx = o.contexts.empty() ? std::vector<int64_t>{L, 2 * L, 4 * L} : o.contexts;
   std::string text;
   try {
-    text = data::load_corpus(enc->corpus.at("corpus").get<std::string>(), enc->corpus.value("data_dir", ""),
-                             enc->corpus.at("max_corpus_bytes").get<int64_t>());
+    const int64_t max_bytes = enc->corpus.at("max_corpus_bytes").get<int64_t>();
+    // Recorded by absolute path and content hash: read from any directory, refused when it changed.
+    text = enc->corpus.contains("path")
+               ? data::load_recorded_corpus(enc->corpus, max_bytes, "the encoder in '" + o.run + "'")
+               : data::load_corpus(enc->corpus.at("corpus").get<std::string>(), enc->corpus.value("data_dir", ""),
+                                   max_bytes);
   } catch (const nlohmann::json::exception& e) {
     throw IoError(o.run + "/encoder.safetensors: malformed corpus record (" + e.what() + ")");
   }
@@ -153,13 +173,24 @@ void eval_encoder(const train::EvalOptions& o) {
                        std::to_string(ds.val().size()) + " validation tokens");
   fmt::print("run {} (encoder, pos={}, masked LM, pretrained at {} tokens)\n{:>8} {:>10} {:>12} {:>8} {:>8}\n", o.run,
              enc->method, L, "context", "mlm-loss", "mlm-accuracy", "windows", "masked");
+  // A learned table's rows past the pretraining length were never trained: no number from them.
+  const int64_t trained = enc->model->backbone->position_encoding().trained_max_length(L);
   for (int64_t c : ctx) {
     if (c > positions) {
       fmt::print("{:>8} {:>10} {:>12} {:>8} {:>8}   (beyond the encoder's {} positions)\n", c, "n/a", "n/a", 0, 0,
                  positions);
       continue;
     }
+    if (trained >= 0 && c > trained) {
+      fmt::print("{:>8} {:>10} {:>12} {:>8} {:>8}   (positions past {} were never trained)\n", c, "n/a", "n/a", 0, 0,
+                 trained);
+      continue;
+    }
     const train::MlmScore s = train::evaluate_mlm(*enc->model, ds.val(), c, o.windows, 16, 0);
+    if (!std::isfinite(s.loss))
+      throw train::NonFiniteLoss("the encoder in '" + o.run + "' gives a non-finite masked-token loss (" +
+                                 std::to_string(s.loss) + ") at " + std::to_string(c) +
+                                 " tokens: its weights or logits are not finite");
     fmt::print("{:>8} {:>10.4f} {:>12.4f} {:>8} {:>8}\n", c, s.loss, s.accuracy, s.windows, s.masked);
   }
 }
@@ -206,12 +237,17 @@ void add_eval(CLI::App& app) {
   auto config = std::make_shared<std::string>();
   sub->add_option("--config", *config, "JSON file of option values (keys: the option names)");
   auto given = add_table(sub, train::eval_options(), train::EvalOptions{});
-  sub->footer(exit_status_help());
+  sub->footer("The run's corpus is read from the absolute path recorded at training, from any working directory; "
+              "when that file's size or FNV-1a hash differs from the recorded ones, eval refuses it (exit 1, naming "
+              "both). Non-finite scores (a NaN weight) exit 3. A learned table's positions past the training "
+              "length print n/a.\n\n" +
+              exit_status_help());
   collect_extras(sub);
   sub->callback([sub, config, given] {
     check_extras(sub);
     require_single_process("eval");
     const auto o = resolve_simple(train::eval_options(), *config, *given);
+    require_some_run(o.run);
     if (std::filesystem::exists(o.run + "/encoder.safetensors") && !std::filesystem::exists(o.run + "/checkpoint"))
       return eval_encoder(o);
     // The default lengths are 1, 2 and 4 times the run's training length.
@@ -222,7 +258,10 @@ void add_eval(CLI::App& app) {
       return *std::max_element(ctx.begin(), ctx.end());
     });
     const int64_t block = r.cfg.model.block_size;
-    std::string text = data::load_corpus(r.cfg.corpus, r.cfg.data_dir, r.cfg.max_corpus_bytes);
+    // Recorded by absolute path and content hash: read from any directory, refused when it changed.
+    std::string text = r.corpus.is_null()
+                           ? data::load_corpus(r.cfg.corpus, r.cfg.data_dir, r.cfg.max_corpus_bytes)
+                           : data::load_recorded_corpus(r.corpus, r.cfg.max_corpus_bytes, "the run in '" + o.run + "'");
     data::TokenDataset ds(text, *r.tok, block);
     for (int64_t c : ctx)  // every length checked before anything is printed
       if (static_cast<int64_t>(ds.val().size()) < c + 1)
@@ -238,6 +277,9 @@ void add_eval(CLI::App& app) {
         continue;
       }
       train::EvalResult e = train::evaluate_tokens(*r.model, ds.val(), c, o.windows, 0, Device::parse(o.device));
+      if (!std::isfinite(e.loss))
+        throw train::NonFiniteLoss("the run in '" + o.run + "' gives a non-finite loss (" + std::to_string(e.loss) +
+                                   ") at context " + std::to_string(c) + ": its weights or logits are not finite");
       fmt::print("{:>8} {:>10.4f} {:>12.3f} {:>10.4f} {:>8}\n", c, e.loss, e.perplexity, e.accuracy, e.windows);
     }
   });

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "data/fileio.h"
 #include "tensor/errors.h"
 
 namespace posgrad::data {
@@ -84,6 +85,35 @@ std::string load_corpus(const std::string& spec, const std::string& data_dir, in
                                   "POSGRAD_DATA_DIR / --data-dir to its directory)", max_bytes);
   }
   return read_corpus_file(path, " (corpus names: kjv, shakespeare; anything else is a file path)", max_bytes);
+}
+
+nlohmann::json corpus_record(const std::string& spec, const std::string& data_dir, std::string_view text) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(corpus_path(spec, data_dir), ec);
+  if (ec) throw IoError("cannot resolve the corpus path '" + corpus_path(spec, data_dir) + "': " + ec.message());
+  return {{"path", abs.lexically_normal().string()},
+          {"bytes", static_cast<int64_t>(text.size())},
+          {"fnv1a64", hex64(fnv1a64(text))}};
+}
+
+std::string load_recorded_corpus(const nlohmann::json& record, int64_t max_bytes, const std::string& who) {
+  std::string path, want_hash;
+  int64_t want_bytes = 0;
+  try {
+    path = record.at("path").get<std::string>();
+    want_bytes = record.at("bytes").get<int64_t>();
+    want_hash = record.at("fnv1a64").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(who + ": malformed corpus record (" + e.what() + ")");
+  }
+  std::string text = read_corpus_file(path, " (the corpus " + who + " was trained on)", max_bytes);
+  const std::string got_hash = hex64(fnv1a64(text));
+  const int64_t got_bytes = static_cast<int64_t>(text.size());
+  if (got_bytes != want_bytes || got_hash != want_hash)
+    throw IoError("corpus '" + path + "' has changed since " + who + " was trained on it: recorded " +
+                  std::to_string(want_bytes) + " bytes, fnv1a64 " + want_hash + "; now " + std::to_string(got_bytes) +
+                  " bytes, fnv1a64 " + got_hash + " (the scores would be of other text: restore the file, or train again)");
+  return text;
 }
 
 }  // namespace posgrad::data

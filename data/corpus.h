@@ -9,6 +9,9 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
 
 namespace posgrad::data {
 
@@ -25,5 +28,15 @@ std::string corpus_path(const std::string& spec, const std::string& data_dir = "
 // symbolic links are followed), empty, or larger than max_bytes (checked before reading).
 std::string load_corpus(const std::string& spec, const std::string& data_dir = "",
                         int64_t max_bytes = int64_t{1} << 30);
+
+// ---- provenance: which file a model was trained on, so that a later evaluation reads the same text --------
+// {"path": the absolute, normalised path of the file `spec` names (symbolic links kept), "bytes": text.size(),
+// "fnv1a64": 16 hex digits of FNV-1a over text (data/fileio.h)} of the text loaded from spec.
+nlohmann::json corpus_record(const std::string& spec, const std::string& data_dir, std::string_view text);
+// The text at record["path"] (an absolute path: any working directory reads the same file), loaded as
+// load_corpus does (max_bytes), after checking it is the text recorded: IoError naming the path, `who`
+// (the model that was trained on it) and what differs — bytes and fnv1a64, recorded and now — when the
+// file has changed since; IoError when the record is malformed. posgrad eval refuses a changed corpus.
+std::string load_recorded_corpus(const nlohmann::json& record, int64_t max_bytes, const std::string& who);
 
 }  // namespace posgrad::data

@@ -257,8 +257,12 @@ TEST(Cli, UnknownOptionsAndConfigKeysNameTheNearest) {
 
 TEST(Cli, SubcommandsResolveTheirOwnPresets) {
   POSGRAD_REQUIRE_BIN();
+  // --dry-run loads the corpus (every refusal of the real run): a corpus here, without the passkey
+  // template's letters, hence --passkey-iters 0 (neither option is what this test reads back).
+  TempDir d;
+  const std::string corpus = write_corpus(d);
   for (const std::string preset : {"quick", "full", "tiny"}) {
-    Proc p = run_posgrad("compare --dry-run --preset " + preset);
+    Proc p = run_posgrad("compare --dry-run --passkey-iters 0 --corpus " + corpus + " --preset " + preset);
     ASSERT_EQ(p.status, 0) << preset << "\n" << p.err;
     const auto j = nlohmann::json::parse(p.out);
     EXPECT_EQ(j["out_dir"], train::compare_preset(preset).out_dir);
@@ -273,8 +277,6 @@ TEST(Cli, SubcommandsResolveTheirOwnPresets) {
   EXPECT_EQ(p.status, 2);
   EXPECT_TRUE(contains(p.err, "--preset")) << p.err;
   // Every encoding option is reachable from the command line.
-  TempDir d;
-  const std::string corpus = write_corpus(d);
   p = run_posgrad("train --dry-run --corpus " + corpus + " --pos rope --rope-scaling llama3 --rope-scaling-factor 8 "
                   "--rope-llama3-low-freq-factor 2 --rope-llama3-high-freq-factor 6 --rope-yarn-beta-fast 16 "
                   "--sinusoidal-scale-embedding false --t5-num-buckets 16");
@@ -551,4 +553,69 @@ TEST(Cli, TrainEvalSampleAndConfigFiles) {
   Proc bad = run_posgrad("train --config " + d.str("missing.json"));
   EXPECT_EQ(bad.status, 1);
   EXPECT_TRUE(contains(bad.err, "missing.json' does not exist")) << bad.err;
+}
+
+// ---- issue 22: the decoder's eval reads the recorded corpus and refuses non-finite scores -----------------
+
+// The checkpoint records the corpus by absolute path and content hash: eval works from another
+// directory than the run's (a relative --corpus), refuses the corpus once it changed (exit 1, naming
+// the recorded and current size and hash), and a NaN weight written through the checkpoint library
+// (checksums kept consistent) makes eval exit 3 instead of printing nan.
+TEST(EvalCommand, RecordedCorpusAndNonFiniteScores) {
+  POSGRAD_REQUIRE_BIN();
+  TempDir tmp;
+  const std::string corpus = write_corpus(tmp);
+  const std::string original = test::slurp(corpus);
+  fs::create_directories(tmp.str("elsewhere"));
+  Proc p = run_posgrad("train --preset tiny --max-iters 2 --eval-interval 2 --corpus corpus.txt --out-dir run", tmp.str());
+  ASSERT_EQ(p.status, 0) << p.err;
+  const train::LoadedCheckpoint ck0 = train::read_checkpoint(tmp.str("run"), false);
+  EXPECT_EQ(ck0.state.corpus.at("path").get<std::string>(), corpus);
+  EXPECT_EQ(ck0.state.corpus.at("bytes").get<int64_t>(), static_cast<int64_t>(original.size()));
+  EXPECT_EQ(ck0.state.corpus.at("fnv1a64").get<std::string>(), hex64(fnv1a64(original)));
+  p = run_posgrad("eval --run " + tmp.str("run") + " --windows 2", tmp.str("elsewhere"));
+  EXPECT_EQ(p.status, 0) << p.err;
+  { std::ofstream(corpus, std::ios::app) << "x"; }
+  p = run_posgrad("eval --run " + tmp.str("run") + " --windows 2", tmp.str("elsewhere"));
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_TRUE(contains(p.err, "corpus '" + corpus + "' has changed since the run in")) << p.err;
+  EXPECT_TRUE(contains(p.err, "recorded " + std::to_string(original.size()) + " bytes, fnv1a64 " +
+                                  hex64(fnv1a64(original)) + "; now " + std::to_string(original.size() + 1) + " bytes"))
+      << p.err;
+  { std::ofstream(corpus, std::ios::binary) << original; }
+  // a NaN weight, saved with the library's own writer (state.json's checksums follow)
+  train::LoadedCheckpoint ck = train::read_checkpoint(tmp.str("run"), true);
+  for (auto& [name, t] : ck.model)
+    if (name.find("weight") != std::string::npos) {
+      auto v = t.to_vector();
+      v[0] = std::numeric_limits<double>::quiet_NaN();
+      t = Tensor::from_vector(v, t.shape(), t.dtype());
+      break;
+    }
+  train::write_checkpoint(tmp.str("run"), ck.state, ck.model, ck.optimizer);
+  p = run_posgrad("eval --run " + tmp.str("run") + " --windows 2");
+  EXPECT_EQ(p.status, 3) << p.out << p.err;
+  EXPECT_TRUE(contains(p.err, "gives a non-finite loss")) << p.err;
+  // no run at all: the message names both kinds of run
+  p = run_posgrad("eval --run " + tmp.str("nothing"));
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_TRUE(contains(p.err, "no run in '" + tmp.str("nothing") + "' (no such directory)")) << p.err;
+}
+
+// --encoder-lr: the option table's range is the encoder track's, (0, 1), in --help and the parser.
+TEST(EvalCommand, EncoderLrRangeMatchesTheTrack) {
+  POSGRAD_REQUIRE_BIN();
+  TempDir tmp;
+  const std::string corpus = write_corpus(tmp);
+  Proc p = run_posgrad("compare --help");
+  const size_t at = p.out.find("--encoder-lr");
+  ASSERT_NE(at, std::string::npos) << p.out;
+  const std::string help_line = p.out.substr(at, p.out.find('\n', at) - at);
+  EXPECT_FALSE(contains(help_line, "(0, 1]")) << help_line;
+  EXPECT_TRUE(contains(help_line, "(0, 1)")) << help_line;
+  p = run_posgrad("compare --preset tiny --track encoder --encoder-lr 1 --dry-run --corpus " + corpus);
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_TRUE(contains(p.err, "--encoder-lr")) << p.err;
+  p = run_posgrad("compare --preset tiny --track encoder --encoder-lr 0.5 --dry-run --corpus " + corpus);
+  EXPECT_EQ(p.status, 0) << p.err;
 }

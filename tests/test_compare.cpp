@@ -11,9 +11,11 @@
 #include "data/fileio.h"
 #include "nn/posenc/position_encoding.h"
 #include "support/claim_verdict.h"
+#include "support/process.h"
 #include "support/test_util.h"
 #include "train/claims.h"
 #include "train/compare.h"
+#include "train/compare_eval.h"
 #include "train/report.h"
 #include "train/results.h"
 
@@ -308,4 +310,88 @@ TEST(HalfPrecision, RoundingToBf16AndFp16IsToNearestEven) {
   EXPECT_EQ(nn::round_to_bf16(1.0 / 3.0), 0.333984375);
   EXPECT_EQ(nn::round_to_bf16(-3.0), -3.0);
   EXPECT_EQ(nn::round_to_bf16(0.0), 0.0);
+}
+
+// ---- issue 22: every refusal of the real run, before training, and --dry-run refuses the same --------------
+
+namespace {
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+std::string repeated(const std::string& line, int n) {
+  std::string t;
+  for (int i = 0; i < n; ++i) t += line;
+  return t;
+}
+
+}  // namespace
+
+// Table: each case is refused by the real run before anything is trained or written, and --dry-run
+// refuses it with the same exit status and message.
+TEST(CompareDryRun, RefusesEverythingTheRealRunRefuses) {
+  POSGRAD_REQUIRE_BIN();
+  struct Case {
+    std::string name, corpus_text, args;
+    int status;
+    std::string message;
+  };
+  const std::string fox = "the quick brown fox jumps over the lazy dog.\n";
+  const std::vector<Case> cases = {
+      {"passkey template letters missing from the corpus", repeated("0123 4567 89\n", 400),
+       "--track decoder --methods none", 2, "cannot encode the template text"},
+      {"decoder corpus shorter than the block", repeated(fox, 2), "--track decoder --methods none --passkey-iters 0",
+       2, "corpus too short for block 16"},
+      {"encoder corpus too short for the longest evaluation", repeated(fox, 8), "--track encoder --methods none", 2,
+       "(--encoder-length 16 x the largest of --encoder-multipliers, 4, + 1)"},
+      {"line_word without a newline", repeated("the quick brown fox ", 200), "--track encoder --methods none", 2,
+       "--encoder-tasks line_word cannot run on this corpus"},
+      {"PI multiplier not evaluated", repeated(fox, 400), "--track decoder --methods rope --pi-multipliers 8", 2,
+       "--pi-multipliers 8 is not among --eval-multipliers (1,2,4)"},
+      {"PI scaling impossible at 2 rotary channels", repeated(fox, 400),
+       "--track decoder --methods rope --passkey-iters 0 --pi-scalings ntk --rope-fraction 0.25", 2,
+       "--pi-scalings ntk at --pi-multipliers 2: RoPE NTK-aware scaling needs a rotary dimension > 2"},
+      {"encoder lr 1 (the table's range is the track's)", repeated(fox, 400), "--track encoder --encoder-lr 1", 2,
+       "--encoder-lr"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    TempDir tmp;
+    write_text(tmp.str("corpus.txt"), c.corpus_text);
+    const std::string args = "compare --preset tiny --seeds 1 --corpus " + tmp.str("corpus.txt") + " " + c.args;
+    const test::Proc dry = test::run_posgrad(args + " --out-dir " + tmp.str("dry") + " --dry-run");
+    const test::Proc real = test::run_posgrad(args + " --out-dir " + tmp.str("real"));
+    EXPECT_EQ(real.status, c.status) << real.err;
+    EXPECT_EQ(dry.status, c.status) << dry.err;
+    EXPECT_NE(real.err.find(c.message), std::string::npos) << real.err;
+    EXPECT_NE(dry.err.find(c.message), std::string::npos) << dry.err;
+    EXPECT_FALSE(std::filesystem::exists(tmp.str("real"))) << "refused before anything is written";
+    EXPECT_EQ(real.err.find("] training"), std::string::npos) << "refused before training: " << real.err;
+  }
+}
+
+// The derived rope+dynamic row needs more than 2 rotary channels: with 2 the comparison runs, that row
+// is absent (results, CSV) and the report says why — decided before training, never a failure after.
+TEST(CompareDryRun, RopeDynamicRowIsSkippedWithAReasonAtTwoRotaryChannels) {
+  POSGRAD_REQUIRE_BIN();
+  TempDir tmp;
+  write_text(tmp.str("corpus.txt"), repeated("the quick brown fox jumps over the lazy dog.\n", 400));
+  const std::string args = "compare --preset tiny --track decoder --methods rope --seeds 1 --passkey-iters 0 "
+                           "--rope-fraction 0.25 --corpus " + tmp.str("corpus.txt") + " --out-dir " + tmp.str("run");
+  train::CompareConfig cfg = train::compare_preset("tiny");
+  cfg.base.model.pos.set("rope_fraction", 0.25);
+  const auto skipped = train::skipped_rope_variants(cfg);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped.begin()->first, "rope+dynamic");
+  EXPECT_TRUE(train::skipped_rope_variants(train::compare_preset("tiny")).empty());
+  test::Proc p = test::run_posgrad(args + " --dry-run");
+  ASSERT_EQ(p.status, 0) << p.err;
+  p = test::run_posgrad(args);
+  ASSERT_EQ(p.status, 0) << p.err;
+  const std::string report = test::slurp(tmp.str("run/report.md"));
+  EXPECT_NE(report.find("- `rope+dynamic` not measured: this configuration cannot build it (RoPE dynamic NTK scaling "
+                        "needs a rotary dimension > 2, got 2)"),
+            std::string::npos);
+  const std::string csv = test::slurp(tmp.str("run/results.csv"));
+  EXPECT_EQ(csv.find("rope+dynamic"), std::string::npos);
+  EXPECT_NE(csv.find("rope+linear"), std::string::npos);
 }

@@ -8,10 +8,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "data/fileio.h"
 #include "data/encoder_tasks.h"
 #include "data/mlm.h"
 #include "data/synthetic.h"
@@ -19,8 +25,10 @@
 #include "nn/encoder.h"
 #include "support/posenc_config.h"
 #include "support/process.h"
+#include "support/test_util.h"
 #include "train/encoder.h"
 #include "train/encoder_metrics.h"
+#include "train/safetensors.h"
 
 using namespace posgrad;
 
@@ -734,3 +742,202 @@ TEST(EncoderTrack, ReportClipsBoundedIntervalsAndBoundsMacroF1Chance) {
 }
 
 }  // namespace
+
+// ---- issue 22: no number from an untrained position, n/a metrics, exit statuses, provenance ---------------
+
+namespace {
+
+// Runs fn with spdlog's default logger writing into a string; returns what was logged.
+template <typename F>
+std::string logged(F&& fn) {
+  std::ostringstream os;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(os);
+  auto old = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  try {
+    fn();
+  } catch (...) {
+    spdlog::set_default_logger(old);
+    throw;
+  }
+  spdlog::set_default_logger(old);
+  return os.str();
+}
+
+// Rewrites one weight of <dir>/encoder.safetensors as NaN, metadata kept (the file has no checksum).
+void poison_encoder(const std::string& dir) {
+  SafetensorsFile f = load_safetensors(dir + "/encoder.safetensors");
+  for (auto& [name, t] : f.tensors)
+    if (t.dtype() == DType::Float32 || t.dtype() == DType::Float64) {
+      auto v = t.to_vector();
+      v[0] = std::numeric_limits<double>::quiet_NaN();
+      t = Tensor::from_vector(v, t.shape(), t.dtype());
+      break;
+    }
+  save_safetensors(dir + "/encoder.safetensors", f.tensors, f.metadata);
+}
+
+}  // namespace
+
+// A learned table covers the 4x evaluation but only its first `length` rows are ever trained: the
+// encoding says so (trained_max_length), and every 2x / 4x score of `learned` is n/a — NaN in the unit,
+// null in result JSON, "n/a" in the CSV and the report, absent from the means — while RoPE's are numbers.
+TEST(EncoderTrack, LearnedRowsNeverTrainedAreNotScored) {
+  nn::PosEncConfig pc;
+  pc.kind = "learned";
+  pc.n_embd = 16;
+  pc.n_head = 2;
+  pc.n_layer = 1;
+  pc.block_size = 64;
+  Generator g(0);
+  EXPECT_EQ(nn::make_position_encoding(pc, g)->trained_max_length(16), 16);
+  EXPECT_EQ(nn::make_position_encoding(pc, g)->trained_max_length(100), 64);
+  pc.kind = "rope";
+  EXPECT_EQ(nn::make_position_encoding(pc, g)->trained_max_length(16), -1);
+
+  const std::string text = tiny_corpus();
+  auto tok = data::make_tokenizer("char", text);
+  data::TokenDataset ds(text, *tok, 64);
+  train::EncoderTrackConfig c = train::encoder_track_preset("tiny");
+  c.methods = {"learned", "rope"};
+  c.seeds = {1};
+  const train::EncoderTrackResult r = train::run_encoder_track(c, ds, *tok, false);
+  ASSERT_EQ(r.units.size(), 2u);
+  const auto& learned = r.units[0];
+  ASSERT_EQ(learned.method, "learned");
+  EXPECT_TRUE(std::isfinite(learned.mlm_accuracy[0]));
+  EXPECT_TRUE(std::isnan(learned.mlm_accuracy[1]) && std::isnan(learned.mlm_accuracy[2]));
+  EXPECT_TRUE(std::isnan(learned.mlm_loss[1]) && std::isnan(learned.mlm_loss[2]));
+  for (const auto& s : learned.tasks) {
+    EXPECT_EQ(std::isnan(s.accuracy), s.multiplier > 1) << s.task << " x" << s.multiplier;
+    EXPECT_EQ(std::isnan(s.macro_f1), s.multiplier > 1) << s.task << " x" << s.multiplier;
+  }
+  for (const auto& s : r.units[1].tasks) EXPECT_TRUE(std::isfinite(s.accuracy)) << "rope " << s.task;
+  // result JSON: null, read back as NaN
+  const nlohmann::json j = nlohmann::json::parse(train::encoder_unit_to_json(learned).dump());  // as in result.json
+  EXPECT_TRUE(j["mlm_accuracy"][1].is_null());
+  EXPECT_TRUE(j["tasks"].back()["accuracy"].is_null());
+  EXPECT_TRUE(std::isnan(train::encoder_unit_from_json(j, "test").tasks.back().accuracy));
+  // CSV and report
+  const std::string csv = train::encoder_results_csv(r);
+  EXPECT_NE(csv.find("learned,1,mlm_accuracy,2,n/a\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("learned,1,reversed/accuracy,4,n/a\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("learned,1,line_word/span_f1,2,n/a\n"), std::string::npos) << csv;
+  EXPECT_EQ(csv.find("rope,1,reversed/accuracy,4,n/a"), std::string::npos) << csv;
+  EXPECT_EQ(csv.find("learned,1,reversed/accuracy,1,n/a"), std::string::npos) << csv;
+  EXPECT_TRUE(train::encoder_values(r, "learned", "reversed/accuracy", 2).empty());
+  EXPECT_TRUE(train::encoder_values(r, "learned", "mlm_accuracy", 4).empty());
+  EXPECT_EQ(train::encoder_values(r, "learned", "reversed/accuracy", 1).size(), 1u);
+  const std::string md = train::encoder_report_markdown(r);
+  const size_t row = md.find("| learned |");
+  ASSERT_NE(row, std::string::npos);
+  const std::string line = md.substr(row, md.find('\n', row) - row);
+  char want[64];
+  std::snprintf(want, sizeof want, "| learned | %.3f | n/a | n/a |", learned.mlm_accuracy[0]);
+  EXPECT_EQ(line.rfind(want, 0), 0u) << line;
+}
+
+// Span F1 without any gold span is undefined, not 0: n/a in the tables, left out of the F1 composite.
+TEST(EncoderTrack, SpanF1WithoutGoldSpansIsNotAveragedIn) {
+  const train::SpanScore none = train::span_f1({{1, 2, 0}}, {{0, 0, 0}});
+  EXPECT_TRUE(std::isnan(none.f1));
+  EXPECT_TRUE(std::isnan(none.recall));
+  EXPECT_DOUBLE_EQ(none.precision, 0.0);
+  train::EncoderTrackResult r;
+  r.config = train::encoder_track_preset("tiny");
+  r.config.methods = {"rope", "deberta", "t5", "sinusoidal"};
+  r.config.seeds = {1};
+  r.config.tasks = {"reversed", "line_word"};
+  r.config.multipliers = {1};
+  for (const auto& m : r.config.methods) {
+    train::EncoderUnitResult u;
+    u.method = m;
+    u.seed = 1;
+    u.mlm_loss = {1.0};
+    u.mlm_accuracy = {0.5};
+    train::EncoderTaskScore seq{"reversed", 1, 16, 8, 0.9, 0.8};
+    train::EncoderTaskScore lab{"line_word", 1, 16, 8, 0.7, 0.6, none.f1, none.precision, none.recall};
+    u.tasks = {seq, lab};
+    r.units.push_back(u);
+  }
+  const auto claims = train::judge_encoder_claims(r);
+  ASSERT_EQ(claims.size(), 2u);
+  // the F1 composite is reversed's macro-F1 alone (0.8), not (0.8 + 0) / 2
+  EXPECT_NE(claims[1].measured.find("rope 0.800"), std::string::npos) << claims[1].measured;
+  EXPECT_TRUE(train::encoder_values(r, "rope", "line_word/span_f1", 1).empty());
+  EXPECT_NE(train::encoder_results_csv(r).find("rope,1,line_word/span_f1,1,n/a\n"), std::string::npos);
+  const std::string md = train::encoder_report_markdown(r);
+  EXPECT_NE(md.find("| rope | n/a | 0.700 |"), std::string::npos) << md;
+}
+
+// The unit's log line gives the 1x masked-token accuracy whatever the order of the multipliers; a
+// long evaluation logs its progress with an ETA (here after every batch), a short one nothing.
+TEST(EncoderTrack, LogLineIsAt1xAndEvaluationReportsProgress) {
+  const std::string text = tiny_corpus();
+  auto tok = data::make_tokenizer("char", text);
+  data::TokenDataset ds(text, *tok, 32);
+  train::EncoderTrackConfig c = train::encoder_track_preset("tiny");
+  c.methods = {"rope"};
+  c.seeds = {1};
+  c.tasks = {"reversed"};
+  c.multipliers = {2, 1};
+  train::EncoderTrackResult r;
+  const std::string quiet = logged([&] { r = train::run_encoder_track(c, ds, *tok, true); });
+  ASSERT_EQ(r.units.size(), 1u);
+  char at1[32], at2[32];
+  std::snprintf(at1, sizeof at1, "mlm acc %.4f", r.units[0].mlm_accuracy[1]);
+  std::snprintf(at2, sizeof at2, "mlm acc %.4f", r.units[0].mlm_accuracy[0]);
+  ASSERT_STRNE(at1, at2) << "the test needs different accuracies at 1x and 2x";
+  EXPECT_NE(quiet.find(at1), std::string::npos) << quiet;
+  EXPECT_EQ(quiet.find("ETA"), std::string::npos) << "default interval (10 s): a short evaluation logs no progress";
+  train::set_encoder_progress_interval(0);
+  const std::string loud = logged([&] { (void)train::run_encoder_track(c, ds, *tok, false); });
+  train::set_encoder_progress_interval(10);
+  EXPECT_NE(loud.find("encoder rope seed 1 | evaluating masked LM x2:"), std::string::npos) << loud;
+  EXPECT_NE(loud.find("ETA"), std::string::npos) << loud;
+}
+
+// eval and fill-mask on an encoder with a NaN weight: exit 3 (numerical failure), not nan and 0.
+// eval on a directory that holds no run names both kinds; the encoder's text is read by absolute
+// path from any directory, and a changed text is refused (exit 1) naming what differs.
+TEST(EncoderTrack, EvalAndFillMaskExitStatusesAndCorpusProvenance) {
+  POSGRAD_REQUIRE_BIN();
+  test::TempDir tmp;
+  { std::ofstream(tmp.str("corpus.txt")) << tiny_corpus(); }
+  std::filesystem::create_directories(tmp.str("elsewhere"));
+  // a relative --corpus, run from tmp
+  test::Proc p = test::run_posgrad("compare --preset tiny --track encoder --methods learned --seeds 1 "
+                                   "--encoder-tasks reversed --corpus corpus.txt --out-dir run", tmp.str());
+  ASSERT_EQ(p.status, 0) << p.err;
+  const std::string enc = tmp.str("run/encoder/learned/seed1");
+  const auto loaded = train::load_encoder(enc);
+  EXPECT_EQ(loaded->corpus.at("path").get<std::string>(), tmp.str("corpus.txt"));
+  EXPECT_EQ(loaded->corpus.at("fnv1a64").get<std::string>(), hex64(fnv1a64(tiny_corpus())));
+  // from another directory: the same text is found; 2x is n/a (untrained learned rows)
+  p = test::run_posgrad("eval --run " + enc + " --contexts 16,32 --windows 4", tmp.str("elsewhere"));
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_NE(p.out.find("(positions past 16 were never trained)"), std::string::npos) << p.out;
+  // the corpus changed: refused, naming recorded and current size and hash
+  { std::ofstream(tmp.str("corpus.txt"), std::ios::app) << "and more text\n"; }
+  p = test::run_posgrad("eval --run " + enc, tmp.str("elsewhere"));
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("has changed since the encoder in"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("recorded " + std::to_string(tiny_corpus().size()) + " bytes"), std::string::npos) << p.err;
+  { std::ofstream(tmp.str("corpus.txt")) << tiny_corpus(); }  // restored: accepted again
+  p = test::run_posgrad("eval --run " + enc + " --contexts 16 --windows 4");
+  EXPECT_EQ(p.status, 0) << p.err;
+  // NaN weight
+  poison_encoder(enc);
+  p = test::run_posgrad("eval --run " + enc + " --contexts 16 --windows 4");
+  EXPECT_EQ(p.status, 3) << p.out << p.err;
+  EXPECT_NE(p.err.find("non-finite masked-token loss"), std::string::npos) << p.err;
+  p = test::run_posgrad("fill-mask --run " + enc + " --text 'in the _eginning'");
+  EXPECT_EQ(p.status, 3) << p.out << p.err;
+  EXPECT_NE(p.err.find("not finite"), std::string::npos) << p.err;
+  // a missing encoder directory
+  p = test::run_posgrad("eval --run " + tmp.str("run/encoder/learned/seed9"));
+  EXPECT_EQ(p.status, 1) << p.err;
+  EXPECT_NE(p.err.find("no run in '" + tmp.str("run/encoder/learned/seed9") + "' (no such directory)"),
+            std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("encoder.safetensors"), std::string::npos) << p.err;
+}

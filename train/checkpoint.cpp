@@ -70,6 +70,7 @@ void write_checkpoint(const std::string& run_dir, const CheckpointState& s, cons
              {"checksums",
               {{"model.safetensors", hex64(fnv1a64(read_file(tmp + "/model.safetensors")))},
                {"optimizer.safetensors", hex64(fnv1a64(read_file(tmp + "/optimizer.safetensors")))}}}};
+  if (!s.corpus.is_null()) st["corpus"] = s.corpus;
   st["state_checksum"] = hex64(fnv1a64(st.dump()));  // over the canonical (sorted-key) dump of the rest
   write_file_atomic(tmp + "/state.json", st.dump(2) + "\n");
   fsync_dir(tmp);
@@ -142,6 +143,7 @@ LoadedCheckpoint read_checkpoint(const std::string& run_dir, bool with_optimizer
     ck.state.optimizer_steps = integer_at<int64_t>(st, "optimizer_steps", where);
     ck.state.config = st.at("config");
     ck.state.tokenizer = st.at("tokenizer");
+    ck.state.corpus = st.value("corpus", json());
     ck.state.init_rng = rng_from(st.at("rng").at("init"), where + ": rng.init");
     ck.state.dropout_rng = rng_from(st.at("rng").at("dropout"), where + ": rng.dropout");
     ck.state.sampler_rng = rng_from(st.at("rng").at("sampler"), where + ": rng.sampler");

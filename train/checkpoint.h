@@ -24,6 +24,9 @@ struct CheckpointState {
   int64_t optimizer_steps = 0;
   nlohmann::json config;     // TrainConfig::to_json()
   nlohmann::json tokenizer;  // Tokenizer::to_json()
+  // The text trained on: data::corpus_record (absolute path, bytes, FNV-1a); null in checkpoints
+  // written before it was recorded (state.json "corpus", absent then). posgrad eval reads it.
+  nlohmann::json corpus;
   GeneratorState init_rng, dropout_rng, sampler_rng;
 };
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "autograd/ops.h"
+#include "data/corpus.h"
 #include "data/synthetic.h"
 #include "data/fileio.h"
 #include "data/process.h"
@@ -232,6 +233,45 @@ std::vector<std::optional<LengthResult>> evaluate_lengths(nn::GPT& model, const 
 
 namespace {
 
+// The options of each derived RoPE row at multiplier m (m = 1 is the plain model for the scalings).
+std::vector<std::pair<std::string, opt::Value>> rope_variant_options(const std::string& row, int64_t m) {
+  if (row == "rope@bf16") return {{"rope_position_precision", std::string("bf16")}};
+  if (row == "rope@fp16") return {{"rope_position_precision", std::string("fp16")}};
+  const std::string scaling = row.substr(std::string("rope+").size());
+  return {{"rope_scaling", scaling}, {"rope_scaling_factor", scaling == "dynamic" ? 1.0 : static_cast<double>(m)}};
+}
+
+const std::vector<std::string>& rope_variant_rows() {
+  static const std::vector<std::string> rows = {"rope+linear", "rope+dynamic", "rope+yarn", "rope@bf16", "rope@fp16"};
+  return rows;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> skipped_rope_variants(const CompareConfig& cfg) {
+  std::map<std::string, std::string> out;
+  for (const std::string& row : rope_variant_rows())
+    for (int64_t m : cfg.eval_multipliers) {
+      if (m == 1 && row[4] == '+') continue;  // the plain model's numbers
+      nn::PosEncConfig pc = cfg.base.model.pos;
+      pc.kind = "rope";
+      pc.n_embd = cfg.base.model.n_embd;
+      pc.n_head = cfg.base.model.n_head;
+      pc.n_layer = cfg.base.model.n_layer;
+      pc.block_size = cfg.base.model.block_size;
+      try {
+        for (const auto& [name, v] : rope_variant_options(row, m)) pc.set(name, v);
+        pc.validate();
+      } catch (const ValueError& e) {
+        out[row] = e.what();
+        break;
+      }
+    }
+  return out;
+}
+
+namespace {
+
 // A copy of `model` with other RoPE options (RoPE has no parameters to change).
 std::unique_ptr<nn::GPT> rope_variant(const nn::GPT& model, const std::vector<std::pair<std::string, opt::Value>>& options) {
   nn::GPTConfig c = model.config();
@@ -250,7 +290,9 @@ std::map<std::string, std::vector<std::optional<LengthResult>>> rope_variants(
     nn::GPT& model, const data::TokenSpan& val, const CompareConfig& cfg, Device dev,
     const std::vector<std::optional<LengthResult>>& plain) {
   std::map<std::string, std::vector<std::optional<LengthResult>>> rows;
+  const auto skipped = skipped_rope_variants(cfg);  // rows this configuration cannot build: absent
   for (const std::string scaling : {"linear", "dynamic", "yarn"}) {
+    if (skipped.count("rope+" + scaling)) continue;
     std::vector<std::optional<LengthResult>> row;
     for (size_t i = 0; i < cfg.eval_multipliers.size(); ++i) {
       const int64_t m = cfg.eval_multipliers[i];
@@ -267,6 +309,7 @@ std::map<std::string, std::vector<std::optional<LengthResult>>> rope_variants(
     rows["rope+" + scaling] = row;
   }
   for (const std::string precision : {"bf16", "fp16"}) {
+    if (skipped.count("rope@" + precision)) continue;
     auto v = rope_variant(model, {{"rope_position_precision", precision}});
     rows["rope@" + precision] = evaluate_lengths(*v, val, cfg, dev, nullptr);
   }
@@ -448,10 +491,23 @@ void check_same_experiment(const CompareConfig& cfg) {
                      "); its finished units cannot be mixed with new ones: use another --out-dir, or the same settings");
 }
 
+void check_compare_data(const CompareConfig& cfg) {
+  if (cfg.track != "decoder") (void)load_encoder_track_data(cfg);  // check_encoder_data: --encoder-* sizes
+  if (cfg.track == "encoder") return;
+  const TrainConfig& b = cfg.base;
+  const std::string text = data::load_corpus(b.corpus, b.data_dir, b.max_corpus_bytes);
+  const auto tok = data::make_tokenizer(b.tokenizer, text);
+  const data::TokenDataset ds(text, *tok, b.model.block_size);  // the Trainer's short-corpus refusal
+  if (cfg.passkey.iters > 0) check_passkey_data(ds.train(), *tok, cfg.passkey, b.model.block_size);
+  if (std::find(cfg.methods.begin(), cfg.methods.end(), "rope") != cfg.methods.end())
+    check_pi_data(cfg, b.model.block_size, ds.train());
+}
+
 std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   dist::Communicator& job = comm ? *comm : dist::world();
   cfg.validate();
   check_same_experiment(cfg);
+  check_compare_data(cfg);  // what the corpus allows, before anything is written or trained
   // One writer per experiment directory (data/process.h); the other ranks share rank 0's hold. The
   // settings are checked again once it is held: the process that held it may have changed them.
   std::unique_ptr<DirectoryLock> hold;

@@ -37,5 +37,11 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm = nul
 // methods, seeds and paths may change); IoError when compare_config.json there is unreadable.
 // Nothing when the directory holds no finished unit. run_compare and --dry-run call it.
 void check_same_experiment(const CompareConfig& cfg);
+// The checks that need the corpus (loaded and tokenised, nothing trained): the decoder's short-corpus
+// refusal at --block-size, the passkey template's symbols in the vocabulary (check_passkey_data), the
+// position-interpolation windows (check_pi_data) and the encoder track's sizes (check_encoder_data:
+// UsageError naming the --encoder-* options). IoError for an unreadable corpus, ValueError otherwise.
+// run_compare (before writing anything) and --dry-run call it, so both refuse the same cases.
+void check_compare_data(const CompareConfig& cfg);
 
 }  // namespace posgrad::train

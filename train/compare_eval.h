@@ -2,7 +2,9 @@
 // compare.cpp and the fine-tuned rows of the position-interpolation protocol (train/pi_protocol.h).
 #pragma once
 
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "data/dataset.h"
@@ -21,5 +23,12 @@ namespace posgrad::train {
 std::vector<std::optional<LengthResult>> evaluate_lengths(nn::GPT& model, const data::TokenSpan& val,
                                                           const CompareConfig& cfg, Device dev,
                                                           std::vector<double>* per_position);
+
+// The derived RoPE rows (rope+linear, rope+dynamic, rope+yarn, rope@bf16, rope@fp16: evaluation-time
+// variants of each trained RoPE model) that this configuration cannot build, each with the reason
+// (the variant's PosEncConfig::validate message, e.g. dynamic NTK with 2 rotary channels). A pure
+// function of cfg, so known before training: those rows are not measured (absent from results and
+// tables) and the report states why.
+std::map<std::string, std::string> skipped_rope_variants(const CompareConfig& cfg);
 
 }  // namespace posgrad::train

@@ -2,6 +2,7 @@
 #include "train/encoder.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <cmath>
@@ -223,10 +224,48 @@ std::vector<int64_t> ints(const Tensor& t) {
 
 std::vector<int64_t> argmax_last(const Tensor& logits) { return ints(max(logits, -1).second); }
 
+std::atomic<double> g_progress_interval{10.0};
+
+// Progress of a unit's evaluation, in tokens scored: a line (spdlog) at most every
+// g_progress_interval seconds, with the share done and the time left at the rate so far.
+class EvalProgress {
+ public:
+  EvalProgress(std::string who, int64_t total_tokens) : who_(std::move(who)), total_(std::max<int64_t>(1, total_tokens)) {}
+  void advance(int64_t tokens, const std::string& what) {
+    done_ += tokens;
+    const auto now = std::chrono::steady_clock::now();
+    const double since_last = std::chrono::duration<double>(now - last_).count();
+    if (since_last < g_progress_interval.load() || done_ >= total_) return;
+    last_ = now;
+    const double elapsed = std::chrono::duration<double>(now - t0_).count();
+    const double frac = static_cast<double>(done_) / static_cast<double>(total_);
+    const double eta = frac > 0 ? elapsed * (1 - frac) / frac : 0.0;
+    spdlog::info("encoder {} | evaluating {}: {:.0f}% of the held-out tokens, {:.0f}s elapsed, ETA {:.0f}s", who_, what,
+                 100 * frac, elapsed, eta);
+  }
+
+ private:
+  std::string who_;
+  int64_t total_, done_ = 0;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now(), last_ = t0_;
+};
+
+MlmScore evaluate_mlm_impl(const nn::Encoder& enc, const data::TokenSpan& val, int64_t T, int64_t windows_n,
+                           int64_t batch, uint64_t seed, const std::function<void(int64_t tokens)>& on_batch);
+
 }  // namespace
+
+void set_encoder_progress_interval(double seconds) { g_progress_interval.store(seconds); }
 
 MlmScore evaluate_mlm(const nn::Encoder& enc, const data::TokenSpan& val, int64_t T, int64_t windows_n, int64_t batch,
                       uint64_t seed) {
+  return evaluate_mlm_impl(enc, val, T, windows_n, batch, seed, {});
+}
+
+namespace {
+
+MlmScore evaluate_mlm_impl(const nn::Encoder& enc, const data::TokenSpan& val, int64_t T, int64_t windows_n,
+                           int64_t batch, uint64_t seed, const std::function<void(int64_t tokens)>& on_batch) {
   POSGRAD_CHECK(T >= 1 && windows_n >= 1 && batch >= 1, ValueError, "evaluate_mlm: length ", T, ", windows ", windows_n,
                 " and batch ", batch, " must be positive");
   POSGRAD_CHECK(static_cast<int64_t>(val.size()) >= T, ValueError, "evaluate_mlm: a window of ", T,
@@ -250,6 +289,7 @@ MlmScore evaluate_mlm(const nn::Encoder& enc, const data::TokenSpan& val, int64_
       hits += pred[i] == gold[i];
       loss_sum += rows[i];
     }
+    if (on_batch) on_batch(b * T);
   }
   MlmScore s;
   s.windows = windows_n;
@@ -258,6 +298,8 @@ MlmScore evaluate_mlm(const nn::Encoder& enc, const data::TokenSpan& val, int64_
   s.accuracy = scored ? static_cast<double>(hits) / static_cast<double>(scored) : std::numeric_limits<double>::quiet_NaN();
   return s;
 }
+
+}  // namespace
 
 EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::string& method, uint64_t seed,
                                    const data::TokenDataset& data, const data::Tokenizer& tok,
@@ -291,9 +333,25 @@ EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::str
     });
   }
   if (!save_dir.empty()) save_encoder(save_dir, pre, method, tok, cfg.length, cfg.corpus);
+  // The encoding says up to which length its positions were trained (a learned table: the pretraining
+  // length); beyond it every score is NaN (n/a), never a number from untrained parameters.
+  const int64_t trained = pre.backbone->position_encoding().trained_max_length(cfg.length);
+  auto untrained = [&](int64_t T) { return trained >= 0 && T > trained; };
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  int64_t eval_tokens = 0;
+  for (int64_t m : cfg.multipliers)
+    if (!untrained(cfg.length * m))
+      eval_tokens += cfg.eval_examples * cfg.length * m * (1 + static_cast<int64_t>(cfg.tasks.size()));
+  EvalProgress progress(method + " seed " + std::to_string(seed), eval_tokens);
   // Masked-token loss and accuracy on validation windows at each length.
   for (int64_t m : cfg.multipliers) {
-    const MlmScore sc = evaluate_mlm(pre, data.val(), cfg.length * m, cfg.eval_examples, cfg.batch, seed);
+    if (untrained(cfg.length * m)) {
+      u.mlm_loss.push_back(kNaN);
+      u.mlm_accuracy.push_back(kNaN);
+      continue;
+    }
+    const MlmScore sc = evaluate_mlm_impl(pre, data.val(), cfg.length * m, cfg.eval_examples, cfg.batch, seed,
+                                          [&](int64_t tokens) { progress.advance(tokens, "masked LM x" + std::to_string(m)); });
     u.mlm_loss.push_back(sc.loss);
     u.mlm_accuracy.push_back(sc.accuracy);
   }
@@ -318,6 +376,16 @@ EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::str
     for (int64_t m : cfg.multipliers) {
       NoGradGuard ng;
       const int64_t T = cfg.length * m;
+      if (untrained(T)) {
+        EncoderTaskScore s;
+        s.task = task_name;
+        s.multiplier = m;
+        s.length = T;
+        s.accuracy = s.macro_f1 = s.span_f1 = s.span_precision = s.span_recall = kNaN;
+        s.final_train_loss = final_loss;
+        u.tasks.push_back(s);
+        continue;
+      }
       // The same held-out examples for every method and seed-independent of training.
       data::EncoderTaskGenerator eval_gen(task, data.val(), vocab, stream(0, kTaskEval + static_cast<uint64_t>(m)),
                                           topt);
@@ -334,6 +402,7 @@ EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::str
         const auto g = ints(tb.labels);
         pred.insert(pred.end(), p.begin(), p.end());
         gold.insert(gold.end(), g.begin(), g.end());
+        progress.advance(b * T, task_name + " x" + std::to_string(m));
         if (labelling)
           for (int64_t r = 0; r < b; ++r) {
             pred_seq.emplace_back(p.begin() + r * T, p.begin() + (r + 1) * T);
@@ -368,9 +437,33 @@ nlohmann::json EncoderTrackConfig::settings_json() const {
   return j;
 }
 
+void check_encoder_data(const EncoderTrackConfig& cfg, const data::TokenDataset& data, const data::Tokenizer& tok) {
+  const int64_t longest = cfg.length * *std::max_element(cfg.multipliers.begin(), cfg.multipliers.end());
+  const int64_t train_n = data.train().size(), val_n = data.val().size();
+  if (train_n < longest + 1 || val_n < longest + 1)
+    throw UsageError("the corpus is too short for the encoder track: its " + std::to_string(train_n) + " train and " +
+                     std::to_string(val_n) + " validation tokens must each hold " + std::to_string(longest + 1) +
+                     " (--encoder-length " + std::to_string(cfg.length) + " x the largest of --encoder-multipliers, " +
+                     std::to_string(longest / cfg.length) + ", + 1); use a longer --corpus, a smaller --encoder-length "
+                     "or smaller --encoder-multipliers");
+  const int64_t V = tok.vocab_size();
+  const data::TaskVocab vocab = data::task_vocab(tok, V + 1);
+  for (const std::string& t : cfg.tasks) {
+    const data::EncoderTask task = data::parse_encoder_task(t);
+    try {
+      data::EncoderTaskGenerator a(task, data.train(), vocab, 0, data::TaskOptions{cfg.segments, cfg.word_k});
+      data::EncoderTaskGenerator b(task, data.val(), vocab, 0, data::TaskOptions{cfg.segments, cfg.word_k});
+    } catch (const ValueError& e) {
+      throw UsageError("--encoder-tasks " + t + " cannot run on this corpus (" + e.what() +
+                       "); use another --corpus, or leave the task out of --encoder-tasks");
+    }
+  }
+}
+
 EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::TokenDataset& data,
                                      const data::Tokenizer& tok, bool log, const std::string& out_dir) {
   cfg.validate();
+  check_encoder_data(cfg, data, tok);
   EncoderTrackResult r;
   r.config = cfg;
   r.config.methods = cfg.method_list();
@@ -398,7 +491,10 @@ EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::
             tasks += " | " + s.task + " " +
                      std::to_string(data::is_labelling_task(data::parse_encoder_task(s.task)) ? s.span_f1 : s.accuracy)
                          .substr(0, 5);
-        spdlog::info("encoder {:>10} seed {} | mlm acc {:.4f}{} | {:.1f}s", m, seed, u.mlm_accuracy.front(), tasks,
+        // The masked-token accuracy at 1x (validate() requires 1 among the multipliers), like the tasks'.
+        const size_t one = static_cast<size_t>(std::find(cfg.multipliers.begin(), cfg.multipliers.end(), 1) -
+                                               cfg.multipliers.begin());
+        spdlog::info("encoder {:>10} seed {} | mlm acc {:.4f}{} | {:.1f}s", m, seed, u.mlm_accuracy.at(one), tasks,
                      u.seconds);
       }
     }
@@ -523,6 +619,11 @@ FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char
   const Tensor probs = softmax(enc.model->mlm_logits(Tensor::from_ints(ids, {1, T})), -1);  // (1, T, V + 2)
   const auto p = probs.to_vector();
   const int64_t W = V + 2;
+  for (size_t m : masks)
+    for (int64_t v = 0; v < W; ++v)
+      if (!std::isfinite(p[static_cast<size_t>(m) * W + v]))
+        throw NonFiniteLoss(detail::concat("fill-mask: the encoder's logits at mask position ", m,
+                                           " are not finite: its weights are not finite (a diverged or corrupt model)"));
   FillMaskResult r;
   r.filled = text;
   for (size_t m : masks) {
@@ -551,6 +652,21 @@ nlohmann::json encoder_unit_to_json(const EncoderUnitResult& u) {
           {"mlm_accuracy", u.mlm_accuracy}, {"tasks", tasks}, {"seconds", u.seconds}};
 }
 
+namespace {
+
+// A score: a number, or null for n/a (nlohmann writes NaN as null).
+double score_at(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
+}
+std::vector<double> scores_at(const nlohmann::json& j, const char* key) {
+  std::vector<double> out;
+  for (const auto& v : j.at(key)) out.push_back(v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>());
+  return out;
+}
+
+}  // namespace
+
 EncoderUnitResult encoder_unit_from_json(const nlohmann::json& ju, const std::string& source) {
   EncoderUnitResult u;
   try {
@@ -558,8 +674,8 @@ EncoderUnitResult encoder_unit_from_json(const nlohmann::json& ju, const std::st
     u.seed = ju.at("seed").get<uint64_t>();
     u.parameters = ju.at("parameters").get<int64_t>();
     u.mlm_final_train_loss = ju.at("mlm_final_train_loss").get<double>();
-    u.mlm_loss = ju.at("mlm_loss").get<std::vector<double>>();
-    u.mlm_accuracy = ju.at("mlm_accuracy").get<std::vector<double>>();
+    u.mlm_loss = scores_at(ju, "mlm_loss");
+    u.mlm_accuracy = scores_at(ju, "mlm_accuracy");
     u.seconds = ju.at("seconds").get<double>();
     for (const auto& js : ju.at("tasks")) {
       EncoderTaskScore s;
@@ -567,11 +683,11 @@ EncoderUnitResult encoder_unit_from_json(const nlohmann::json& ju, const std::st
       s.multiplier = js.at("multiplier").get<int64_t>();
       s.length = js.at("length").get<int64_t>();
       s.examples = js.at("examples").get<int64_t>();
-      s.accuracy = js.at("accuracy").get<double>();
-      s.macro_f1 = js.at("macro_f1").get<double>();
-      s.span_f1 = js.at("span_f1").get<double>();
-      s.span_precision = js.at("span_precision").get<double>();
-      s.span_recall = js.at("span_recall").get<double>();
+      s.accuracy = score_at(js, "accuracy");
+      s.macro_f1 = score_at(js, "macro_f1");
+      s.span_f1 = score_at(js, "span_f1");
+      s.span_precision = score_at(js, "span_precision");
+      s.span_recall = score_at(js, "span_recall");
       s.final_train_loss = js.at("final_train_loss").get<double>();
       u.tasks.push_back(s);
     }
@@ -610,15 +726,17 @@ std::vector<double> encoder_values(const EncoderTrackResult& r, const std::strin
     if (metric == "mlm_accuracy" || metric == "mlm_loss") {
       const auto& src = metric == "mlm_accuracy" ? u.mlm_accuracy : u.mlm_loss;
       const size_t i = static_cast<size_t>(at - mults.begin());
-      if (at != mults.end() && i < src.size()) v.push_back(src[i]);
+      if (at != mults.end() && i < src.size() && std::isfinite(src[i])) v.push_back(src[i]);
       continue;
     }
     const size_t slash = metric.find('/');
     if (slash == std::string::npos) continue;
     const std::string task = metric.substr(0, slash), what = metric.substr(slash + 1);
     for (const auto& s : u.tasks)
-      if (s.task == task && s.multiplier == multiplier)
-        v.push_back(what == "accuracy" ? s.accuracy : what == "macro_f1" ? s.macro_f1 : s.span_f1);
+      if (s.task == task && s.multiplier == multiplier) {
+        const double x = what == "accuracy" ? s.accuracy : what == "macro_f1" ? s.macro_f1 : s.span_f1;
+        if (std::isfinite(x)) v.push_back(x);  // n/a (untrained positions, no gold span) left out
+      }
   }
   return v;
 }
@@ -666,12 +784,10 @@ std::vector<double> composite(const EncoderTrackResult& r, const std::string& me
     int n = 0;
     for (const auto& s : u.tasks) {
       if (s.multiplier != 1) continue;
-      if (is_labelling(s.task)) {
-        if (!f1) continue;
-        sum += s.span_f1;
-      } else {
-        sum += f1 ? s.macro_f1 : s.accuracy;
-      }
+      const double x = is_labelling(s.task) ? (f1 ? s.span_f1 : std::numeric_limits<double>::quiet_NaN())
+                                            : (f1 ? s.macro_f1 : s.accuracy);
+      if (!std::isfinite(x)) continue;  // n/a: not averaged in (a labelling task without gold spans)
+      sum += x;
       ++n;
     }
     if (n) out.push_back(sum / n);
@@ -815,16 +931,23 @@ std::string encoder_results_csv(const EncoderTrackResult& r) {
   std::ostringstream o;
   o << "method,seed,metric,multiplier,value\n";
   o << std::setprecision(10);
+  // A number, or n/a where nothing was measured (untrained positions, a labelling set without gold span).
+  auto val = [](double v) {
+    if (!std::isfinite(v)) return std::string("n/a");
+    std::ostringstream x;
+    x << std::setprecision(10) << v;
+    return x.str();
+  };
   for (const auto& u : r.units) {
     for (size_t i = 0; i < r.config.multipliers.size() && i < u.mlm_accuracy.size(); ++i) {
-      o << u.method << "," << u.seed << ",mlm_accuracy," << r.config.multipliers[i] << "," << u.mlm_accuracy[i] << "\n";
-      o << u.method << "," << u.seed << ",mlm_loss," << r.config.multipliers[i] << "," << u.mlm_loss[i] << "\n";
+      o << u.method << "," << u.seed << ",mlm_accuracy," << r.config.multipliers[i] << "," << val(u.mlm_accuracy[i]) << "\n";
+      o << u.method << "," << u.seed << ",mlm_loss," << r.config.multipliers[i] << "," << val(u.mlm_loss[i]) << "\n";
     }
     for (const auto& s : u.tasks) {
-      o << u.method << "," << u.seed << "," << s.task << "/accuracy," << s.multiplier << "," << s.accuracy << "\n";
-      o << u.method << "," << u.seed << "," << s.task << "/macro_f1," << s.multiplier << "," << s.macro_f1 << "\n";
+      o << u.method << "," << u.seed << "," << s.task << "/accuracy," << s.multiplier << "," << val(s.accuracy) << "\n";
+      o << u.method << "," << u.seed << "," << s.task << "/macro_f1," << s.multiplier << "," << val(s.macro_f1) << "\n";
       if (is_labelling(s.task))
-        o << u.method << "," << u.seed << "," << s.task << "/span_f1," << s.multiplier << "," << s.span_f1 << "\n";
+        o << u.method << "," << u.seed << "," << s.task << "/span_f1," << s.multiplier << "," << val(s.span_f1) << "\n";
     }
   }
   return o.str();

@@ -12,8 +12,9 @@
 // The data order is identical for every method: pretraining windows, masks and task examples are
 // drawn from generators seeded by (seed, purpose), never by the method.
 // The model's position table covers the longest evaluation (block_size = length x max multiplier):
-// a learned table's rows past the fine-tuning length are never trained, which is the honest
-// length-generalisation test of that encoding.
+// a learned table's rows past the fine-tuning length are never trained, so every score at a length
+// beyond PositionEncoding::trained_max_length(length) is NaN — n/a in result.json (null), the CSV and
+// the report, and left out of every mean and claim — rather than a number from untrained parameters.
 // Not here: the decoder track (train/compare.h), which this file does not touch; resume inside a
 // half-finished unit (a unit costs seconds to minutes; finished units are kept, see run_encoder_track).
 #pragma once
@@ -42,6 +43,8 @@ EncoderTrackConfig encoder_track_preset(const std::string& name);
 struct EncoderTaskScore {
   std::string task;
   int64_t multiplier = 1, length = 0, examples = 0;
+  // NaN (n/a) at a length past the encoding's trained positions; span F1 and recall also NaN when the
+  // held-out set has no gold span (span_f1 in train/encoder_metrics.h).
   double accuracy = 0, macro_f1 = 0;                   // sequence tasks (token accuracy for labelling)
   double span_f1 = 0, span_precision = 0, span_recall = 0;  // labelling task
   double final_train_loss = 0;                          // of the fine-tuning (same for every length)
@@ -52,7 +55,8 @@ struct EncoderUnitResult {
   uint64_t seed = 0;
   int64_t parameters = 0;
   double mlm_final_train_loss = 0;
-  // Index-aligned with multipliers: masked-token loss and accuracy on validation windows.
+  // Index-aligned with multipliers: masked-token loss and accuracy on validation windows (NaN past the
+  // trained positions).
   std::vector<double> mlm_loss, mlm_accuracy;
   std::vector<EncoderTaskScore> tasks;  // task-major, then multiplier
   double seconds = 0;
@@ -84,7 +88,9 @@ struct LoadedEncoder {
   std::unique_ptr<nn::Encoder> model;
   std::string method;
   int64_t length = 0;      // pretraining length in tokens (0: not recorded)
-  nlohmann::json corpus;   // {"corpus", "max_corpus_bytes"} of the pretraining text (null: not recorded)
+  // {"corpus", "data_dir", "max_corpus_bytes"} of the pretraining text and, since they are recorded,
+  // data::corpus_record's "path" (absolute), "bytes", "fnv1a64" (null: not recorded)
+  nlohmann::json corpus;
 };
 // length: the pretraining length (tokens); corpus: where the text came from (EncoderTrackConfig::corpus),
 // so that posgrad eval can score the encoder on the same validation split.
@@ -101,6 +107,7 @@ struct FillMaskResult {
   std::string filled;
   std::vector<std::vector<std::pair<std::string, double>>> candidates;  // per mask, best first
 };
+// NonFiniteLoss (exit 3) when the logits at a mask are not finite (a corrupt or diverged encoder).
 FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char mask_char = '_', int64_t top = 5);
 
 // Masked-token loss (nats) and accuracy of an encoder on `windows` windows of T tokens drawn from
@@ -118,9 +125,16 @@ MlmScore evaluate_mlm(const nn::Encoder& enc, const data::TokenSpan& val, int64_
 // for every evaluation). tok gives the whitespace and newline ids; the encoder's vocabulary is the
 // tokenizer's plus [MASK] (= V) and [MARK] (= V + 1). Deterministic for a given thread count.
 // save_dir non-empty: the pretrained encoder (before fine-tuning) is saved there (save_encoder).
+// While the evaluation runs, a progress line (spdlog: share of the held-out tokens scored, elapsed
+// time, ETA) at most every set_encoder_progress_interval seconds (default 10; 0: after every batch).
 EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::string& method, uint64_t seed,
                                    const data::TokenDataset& data, const data::Tokenizer& tok,
                                    const std::string& save_dir = "");
+void set_encoder_progress_interval(double seconds);
+// What a unit needs of the data, checked before anything trains: each split at least
+// length x the largest multiplier + 1 tokens, and every task able to draw its examples from both splits
+// (line_word needs a newline in the vocabulary). UsageError naming the --encoder-* options (and --corpus).
+void check_encoder_data(const EncoderTrackConfig& cfg, const data::TokenDataset& data, const data::Tokenizer& tok);
 // Every unit (methods x seeds, in that order); `log` true prints one line per unit (spdlog). out_dir
 // non-empty: each unit's directory <out_dir>/<method>/seed<seed>/ receives the pretrained encoder
 // and, once the unit has finished, its result.json; a unit whose result.json exists is read back

@@ -2,6 +2,7 @@
 #include "train/encoder_metrics.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -81,7 +82,11 @@ SpanScore span_f1(const std::vector<std::vector<int64_t>>& pred, const std::vect
     for (const Span& x : p) s.correct += std::find(g.begin(), g.end(), x) != g.end();
   }
   s.precision = s.predicted > 0 ? double(s.correct) / double(s.predicted) : 0.0;
-  s.recall = s.gold > 0 ? double(s.correct) / double(s.gold) : 0.0;
+  if (s.gold == 0) {  // nothing to find: recall, and so F1, are undefined (not 0)
+    s.recall = s.f1 = std::numeric_limits<double>::quiet_NaN();
+    return s;
+  }
+  s.recall = double(s.correct) / double(s.gold);
   s.f1 = s.precision + s.recall > 0 ? 2 * s.precision * s.recall / (s.precision + s.recall) : 0.0;
   return s;
 }

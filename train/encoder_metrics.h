@@ -7,7 +7,8 @@
 //                 spans are read from BIO tags, and a predicted span counts only when its start,
 //                 end and type all equal those of a gold span; micro-averaged precision
 //                 P = correct / predicted, recall R = correct / gold, F1 = 2PR / (P + R)
-//                 (P = 0 with no predicted span, R = 0 with no gold span, F1 = 0 when P + R = 0).
+//                 (P = 0 with no predicted span, F1 = 0 when P + R = 0; with no gold span at all
+//                 R and F1 are undefined: NaN, which the reports print as n/a and the claims leave out).
 // BIO tag ids: 0 = O; for span type t >= 0, B-t = 1 + 2t and I-t = 2 + 2t. As in conlleval, an I
 // that does not continue a span of its type (after O, after another type, at the start) opens one.
 #pragma once

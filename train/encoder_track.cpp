@@ -57,16 +57,30 @@ void check_encoder_memory(const EncoderTrackConfig& ec) {
                    "--encoder-multipliers) " + format_bytes(eval_bytes) + "; reduce the largest of these");
 }
 
+EncoderTrackData load_encoder_track_data(const CompareConfig& cfg) {
+  const TrainConfig& b = cfg.base;
+  EncoderTrackData d;
+  d.text = data::load_corpus(b.corpus, b.data_dir, b.max_corpus_bytes);
+  d.tokenizer = data::make_tokenizer(b.tokenizer, d.text);
+  // Block 1: the splits do not depend on it; check_encoder_data names the --encoder-* options that
+  // set the length each split must hold.
+  d.dataset = std::make_unique<data::TokenDataset>(d.text, *d.tokenizer, 1);
+  check_encoder_data(encoder_track_config(cfg), *d.dataset, *d.tokenizer);
+  return d;
+}
+
 EncoderTrackResult run_compare_encoder_track(const CompareConfig& cfg) {
-  const EncoderTrackConfig ec = encoder_track_config(cfg);
+  EncoderTrackConfig ec = encoder_track_config(cfg);
   ec.validate();
   check_encoder_memory(ec);
   const std::string path = cfg.out_dir + "/encoder_results.json";
-  const TrainConfig& b = cfg.base;
-  const std::string text = data::load_corpus(b.corpus, b.data_dir, b.max_corpus_bytes);
-  auto tok = data::make_tokenizer(b.tokenizer, text);
-  const int64_t longest = ec.length * *std::max_element(ec.multipliers.begin(), ec.multipliers.end());
-  data::TokenDataset ds(text, *tok, longest);
+  const EncoderTrackData d = load_encoder_track_data(cfg);
+  const data::TokenDataset& ds = *d.dataset;
+  const auto& tok = d.tokenizer;
+  // The text by absolute path and content hash, saved with each encoder: posgrad eval reads the same
+  // file from any directory and refuses it once changed (not a setting: results are unaffected).
+  const nlohmann::json record = data::corpus_record(cfg.base.corpus, cfg.base.data_dir, d.text);
+  for (const auto& [k, v] : record.items()) ec.corpus[k] = v;
   spdlog::info("=== encoder track: {} methods x {} seeds, masked-LM {} steps, {} tasks x {} steps ===",
                ec.methods.size(), ec.seeds.size(), ec.mlm_iters, ec.tasks.size(), ec.task_iters);
   EncoderTrackResult r = run_encoder_track(ec, ds, *tok, true, cfg.out_dir + "/encoder");

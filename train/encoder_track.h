@@ -14,6 +14,15 @@ namespace posgrad::train {
 
 // The encoder track's configuration implied by a comparison's.
 EncoderTrackConfig encoder_track_config(const CompareConfig& cfg);
+// The comparison's corpus as the encoder track reads it (--corpus, --data-dir, --max-corpus-bytes,
+// --tokenizer), checked by check_encoder_data (UsageError naming the --encoder-* options); IoError
+// for an unreadable corpus. run_compare_encoder_track and --dry-run (check_compare_data) call it.
+struct EncoderTrackData {
+  std::string text;
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::unique_ptr<data::TokenDataset> dataset;
+};
+EncoderTrackData load_encoder_track_data(const CompareConfig& cfg);
 // Runs the encoder track of a comparison, reusing finished units; writes <out_dir>/encoder_results.json
 // and saves each pretrained encoder in <out_dir>/encoder/<method>/seed<k>/ (fill-mask reads it).
 // UsageError: invalid encoder settings, a kept unit with other settings.

@@ -228,7 +228,8 @@ const Table<CompareConfig>& compare_options() {
              POSGRAD_MEMBER(encoder.task_iters))
         .add(integer("encoder_batch", closed(1, 4096), "Encoder: sequences per step", "sequences"),
              POSGRAD_MEMBER(encoder.batch))
-        .add(real("encoder_lr", open_closed(0, 1), "Encoder: peak learning rate (pretraining and fine-tuning)"),
+        .add(real("encoder_lr", Interval{0, 1, true, true},  // (0, 1): as EncoderTrackConfig::validate
+                         "Encoder: peak learning rate (pretraining and fine-tuning)"),
              POSGRAD_MEMBER(encoder.lr))
         .add(integer("encoder_eval_examples", closed(1, 1 << 20),
                      "Encoder: held-out examples per task and length (and masked-LM windows per length)", "sequences"),

@@ -57,6 +57,31 @@ void validate_pi(const CompareConfig& cfg) {
                 "--pi-multipliers lists a multiplier twice (each length is fine-tuned once)");
   POSGRAD_CHECK(unique(cfg.pi_scalings), UsageError, "--pi-scalings lists a scaling twice (each is fine-tuned once)");
   if (cfg.pi_iters == 0 || std::find(cfg.methods.begin(), cfg.methods.end(), "rope") == cfg.methods.end()) return;
+  // A fine-tuned row is judged at its own length, which the evaluation must include: refused here,
+  // not after the fine-tuning as an "inconclusive" verdict.
+  std::string eval_list;
+  for (int64_t m : cfg.eval_multipliers) eval_list += (eval_list.empty() ? "" : ",") + std::to_string(m);
+  for (int64_t M : cfg.pi_multipliers)
+    POSGRAD_CHECK(std::find(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end(), M) != cfg.eval_multipliers.end(),
+                  UsageError, "--pi-multipliers ", M, " is not among --eval-multipliers (", eval_list, "): each fine-tuned length is judged at that length; "
+                  "add it to --eval-multipliers or drop it from --pi-multipliers");
+  // Each scaled copy's RoPE configuration (e.g. NTK-aware needs more than 2 rotary channels), before training.
+  for (int64_t M : cfg.pi_multipliers)
+    for (const auto& scaling : cfg.pi_scalings) {
+      nn::PosEncConfig pc = cfg.base.model.pos;
+      pc.kind = "rope";
+      pc.n_embd = cfg.base.model.n_embd;
+      pc.n_head = cfg.base.model.n_head;
+      pc.n_layer = cfg.base.model.n_layer;
+      pc.block_size = cfg.base.model.block_size;
+      pc.set("rope_scaling", scaling);
+      pc.set("rope_scaling_factor", scaling == "none" ? 1.0 : static_cast<double>(M));
+      try {
+        pc.validate();
+      } catch (const ValueError& e) {
+        throw UsageError("--pi-scalings " + scaling + " at --pi-multipliers " + std::to_string(M) + ": " + e.what());
+      }
+    }
   const int64_t L = cfg.base.model.block_size;
   const int64_t longest = *std::max_element(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end()) * L;
   for (int64_t M : cfg.pi_multipliers) {
@@ -68,6 +93,14 @@ void validate_pi(const CompareConfig& cfg) {
   }
 }
 
+void check_pi_data(const CompareConfig& cfg, int64_t L, const data::TokenSpan& train_split) {
+  if (cfg.pi_iters == 0) return;
+  for (int64_t M : cfg.pi_multipliers)
+    POSGRAD_CHECK(train_split.size() >= M * L + 1, ValueError, "position interpolation at ", M,
+                  "x needs a training split of at least ", M * L + 1, " tokens (windows of ", M, " x ", L,
+                  "), it holds ", train_split.size(), " (--pi-multipliers x --block-size; use a longer --corpus)");
+}
+
 std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenSpan& train_split,
                                       const data::TokenSpan& val, const CompareConfig& cfg, uint64_t seed, Device dev,
                                       const PiCallback& on_row) {
@@ -77,10 +110,7 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenS
   if (cfg.pi_iters == 0) return out;
   const int64_t L = trained.config().block_size;
   const TrainConfig& base = cfg.base;
-  for (int64_t M : cfg.pi_multipliers)
-    POSGRAD_CHECK(train_split.size() >= M * L + 1, ValueError, "position interpolation at ", M,
-                  "x needs a training split of at least ", M * L + 1, " tokens (windows of ", M, " x ", L,
-                  "), it holds ", train_split.size());
+  check_pi_data(cfg, L, train_split);
   for (int64_t M : cfg.pi_multipliers) {
     const int64_t ctx = M * L;
     for (const auto& scaling : cfg.pi_scalings) {

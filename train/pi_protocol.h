@@ -53,5 +53,8 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenS
 // duplicate in --pi-multipliers or --pi-scalings (UsageError naming the option), and the fine-tuning
 // batch at the longest M·L within this machine's memory (check_memory, train/options.h).
 void validate_pi(const CompareConfig& cfg);
+// ValueError when the training split cannot hold a fine-tuning window of M x L tokens (+1) for each of
+// --pi-multipliers (nothing with --pi-iters 0). run_pi_protocol and check_compare_data (before training) call it.
+void check_pi_data(const CompareConfig& cfg, int64_t L, const data::TokenSpan& train_split);
 
 }  // namespace posgrad::train

@@ -14,6 +14,7 @@
 #include "data/process.h"
 #include "train/interrupt.h"
 #include "train/claims.h"
+#include "train/compare_eval.h"
 #include "train/length_suite_report.h"
 #include "train/pi_report.h"
 #include "train/passkey_report.h"
@@ -231,7 +232,11 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
        << "; differences smaller than about twice that are not resolved with " << c.seeds.size() << " seeds\n";
   }
   md << "- RoPE evaluation-time variants: linear and YaRN scaling with s = L/L_train, dynamic NTK; `rope@bf16` and "
-     << "`rope@fp16` round the rotary angle arithmetic to that format\n\n"
+     << "`rope@fp16` round the rotary angle arithmetic to that format\n";
+  if (std::find(c.methods.begin(), c.methods.end(), "rope") != c.methods.end())
+    for (const auto& [row, why] : skipped_rope_variants(c))
+      md << "- `" << row << "` not measured: this configuration cannot build it (" << why << ")\n";
+  md << "\n"
      << "<details><summary>All settings (as <code>posgrad compare</code> options)</summary>\n\n| option | value |\n|---|---|\n";
   for (const auto& o : compare_options()) md << "| `" << o.spec.flag() << "` | " << opt::format(o.get(c)) << " |\n";
   md << "\n</details>\n\n";

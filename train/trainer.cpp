@@ -98,6 +98,7 @@ Trainer::Trainer(TrainConfig cfg, bool resume, dist::Communicator* comm) : cfg_(
 void Trainer::build() {
   std::string text = data::load_corpus(cfg_.corpus, cfg_.data_dir, cfg_.max_corpus_bytes);
   tok_ = data::make_tokenizer(cfg_.tokenizer, text);
+  corpus_record_ = data::corpus_record(cfg_.corpus, cfg_.data_dir, text);
   cfg_.model.vocab_size = tok_->vocab_size();
   check_memory(cfg_, cfg_.model.block_size);  // again, with the real vocabulary
   // Token ids are cached (memory-mapped on reuse) under the data home; the cache header holds
@@ -291,6 +292,7 @@ void Trainer::save_checkpoint() {
   s.step = step_;
   s.config = cfg_.to_json();
   s.tokenizer = tok_->to_json();
+  s.corpus = corpus_record_;
   s.init_rng = init_gen_.state();
   s.dropout_rng = dropout_gen_.state();
   s.sampler_rng = sampler_->state();

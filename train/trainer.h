@@ -103,6 +103,7 @@ class Trainer {
   Device device_;
   std::unique_ptr<data::Tokenizer> tok_;
   std::unique_ptr<data::TokenDataset> data_;
+  nlohmann::json corpus_record_;  // data::corpus_record of the text trained on (saved in the checkpoint)
   std::unique_ptr<data::BatchSampler> sampler_;
   std::optional<ThreadGovernor> governor_;  // the OpenMP thread count (threads.h)
   Generator init_gen_, dropout_gen_;

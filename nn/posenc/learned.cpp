@@ -2,6 +2,8 @@
 // parameter table, N(0, 0.02) init, row pos0 + t added to token t. There is no extrapolation: a
 // position past the table is an IndexError naming the position and the table length (never a
 // clamp). Backward: the add's gradient reaches the rows through narrow (rows never used get 0).
+#include <algorithm>
+
 #include "autograd/ops.h"
 #include "nn/posenc/position_encoding.h"
 
@@ -45,6 +47,7 @@ class LearnedEncoding : public PositionEncoding {
   }
   bool supports_position_ids() const override { return true; }
   int64_t max_length() const override { return L_; }
+  int64_t trained_max_length(int64_t trained_length) const override { return std::min(trained_length, L_); }
   Tensor weight;  // (block_size, C)
 
  private:

@@ -84,6 +84,12 @@ class PositionEncoding : public Module {
   virtual double attention_scale(int64_t head_dim) const;
   // Longest sequence this encoding supports (learned: its table); -1 for unbounded.
   virtual int64_t max_length() const { return -1; }
+  // Longest sequence every position of which has trained parameters, after training on sequences of
+  // `trained_length` tokens starting at position 0 (no position ids): a learned table's rows past the
+  // training length are never updated, so min(trained_length, max_length()) for it; -1 (every length)
+  // for the encodings whose parameters are shared by all positions or that have none. Evaluations
+  // report n/a beyond it (no number from an untrained position).
+  virtual int64_t trained_max_length(int64_t trained_length) const { (void)trained_length; return -1; }
   // Causal (decoder) or bidirectional (encoder) attention, as configured.
   bool causal() const { return causal_; }
 

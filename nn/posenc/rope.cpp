@@ -57,8 +57,11 @@ RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len) {
     POSGRAD_CHECK(dr > 2, ValueError, "RoPE NTK-aware scaling needs a rotary dimension > 2, got ", dr);
     base = p.base * std::pow(s, static_cast<double>(dr) / static_cast<double>(dr - 2));
   }
+  // Checked for every length, not only beyond L0: an invalid configuration is refused when it is built
+  // (PosEncConfig::validate), not at the first long forward after training.
+  POSGRAD_CHECK(p.scaling != "dynamic" || dr > 2, ValueError,
+                "RoPE dynamic NTK scaling needs a rotary dimension > 2, got ", dr);
   if (p.scaling == "dynamic" && static_cast<double>(seq_len) > L0) {
-    POSGRAD_CHECK(dr > 2, ValueError, "RoPE dynamic NTK scaling needs a rotary dimension > 2, got ", dr);
     base = p.base * std::pow(s * static_cast<double>(seq_len) / L0 - (s - 1.0),
                              static_cast<double>(dr) / static_cast<double>(dr - 2));
   }
