@@ -941,3 +941,30 @@ TEST(EncoderTrack, EvalAndFillMaskExitStatusesAndCorpusProvenance) {
             std::string::npos) << p.err;
   EXPECT_NE(p.err.find("encoder.safetensors"), std::string::npos) << p.err;
 }
+
+// fill-mask on a learned encoder: positions past the pretraining length are rows of the table that
+// no step trained, so a text that reaches them is refused (the table itself is longer).
+TEST(EncoderTrack, FillMaskRefusesUntrainedLearnedRows) {
+  const std::string text = tiny_corpus();
+  auto tok = data::make_tokenizer("char", text);
+  data::TokenDataset ds(text, *tok, 16);
+  train::EncoderTrackConfig c = train::encoder_track_preset("tiny");
+  c.seeds = {1};
+  c.tasks = {"reversed"};
+  const std::string dir = ::testing::TempDir() + "/posgrad_encoder_learned_fill";
+  std::filesystem::remove_all(dir);
+  (void)train::run_encoder_unit(c, "learned", 1, ds, *tok, dir);
+  const auto enc = train::load_encoder(dir);
+  ASSERT_EQ(enc->length, c.length);
+  const int64_t table = enc->model->config().model.block_size;
+  ASSERT_GT(table, c.length) << "the table must be longer than the pretraining length for this test";
+  const std::string ok = "and_" + std::string(static_cast<size_t>(c.length) - 4, 'a');
+  EXPECT_EQ(train::fill_mask(*enc, ok, '_', 1).filled.size(), ok.size());
+  try {
+    train::fill_mask(*enc, ok + "a", '_', 1);
+    ADD_FAILURE() << "a text reaching an untrained row was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("never trained"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("at most " + std::to_string(c.length)), std::string::npos) << e.what();
+  }
+}

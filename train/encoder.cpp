@@ -615,6 +615,11 @@ FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char
   const int64_t T = static_cast<int64_t>(ids.size()), limit = enc.model->config().model.block_size;
   POSGRAD_CHECK(T <= limit, ValueError, "fill-mask: the text has ", T, " tokens; this encoder's positions end at ",
                 limit);
+  // A learned table's rows past the pretraining length were never trained: no prediction from them.
+  const int64_t trained = enc.length > 0 ? enc.model->backbone->position_encoding().trained_max_length(enc.length) : -1;
+  POSGRAD_CHECK(trained < 0 || T <= trained, ValueError, "fill-mask: the text has ", T, " tokens, but this ", enc.method,
+                " encoder was pretrained at ", enc.length, " and its position rows beyond ", trained,
+                " were never trained; give a text of at most ", trained, " bytes");
   NoGradGuard ng;
   const Tensor probs = softmax(enc.model->mlm_logits(Tensor::from_ints(ids, {1, T})), -1);  // (1, T, V + 2)
   const auto p = probs.to_vector();
