@@ -561,18 +561,33 @@ std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir) {
     const nlohmann::json c = nlohmann::json::parse(meta("config"));
     out->tokenizer = data::Tokenizer::from_json(nlohmann::json::parse(meta("tokenizer")));
     nn::EncoderConfig ec;
-    ec.model.vocab_size = c.at("vocab_size").get<int64_t>();
-    ec.model.block_size = c.at("block_size").get<int64_t>();
-    ec.model.n_layer = c.at("n_layer").get<int64_t>();
-    ec.model.n_head = c.at("n_head").get<int64_t>();
-    ec.model.n_embd = c.at("n_embd").get<int64_t>();
+    ec.model.vocab_size = json_int(c.at("vocab_size"));
+    ec.model.block_size = json_int(c.at("block_size"));
+    ec.model.n_layer = json_int(c.at("n_layer"));
+    ec.model.n_head = json_int(c.at("n_head"));
+    ec.model.n_embd = json_int(c.at("n_embd"));
     ec.model.bias = c.at("bias").get<bool>();
-    ec.model.pos.kind = c.at("method").get<std::string>();
+    ec.model.pos.kind = json_text(c.at("method"));
     out->method = ec.model.pos.kind;
-    out->length = c.value("length", int64_t{0});  // absent in encoders saved before it was recorded
+    out->length = c.contains("length") ? json_int(c.at("length")) : 0;  // absent in encoders saved before it was recorded
     out->corpus = c.value("corpus", nlohmann::json());
     if (ec.model.vocab_size != out->tokenizer->vocab_size() + 2)
       throw IoError(path + ": vocabulary " + std::to_string(ec.model.vocab_size) + " is not the tokenizer's + 2");
+    // Sizes before any allocation: the model's token table and attention weights (at least
+    // vocab x C + layers x 4 C^2 values) must be in the file, and the positions within the track's range.
+    auto in = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
+    if (!in(ec.model.n_layer, 1, 256) || !in(ec.model.n_embd, 1, 1 << 16) || !in(ec.model.n_head, 1, ec.model.n_embd) ||
+        !in(ec.model.block_size, 1, 1 << 18) || out->length < 0)
+      throw IoError(path + ": configuration out of range (n_layer " + std::to_string(ec.model.n_layer) + ", n_embd " +
+                    std::to_string(ec.model.n_embd) + ", n_head " + std::to_string(ec.model.n_head) + ", block_size " +
+                    std::to_string(ec.model.block_size) + ", length " + std::to_string(out->length) + ")");
+    long double stored = 0;
+    for (const auto& [name, t] : f.tensors) stored += static_cast<long double>(t.numel());
+    const long double C = static_cast<long double>(ec.model.n_embd);
+    const long double least = static_cast<long double>(ec.model.vocab_size) * C + ec.model.n_layer * 4 * C * C;
+    if (least > stored)
+      throw IoError(path + ": the configuration needs at least " + std::to_string(static_cast<int64_t>(least)) +
+                    " weights, the file holds " + std::to_string(static_cast<int64_t>(stored)));
     Generator init(0);
     out->model = std::make_unique<nn::Encoder>(ec, init, out->dropout);
   } catch (const nlohmann::json::exception& e) {
