@@ -425,8 +425,8 @@ EncoderUnitResult load_encoder_unit(const std::string& path, const EncoderTrackC
     for (const auto& [key, now] : settings.items()) {
       const nlohmann::json there = j["settings"].contains(key) ? j["settings"][key] : nlohmann::json();
       if (there != now)
-        diff += (diff.empty() ? "" : ", ") + std::string("--encoder-") + [&] {
-          std::string f = key;
+        diff += (diff.empty() ? "" : ", ") + std::string("--encoder-") + [name = key] {
+          std::string f = name;  // a copy: clang before 16 cannot capture a structured binding
           std::replace(f.begin(), f.end(), '_', '-');
           return f;
         }() + " " + there.dump() + " there, " + now.dump() + " now";
