@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # fuzz.sh — fuzzes posgrad's loaders with libFuzzer: bench/fuzz.sh TARGET|all SECONDS
-#   TARGET: safetensors | checkpoint | config | tokenizer (tests/fuzz/fuzz_<TARGET>.cpp), or all
+#   TARGET: safetensors | checkpoint | config | tokenizer | results | encoder_checkpoint
+#   (tests/fuzz/fuzz_<TARGET>.cpp), or all
 #   (one after the other; run two invocations side by side to use two cores).
 # Configures and builds a separate clang tree (build-fuzz, or $POSGRAD_FUZZ_BUILD) with
 # POSGRAD_FUZZ=ON: everything instrumented for libFuzzer, AddressSanitizer and
@@ -19,7 +20,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${POSGRAD_FUZZ_BUILD:-$ROOT/build-fuzz}
 OUT=$BUILD/fuzz-out
-TARGETS=(safetensors checkpoint config tokenizer)
+TARGETS=(safetensors checkpoint config tokenizer results encoder_checkpoint)
 
 usage() {
   echo "usage: bench/fuzz.sh TARGET|all SECONDS   (TARGET: ${TARGETS[*]})" >&2
@@ -42,7 +43,8 @@ command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get ins
 # Inputs above these sizes are not generated; each covers the largest seed with room to grow.
 max_len() {
   case $1 in
-    safetensors | checkpoint) echo 16384 ;;
+    safetensors | checkpoint | encoder_checkpoint) echo 16384 ;;
+    results) echo 65536 ;;
     config) echo 8192 ;;
     tokenizer) echo 4096 ;;
   esac

@@ -392,6 +392,16 @@ json to_json(const Value& v) {
 
 namespace {
 
+// What a JSON value of the wrong type was, for "expected X, got <this>": the value itself when it is
+// short and scalar (null, true, 1.5, "abc"), else its kind ("an array", "a string of 300 bytes").
+std::string got_json(const json& j) {
+  if (j.is_array()) return "an array";
+  if (j.is_object()) return "an object";
+  const std::string d = j.dump();
+  if (j.is_string()) return d.size() <= 40 ? "the string " + d : "a string of " + std::to_string(j.get_ref<const std::string&>().size()) + " bytes";
+  return d.substr(0, 40);
+}
+
 template <typename T>
 T integer_from_json(const Spec& spec, const json& j, const std::string& where) {
   if (j.is_number_unsigned()) {
@@ -406,7 +416,7 @@ T integer_from_json(const Spec& spec, const json& j, const std::string& where) {
       fail(where, std::to_string(i) + " is negative (valid: " + spec.constraint() + ")");
     return static_cast<T>(i);
   }
-  fail(where, std::string("expected an integer, got JSON ") + j.type_name() + " " + j.dump().substr(0, 64));
+  fail(where, "expected an integer, got " + got_json(j));
 }
 
 }  // namespace
@@ -419,22 +429,22 @@ Value from_json(const Spec& spec, const json& j, const std::string& where) {
     case Type::Int: v = integer_from_json<int64_t>(spec, j, where); break;
     case Type::UInt: v = integer_from_json<uint64_t>(spec, j, where); break;
     case Type::Float:
-      if (!j.is_number()) fail(where, std::string("expected a number, got JSON ") + j.type_name());
+      if (!j.is_number()) fail(where, "expected a number, got " + got_json(j));
       v = j.get<double>();
       break;
     case Type::Bool:
-      if (!j.is_boolean()) fail(where, std::string("expected true or false, got JSON ") + j.type_name());
+      if (!j.is_boolean()) fail(where, "expected true or false, got " + got_json(j));
       v = j.get<bool>();
       break;
     case Type::Text:
-      if (!j.is_string()) fail(where, std::string("expected a string, got JSON ") + j.type_name());
+      if (!j.is_string()) fail(where, "expected a string, got " + got_json(j));
       v = j.get<std::string>();
       break;
     case Type::IntList:
     case Type::UIntList:
     case Type::TextList:
     case Type::FloatList: {
-      if (!j.is_array()) fail(where, std::string("expected an array, got JSON ") + j.type_name());
+      if (!j.is_array()) fail(where, "expected an array, got " + got_json(j));
       if (j.size() > static_cast<size_t>(spec.max_items))
         fail(where, "a list of " + std::to_string(j.size()) + " items (at most " + std::to_string(spec.max_items) + ")");
       if (spec.type == Type::IntList) {
@@ -448,14 +458,14 @@ Value from_json(const Spec& spec, const json& j, const std::string& where) {
       } else if (spec.type == Type::FloatList) {
         std::vector<double> l;
         for (const auto& e : j) {
-          if (!e.is_number()) fail(where, std::string("expected an array of numbers, got JSON ") + e.type_name());
+          if (!e.is_number()) fail(where, "expected an array of numbers, got " + got_json(e) + " in it");
           l.push_back(e.get<double>());
         }
         v = std::move(l);
       } else {
         std::vector<std::string> l;
         for (const auto& e : j) {
-          if (!e.is_string()) fail(where, std::string("expected an array of strings, got JSON ") + e.type_name());
+          if (!e.is_string()) fail(where, "expected an array of strings, got " + got_json(e) + " in it");
           l.push_back(e.get<std::string>());
         }
         v = std::move(l);

@@ -150,6 +150,46 @@ TEST(Compare, SecondRunKeepsFinishedUnits) {
   EXPECT_NO_THROW(train::run_compare(c));
 }
 
+// A kept unit's result.json must be its folder's (method, seed) and fit the settings: a copied or
+// edited file is refused naming it and the mismatch (IoError: delete it to measure the unit again).
+TEST(Compare, ResumedUnitsMustMatchTheirFolderAndSettings) {
+  TempDir d;
+  auto c = tiny(d, "a");
+  c.methods = {"alibi", "rope"};
+  c.suite_iters = 0;
+  c.pi_iters = 0;
+  c.passkey.iters = 0;
+  train::run_compare(c);
+  const std::string rope1 = d.str("a/rope/seed1/result.json"), rope2 = d.str("a/rope/seed2/result.json"),
+                    alibi1 = d.str("a/alibi/seed1/result.json");
+  const std::string keep_rope2 = read_file(rope2), keep_alibi1 = read_file(alibi1);
+  auto refused = [&](const std::string& file, const std::vector<std::string>& parts) {
+    const std::string m = test::thrown_message<IoError>([&] { train::run_compare(c); });
+    EXPECT_NE(m.find(file), std::string::npos) << m;
+    EXPECT_NE(m.find("delete it to measure that unit again"), std::string::npos) << m;
+    for (const auto& p : parts) EXPECT_NE(m.find(p), std::string::npos) << p << " in: " << m;
+  };
+  fs::copy_file(rope1, rope2, fs::copy_options::overwrite_existing);  // seed 1's result in seed 2's folder
+  refused(rope2, {"seed = 1: this is the folder of seed 2"});
+  write_file_atomic(rope2, keep_rope2);
+  fs::copy_file(rope1, alibi1, fs::copy_options::overwrite_existing);  // rope's result in alibi's folder
+  refused(alibi1, {"method = \"rope\": this is the folder of method \"alibi\""});
+  nlohmann::json j = nlohmann::json::parse(keep_alibi1);
+  j["lengths"].erase(2);  // measured at other --eval-multipliers
+  write_file_atomic(alibi1, j.dump());
+  refused(alibi1, {"lengths: holds 2 entries, expected 3"});
+  j = nlohmann::json::parse(keep_alibi1);
+  j["lengths"][0]["perplexity"] = 0.5;
+  write_file_atomic(alibi1, j.dump());
+  refused(alibi1, {"lengths[0].perplexity = 0.5"});
+  j = nlohmann::json::parse(keep_alibi1);
+  j["passkey"] = {{"alibi", {{"final_loss", 1.0}, {"alphabet", "letters"}, {"cells", nlohmann::json::array()}}}};
+  write_file_atomic(alibi1, j.dump());
+  refused(alibi1, {"passkey: holds rows, but --passkey-iters is 0"});
+  write_file_atomic(alibi1, keep_alibi1);
+  EXPECT_NO_THROW(train::run_compare(c));  // restored: kept as before
+}
+
 TEST(Compare, BadSettingsAreRejected) {
   TempDir d;
   auto c = tiny(d, "a");

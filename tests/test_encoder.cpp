@@ -19,6 +19,7 @@
 #include "autograd/ops.h"
 #include "data/fileio.h"
 #include "data/encoder_tasks.h"
+#include "data/fileio.h"
 #include "data/mlm.h"
 #include "data/synthetic.h"
 #include "nn/attention.h"
@@ -476,6 +477,25 @@ TEST(EncoderTrack, SavedEncoderFillsMasks) {
   }
   EXPECT_THROW(train::fill_mask(*enc, std::string(200, '_'), '_', 3), ValueError);  // past the positions
   EXPECT_THROW(train::load_encoder(dir + "/missing"), IoError);
+  // The weights' checksum is recorded in encoder.json and verified on every load: a flipped byte is
+  // named with both checksums; without encoder.json the load says what is missing.
+  {
+    const std::string weights = dir + "/encoder.safetensors", saved = read_file(weights);
+    const std::string want = hex64(fnv1a64(saved));
+    std::string flipped = saved;
+    flipped[flipped.size() / 2] ^= 0x10;
+    write_file_atomic(weights, flipped);
+    const std::string m = test::thrown_message<IoError>([&] { train::load_encoder(dir); });
+    EXPECT_NE(m.find(weights), std::string::npos) << m;
+    EXPECT_NE(m.find("checksum " + hex64(fnv1a64(flipped)) + ", expected " + want), std::string::npos) << m;
+    write_file_atomic(weights, saved);
+    const std::string sidecar = read_file(dir + "/encoder.json");
+    std::filesystem::remove(dir + "/encoder.json");
+    EXPECT_NE(test::thrown_message<IoError>([&] { train::load_encoder(dir); }).find("encoder.json is missing"),
+              std::string::npos);
+    write_file_atomic(dir + "/encoder.json", sidecar);
+    EXPECT_NO_THROW(train::load_encoder(dir));
+  }
   (void)unit;
   if (std::filesystem::exists(test::bin_path())) {  // the command line on the saved encoder
     test::Proc p = test::run_posgrad("fill-mask --run " + dir + " --text 'and god s_id' --top 2");
@@ -619,6 +639,29 @@ TEST(EncoderTrack, FinishedUnitsAreKeptAndOtherSettingsRefused) {
     EXPECT_NE(std::string(e.what()).find("--encoder-mlm-iters 4 there, 5 now"), std::string::npos) << e.what();
   }
   c.mlm_iters -= 1;
+  // A kept unit's result must be its folder's: rope's result in none's folder is refused, naming both.
+  const std::string none_result = read_file(dir + "/none/seed1/result.json");
+  std::filesystem::copy_file(dir + "/rope/seed1/result.json", dir + "/none/seed1/result.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::string m = test::thrown_message<IoError>([&] { train::run_encoder_track(c, ds, *tok, false, dir); });
+  EXPECT_NE(m.find(dir + "/none/seed1/result.json: unit.method = \"rope\": this is the folder of method \"none\""),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("delete it to measure that unit again"), std::string::npos) << m;
+  nlohmann::json edited = nlohmann::json::parse(none_result);
+  edited["unit"]["mlm_accuracy"][0] = 1.25;
+  write_file_atomic(dir + "/none/seed1/result.json", edited.dump());
+  m = test::thrown_message<IoError>([&] { train::run_encoder_track(c, ds, *tok, false, dir); });
+  EXPECT_NE(m.find("unit.mlm_accuracy[0] = 1.25"), std::string::npos) << m;
+  write_file_atomic(dir + "/none/seed1/result.json", none_result);
+  // ... and its saved encoder intact: a flipped byte is refused with both checksums.
+  const std::string weights = dir + "/none/seed1/encoder.safetensors", saved = read_file(weights);
+  std::string flipped = saved;
+  flipped[flipped.size() / 3] ^= 0x01;
+  write_file_atomic(weights, flipped);
+  m = test::thrown_message<IoError>([&] { train::run_encoder_track(c, ds, *tok, false, dir); });
+  EXPECT_NE(m.find("checksum " + hex64(fnv1a64(flipped)) + ", expected " + hex64(fnv1a64(saved))), std::string::npos) << m;
+  write_file_atomic(weights, saved);
+  EXPECT_NO_THROW(train::run_encoder_track(c, ds, *tok, false, dir));
   { std::ofstream(dir + "/rope/seed1/result.json") << "{\"settings\": "; }
   EXPECT_THROW(train::run_encoder_track(c, ds, *tok, false, dir), IoError);
   { std::ofstream(dir + "/rope/seed1/result.json") << "[1, 2]"; }

@@ -75,17 +75,21 @@ Judgement judge_pairs(const std::vector<Pair>& pairs, const std::string& missing
 // chain[i] better than chain[i + 1]; "absolute" expands to every absolute method with values.
 std::vector<Pair> chain_pairs(const ComparisonResult& r, const std::vector<std::string>& chain, const Metric& m,
                               std::string& missing) {
+  // An inner link of the chain is expanded twice (as the better and as the worse of a pair): the
+  // missing names are a set, listed once each in alphabetical order.
+  std::set<std::string> absent;
   auto expand = [&](const std::string& x) {
     std::vector<std::string> out;
     for (const auto& y : x == "absolute" ? kAbsolute : std::vector<std::string>{x})
       if (has(r, y) && !values(r, y, m).empty()) out.push_back(y);
-    if (out.empty()) missing += (missing.empty() ? "" : ", ") + x;
+    if (out.empty()) absent.insert(x);
     return out;
   };
   std::vector<Pair> pairs;
   for (size_t i = 0; i + 1 < chain.size(); ++i)
     for (const auto& a : expand(chain[i]))
       for (const auto& b : expand(chain[i + 1])) pairs.push_back(better(r, a, b, m));
+  for (const auto& x : absent) missing += (missing.empty() ? "" : ", ") + x;
   return pairs;
 }
 

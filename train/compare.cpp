@@ -28,6 +28,7 @@
 #include "train/report.h"
 #include "train/results.h"
 #include "train/trainer.h"
+#include "train/value_check.h"
 
 namespace posgrad::train {
 
@@ -384,7 +385,24 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
     } catch (const json::exception& e) {
       throw IoError("'" + result_path + "' is not valid JSON (" + e.what() + "); delete it to measure that unit again");
     }
-    return unit_from_json(j, result_path);
+    // The unit of this folder, measured with these settings (a result.json copied from another unit,
+    // or edited, is refused: the user decides whether its numbers go, by deleting the file).
+    const std::string advice = "; delete it to measure that unit again";
+    UnitResult u;
+    try {
+      u = unit_from_json(j, result_path);
+    } catch (const IoError& e) {
+      throw IoError(e.what() + advice);
+    }
+    const ValueCheck c(result_path, advice);
+    if (u.method != method)
+      c.fail("method", ValueCheck::quoted(u.method),
+             "this is the folder of method " + ValueCheck::quoted(method) + " (a result copied from another unit?)");
+    if (u.seed != seed)
+      c.fail("seed", std::to_string(u.seed), "this is the folder of seed " + std::to_string(seed) +
+                                                 " (a result copied from another unit?)");
+    check_unit(u, cfg, result_path, "", advice);
+    return u;
   }
   TrainConfig tc = cfg.base;
   tc.model.pos.kind = method;

@@ -20,11 +20,13 @@
 #include "data/synthetic.h"
 #include "nn/encoder.h"
 #include "tensor/errors.h"
+#include "tensor/options.h"
 #include "train/encoder_metrics.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "train/optim.h"
 #include "train/safetensors.h"
+#include "train/value_check.h"
 
 namespace posgrad::train {
 
@@ -104,24 +106,24 @@ nlohmann::json EncoderTrackConfig::to_json() const {
 EncoderTrackConfig EncoderTrackConfig::from_json(const nlohmann::json& j, const std::string& source) {
   EncoderTrackConfig c;
   try {
-    c.methods = j.at("methods").get<std::vector<std::string>>();
-    c.seeds = j.at("seeds").get<std::vector<uint64_t>>();
-    c.tasks = j.at("tasks").get<std::vector<std::string>>();
-    c.multipliers = j.at("multipliers").get<std::vector<int64_t>>();
-    c.n_layer = j.at("n_layer").get<int64_t>();
-    c.n_head = j.at("n_head").get<int64_t>();
-    c.n_embd = j.at("n_embd").get<int64_t>();
-    c.length = j.at("length").get<int64_t>();
-    c.mlm_iters = j.at("mlm_iters").get<int64_t>();
-    c.task_iters = j.at("task_iters").get<int64_t>();
-    c.batch = j.at("batch").get<int64_t>();
-    c.lr = j.at("lr").get<double>();
-    c.weight_decay = j.at("weight_decay").get<double>();
-    c.grad_clip = j.at("grad_clip").get<double>();
-    c.warmup = j.at("warmup").get<int64_t>();
-    c.eval_examples = j.at("eval_examples").get<int64_t>();
-    c.segments = j.at("segments").get<int64_t>();
-    c.word_k = j.at("word_k").get<int64_t>();
+    c.methods = json_list<std::string>(j.at("methods"), json_text);
+    c.seeds = json_list<uint64_t>(j.at("seeds"), json_uint);
+    c.tasks = json_list<std::string>(j.at("tasks"), json_text);
+    c.multipliers = json_list<int64_t>(j.at("multipliers"), json_int);
+    c.n_layer = json_int(j.at("n_layer"));
+    c.n_head = json_int(j.at("n_head"));
+    c.n_embd = json_int(j.at("n_embd"));
+    c.length = json_int(j.at("length"));
+    c.mlm_iters = json_int(j.at("mlm_iters"));
+    c.task_iters = json_int(j.at("task_iters"));
+    c.batch = json_int(j.at("batch"));
+    c.lr = json_real(j.at("lr"));
+    c.weight_decay = json_real(j.at("weight_decay"));
+    c.grad_clip = json_real(j.at("grad_clip"));
+    c.warmup = json_int(j.at("warmup"));
+    c.eval_examples = json_int(j.at("eval_examples"));
+    c.segments = json_int(j.at("segments"));
+    c.word_k = json_int(j.at("word_k"));
   } catch (const nlohmann::json::exception& e) {
     throw IoError(source + ": encoder track configuration: " + e.what());
   }
@@ -474,7 +476,8 @@ EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::
       const std::string result_path = dir + "/result.json";
       // A finished unit is its result and its saved encoder; with the encoder gone it is measured again.
       if (!dir.empty() && fs::exists(result_path) && fs::exists(dir + "/encoder.safetensors")) {
-        r.units.push_back(load_encoder_unit(result_path, settings));
+        verify_encoder_checksum(dir);  // a kept unit's saved encoder is intact (IoError naming both checksums)
+        r.units.push_back(load_encoder_unit(result_path, cfg, m, seed));
         if (log) spdlog::info("encoder {:>10} seed {} | finished earlier — kept ({})", m, seed, result_path);
         continue;
       }
@@ -501,7 +504,9 @@ EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::
   return r;
 }
 
-EncoderUnitResult load_encoder_unit(const std::string& path, const nlohmann::json& settings) {
+EncoderUnitResult load_encoder_unit(const std::string& path, const EncoderTrackConfig& cfg, const std::string& method,
+                                    uint64_t seed) {
+  const nlohmann::json settings = cfg.settings_json();
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_file(path));
@@ -516,8 +521,8 @@ EncoderUnitResult load_encoder_unit(const std::string& path, const nlohmann::jso
     for (const auto& [key, now] : settings.items()) {
       const nlohmann::json there = j["settings"].contains(key) ? j["settings"][key] : nlohmann::json();
       if (there != now)
-        diff += (diff.empty() ? "" : ", ") + std::string("--encoder-") + [&] {
-          std::string f = key;
+        diff += (diff.empty() ? "" : ", ") + std::string("--encoder-") + [name = key] {
+          std::string f = name;  // a copy: clang before 16 cannot capture a structured binding
           std::replace(f.begin(), f.end(), '_', '-');
           return f;
         }() + " " + there.dump() + " there, " + now.dump() + " now";
@@ -525,7 +530,63 @@ EncoderUnitResult load_encoder_unit(const std::string& path, const nlohmann::jso
     throw UsageError("'" + path + "' was measured with other encoder settings (" + diff +
                      "); its unit cannot be mixed with new ones: use another --out-dir, or the same settings");
   }
-  return encoder_unit_from_json(j["unit"], path);
+  const std::string advice = "; delete it to measure that unit again";
+  EncoderUnitResult u;
+  try {
+    u = encoder_unit_from_json(j["unit"], path);
+  } catch (const IoError& e) {
+    throw IoError(e.what() + advice);
+  }
+  const ValueCheck c(path, advice);
+  if (u.method != method)
+    c.fail("unit.method", ValueCheck::quoted(u.method), "this is the folder of method " + ValueCheck::quoted(method) +
+                                                            " (a result copied from another unit?)");
+  if (u.seed != seed)
+    c.fail("unit.seed", std::to_string(u.seed), "this is the folder of seed " + std::to_string(seed) +
+                                                    " (a result copied from another unit?)");
+  EncoderTrackConfig with_unit = cfg;
+  with_unit.methods = cfg.method_list();
+  check_encoder_unit(u, with_unit, path, "unit", advice);
+  return u;
+}
+
+void check_encoder_unit(const EncoderUnitResult& u, const EncoderTrackConfig& cfg, const std::string& source,
+                        const std::string& path, const std::string& advice) {
+  const ValueCheck c(source, advice);
+  auto key = [&](const std::string& k) { return path.empty() ? k : path + "." + k; };
+  auto idx = [](const std::string& p, size_t i) { return p + "[" + std::to_string(i) + "]"; };
+  const auto ms = cfg.method_list();
+  if (std::find(ms.begin(), ms.end(), u.method) == ms.end())
+    c.fail(key("method"), ValueCheck::quoted(u.method), "not among the encoder track's methods (" + ValueCheck::list(ms) + ")");
+  if (std::find(cfg.seeds.begin(), cfg.seeds.end(), u.seed) == cfg.seeds.end())
+    c.fail(key("seed"), std::to_string(u.seed), "not among the encoder track's seeds (" + ValueCheck::list(cfg.seeds) + ")");
+  c.count(u.parameters, key("parameters"));
+  c.at_least(u.mlm_final_train_loss, 0.0, key("mlm_final_train_loss"), "a loss");
+  const std::string per = "one per encoder multiplier " + ValueCheck::list(cfg.multipliers);
+  c.size(u.mlm_loss.size(), cfg.multipliers.size(), key("mlm_loss"), per);
+  c.size(u.mlm_accuracy.size(), cfg.multipliers.size(), key("mlm_accuracy"), per);
+  for (size_t i = 0; i < u.mlm_loss.size(); ++i) c.loss_or_na(u.mlm_loss[i], idx(key("mlm_loss"), i));
+  for (size_t i = 0; i < u.mlm_accuracy.size(); ++i) c.fraction_or_na(u.mlm_accuracy[i], idx(key("mlm_accuracy"), i));
+  c.size(u.tasks.size(), cfg.tasks.size() * cfg.multipliers.size(), key("tasks"),
+         "--encoder-tasks " + ValueCheck::list(cfg.tasks) + " x the multipliers");
+  for (size_t i = 0; i < u.tasks.size(); ++i) {
+    const EncoderTaskScore& s = u.tasks[i];
+    const std::string p = idx(key("tasks"), i);
+    const std::string& task = cfg.tasks[i / cfg.multipliers.size()];
+    const int64_t m = cfg.multipliers[i % cfg.multipliers.size()];
+    if (s.task != task)
+      c.fail(p + ".task", ValueCheck::quoted(s.task), "expected " + ValueCheck::quoted(task) + " (task-major, in the order of --encoder-tasks)");
+    c.equal(s.multiplier, m, p + ".multiplier", "the encoder multipliers, in order");
+    c.equal(s.length, cfg.length * m, p + ".length", "--encoder-length x the multiplier");
+    c.count(s.examples, p + ".examples");
+    c.fraction_or_na(s.accuracy, p + ".accuracy");
+    c.fraction_or_na(s.macro_f1, p + ".macro_f1");
+    c.fraction_or_na(s.span_f1, p + ".span_f1");
+    c.fraction_or_na(s.span_precision, p + ".span_precision");
+    c.fraction_or_na(s.span_recall, p + ".span_recall");
+    c.at_least(s.final_train_loss, 0.0, p + ".final_train_loss", "a loss");
+  }
+  c.non_negative(u.seconds, key("seconds"));
 }
 
 // ---- saved encoders and fill-mask ----------------------------------------------------------------
@@ -542,6 +603,35 @@ void save_encoder(const std::string& dir, const nn::Encoder& enc, const std::str
                     {"track", "encoder"},
                     {"config", config.dump()},
                     {"tokenizer", tok.to_json().dump()}});
+  // The checksum beside the weights, written (atomically) after them: an encoder.json that names
+  // encoder.safetensors' checksum means the weights were completely written.
+  write_file_atomic(dir + "/encoder.json",
+                    nlohmann::json{{"format", "posgrad-encoder-checksum-1"},
+                                   {"checksums", {{"encoder.safetensors", hex64(fnv1a64(read_file(dir + "/encoder.safetensors")))}}}}
+                            .dump(2) +
+                        "\n");
+}
+
+void verify_encoder_checksum(const std::string& dir) {
+  const std::string weights = dir + "/encoder.safetensors", sidecar = dir + "/encoder.json";
+  if (!std::filesystem::exists(sidecar))
+    throw IoError("no checksum for " + weights + ": " + sidecar + " is missing (saved by an older posgrad, or the save "
+                  "was cut short); re-measure that unit (delete its folder and run posgrad compare again)");
+  std::string want;
+  try {
+    const nlohmann::json j = opt::parse_json_limited(read_file(sidecar), sidecar, 1 << 16, 4);
+    if (!j.is_object() || j.value("format", nlohmann::json()) != nlohmann::json("posgrad-encoder-checksum-1"))
+      throw IoError(sidecar + ": not a posgrad encoder checksum file (format \"posgrad-encoder-checksum-1\")");
+    want = json_text(j.at("checksums").at("encoder.safetensors"));
+  } catch (const UsageError& e) {
+    throw IoError(e.what());
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(sidecar + ": no checksum for encoder.safetensors (" + e.what() + ")");
+  }
+  const std::string got = hex64(fnv1a64(read_file(weights)));
+  if (got != want)
+    throw IoError("saved encoder " + weights + " is corrupt (checksum " + got + ", expected " + want + " from " + sidecar +
+                  ")");
 }
 
 std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir) {
@@ -553,6 +643,7 @@ std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir) {
                            : "; posgrad compare --track encoder|both saves one per method and seed in "
                              "<out_dir>/encoder/<method>/seed<k>"));
   }
+  verify_encoder_checksum(dir);
   SafetensorsFile f = load_safetensors(path);
   auto meta = [&](const std::string& key) {
     auto it = f.metadata.find(key);
@@ -566,18 +657,33 @@ std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir) {
     const nlohmann::json c = nlohmann::json::parse(meta("config"));
     out->tokenizer = data::Tokenizer::from_json(nlohmann::json::parse(meta("tokenizer")));
     nn::EncoderConfig ec;
-    ec.model.vocab_size = c.at("vocab_size").get<int64_t>();
-    ec.model.block_size = c.at("block_size").get<int64_t>();
-    ec.model.n_layer = c.at("n_layer").get<int64_t>();
-    ec.model.n_head = c.at("n_head").get<int64_t>();
-    ec.model.n_embd = c.at("n_embd").get<int64_t>();
+    ec.model.vocab_size = json_int(c.at("vocab_size"));
+    ec.model.block_size = json_int(c.at("block_size"));
+    ec.model.n_layer = json_int(c.at("n_layer"));
+    ec.model.n_head = json_int(c.at("n_head"));
+    ec.model.n_embd = json_int(c.at("n_embd"));
     ec.model.bias = c.at("bias").get<bool>();
-    ec.model.pos.kind = c.at("method").get<std::string>();
+    ec.model.pos.kind = json_text(c.at("method"));
     out->method = ec.model.pos.kind;
-    out->length = c.value("length", int64_t{0});  // absent in encoders saved before it was recorded
+    out->length = c.contains("length") ? json_int(c.at("length")) : 0;  // absent in encoders saved before it was recorded
     out->corpus = c.value("corpus", nlohmann::json());
     if (ec.model.vocab_size != out->tokenizer->vocab_size() + 2)
       throw IoError(path + ": vocabulary " + std::to_string(ec.model.vocab_size) + " is not the tokenizer's + 2");
+    // Sizes before any allocation: the model's token table and attention weights (at least
+    // vocab x C + layers x 4 C^2 values) must be in the file, and the positions within the track's range.
+    auto in = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
+    if (!in(ec.model.n_layer, 1, 256) || !in(ec.model.n_embd, 1, 1 << 16) || !in(ec.model.n_head, 1, ec.model.n_embd) ||
+        !in(ec.model.block_size, 1, 1 << 18) || out->length < 0)
+      throw IoError(path + ": configuration out of range (n_layer " + std::to_string(ec.model.n_layer) + ", n_embd " +
+                    std::to_string(ec.model.n_embd) + ", n_head " + std::to_string(ec.model.n_head) + ", block_size " +
+                    std::to_string(ec.model.block_size) + ", length " + std::to_string(out->length) + ")");
+    long double stored = 0;
+    for (const auto& [name, t] : f.tensors) stored += static_cast<long double>(t.numel());
+    const long double C = static_cast<long double>(ec.model.n_embd);
+    const long double least = static_cast<long double>(ec.model.vocab_size) * C + ec.model.n_layer * 4 * C * C;
+    if (least > stored)
+      throw IoError(path + ": the configuration needs at least " + std::to_string(static_cast<int64_t>(least)) +
+                    " weights, the file holds " + std::to_string(static_cast<int64_t>(stored)));
     Generator init(0);
     out->model = std::make_unique<nn::Encoder>(ec, init, out->dropout);
   } catch (const nlohmann::json::exception& e) {
@@ -662,11 +768,12 @@ namespace {
 // A score: a number, or null for n/a (nlohmann writes NaN as null).
 double score_at(const nlohmann::json& j, const char* key) {
   const nlohmann::json& v = j.at(key);
-  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
+  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : json_real(v);
 }
 std::vector<double> scores_at(const nlohmann::json& j, const char* key) {
   std::vector<double> out;
-  for (const auto& v : j.at(key)) out.push_back(v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>());
+  if (!j.at(key).is_array()) json_list<double>(j.at(key), json_real);  // the typed error ("expected an array, got ...")
+  for (const auto& v : j.at(key)) out.push_back(v.is_null() ? std::numeric_limits<double>::quiet_NaN() : json_real(v));
   return out;
 }
 
@@ -675,25 +782,25 @@ std::vector<double> scores_at(const nlohmann::json& j, const char* key) {
 EncoderUnitResult encoder_unit_from_json(const nlohmann::json& ju, const std::string& source) {
   EncoderUnitResult u;
   try {
-    u.method = ju.at("method").get<std::string>();
-    u.seed = ju.at("seed").get<uint64_t>();
-    u.parameters = ju.at("parameters").get<int64_t>();
-    u.mlm_final_train_loss = ju.at("mlm_final_train_loss").get<double>();
+    u.method = json_text(ju.at("method"));
+    u.seed = json_uint(ju.at("seed"));
+    u.parameters = json_int(ju.at("parameters"));
+    u.mlm_final_train_loss = json_real(ju.at("mlm_final_train_loss"));
     u.mlm_loss = scores_at(ju, "mlm_loss");
     u.mlm_accuracy = scores_at(ju, "mlm_accuracy");
-    u.seconds = ju.at("seconds").get<double>();
+    u.seconds = json_real(ju.at("seconds"));
     for (const auto& js : ju.at("tasks")) {
       EncoderTaskScore s;
-      s.task = js.at("task").get<std::string>();
-      s.multiplier = js.at("multiplier").get<int64_t>();
-      s.length = js.at("length").get<int64_t>();
-      s.examples = js.at("examples").get<int64_t>();
+      s.task = json_text(js.at("task"));
+      s.multiplier = json_int(js.at("multiplier"));
+      s.length = json_int(js.at("length"));
+      s.examples = json_int(js.at("examples"));
       s.accuracy = score_at(js, "accuracy");
       s.macro_f1 = score_at(js, "macro_f1");
       s.span_f1 = score_at(js, "span_f1");
       s.span_precision = score_at(js, "span_precision");
       s.span_recall = score_at(js, "span_recall");
-      s.final_train_loss = js.at("final_train_loss").get<double>();
+      s.final_train_loss = json_real(js.at("final_train_loss"));
       u.tasks.push_back(s);
     }
   } catch (const nlohmann::json::exception& e) {

@@ -73,14 +73,29 @@ nlohmann::json encoder_unit_to_json(const EncoderUnitResult& u);
 EncoderUnitResult encoder_unit_from_json(const nlohmann::json& j, const std::string& source);  // IoError
 // A unit's result file <dir>/result.json, {"settings": EncoderTrackConfig::settings_json(), "unit": ...}.
 // IoError naming the file when it is not valid JSON or not such a result; UsageError naming the
-// differing --encoder-* options when its settings are not `settings` (units of other settings are
+// differing --encoder-* options when its settings are not cfg.settings_json() (units of other settings are
 // never mixed into one table).
-EncoderUnitResult load_encoder_unit(const std::string& path, const nlohmann::json& settings);
+// The file must also hold the unit of (method, seed) — the folder it sits in — with values that pass
+// check_encoder_unit against cfg: otherwise an IoError naming the file, the JSON path of the value and
+// telling to delete the file to measure that unit again (a copied or edited file is refused, never
+// silently re-measured: the user decides whether its numbers go).
+EncoderUnitResult load_encoder_unit(const std::string& path, const EncoderTrackConfig& cfg, const std::string& method,
+                                    uint64_t seed);
+// Range and shape checks of one unit against the track's settings, IoError "<source>: <path>.<key> =
+// <value>: <rule><advice>": method and seed among cfg's, parameters >= 0, MLM loss finite >= 0 and
+// accuracy in [0, 1] per multiplier (one each), tasks exactly cfg.tasks x cfg.multipliers in that
+// order with length = length x multiplier, examples >= 0, accuracy / F1 / precision / recall in
+// [0, 1], losses finite >= 0, seconds finite >= 0.
+void check_encoder_unit(const EncoderUnitResult& u, const EncoderTrackConfig& cfg, const std::string& source,
+                        const std::string& path, const std::string& advice);
 
 // ---- saved encoders and fill-mask -------------------------------------------------------------------
 // A pretrained encoder is saved as <dir>/encoder.safetensors: the weights (names of nn::Encoder),
 // and metadata {"format": "posgrad-encoder-1", "track": "encoder", "config": the model's sizes and
-// position encoding (JSON), "tokenizer": Tokenizer::to_json()}. The decoder's run directories hold
+// position encoding (JSON), "tokenizer": Tokenizer::to_json()}; then <dir>/encoder.json,
+// {"format": "posgrad-encoder-checksum-1", "checksums": {"encoder.safetensors": FNV-1a 64 hex}},
+// both written atomically (as the decoder's checkpoint records its files' checksums in state.json).
+// Every load (posgrad eval, fill-mask, a resumed comparison keeping the unit) verifies the checksum. The decoder's run directories hold
 // checkpoint/ instead (train/checkpoint.h): the track of a run is the file it holds.
 struct LoadedEncoder {
   Generator dropout{0};  // the model's dropout generator (dropout is 0; kept alive with the model)
@@ -96,9 +111,12 @@ struct LoadedEncoder {
 // so that posgrad eval can score the encoder on the same validation split.
 void save_encoder(const std::string& dir, const nn::Encoder& enc, const std::string& method,
                   const data::Tokenizer& tok, int64_t length = 0, const nlohmann::json& corpus = {});
-// IoError naming the path: no encoder.safetensors there (a decoder run: the message says so),
-// another format, a missing or malformed metadata key, weights that do not match the configuration.
+// IoError naming the path: no encoder.safetensors there (a decoder run: the message says so), a
+// checksum that differs from encoder.json's or no encoder.json (verify_encoder_checksum), another format, a missing or malformed metadata key, weights that do not match the configuration.
 std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir);
+// IoError naming the file: <dir>/encoder.json missing or malformed, or encoder.safetensors' checksum
+// not the recorded one (the message gives both checksums).
+void verify_encoder_checksum(const std::string& dir);
 // Fills every `mask_char` of `text` with the encoder's most likely token at that position (all
 // masks predicted at once, as BERT does); `top` (>= 1) candidates with probabilities per mask.
 // ValueError: no mask in the text, a character outside the tokenizer's vocabulary, a text longer

@@ -485,13 +485,8 @@ std::string rerender_report(const std::string& run_dir) {
   POSGRAD_CHECK(!run_dir.empty(), UsageError, "RUN_DIR is empty: name the experiment directory (it holds results.json)");
   const std::string path = run_dir + "/results.json";
   if (!fs::exists(path)) throw IoError("no results.json in '" + run_dir + "' (run posgrad compare there first)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError("'" + path + "' is not valid JSON (" + e.what() + ")");
-  }
-  ComparisonResult r = comparison_from_json(j, path);
+  // Schema, ranges and consistency with its own configuration (train/results.h): IoError naming the value.
+  ComparisonResult r = read_comparison(read_file(path), path);
   r.config.out_dir = run_dir;  // render where the results are, wherever the run was made
   const DirectoryLock hold(run_dir);  // not while a compare writes there (data/process.h)
   return write_report(r);

@@ -23,7 +23,9 @@ std::vector<std::string> write_plots(const ComparisonResult& r, const std::strin
 void write_markdown(const ComparisonResult& r, const std::vector<std::string>& plots, const std::string& path);
 // All of the above into r.config.out_dir; returns the path of report.md.
 std::string write_report(const ComparisonResult& r);
-// Reads RUN_DIR/results.json (IoError naming it) and re-renders everything; returns report.md's path.
+// Reads RUN_DIR/results.json with read_comparison (train/results.h: IoError naming the file and the
+// JSON path of a value out of range or inconsistent with the file's configuration) and re-renders
+// everything; returns report.md's path. Nothing is written when the file is refused.
 std::string rerender_report(const std::string& run_dir);
 
 }  // namespace posgrad::train

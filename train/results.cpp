@@ -13,6 +13,7 @@
 #include "data/process.h"
 #include "tensor/storage.h"
 #include "train/options.h"
+#include "train/value_check.h"
 
 namespace posgrad::train {
 
@@ -25,20 +26,9 @@ namespace {
 // Typed reads of untrusted JSON: an integer must be a JSON integer in range (a float such as 1e300
 // would be undefined behaviour to convert), a real any JSON number; json::type_error otherwise,
 // which the callers turn into an IoError naming the file.
-int64_t integer(const json& j) {
-  if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-    throw json::type_error::create(302, "integer out of range", &j);
-  if (!j.is_number_integer()) throw json::type_error::create(302, "expected an integer, got " + std::string(j.type_name()), &j);
-  return j.get<int64_t>();
-}
-uint64_t unsigned_integer(const json& j) {
-  if (!j.is_number_unsigned()) throw json::type_error::create(302, "expected an unsigned integer", &j);
-  return j.get<uint64_t>();
-}
-double real(const json& j) {
-  if (!j.is_number()) throw json::type_error::create(302, "expected a number, got " + std::string(j.type_name()), &j);
-  return j.get<double>();
-}
+int64_t integer(const json& j) { return json_int(j); }
+uint64_t unsigned_integer(const json& j) { return json_uint(j); }
+double real(const json& j) { return json_real(j); }
 std::vector<double> reals(const json& j) {
   std::vector<double> v;
   for (const auto& e : j) v.push_back(real(e));

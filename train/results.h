@@ -112,6 +112,36 @@ UnitResult unit_from_json(const nlohmann::json& j, const std::string& source);  
 nlohmann::json to_json(const ComparisonResult& r);
 ComparisonResult comparison_from_json(const nlohmann::json& j, const std::string& source);
 
+// ---- checks of results read back ---------------------------------------------------------------------
+// The readers above check the schema (types and keys); these check the values and their agreement
+// with the configuration. Each failure is an IoError "<source>: <JSON path> = <value>: <rule><advice>".
+// Rules, per unit (check_unit; path: the unit's JSON path, "" for a unit's own result.json):
+//   method among cfg.methods, seed among cfg.seeds; parameters >= 0, position_parameters in [0, parameters];
+//   curves: steps increasing in [0, max_iters], losses finite >= 0;
+//   lengths (and each variant "<method>+x" / "<method>@x", each PI row's): one per eval multiplier, null
+//     only where the method cannot run and never at 1x, context = multiplier x block_size, windows >= 1,
+//     loss finite >= 0, perplexity finite >= 1 and loss = ln(perplexity) within 1e-6 relative (both are
+//     written together from one measurement, so a hand edit of one is caught), accuracy in [0, 1];
+//   per-position losses and attention weights finite >= 0; task: one per task multiplier, length =
+//     multiplier x task_length, examples >= 0, exact match / F1 / accuracy in [0, 1], loss finite >= 0;
+//   suite rows present iff configured (suite_iters > 0), in run order, buckets as suite_buckets(cfg);
+//   PI rows iff rope and pi_iters > 0, pi_multipliers x pi_scalings in order; passkey rows iff
+//     passkey.iters > 0, with the method's own row, cells = passkey multipliers x depths in order;
+//   seconds finite >= 0.
+void check_unit(const UnitResult& u, const CompareConfig& cfg, const std::string& source, const std::string& path,
+                const std::string& advice);
+// The whole result: every unit (check_unit), exactly one unit per configured (method, seed) for a track
+// with decoders and none for --track encoder (a missing, unknown or duplicate unit is named), the cost
+// rows' methods configured and values >= 0, and the encoder track present iff config.track is not
+// "decoder", its settings those of config (--encoder-*), its methods and seeds the config's, one unit per
+// (method, seed), each passing check_encoder_unit (train/encoder.h).
+void check_comparison(const ComparisonResult& r, const std::string& source);
+void check_encoder_track(const EncoderTrackResult& e, const CompareConfig& cfg, const std::string& source,
+                         const std::string& advice);
+// What `posgrad report` reads: results.json's text parsed (size and depth limited), comparison_from_json,
+// check_comparison. IoError naming `source` on any failure.
+ComparisonResult read_comparison(const std::string& text, const std::string& source);
+
 // ---- metrics -----------------------------------------------------------------------------------------
 
 enum class Quantity { Parameters, PositionParameters, Loss, Perplexity, Accuracy, PerplexityRatio, TaskExactMatch, TaskTokenF1 };

@@ -1,6 +1,6 @@
 // fuzz_targets.h — the entry functions of posgrad's loader fuzzers: one per loader of untrusted
 // bytes (safetensors, checkpoint state.json, JSON configuration and option values, tokenizer JSON
-// and the token cache). Each takes the raw input and returns 0, as libFuzzer's
+// and the token cache, a comparison's results.json, a saved encoder). Each takes the raw input and returns 0, as libFuzzer's
 // LLVMFuzzerTestOneInput does; tests/fuzz/libfuzzer_main.cpp wraps one per executable (clang,
 // POSGRAD_FUZZ=ON) and tests/test_fuzz_corpus.cpp replays the committed corpus through all of
 // them in every build (any compiler, no fuzzing).
@@ -26,6 +26,11 @@ int fuzz_safetensors(const uint8_t* data, size_t size);
 int fuzz_checkpoint(const uint8_t* data, size_t size);
 int fuzz_config(const uint8_t* data, size_t size);
 int fuzz_tokenizer(const uint8_t* data, size_t size);
+int fuzz_results(const uint8_t* data, size_t size);
+int fuzz_encoder_checkpoint(const uint8_t* data, size_t size);
+
+// Writes fuzz_encoder_checkpoint's reference encoder (encoder.safetensors and encoder.json) into dir.
+void write_reference_encoder(const std::string& dir);
 
 // The real state.json of fuzz_checkpoint's scratch run (the seed corpus/checkpoint/valid must equal it).
 std::string checkpoint_reference_state();
@@ -39,7 +44,9 @@ struct Target {
 inline constexpr Target kTargets[] = {{"safetensors", fuzz_safetensors},
                                       {"checkpoint", fuzz_checkpoint},
                                       {"config", fuzz_config},
-                                      {"tokenizer", fuzz_tokenizer}};
+                                      {"tokenizer", fuzz_tokenizer},
+                                      {"results", fuzz_results},
+                                      {"encoder_checkpoint", fuzz_encoder_checkpoint}};
 
 // A violated property of a loader (not a typed error it was allowed to throw).
 struct Finding : std::logic_error {

@@ -4,6 +4,7 @@
 // fuzzer found are added to the corpus by hand, beside these.
 #include <filesystem>
 #include <fstream>
+#include <cmath>
 #include <iostream>
 #include <string>
 
@@ -12,7 +13,10 @@
 #include "data/tokenizer.h"
 #include "tensor/options.h"
 #include "tests/fuzz/fuzz_targets.h"
+#include "train/compare.h"
+#include "train/encoder_track.h"
 #include "train/options.h"
+#include "train/results.h"
 #include "train/safetensors.h"
 
 using namespace posgrad;
@@ -21,6 +25,67 @@ namespace fs = std::filesystem;
 static void put(const fs::path& p, const std::string& bytes) {
   fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << bytes;
+}
+
+// A small comparison that passes check_comparison: the tiny preset with two methods and one seed,
+// without suite, PI and passkey rows; `encoder` adds the encoder track (--track both).
+static train::ComparisonResult small_comparison(bool encoder) {
+  train::ComparisonResult r;
+  train::CompareConfig& c = r.config;
+  c = train::compare_preset("tiny");
+  c.methods = {"alibi", "rope"};
+  c.seeds = {1};
+  c.suite_iters = 0;
+  c.pi_iters = 0;
+  c.passkey.iters = 0;
+  c.track = encoder ? "both" : "decoder";
+  r.provenance = {"0123456789ab", "fuzz cpu", "portable", "clang", "nlohmann-json", "not built", "00", 2};
+  for (const auto& m : c.methods) {
+    train::UnitResult u;
+    u.method = m;
+    u.seed = 1;
+    u.parameters = 4000;
+    u.position_parameters = 0;
+    u.train_curve = {{0, 3.5}, {3, 3.0}, {6, 2.75}};
+    u.val_curve = {{6, 2.875}};
+    for (int64_t k : c.eval_multipliers) {
+      const double loss = 2.5 + 0.25 * static_cast<double>(k);
+      u.lengths.push_back(train::LengthResult{k * c.base.model.block_size, 2, loss, std::exp(loss), 0.25});
+    }
+    if (m == "rope") u.variants["rope+yarn"] = u.lengths;
+    u.per_position_loss = {3.0, 2.5, 2.25};
+    u.attention_by_distance = {{0.5, 0.25, 0.125}};
+    for (int64_t k : c.task_multipliers) u.task.push_back(train::TaskScore{k * c.task_length, 4, 0.25, 0.5, 0.5});
+    u.task_final_loss = 1.5;
+    u.train_seconds = 1.25;
+    r.units.push_back(u);
+  }
+  r.cost.rounds = 2;
+  r.cost.threads = 2;
+  r.cost.lengths = c.cost_lengths;
+  for (const auto& m : c.methods) r.cost.rows.push_back({m, "step", 16, 4, {0.125, 0.25}, 1 << 20, 4000});
+  if (encoder) {
+    train::EncoderTrackResult e;
+    e.config = train::encoder_track_config(c);
+    for (const auto& m : c.methods) {
+      train::EncoderUnitResult u;
+      u.method = m;
+      u.seed = 1;
+      u.parameters = 3000;
+      u.mlm_final_train_loss = 2.5;
+      for (size_t i = 0; i < e.config.multipliers.size(); ++i) {
+        u.mlm_loss.push_back(2.75);
+        u.mlm_accuracy.push_back(0.125);
+      }
+      for (const auto& t : e.config.tasks)
+        for (int64_t k : e.config.multipliers)
+          u.tasks.push_back({t, k, k * e.config.length, 8, 0.5, 0.375, 0.25, 0.25, 0.25, 1.0});
+      u.seconds = 0.5;
+      e.units.push_back(u);
+    }
+    r.encoder = e;
+  }
+  return r;
 }
 
 int main(int argc, char** argv) {
@@ -76,5 +141,17 @@ int main(int argc, char** argv) {
   const data::CharTokenizer cache_tok("hello, world\nthe quick brown fox\n");
   const std::string cache = (tk / "valid.tokens").string();
   (void)data::load_or_build_tokens(cache, "hello, world\nthe quick brown fox\n", cache_tok);
+  // results: comparisons as to_json writes them (a real tiny run's results.json is committed beside
+  // them: posgrad compare --preset tiny --methods rope --seeds 1).
+  put(out / "results" / "decoder.json", train::to_json(small_comparison(false)).dump(1) + "\n");
+  put(out / "results" / "both_tracks.json", train::to_json(small_comparison(true)).dump(1) + "\n");
+
+  // encoder_checkpoint: fuzz_encoder_checkpoint's reference encoder.safetensors.
+  fuzz::write_reference_encoder((fs::temp_directory_path() / "posgrad-fuzz-seed-encoder").string());
+  put(out / "encoder_checkpoint" / "encoder.safetensors",
+      read_file((fs::temp_directory_path() / "posgrad-fuzz-seed-encoder" / "encoder.safetensors").string()));
+  put(out / "encoder_checkpoint" / "encoder.json",
+      read_file((fs::temp_directory_path() / "posgrad-fuzz-seed-encoder" / "encoder.json").string()));
+  fs::remove_all(fs::temp_directory_path() / "posgrad-fuzz-seed-encoder");
   return 0;
 }
