@@ -818,6 +818,12 @@ void poison_encoder(const std::string& dir) {
       break;
     }
   save_safetensors(dir + "/encoder.safetensors", f.tensors, f.metadata);
+  // The checksum of the poisoned weights, as save_encoder writes it: the NaN, not the checksum, is what
+  // eval and fill-mask must find.
+  write_file_atomic(dir + "/encoder.json",
+                    nlohmann::json{{"format", "posgrad-encoder-checksum-1"},
+                                   {"checksums", {{"encoder.safetensors", hex64(fnv1a64(read_file(dir + "/encoder.safetensors")))}}}}
+                        .dump(2));
 }
 
 }  // namespace
