@@ -3,10 +3,11 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "train/compare.h"
+#include "compare/compare.h"
 #include "train/interrupt.h"
+#include "compare/options.h"
 #include "train/options.h"
-#include "train/report.h"
+#include "compare/report.h"
 
 namespace posgrad::cli {
 

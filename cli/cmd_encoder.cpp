@@ -5,7 +5,7 @@
 
 #include "cli/commands.h"
 #include "tensor/errors.h"
-#include "train/encoder.h"
+#include "compare/studies/encoder/encoder.h"
 
 namespace posgrad::cli {
 

@@ -14,7 +14,7 @@
 #include "data/process.h"
 #include "dist/communicator.h"
 #include "train/checkpoint.h"
-#include "train/encoder.h"
+#include "compare/studies/encoder/encoder.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "train/options.h"
@@ -117,7 +117,7 @@ void require_some_run(const std::string& dir) {
 RunModel load_run(const std::string& dir, const std::string& device,
                   const std::function<int64_t(const train::TrainConfig&)>& longest_context) {
   RunModel r;
-  // An encoder of the comparison's encoder track (train/encoder.h) is no decoder run: say what reads it.
+  // An encoder of the comparison's encoder track (compare/studies/encoder/encoder.h) is no decoder run: say what reads it.
   if (std::filesystem::exists(dir + "/encoder.safetensors") && !std::filesystem::exists(dir + "/checkpoint"))
     throw IoError("'" + dir + "' holds a bidirectional encoder of the encoder track, not a decoder run: use "
                   "posgrad fill-mask --run " + dir + " (and posgrad eval --run " + dir + " for its masked-token accuracy)");

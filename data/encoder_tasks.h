@@ -14,7 +14,7 @@
 //                   token, I on the rest (cut by the window's end if it runs past it), O elsewhere.
 //                   Words before the window's first newline are never tagged (their line start is
 //                   not visible).
-// Tag ids of the labelling task: O = 0, B-WORD = 1, I-WORD = 2 (train/encoder_metrics.h reads
+// Tag ids of the labelling task: O = 0, B-WORD = 1, I-WORD = 2 (compare/studies/encoder/encoder_metrics.h reads
 // the same convention: B of type t = 1 + 2t, I = 2 + 2t).
 // Draws come from a posgrad::Generator (its state is the task state): the window start, then the
 // task's draw, per example. Not here: padding; tasks over several sequences (sentence pairs).

@@ -31,7 +31,7 @@
 // Texts are encoded piece by piece (filler, needle parts, key symbols, question) and the ids
 // concatenated: for the byte and character tokenizers (one token per byte) that equals encoding the
 // joined text. Draws come from a posgrad::Generator, so (seed, offset) is the whole state.
-// Deliberately not here: the model, training, scoring (train/passkey.h).
+// Deliberately not here: the model, training, scoring (compare/studies/passkey/passkey.h).
 #pragma once
 
 #include <cstdint>

@@ -204,6 +204,34 @@ Table<Outer> lift(const Table<Inner>& table, F inner, const std::vector<std::str
   return out;
 }
 
+// Appends rows to a table under the current --help group:
+//   Rows<TrainConfig>(t).group("Model").add(integer("n_layer", ...), POSGRAD_MEMBER(model.n_layer));
+template <typename S>
+class Rows {
+ public:
+  explicit Rows(Table<S>& t) : t_(t) {}
+  Rows& group(std::string g) {
+    group_ = std::move(g);
+    return *this;
+  }
+  template <typename F>
+  Rows& add(Spec s, F field) {
+    s.group = group_;
+    t_.push_back(bind<S>(std::move(s), field));
+    return *this;
+  }
+
+ private:
+  Table<S>& t_;
+  std::string group_;
+};
+
+// The member accessor that Rows::add and bind take: POSGRAD_MEMBER(model.n_layer).
+#define POSGRAD_MEMBER(path) [](auto& s) -> auto& { return s.path; }
+
+// "As many as you like": the upper bound of step counts and intervals.
+constexpr long double kMany = 1e9L;
+
 template <typename S>
 const Option<S>* find(const Table<S>& table, const std::string& name) {
   for (const auto& o : table)

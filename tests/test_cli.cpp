@@ -19,7 +19,8 @@
 #include "support/process.h"
 #include "support/test_util.h"
 #include "train/checkpoint.h"
-#include "train/compare.h"
+#include "compare/compare.h"
+#include "compare/options.h"
 #include "train/options.h"
 #include "train/presets.h"
 

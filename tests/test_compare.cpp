@@ -13,11 +13,11 @@
 #include "support/claim_verdict.h"
 #include "support/process.h"
 #include "support/test_util.h"
-#include "train/claims.h"
-#include "train/compare.h"
-#include "train/compare_eval.h"
-#include "train/report.h"
-#include "train/results.h"
+#include "compare/claims.h"
+#include "compare/compare.h"
+#include "compare/compare_eval.h"
+#include "compare/report.h"
+#include "compare/results.h"
 
 using namespace posgrad;
 using posgrad::test::TempDir;

@@ -18,7 +18,7 @@
 #include "dist/communicator.h"
 #include "support/process.h"
 #include "support/test_util.h"
-#include "train/compare_dist.h"
+#include "compare/compare_dist.h"
 #include "train/data_parallel.h"
 
 using namespace posgrad;

@@ -27,8 +27,8 @@
 #include "support/posenc_config.h"
 #include "support/process.h"
 #include "support/test_util.h"
-#include "train/encoder.h"
-#include "train/encoder_metrics.h"
+#include "compare/studies/encoder/encoder.h"
+#include "compare/studies/encoder/encoder_metrics.h"
 #include "train/safetensors.h"
 
 using namespace posgrad;

@@ -15,6 +15,7 @@
 #include "tests/fuzz/fuzz_targets.h"
 #include "tests/support/test_util.h"
 #include "train/checkpoint.h"
+#include "compare/options.h"
 #include "train/options.h"
 #include "train/safetensors.h"
 

@@ -15,11 +15,11 @@
 #include "nn/posenc/position_encoding.h"
 #include "tensor/errors.h"
 #include "support/claim_verdict.h"
-#include "train/compare.h"
-#include "train/length_suite.h"
-#include "train/length_suite_report.h"
+#include "compare/compare.h"
+#include "compare/studies/suite/length_suite.h"
+#include "compare/studies/suite/length_suite_report.h"
 #include "train/optim.h"
-#include "train/results.h"
+#include "compare/results.h"
 #include "train/trainer.h"
 
 using namespace posgrad;

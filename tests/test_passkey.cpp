@@ -16,11 +16,12 @@
 #include "support/claim_verdict.h"
 #include "support/test_util.h"
 #include "tensor/errors.h"
-#include "train/compare.h"
+#include "compare/compare.h"
+#include "compare/options.h"
 #include "train/options.h"
-#include "train/passkey.h"
-#include "train/passkey_report.h"
-#include "train/results.h"
+#include "compare/studies/passkey/passkey.h"
+#include "compare/studies/passkey/passkey_report.h"
+#include "compare/results.h"
 
 using namespace posgrad;
 using posgrad::test::thrown_message;

@@ -1,4 +1,4 @@
-// test_pi.cpp — the position-interpolation protocol (train/pi_protocol.h): the fine-tuned copies
+// test_pi.cpp — the position-interpolation protocol (compare/studies/pi/pi_protocol.h): the fine-tuned copies
 // (scaling and factor, training length kept, the trained model untouched), bit-identical rows for
 // the same seed, interruption, the options' validation, and the tiny comparison end to end
 // (pi.csv, the report's section, the claims, results.json round trip; bit-identical rows for the
@@ -12,11 +12,11 @@
 
 #include "data/fileio.h"
 #include "support/test_util.h"
-#include "train/compare.h"
+#include "compare/compare.h"
 #include "train/interrupt.h"
-#include "train/pi_protocol.h"
-#include "train/pi_report.h"
-#include "train/results.h"
+#include "compare/studies/pi/pi_protocol.h"
+#include "compare/studies/pi/pi_report.h"
+#include "compare/results.h"
 
 using namespace posgrad;
 using posgrad::test::TempDir;

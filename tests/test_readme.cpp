@@ -16,7 +16,8 @@
 #include "data/fileio.h"
 #include "dist/communicator.h"
 #include "support/process.h"
-#include "train/compare.h"
+#include "compare/compare.h"
+#include "compare/options.h"
 #include "train/options.h"
 #include "train/presets.h"
 

@@ -1,4 +1,4 @@
-// test_results_check.cpp — what `posgrad report` refuses in a results.json (train/results.h:
+// test_results_check.cpp — what `posgrad report` refuses in a results.json (compare/results.h:
 // read_comparison, check_comparison): each hand edit below is an IoError naming the file, the JSON
 // path and the value, and the command exits with status 1; a valid file renders. The valid inputs
 // are the committed fuzz seeds tests/fuzz/corpus/results/ (made by posgrad_fuzz_seeds, and a real
@@ -13,11 +13,11 @@
 #include "support/process.h"
 #include "support/test_util.h"
 #include "tensor/options.h"
-#include "train/claims.h"
-#include "train/compare.h"
+#include "compare/claims.h"
+#include "compare/compare.h"
 #include "train/options.h"
-#include "train/report.h"
-#include "train/results.h"
+#include "compare/report.h"
+#include "compare/results.h"
 
 using namespace posgrad;
 using json = nlohmann::json;

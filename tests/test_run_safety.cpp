@@ -16,10 +16,10 @@
 #include "data/process.h"
 #include "support/process.h"
 #include "support/test_util.h"
-#include "train/compare.h"
+#include "compare/compare.h"
 #include "train/interrupt.h"
-#include "train/report.h"
-#include "train/results.h"
+#include "compare/report.h"
+#include "compare/results.h"
 
 using namespace posgrad;
 using posgrad::test::TempDir;

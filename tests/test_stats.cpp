@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "tensor/errors.h"
-#include "train/stats.h"
+#include "compare/stats.h"
 
 using namespace posgrad;
 using namespace posgrad::train;

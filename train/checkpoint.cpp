@@ -61,7 +61,7 @@ void write_checkpoint(const std::string& run_dir, const CheckpointState& s, cons
   save_safetensors(tmp + "/model.safetensors", model, {{"format", "pt"}, {"producer", "posgrad"}});
   save_safetensors(tmp + "/optimizer.safetensors", optimizer, {{"producer", "posgrad"}});
   json st = {{"format_version", kFormatVersion},
-             {"track", "decoder"},  // the encoder track saves encoder.safetensors instead (train/encoder.h)
+             {"track", "decoder"},  // the encoder track saves encoder.safetensors instead (compare/studies/encoder/encoder.h)
              {"step", s.step},
              {"optimizer_steps", s.optimizer_steps},
              {"config", s.config},

@@ -1,6 +1,6 @@
 // options.h — the option tables of the train layer's configuration structs (see tensor/options.h):
-// TrainConfig (`posgrad train`), CompareConfig (`posgrad compare`), EvalOptions (`posgrad eval`)
-// and SampleOptions (`posgrad sample`). Each row names a member, its range or choices, its unit
+// TrainConfig (`posgrad train`), EvalOptions (`posgrad eval`) and SampleOptions (`posgrad sample`)
+// (the comparison's table is compare/options.h). Each row names a member, its range or choices, its unit
 // and its help; the defaults are the structs' member initialisers (or a preset). The CLI flags,
 // --help, config.json, `--config` files, validation and the report's settings block are generated
 // from these tables.
@@ -19,8 +19,6 @@
 namespace posgrad::train {
 
 const opt::Table<TrainConfig>& train_options();
-// compare: its own options, then TrainConfig's without pos (--methods), seed (--seeds) and out_dir.
-const opt::Table<CompareConfig>& compare_options();
 const opt::Table<EvalOptions>& eval_options();
 const opt::Table<SampleOptions>& sample_options();
 

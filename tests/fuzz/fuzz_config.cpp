@@ -20,6 +20,7 @@
 #include "tensor/errors.h"
 #include "tensor/options.h"
 #include "tests/fuzz/fuzz_targets.h"
+#include "compare/options.h"
 #include "train/options.h"
 
 namespace posgrad::fuzz {

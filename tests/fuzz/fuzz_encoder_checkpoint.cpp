@@ -19,7 +19,7 @@
 #include "nn/encoder.h"
 #include "tensor/errors.h"
 #include "tests/fuzz/fuzz_targets.h"
-#include "train/encoder.h"
+#include "compare/studies/encoder/encoder.h"
 
 namespace posgrad::fuzz {
 

@@ -1,6 +1,6 @@
 // fuzz_results.cpp — fuzzes what `posgrad report DIR` reads: the input is the text of a comparison's
 // results.json, read with train::read_comparison (size- and depth-limited parse, comparison_from_json,
-// check_comparison: train/results.h), as rerender_report does.
+// check_comparison: compare/results.h), as rerender_report does.
 // Properties of an accepted input:
 //   - it round-trips: to_json of the result is accepted again and gives the same JSON;
 //   - the report's computations run on it without an error other than posgrad::Error: every row x
@@ -11,9 +11,9 @@
 
 #include "tensor/errors.h"
 #include "tests/fuzz/fuzz_targets.h"
-#include "train/claims.h"
-#include "train/report.h"
-#include "train/results.h"
+#include "compare/claims.h"
+#include "compare/report.h"
+#include "compare/results.h"
 
 namespace posgrad::fuzz {
 

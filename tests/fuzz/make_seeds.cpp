@@ -13,10 +13,11 @@
 #include "data/tokenizer.h"
 #include "tensor/options.h"
 #include "tests/fuzz/fuzz_targets.h"
-#include "train/compare.h"
-#include "train/encoder_track.h"
+#include "compare/compare.h"
+#include "compare/studies/encoder/encoder_track.h"
+#include "compare/options.h"
 #include "train/options.h"
-#include "train/results.h"
+#include "compare/results.h"
 #include "train/safetensors.h"
 
 using namespace posgrad;

@@ -15,7 +15,7 @@
 
 #include "data/fileio.h"
 #include "mpi_support.h"
-#include "train/compare.h"
+#include "compare/compare.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/interrupt.h"

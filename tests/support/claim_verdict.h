@@ -1,11 +1,11 @@
-// claim_verdict.h — the verdict of one claim, by id, in a claims table (train/claims.h): the tests
+// claim_verdict.h — the verdict of one claim, by id, in a claims table (compare/claims.h): the tests
 // of the comparison's report, the length suite's and the passkey test's claims read it.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "train/claims.h"
+#include "compare/claims.h"
 
 namespace posgrad::test {
 

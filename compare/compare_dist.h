@@ -1,0 +1,44 @@
+// compare_dist.h — the comparison's units over the processes of a job (dist/communicator.h): the
+// (method, seed) units in the single-process order (seeds outer, methods inner), unit i assigned to
+// rank i mod N (round-robin: with equal units every rank gets its share, and the assignment depends
+// on nothing but N), each rank running its own and sending every UnitResult as JSON to rank 0, which
+// puts them back in unit order. The JSON round trip is exact (doubles are written with enough digits
+// to read back the same bits, as for a resumed unit's result.json), so rank 0 holds what a single
+// process would have measured with the same threads per unit, and results.csv is byte-identical to
+// the single-process run whatever N is.
+//
+// Failures: with one process an exception leaves at once, as before. With several, a rank whose unit
+// fails logs which unit and why, skips its remaining units and still takes part in the gather; the
+// other ranks finish theirs (each unit's result.json is written when it finishes, so a re-run skips
+// them). Rank 0 then throws one error naming every failed unit, its rank and its message, of the
+// first failure's kind (usage, numerical, interrupted, I/O), so the exit status keeps its meaning.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "compare/results.h"
+
+namespace posgrad::train {
+
+struct UnitSpec {
+  std::string method;
+  uint64_t seed = 0;
+};
+
+// Every unit of the experiment, in the single-process order: for each seed, each method.
+std::vector<UnitSpec> compare_units(const std::vector<std::string>& methods, const std::vector<uint64_t>& seeds);
+
+// The rank that runs unit `index` of a job of `size` processes: index mod size.
+int unit_owner(size_t index, int size);
+
+// Runs this rank's units with run(unit) and returns, on rank 0, every unit's result in unit order;
+// on the other ranks an empty vector. out_dir names the experiment in an interruption's message.
+std::vector<UnitResult> run_units_distributed(const std::vector<UnitSpec>& units, dist::Communicator& comm,
+                                              const std::string& out_dir,
+                                              const std::function<UnitResult(const UnitSpec&)>& run);
+
+}  // namespace posgrad::train

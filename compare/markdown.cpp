@@ -1,0 +1,54 @@
+// markdown.cpp — see markdown.h.
+#include <algorithm>
+#include "compare/markdown.h"
+
+#include "data/process.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstdio>
+
+namespace posgrad::train::markdown {
+
+std::string num(double v, int prec) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  return buf;
+}
+
+std::string cell(const Summary& s, int prec) {
+  if (s.n == 0) return "n/a";
+  if (!s.has_interval()) return num(s.mean, prec);
+  return num(s.mean, prec) + " ± " + num(s.std, prec) + " [" + num(s.ci_low, prec) + ", " + num(s.ci_high, prec) + "]";
+}
+
+std::string bounded_cell(const Summary& s, int prec, double lo, double hi) {
+  if (s.n == 0 || !s.has_interval()) return cell(s, prec);
+  return num(s.mean, prec) + " ± " + num(s.std, prec) + " [" + num(std::max(lo, s.ci_low), prec) + ", " +
+         num(std::min(hi, s.ci_high), prec) + "]";
+}
+
+std::string Table::markdown() const {
+  std::string s = "|";
+  for (const auto& h : header_) s += " " + h + " |";
+  s += "\n|";
+  for (size_t i = 0; i < header_.size(); ++i) s += text_ || i < label_columns_ ? "---|" : "---:|";
+  s += "\n";
+  for (const auto& r : rows_) {
+    s += "|";
+    for (const auto& c : r) s += " " + c + " |";
+    s += "\n";
+  }
+  return s;
+}
+
+bool run_gnuplot(const std::string& dir, const std::string& script) {
+  const ProcessResult r = run_process({"gnuplot", script}, dir);
+  if (!r.ok())
+    spdlog::warn("gnuplot {} on {} (in {}): {}", r.started ? "failed" : "could not be started", script, dir, r.output);
+  return r.ok();
+}
+
+}  // namespace posgrad::train::markdown

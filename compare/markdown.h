@@ -1,0 +1,45 @@
+// markdown.h — the pieces the report's sections (compare/report.cpp, compare/studies/suite/length_suite_report.cpp)
+// share: numbers at a fixed precision, a summary over seeds as one cell, a Markdown pipe table, and
+// running a gnuplot script for their plots.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compare/stats.h"
+
+namespace posgrad::train::markdown {
+
+// v with `prec` digits after the point ("%.*f"); nan, inf and -inf spelled out.
+std::string num(double v, int prec = 6);
+
+// "4.312 ± 0.021 [4.260, 4.364]" (mean ± std [95% interval]); one seed: the mean; none: "n/a".
+std::string cell(const Summary& s, int prec);
+// The same for a quantity bounded to [lo, hi] (an accuracy or F1: [0, 1]): the Student-t interval's
+// ends are clipped to the bounds, which the quantity cannot leave (the mean and std are not).
+std::string bounded_cell(const Summary& s, int prec, double lo, double hi);
+
+// A GitHub-flavoured Markdown pipe table. The first `label_columns` columns are left-aligned
+// (labels), the others right-aligned (numbers); text = true left-aligns every column (prose).
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header, bool text = false, size_t label_columns = 1)
+      : header_(std::move(header)), text_(text), label_columns_(label_columns) {}
+  void row(std::vector<std::string> r) { rows_.push_back(std::move(r)); }
+  std::string markdown() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+  bool text_ = false;
+  size_t label_columns_ = 1;
+};
+
+// Runs gnuplot on the script file `script` (a plain file name, relative to `dir`) with `dir` as its
+// working directory, started from an argument vector (data/process.h): no shell sees the directory's
+// name, and the script names its data and PNG files relative to `dir`, so no path of the user's
+// appears in gnuplot's input either. False (with a warning naming the script and gnuplot's output)
+// when it cannot be started or fails. A report without its plots is still a report.
+bool run_gnuplot(const std::string& dir, const std::string& script);
+
+}  // namespace posgrad::train::markdown

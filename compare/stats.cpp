@@ -1,0 +1,134 @@
+// stats.cpp — see stats.h.
+#include "compare/stats.h"
+
+#include <cmath>
+#include <limits>
+
+#include "tensor/errors.h"
+
+namespace posgrad::train {
+
+namespace {
+
+// Continued fraction of I_x(a, b) (DLMF 8.17.22), modified Lentz; converges fast for x < (a+1)/(a+b+2).
+double beta_fraction(double a, double b, double x) {
+  const double tiny = 1e-300, eps = 1e-15;
+  double c = 1.0, d = 1.0 - (a + b) * x / (a + 1.0);
+  if (std::fabs(d) < tiny) d = tiny;
+  d = 1.0 / d;
+  double f = d;
+  for (int m = 1; m <= 10000; ++m) {
+    const double m2 = 2.0 * m;
+    // even step: d_{2m} = m (b - m) x / ((a + 2m - 1)(a + 2m))
+    double num = m * (b - m) * x / ((a + m2 - 1.0) * (a + m2));
+    d = 1.0 + num * d;
+    c = 1.0 + num / c;
+    if (std::fabs(d) < tiny) d = tiny;
+    if (std::fabs(c) < tiny) c = tiny;
+    d = 1.0 / d;
+    f *= d * c;
+    // odd step: d_{2m+1} = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1))
+    num = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0));
+    d = 1.0 + num * d;
+    c = 1.0 + num / c;
+    if (std::fabs(d) < tiny) d = tiny;
+    if (std::fabs(c) < tiny) c = tiny;
+    d = 1.0 / d;
+    const double delta = d * c;
+    f *= delta;
+    if (std::fabs(delta - 1.0) < eps) break;
+  }
+  return f;
+}
+
+}  // namespace
+
+double incomplete_beta(double a, double b, double x) {
+  POSGRAD_CHECK(a > 0 && b > 0 && x >= 0 && x <= 1, ValueError, "incomplete_beta: need a, b > 0 and x in [0, 1], got a=",
+                a, " b=", b, " x=", x);
+  if (x == 0 || x == 1) return x;
+  // x^a (1-x)^b / (a B(a, b)), in logs.
+  const double front =
+      std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
+  if (x < (a + 1.0) / (a + b + 2.0)) return front * beta_fraction(a, b, x) / a;
+  return 1.0 - front * beta_fraction(b, a, 1.0 - x) / b;  // symmetry I_x(a,b) = 1 - I_{1-x}(b,a)
+}
+
+double student_t_cdf(double t, double df) {
+  POSGRAD_CHECK(df > 0, ValueError, "student_t_cdf: degrees of freedom must be positive, got ", df);
+  if (std::isnan(t)) return NAN;
+  if (std::isinf(t)) return t > 0 ? 1.0 : 0.0;
+  const double tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t));  // P(T > |t|)
+  return t >= 0 ? 1.0 - tail : tail;
+}
+
+double student_t_quantile(double p, double df) {
+  POSGRAD_CHECK(p > 0 && p < 1, ValueError, "student_t_quantile: p must be in (0, 1), got ", p);
+  if (p < 0.5) return -student_t_quantile(1.0 - p, df);
+  double lo = 0, hi = 1;
+  while (student_t_cdf(hi, df) < p) hi *= 2;  // terminates: the CDF tends to 1
+  for (int i = 0; i < 200 && hi - lo > 1e-12 * std::max(1.0, hi); ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (student_t_cdf(mid, df) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+Summary summarize(const std::vector<double>& v) {
+  Summary s;
+  s.n = static_cast<int64_t>(v.size());
+  if (v.empty()) {
+    s.mean = s.std = s.ci_low = s.ci_high = NAN;
+    return s;
+  }
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(s.n);
+  if (s.n < 2) {
+    s.ci_low = s.ci_high = NAN;
+    return s;
+  }
+  double ss = 0;
+  for (double x : v) ss += (x - s.mean) * (x - s.mean);
+  s.std = std::sqrt(ss / static_cast<double>(s.n - 1));
+  const double half = student_t_quantile(0.975, static_cast<double>(s.n - 1)) * s.std / std::sqrt(static_cast<double>(s.n));
+  s.ci_low = s.mean - half;
+  s.ci_high = s.mean + half;
+  return s;
+}
+
+WelchTest welch_test(const std::vector<double>& a, const std::vector<double>& b) {
+  WelchTest w;
+  if (a.size() < 2 || b.size() < 2) {
+    w.p = NAN;
+    return w;
+  }
+  const Summary sa = summarize(a), sb = summarize(b);
+  w.testable = true;
+  w.diff = sa.mean - sb.mean;
+  const double va = sa.std * sa.std / static_cast<double>(sa.n), vb = sb.std * sb.std / static_cast<double>(sb.n);
+  const double se2 = va + vb;
+  if (se2 == 0) {  // both constant: the difference is exact
+    w.t = w.diff == 0 ? 0 : std::copysign(INFINITY, w.diff);
+    w.df = static_cast<double>(sa.n + sb.n - 2);
+    w.p = w.diff == 0 ? 1.0 : 0.0;
+    w.ci_low = w.ci_high = w.diff;
+    return w;
+  }
+  const double se = std::sqrt(se2);
+  w.t = w.diff / se;
+  // Welch–Satterthwaite
+  w.df = se2 * se2 / (va * va / static_cast<double>(sa.n - 1) + vb * vb / static_cast<double>(sb.n - 1));
+  w.p = 2.0 * (1.0 - student_t_cdf(std::fabs(w.t), w.df));
+  const double half = student_t_quantile(0.975, w.df) * se;
+  w.ci_low = w.diff - half;
+  w.ci_high = w.diff + half;
+  return w;
+}
+
+int significant_order(const WelchTest& w, double alpha) {
+  if (!w.testable || !(w.p < alpha)) return 0;
+  return w.diff < 0 ? -1 : 1;
+}
+
+}  // namespace posgrad::train

@@ -1,0 +1,117 @@
+// passkey.h — passkey retrieval for the comparison's language models (Mohtashami & Jaggi 2023,
+// "Landmark Attention", §4.2; Chen et al. 2023, "Position Interpolation", §3.3; Peng et al. 2023,
+// "YaRN", §4.3). A trained LM is fine-tuned on passkey examples (data/passkey.h) at its training
+// length, then scored on a grid of (length, depth) cells: does it reproduce the key hidden at that
+// depth of that much filler text, at lengths up to many times the one it was trained on?
+//
+// Scoring: teacher forcing, the argmax of the logits at each key position given the true prefix;
+// an example counts when every key symbol is the argmax. That is exactly when greedy decoding of
+// the key reproduces it (each greedy step then sees the true prefix; ties go to the lowest id in
+// both), so accuracy = greedy retrieval accuracy. Chance: alphabet_size^-key_length.
+//
+// The test examples of a cell come from a generator fixed by (multiplier, depth), drawn from the
+// validation text: the same for every method and seed, so rows differ only by their models.
+// A cell beyond the encoding's max_length() (a learned table) or needing more filler than the
+// validation text holds is n/a (accuracy absent), as evaluate_lengths in compare/compare.cpp.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "nn/gpt.h"
+#include "tensor/dtype.h"
+#include "tensor/options.h"
+#include "compare/studies/passkey/passkey_config.h"
+
+namespace posgrad::train {
+
+struct PasskeyCell {
+  int64_t multiplier = 1;     // input length = multiplier · block_size tokens
+  double depth = 0;           // needle depth in [0, 1]
+  int64_t examples = 0;       // 0 when n/a
+  std::optional<double> accuracy;  // fraction of examples whose whole key is retrieved; absent: n/a
+};
+
+// The cells of one model, multiplier-major in the order of PasskeyConfig::multipliers × depths.
+struct PasskeyGrid {
+  std::string alphabet;  // "digits" | "letters" (data/passkey.h)
+  std::vector<PasskeyCell> cells;
+  const PasskeyCell* find(int64_t multiplier, double depth) const;  // nullptr when absent
+};
+
+struct PasskeyFinetune {
+  double final_loss = 0;  // loss of the last step (answer tokens only)
+  double seconds = 0;     // wall time, informational
+};
+
+// One row of a unit's results: the fine-tuned model ("rope") or an evaluation-time variant of it
+// ("rope+yarn"); variants share the fine-tuning's final loss.
+struct PasskeyResult {
+  double final_loss = 0;
+  PasskeyGrid grid;
+};
+
+// Fine-tunes `model` in place (it continues from its trained weights) on passkey examples of
+// block_size + 1 tokens (inputs of block_size) drawn from `train` with the depth uniform in [0, 1)
+// per example: cfg.iters steps of cfg.batch examples, AdamW (betas 0.9, 0.98, no weight decay) at
+// cfg.lr with a linear warm-up over iters/10 steps and a cosine decay to lr/10 (as the comparison's
+// synthetic task), gradient norm clipped to 1. Examples and dropout are drawn from generators
+// seeded by `seed`. ValueError (data/passkey.h) when the tokenizer cannot write the template or
+// block_size + 1 is too short for the template; NonFiniteLoss naming the step; Interrupted
+// (train/interrupt.h) when a stop signal arrives.
+PasskeyFinetune finetune_passkey(nn::GPT& model, const data::TokenSpan& train, const data::Tokenizer& tok,
+                                 const PasskeyConfig& cfg, uint64_t seed, Device dev);
+
+// Scores `model` (in eval mode, no gradients) on every (multiplier, depth) cell of cfg: cfg.examples
+// examples of multiplier · block_size + 1 tokens from `val`, in forward passes of up to cfg.batch
+// examples. Deterministic: no generator of the caller is used.
+PasskeyGrid evaluate_passkey(nn::GPT& model, const data::TokenSpan& val, const data::Tokenizer& tok,
+                             const PasskeyConfig& cfg, Device dev);
+
+// Examples of a batch whose every scored target (y != -100) is the argmax of its logits row.
+// logits (B, T, V) float32/float64 on the CPU, y int64 (B, T) (data::passkey_batch). ShapeError /
+// DTypeError on misuse, ValueError for a row with no scored position (data::score_length_logits).
+int64_t passkey_correct(const Tensor& logits, const Tensor& y);
+
+// A copy of `model` (same weights, on `dev`) with position-encoding options replaced, e.g.
+// {{"rope_scaling", "yarn"}, {"rope_scaling_factor", 4.0}}; its dropout draws from `dropout_seed`.
+std::unique_ptr<nn::GPT> copy_gpt(const nn::GPT& model, const std::vector<std::pair<std::string, opt::Value>>& pos_options,
+                                  uint64_t dropout_seed, Device dev);
+
+// The comparison's passkey test for one (method, seed): a copy of the trained `model` fine-tuned
+// (finetune_passkey on `train`) and scored (evaluate_passkey on `val`); for "rope" also the
+// evaluation-time scalings of the fine-tuned model as rows "rope+linear", "rope+dynamic" and
+// "rope+yarn" (linear and YaRN at s = multiplier per length; dynamic NTK at s = 1, growing its
+// base with the length itself; at 1x all three are the plain model), as rope_variants in
+// compare/compare.cpp. `model` itself is left unchanged. Keyed by row.
+std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const data::TokenSpan& train,
+                                                 const data::TokenSpan& val, const data::Tokenizer& tok,
+                                                 const PasskeyConfig& cfg, const std::string& method, uint64_t seed,
+                                                 Device dev);
+
+// Checks, before any training, that the passkey test can run on this data: the tokenizer writes the
+// template and a key alphabet, and the training split holds the filler of a block_size + 1 example
+// (ValueError from data/passkey.h naming the problem). A short validation split only makes cells n/a.
+void check_passkey_data(const data::TokenSpan& train, const data::Tokenizer& tok,
+                        const PasskeyConfig& cfg, int64_t block_size);
+
+// Checks the comparison's passkey options (UsageError naming the option) when cfg.iters > 0: the
+// multipliers include 1, the depths lie in [0, 1] without duplicates, and block_size + 1 tokens hold
+// the template's needle, question and key plus one filler token (one token per byte, the byte and
+// char tokenizers). `block_size` is the comparison's training length.
+void validate_passkey(const PasskeyConfig& cfg, int64_t block_size);
+
+// results.json form of a unit's passkey rows; passkey_from_json throws json::exception on a
+// malformed entry (unit_from_json turns it into an IoError naming the file).
+nlohmann::json passkey_to_json(const std::map<std::string, PasskeyResult>& rows);
+std::map<std::string, PasskeyResult> passkey_from_json(const nlohmann::json& j);
+
+}  // namespace posgrad::train

@@ -1,0 +1,160 @@
+// pi_protocol.cpp — see pi_protocol.h.
+#include "compare/studies/pi/pi_protocol.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "compare/compare_eval.h"
+#include "train/evaluate.h"
+#include "train/interrupt.h"
+#include "train/optim.h"
+#include "train/options.h"
+#include "train/trainer.h"
+
+namespace posgrad::train {
+
+std::string pi_row_name(const std::string& scaling, int64_t multiplier) {
+  return (scaling == "none" ? std::string("rope") : "rope+" + scaling) + " ft" + std::to_string(multiplier) + "x";
+}
+
+namespace {
+
+// Micro-batch of the fine-tuning at M·L: as many tokens per step as a training step (at least one window).
+int64_t pi_batch(const CompareConfig& cfg, int64_t M) { return std::max<int64_t>(1, cfg.base.batch_size / M); }
+
+// The trained model with `scaling` at factor M, on dev, in training mode. The generators of the
+// initialisation (overwritten by the trained weights) and of dropout live beside the model.
+struct Tuned {
+  std::unique_ptr<Generator> init, dropout;
+  std::unique_ptr<nn::GPT> model;
+};
+
+Tuned scaled_copy(const nn::GPT& trained, const std::string& scaling, int64_t M, uint64_t seed, Device dev) {
+  nn::GPTConfig c = trained.config();  // block_size stays L: YaRN's L0 and the evaluation lengths
+  c.pos.set("rope_scaling", scaling);
+  c.pos.set("rope_scaling_factor", scaling == "none" ? 1.0 : static_cast<double>(M));
+  Tuned t;
+  t.init = std::make_unique<Generator>(0);
+  t.dropout = std::make_unique<Generator>(seed ^ 0x9170dull ^ (static_cast<uint64_t>(M) << 32));
+  t.model = std::make_unique<nn::GPT>(c, *t.init, *t.dropout);
+  t.model->to(dev);
+  t.model->load_state_dict(trained.state_dict());
+  t.model->train();
+  return t;
+}
+
+}  // namespace
+
+void validate_pi(const CompareConfig& cfg) {
+  auto unique = [](auto v) {
+    std::sort(v.begin(), v.end());
+    return std::adjacent_find(v.begin(), v.end()) == v.end();
+  };
+  POSGRAD_CHECK(unique(cfg.pi_multipliers), UsageError,
+                "--pi-multipliers lists a multiplier twice (each length is fine-tuned once)");
+  POSGRAD_CHECK(unique(cfg.pi_scalings), UsageError, "--pi-scalings lists a scaling twice (each is fine-tuned once)");
+  if (cfg.pi_iters == 0 || std::find(cfg.methods.begin(), cfg.methods.end(), "rope") == cfg.methods.end()) return;
+  // A fine-tuned row is judged at its own length, which the evaluation must include: refused here,
+  // not after the fine-tuning as an "inconclusive" verdict.
+  std::string eval_list;
+  for (int64_t m : cfg.eval_multipliers) eval_list += (eval_list.empty() ? "" : ",") + std::to_string(m);
+  for (int64_t M : cfg.pi_multipliers)
+    POSGRAD_CHECK(std::find(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end(), M) != cfg.eval_multipliers.end(),
+                  UsageError, "--pi-multipliers ", M, " is not among --eval-multipliers (", eval_list, "): each fine-tuned length is judged at that length; "
+                  "add it to --eval-multipliers or drop it from --pi-multipliers");
+  // Each scaled copy's RoPE configuration (e.g. NTK-aware needs more than 2 rotary channels), before training.
+  for (int64_t M : cfg.pi_multipliers)
+    for (const auto& scaling : cfg.pi_scalings) {
+      nn::PosEncConfig pc = cfg.base.model.pos;
+      pc.kind = "rope";
+      pc.n_embd = cfg.base.model.n_embd;
+      pc.n_head = cfg.base.model.n_head;
+      pc.n_layer = cfg.base.model.n_layer;
+      pc.block_size = cfg.base.model.block_size;
+      pc.set("rope_scaling", scaling);
+      pc.set("rope_scaling_factor", scaling == "none" ? 1.0 : static_cast<double>(M));
+      try {
+        pc.validate();
+      } catch (const ValueError& e) {
+        throw UsageError("--pi-scalings " + scaling + " at --pi-multipliers " + std::to_string(M) + ": " + e.what());
+      }
+    }
+  const int64_t L = cfg.base.model.block_size;
+  const int64_t longest = *std::max_element(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end()) * L;
+  for (int64_t M : cfg.pi_multipliers) {
+    TrainConfig b = cfg.base;
+    b.model.pos.kind = "rope";
+    b.model.block_size = M * L;
+    b.batch_size = pi_batch(cfg, M);
+    check_memory(b, longest);
+  }
+}
+
+void check_pi_data(const CompareConfig& cfg, int64_t L, const data::TokenSpan& train_split) {
+  if (cfg.pi_iters == 0) return;
+  for (int64_t M : cfg.pi_multipliers)
+    POSGRAD_CHECK(train_split.size() >= M * L + 1, ValueError, "position interpolation at ", M,
+                  "x needs a training split of at least ", M * L + 1, " tokens (windows of ", M, " x ", L,
+                  "), it holds ", train_split.size(), " (--pi-multipliers x --block-size; use a longer --corpus)");
+}
+
+std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenSpan& train_split,
+                                      const data::TokenSpan& val, const CompareConfig& cfg, uint64_t seed, Device dev,
+                                      const PiCallback& on_row) {
+  POSGRAD_CHECK(trained.config().pos.kind == "rope", UsageError,
+                "the position-interpolation protocol fine-tunes RoPE models, got '", trained.config().pos.kind, "'");
+  std::vector<PiResult> out;
+  if (cfg.pi_iters == 0) return out;
+  const int64_t L = trained.config().block_size;
+  const TrainConfig& base = cfg.base;
+  check_pi_data(cfg, L, train_split);
+  for (int64_t M : cfg.pi_multipliers) {
+    const int64_t ctx = M * L;
+    for (const auto& scaling : cfg.pi_scalings) {
+      const std::string row = pi_row_name(scaling, M);
+      const auto t0 = std::chrono::steady_clock::now();
+      Tuned t = scaled_copy(trained, scaling, M, seed, dev);
+      nn::GPT& model = *t.model;
+      PiResult r;
+      r.scaling = scaling;
+      r.multiplier = M;
+      r.iters = cfg.pi_iters;
+      r.batch = pi_batch(cfg, M);
+      AdamW opt(decay_groups(model.named_parameters(), base.weight_decay),
+                AdamWOptions(cfg.pi_lr).betas(base.beta1, base.beta2));
+      const LRSchedule sched{cfg.pi_lr, cfg.pi_lr, std::max<int64_t>(1, cfg.pi_iters / 10), cfg.pi_iters, false};
+      // One sampler per (seed, M): every scaling at this length is fine-tuned on the same batches.
+      data::BatchSampler sampler(train_split, seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(M) * 1000003u + 17u);
+      spdlog::info("[rope seed {}] position interpolation: {} ({} steps of {} x {} tokens)", seed, row, cfg.pi_iters,
+                   r.batch, ctx);
+      for (int64_t it = 0; it < cfg.pi_iters; ++it) {
+        if (interrupt_requested())
+          throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()),
+                                           " during the position-interpolation fine-tuning (", row, ") of rope seed ", seed,
+                                           " (the protocol restarts on resume)"),
+                            cfg.out_dir, it, interrupt_signal());
+        double loss = 0;
+        try {
+          loss = training_step(model, opt, sched, it, base.grad_accum, base.grad_clip, dev,
+                               [&] { return sampler.next(r.batch, ctx); })
+                     .loss;
+        } catch (const NonFiniteLoss& e) {
+          throw NonFiniteLoss("position interpolation (" + row + ", rope seed " + std::to_string(seed) + "): " + e.what());
+        }
+        if (it == 0) r.first_loss = loss;
+        r.final_loss = loss;
+      }
+      model.eval();
+      r.lengths = evaluate_lengths(model, val, cfg, dev, nullptr);
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (on_row) on_row(row, model);
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+}  // namespace posgrad::train

@@ -1,0 +1,60 @@
+// pi_protocol.h — the Position Interpolation protocol for RoPE (Chen et al. 2023, "Extending
+// Context Window of Large Language Models via Positional Interpolation", §2.3, §3): a trained RoPE
+// model is extended to M times its training length L by scaling its rotary frequencies with factor
+// s = M and *fine-tuning briefly at M·L*, then evaluated at every evaluation length. The comparison's
+// untuned rows (rope+linear, rope+yarn, rope+dynamic: scaled at evaluation time only) test something
+// PI never claimed; these rows test what it did — interpolated-then-fine-tuned beats fine-tuned
+// without interpolation — beside the alternatives proposed since: static NTK-aware scaling
+// (bloc97 2023; YaRN §3.1) and YaRN (Peng et al. 2023).
+//
+// Per (M, scaling): a copy of the model with rope_scaling = scaling, rope_scaling_factor = M (none:
+// plain RoPE, factor 1). The model's block_size stays L, so YaRN's original length L0 stays the
+// training length and the evaluation lengths stay m·L; only the training windows grow to M·L.
+// Fine-tuning: AdamW (the base run's betas and weight decay, its gradient clipping and grad_accum)
+// at pi_lr after a linear warm-up of max(1, pi_iters / 10) steps, then constant (PI §3.1: lr 2e-5,
+// 20 warm-up steps, constant); max(1, batch_size / M) windows of M·L tokens per micro-batch, so a
+// step sees as many tokens as a training step whenever M divides batch_size. The windows come from
+// the training split, drawn by a sampler seeded from (unit seed, M): every scaling at one M sees the
+// same batches (a paired comparison), and the same seed gives bit-identical rows.
+//
+// Row names: "rope ft<M>x" (plain RoPE fine-tuned at M·L) and "rope+<scaling> ft<M>x"
+// ("rope+linear ft2x"): "ft" for fine-tuned, <M>x the fine-tuning length over the training length.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "nn/gpt.h"
+#include "compare/config.h"
+#include "compare/results.h"
+
+namespace posgrad::train {
+
+// "rope ft2x" (scaling none), "rope+linear ft2x".
+std::string pi_row_name(const std::string& scaling, int64_t multiplier);
+
+// Called once per row after it is fine-tuned and evaluated, with the fine-tuned model (eval mode),
+// e.g. to score further tasks on it. An empty function is allowed.
+using PiCallback = std::function<void(const std::string& row, nn::GPT& tuned)>;
+
+// Runs the protocol on `trained` (a RoPE GPT; left unchanged) for every cfg.pi_multipliers x
+// cfg.pi_scalings, in that order: fine-tunes on windows of `train_split`, evaluates on `val` with
+// evaluate_lengths (compare/compare_eval.h) at cfg.eval_multipliers. cfg.pi_iters = 0: no rows.
+// Errors: UsageError when `trained` is not RoPE; ValueError when train_split holds fewer than
+// M·L + 1 tokens; NonFiniteLoss naming the row; Interrupted (train/interrupt.h) after a SIGINT /
+// SIGTERM, between steps (the protocol restarts on resume: nothing of it is saved).
+std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenSpan& train_split,
+                                      const data::TokenSpan& val, const CompareConfig& cfg, uint64_t seed, Device dev,
+                                      const PiCallback& on_row = {});
+
+// The protocol's checks of a comparison configuration (called by CompareConfig::validate): no
+// duplicate in --pi-multipliers or --pi-scalings (UsageError naming the option), and the fine-tuning
+// batch at the longest M·L within this machine's memory (check_memory, train/options.h).
+void validate_pi(const CompareConfig& cfg);
+// ValueError when the training split cannot hold a fine-tuning window of M x L tokens (+1) for each of
+// --pi-multipliers (nothing with --pi-iters 0). run_pi_protocol and check_compare_data (before training) call it.
+void check_pi_data(const CompareConfig& cfg, int64_t L, const data::TokenSpan& train_split);
+
+}  // namespace posgrad::train

@@ -1,0 +1,224 @@
+// length_suite.cpp — see length_suite.h.
+#include "compare/studies/suite/length_suite.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "autograd/node.h"
+#include "data/length_tasks.h"
+#include "train/interrupt.h"
+#include "train/optim.h"
+#include "train/trainer.h"
+
+namespace posgrad::train {
+
+std::string suite_row(const std::string& method, bool randomized) {
+  return randomized ? method + "+randomized" : method;
+}
+
+namespace {
+
+// A small encoding of `method`, to ask what it supports.
+std::shared_ptr<nn::PositionEncoding> probe_encoding(const std::string& method) {
+  nn::PosEncConfig c;
+  c.kind = method;
+  c.n_embd = 8;
+  c.n_head = 2;
+  c.n_layer = 1;
+  c.block_size = 8;
+  Generator g(0);
+  return nn::make_position_encoding(c, g);
+}
+
+}  // namespace
+
+bool suite_supports_randomized(const std::string& method) { return probe_encoding(method)->supports_position_ids(); }
+
+nlohmann::json suite_to_json(const std::vector<SuiteTaskResult>& s) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : s) {
+    nlohmann::json b = nlohmann::json::array();
+    for (const auto& k : r.buckets)
+      b.push_back({{"lo", k.lo}, {"hi", k.hi}, {"examples", k.examples}, {"sequence_accuracy", k.sequence_accuracy},
+                   {"token_accuracy", k.token_accuracy}});
+    a.push_back({{"task", r.task}, {"randomized", r.randomized}, {"final_loss", r.final_loss}, {"seconds", r.seconds},
+                 {"buckets", b}});
+  }
+  return a;
+}
+
+std::vector<SuiteTaskResult> suite_from_json(const nlohmann::json& j) {
+  std::vector<SuiteTaskResult> out;
+  for (const auto& e : j) {
+    SuiteTaskResult r;
+    r.task = e.at("task").get<std::string>();
+    r.randomized = e.at("randomized").get<bool>();
+    r.final_loss = e.at("final_loss").get<double>();
+    r.seconds = e.at("seconds").get<double>();
+    for (const auto& k : e.at("buckets")) {
+      SuiteBucket b;
+      b.lo = k.at("lo").get<int64_t>();
+      b.hi = k.at("hi").get<int64_t>();
+      b.examples = k.at("examples").get<int64_t>();
+      b.sequence_accuracy = k.at("sequence_accuracy").get<double>();
+      b.token_accuracy = k.at("token_accuracy").get<double>();
+      r.buckets.push_back(b);
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> suite_buckets(const CompareConfig& cfg) {
+  std::vector<std::pair<int64_t, int64_t>> b;
+  for (int64_t k = 1; k <= cfg.suite_max_multiplier; ++k) b.emplace_back((k - 1) * cfg.suite_length + 1, k * cfg.suite_length);
+  return b;
+}
+
+void validate_length_suite(const CompareConfig& cfg) {
+  // A listed method that is not among --methods is simply not run (the default lists three, and
+  // --methods may name others); a listed encoding that cannot take position ids is an error.
+  for (const auto& m : cfg.suite_randomized) {
+    const auto pe = probe_encoding(m);
+    POSGRAD_CHECK(pe->supports_position_ids(), UsageError, "--suite-randomized: '", m,
+                  "' cannot be trained with randomized positions: it has no position information to randomize "
+                  "(supported: every encoding with positions, e.g. sinusoidal, learned, rope, t5, alibi, kerple, "
+                  "deberta)");
+    const bool listed = std::find(cfg.methods.begin(), cfg.methods.end(), m) != cfg.methods.end();
+    POSGRAD_CHECK(!(listed && pe->position_ids_in_attention() && cfg.base.device.rfind("cuda", 0) == 0), UsageError,
+                  "--suite-randomized: '", m, "' with --device ", cfg.base.device,
+                  ": its randomized positions enter the fused attention as per-token positions, which only the CPU "
+                  "kernels implement; run the suite on the CPU or leave '", m, "' out of --suite-randomized");
+  }
+  for (const auto& t : cfg.suite_tasks) (void)data::make_length_task(t);
+}
+
+namespace {
+
+// The model of one task: block_size = the longest test sequence.
+nn::GPTConfig suite_model_config(const CompareConfig& cfg, const std::string& method, const data::LengthTask& task) {
+  nn::GPTConfig mc;
+  mc.vocab_size = task.vocab_size();
+  mc.block_size = task.max_sequence_length(cfg.suite_max_multiplier * cfg.suite_length) - 1;  // inputs: all but the last
+  mc.n_layer = cfg.task_n_layer;
+  mc.n_head = cfg.task_n_head;
+  mc.n_embd = cfg.task_n_embd;
+  mc.pos = cfg.base.model.pos;
+  mc.pos.kind = method;
+  return mc;
+}
+
+// An ordered random subset of T positions from [0, L) (Ruoss et al. 2023 §3): a partial
+// Fisher–Yates shuffle of 0..L-1 drawn from `g`, its first T entries, sorted.
+std::vector<int64_t> random_positions(int64_t T, int64_t L, Generator& g) {
+  POSGRAD_CHECK(T <= L, ValueError, "randomized positions: ", T, " tokens need at least as many positions, got ", L);
+  std::vector<int64_t> p(static_cast<size_t>(L));
+  for (int64_t i = 0; i < L; ++i) p[i] = i;
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t j = i + static_cast<int64_t>(g.next_u64() % static_cast<uint64_t>(L - i));
+    std::swap(p[i], p[j]);
+  }
+  p.resize(static_cast<size_t>(T));
+  std::sort(p.begin(), p.end());
+  return p;
+}
+
+SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, uint64_t seed, Device dev,
+                         const data::LengthTask& task, size_t task_index, bool randomized) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SuiteTaskResult r;
+  r.task = task.name();
+  r.randomized = randomized;
+  const nn::GPTConfig mc = suite_model_config(cfg, method, task);
+  const uint64_t s = seed * 1000003ULL + task_index * 7919ULL;
+  Generator init(s), drop(s ^ 0x5eedd0u);
+  nn::GPT model(mc, init, drop);
+  model.to(dev);
+  model.train();
+  AdamW opt(decay_groups(model.named_parameters(), 0.0), AdamWOptions(cfg.suite_lr).betas(0.9, 0.98));
+  const LRSchedule sched{cfg.suite_lr, cfg.suite_lr / 10, std::max<int64_t>(1, cfg.suite_iters / 10), cfg.suite_iters, true};
+  // Data and positions come from generators of their own, so the randomized row sees the same
+  // examples as the plain one.
+  Generator data_gen(s + 1), pos_gen(s + 2);
+  nn::PositionEncoding& pe = model.position_encoding();
+  for (int64_t it = 0; it < cfg.suite_iters; ++it) {
+    if (interrupt_requested())
+      throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()), " during the length suite (",
+                                       task.name(), ") of ", method, " seed ", seed,
+                                       " (the suite restarts on resume; it takes minutes)"),
+                        cfg.out_dir, it, interrupt_signal());
+    try {
+      r.final_loss = training_step(model, opt, sched, it, 1, 1.0, dev, [&] {
+                       const int64_t n = 1 + static_cast<int64_t>(data_gen.next_u64() % static_cast<uint64_t>(cfg.suite_length));
+                       data::LengthBatch b = data::make_length_batch(
+                           task, std::vector<int64_t>(static_cast<size_t>(cfg.suite_batch), n), data_gen);
+                       if (randomized) pe.set_position_ids(random_positions(b.x.size(1), mc.block_size, pos_gen));
+                       return std::make_pair(b.x, b.y);
+                     }).loss;
+    } catch (const NonFiniteLoss& e) {
+      pe.clear_position_ids();
+      throw NonFiniteLoss("length suite (" + task.name() + ", " + suite_row(method, randomized) + " seed " +
+                          std::to_string(seed) + "): " + e.what());
+    }
+  }
+  pe.clear_position_ids();  // evaluation: positions 0 .. T-1
+  model.eval();
+  NoGradGuard ng;
+  const auto buckets = suite_buckets(cfg);
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    const auto [lo, hi] = buckets[k];
+    // The test examples: the same for every method and seed (a generator of the task and bucket).
+    Generator test_gen(0x7e57ULL + task_index * 1009ULL + k);
+    std::map<int64_t, int64_t> per_length;  // input length -> examples
+    for (int64_t i = 0; i < cfg.suite_examples; ++i) ++per_length[lo + i % (hi - lo + 1)];
+    SuiteBucket b;
+    b.lo = lo;
+    b.hi = hi;
+    for (const auto& [n, count] : per_length) {
+      data::LengthBatch batch = data::make_length_batch(task, std::vector<int64_t>(static_cast<size_t>(count), n), test_gen);
+      const Tensor logits = model.forward(batch.x.to(dev));  // (B, T, V)
+      const data::LengthScore sc = data::score_length_logits(logits.to(Device::cpu()), batch.y);
+      spdlog::debug("suite {} {} length {}: sequence accuracy {:.3f}, token accuracy {:.3f} ({} examples)", task.name(),
+                    suite_row(method, randomized), n, sc.sequence_accuracy, sc.token_accuracy, count);
+      b.sequence_accuracy += sc.sequence_accuracy * static_cast<double>(count);
+      b.token_accuracy += sc.token_accuracy * static_cast<double>(count);
+      b.examples += count;
+    }
+    b.sequence_accuracy /= static_cast<double>(b.examples);
+    b.token_accuracy /= static_cast<double>(b.examples);
+    r.buckets.push_back(b);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace
+
+std::vector<SuiteTaskResult> run_length_suite(const CompareConfig& cfg, const std::string& method, uint64_t seed,
+                                              Device dev) {
+  std::vector<SuiteTaskResult> out;
+  const bool with_randomized =
+      std::find(cfg.suite_randomized.begin(), cfg.suite_randomized.end(), method) != cfg.suite_randomized.end();
+  if (cfg.suite_iters == 0) return out;
+  for (size_t i = 0; i < cfg.suite_tasks.size(); ++i) {
+    const auto task = data::make_length_task(cfg.suite_tasks[i]);
+    // The task's index in the whole suite seeds it, so a task's numbers do not depend on which others run.
+    const auto& all = data::length_task_names();
+    const size_t index = static_cast<size_t>(std::find(all.begin(), all.end(), task->name()) - all.begin());
+    for (bool randomized : {false, true}) {
+      if (randomized && !with_randomized) continue;
+      out.push_back(run_task(cfg, method, seed, dev, *task, index, randomized));
+      const SuiteTaskResult& r = out.back();
+      std::string acc;
+      for (const auto& b : r.buckets) acc += fmt::format(" {:.2f}", b.sequence_accuracy);
+      spdlog::info("[{} seed {}] suite {}: loss {:.3f}, sequence accuracy by bucket{} ({:.1f} s)",
+                   suite_row(method, randomized), seed, r.task, r.final_loss, acc, r.seconds);
+    }
+  }
+  return out;
+}
+
+}  // namespace posgrad::train

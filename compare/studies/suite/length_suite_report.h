@@ -1,0 +1,39 @@
+// length_suite_report.h — the length-generalisation suite's part of the comparison's report, all
+// from the typed results (UnitResult::suite): per-seed values and their summaries, suite.csv, the
+// accuracy-vs-length plot (one panel per task, mean and 95% interval over seeds), the markdown
+// section (tables, the sizing check, separations, randomized vs plain) and the suite's claims,
+// judged like the article's (Welch's t-test at 5%, compare/stats.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compare/claims.h"
+#include "compare/results.h"
+
+namespace posgrad::train {
+
+// The suite's rows in report order: each method, then its "+randomized" row, where present.
+std::vector<std::string> suite_rows(const ComparisonResult& r);
+// The suite's tasks present in the results, in configuration order.
+std::vector<std::string> suite_tasks_present(const ComparisonResult& r);
+// Per-seed values of one (row, task, bucket index): per-sequence accuracy (sequence = true) or
+// per-token accuracy. Seeds without that entry are left out.
+std::vector<double> suite_values(const ComparisonResult& r, const std::string& row, const std::string& task,
+                                 size_t bucket, bool sequence);
+// Per-seed mean accuracy over the out-of-distribution buckets (2 .. last) of one (row, task):
+// per-sequence (sequence = true) or per-token; empty when there are none.
+std::vector<double> suite_ood_values(const ComparisonResult& r, const std::string& row, const std::string& task,
+                                     bool sequence = true);
+
+// suite.csv: row, task, bucket lo, hi, metric, n, mean, std, ci_low, ci_high.
+void write_suite_csv(const ComparisonResult& r, const std::string& path);
+// plots/suite_accuracy.png (+ .gp, .dat); returns the plot names drawn (empty when there is no
+// suite or gnuplot fails: warned, not fatal).
+std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std::string& dir);
+// The report's section (empty when the run has no suite results); plot_drawn: embed the plot.
+std::string suite_markdown(const ComparisonResult& r, bool plot_drawn);
+// The suite's claims (Deletang et al. 2023, Ruoss et al. 2023); empty without suite results.
+std::vector<ClaimVerdict> judge_suite_claims(const ComparisonResult& r);
+
+}  // namespace posgrad::train
