@@ -385,7 +385,14 @@ TEST(Rope, ModuleConfigErrors) {
   }
   c.set("rope_fraction", 0.2);  // 4 * 0.2 -> 0 channels
   EXPECT_THROW(make_position_encoding(c, g), ValueError);
-  c.set("rope_fraction", 0.75);  // 3 channels -> rounded down to 2
+  c.set("rope_fraction", 0.75);  // int(4 * 0.75) = 3: an odd rotary dim is refused in the neox convention
+  try {
+    make_position_encoding(c, g);
+    ADD_FAILURE() << "an odd rotary dim was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("--rope-partial neox_hf"), std::string::npos) << e.what();
+  }
+  c.set("rope_fraction", 0.5);
   auto pe = make_position_encoding(c, g);
   Generator gx(1);
   Tensor q = randn({1, 3, 5, 4}, gx), k = randn({1, 3, 5, 4}, gx);
@@ -393,6 +400,7 @@ TEST(Rope, ModuleConfigErrors) {
   auto a = q.to_vector(), b = qr.to_vector();
   for (int64_t row = 0; row < 15; ++row)
     for (int64_t e = 2; e < 4; ++e) EXPECT_EQ(a[row * 4 + e], b[row * 4 + e]);  // pass-through channels
+  EXPECT_NE(a[5 * 4 + 0], b[5 * 4 + 0]);  // position 1 rotates channel 0
 }
 
 // ---- sinusoidal / learned (spec §7.5, §5.2) -----------------------------------------------------
@@ -462,7 +470,8 @@ TEST(Learned, PositionBeyondTableIsAnError) {
 // ---- the registry --------------------------------------------------------------------------------
 
 TEST(Registry, EveryKindAndUnknownKind) {
-  const std::vector<std::string> expect = {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi", "kerple"};
+  const std::vector<std::string> expect = {"none", "sinusoidal", "learned", "t5",       "deberta",
+                                           "rope", "alibi",      "kerple",  "sandwich", "xpos"};
   EXPECT_EQ(position_encoding_kinds(), expect);
   for (const auto& k : expect) {
     Generator g(0);
@@ -474,13 +483,13 @@ TEST(Registry, EveryKindAndUnknownKind) {
   }
   Generator g(0);
   PosEncConfig c;
-  c.kind = "xpos";
+  c.kind = "rotary";
   try {
     make_position_encoding(c, g);
     FAIL() << "expected ValueError";
   } catch (const ValueError& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("'xpos'"), std::string::npos) << m;
+    EXPECT_NE(m.find("'rotary'"), std::string::npos) << m;
     EXPECT_NE(m.find("none|sinusoidal|learned|t5|deberta|rope|alibi"), std::string::npos) << m;
   }
   c.kind = "t5";
