@@ -213,6 +213,28 @@ TEST(AttentionSinks, SpecTestVector) {
   EXPECT_NEAR(o[0] / vv[0], 0.47227086, 1e-8);
 }
 
+// The sink gradient is reduced in a fixed order: one and two threads give the same bits.
+TEST(AttentionSinks, BitIdenticalForOneAndTwoThreads) {
+  auto run_sinks = [] {
+    Generator g(9);
+    Tensor q = randn({2, 3, 150, 16}, g).set_requires_grad(true), k = randn({2, 3, 150, 16}, g).set_requires_grad(true),
+           v = randn({2, 3, 150, 16}, g).set_requires_grad(true);
+    Tensor sinks = randn({3}, g).set_requires_grad(true);
+    ScoreModifier m;
+    m.sinks = sinks;
+    Tensor o = attention(q, k, v, m, true, 0.25);
+    o.backward(randn(o.shape(), g));
+    return TensorList{o.detach(), q.grad(), k.grad(), v.grad(), sinks.grad()};
+  };
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  TensorList one = run_sinks();
+  omp_set_num_threads(2);
+  TensorList two = run_sinks();
+  omp_set_num_threads(saved);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(max_abs_diff(one[i], two[i]), 0.0) << "tensor " << i;
+}
+
 TEST(AttentionSinks, LayerParameterAndModel) {
   Generator g0(1), g1(1);
   nn::CausalSelfAttention plain(12, 3, true, g0), with(12, 3, true, g1, 0.02, DType::Float32, true);

@@ -90,7 +90,7 @@ class PositionEncoding : public Module {
   // Randomized positions (Ruoss et al. 2023, §3), a training option. While ids are set, a forward
   // over T tokens starting at pos0 = 0 places token t at position ids[t] instead of t: the
   // absolute table row (sinusoidal, learned), the rotation angle (RoPE) of ids[t], or, for the
-  // relative encodings (T5, ALiBi, KERPLE, DeBERTa), the relative position ids[j] - ids[i] of
+  // relative encodings (T5, ALiBi, KERPLE, Sandwich, DeBERTa), the relative position ids[j] - ids[i] of
   // query i and key j (scores() returns a modifier with per-token positions, ScoreModifier; the
   // fused attention then runs on the CPU only). ids must be strictly increasing and >= 0
   // (ValueError); a forward whose T differs from ids.size() or whose pos0 is not 0 — a key/value-

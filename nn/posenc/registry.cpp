@@ -92,7 +92,7 @@ void add_distance_bias_cases(std::vector<OpCase>& out, const std::string& kind,
 void PositionEncoding::set_position_ids(std::vector<int64_t> ids) {
   POSGRAD_CHECK(supports_position_ids(), ValueError, "the ", kind(),
                 " position encoding does not take position ids (randomized positions need an encoding that has "
-                "positions: sinusoidal, learned, rope, t5, alibi, kerple, deberta)");
+                "positions: sinusoidal, learned, rope, xpos, t5, alibi, kerple, sandwich, deberta)");
   for (size_t i = 0; i < ids.size(); ++i)
     POSGRAD_CHECK(ids[i] >= 0 && (i == 0 || ids[i] > ids[i - 1]), ValueError, "position ids must be >= 0 and strictly "
                   "increasing, got ", ids[i], " at index ", i, i == 0 ? "" : detail::concat(" after ", ids[i - 1]));
