@@ -75,8 +75,9 @@ Tensor edge_input(const std::vector<double>& values, const Shape& shape, DType d
 using AttentionBiasFn = std::function<double(int64_t b, int64_t h, int64_t i, int64_t j)>;
 // Naive attention in double on the CPU: out[b,h,i] = sum_j softmax_j(scale q.k + bias) v_j; keys with
 // j > i + q_offset are hidden when causal; a row that sees nothing is 0. q (B, H, Tq, D), k, v (B, H, Tk, D).
+// sinks (H values, or empty): the softmax denominator gains exp(sinks[h]) (a key of value 0).
 Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionBiasFn& bias, bool causal,
-                       double scale, int64_t q_offset);
+                       double scale, int64_t q_offset, const std::vector<double>& sinks = {});
 // A fused-attention case "attention/<name>" or, for an encoding, "posenc/<kind>/<name>": inputs q, k, v
 // then extra_inputs; fn = attention(q, k, v, modifier(inputs), ...); reference = naive_attention with
 // reference_bias(inputs).
@@ -89,16 +90,20 @@ struct AttentionCase {
   std::function<TensorList(Generator&, DType)> extra_inputs;         // null: none
   std::function<ScoreModifier(const TensorList& inputs)> modifier;  // null: no modifier
   std::function<AttentionBiasFn(const TensorList& inputs)> reference_bias;  // null: no bias
+  // Learnable attention sinks: one more input, sinks (H) drawn in [-1.5, 1.5) after the extra inputs,
+  // set as the modifier's sinks and added to the reference's softmax denominators.
+  bool sinks = false;
 };
 void add_attention_case(std::vector<OpCase>& out, const AttentionCase& c);
 // A content-position case: inputs q, k, v then kr and/or qr (rows, H, D); the modifier's table row
 // of relative position r = j - i - q_offset is bucket(r); the reference adds
 // scale (q_i . kr[c] + k_j . qr[c]) naively. With `positions` (self-attention: Tq = Tk =
 // positions.size(), q_offset 0) the modifier carries them as query and key positions and
-// r = positions[j] - positions[i] (a CPU-only case).
+// r = positions[j] - positions[i] (a CPU-only case). sinks: with attention sinks (AttentionCase::sinks).
 void add_content_position_case(std::vector<OpCase>& out, const std::string& name, const Shape& q, const Shape& k,
                                bool causal, int64_t q_offset, double scale, int64_t rows, bool c2p, bool p2c,
-                               std::function<int64_t(int64_t r)> bucket, std::vector<int64_t> positions = {});
+                               std::function<int64_t(int64_t r)> bucket, std::vector<int64_t> positions = {},
+                               bool sinks = false);
 // A case whose fn is f(inputs, false) and whose reference is f(inputs, true) without a graph (the
 // fused ops against the materialising ones, e.g. attention vs attention_reference).
 void add_composite(std::vector<OpCase>& out, const std::string& name, std::function<TensorList(Generator&, DType)> in,

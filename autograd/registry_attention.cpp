@@ -17,7 +17,7 @@
 namespace posgrad {
 
 Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionBiasFn& bias, bool causal,
-                       double scale, int64_t q_offset) {
+                       double scale, int64_t q_offset, const std::vector<double>& sinks) {
   auto Q = host(q), K = host(k), V = host(v);
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), Tk = k.size(2);
   std::vector<double> out(static_cast<size_t>(B * H * Tq * D), 0.0), s(static_cast<size_t>(Tk));
@@ -36,8 +36,10 @@ Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
           s[j] = scale * dot + (bias ? bias(b, h, i, j) : 0.0);
           mx = std::max(mx, s[j]);
         }
-        if (mx == -INFINITY) continue;
-        double z = 0;
+        if (mx == -INFINITY) continue;  // no key: output 0 (with or without a sink)
+        const bool sink = !sinks.empty();
+        if (sink) mx = std::max(mx, sinks[h]);
+        double z = sink ? std::exp(sinks[h] - mx) : 0.0;
         for (int64_t j = 0; j < Tk; ++j) z += s[j] == -INFINITY ? 0.0 : std::exp(s[j] - mx);
         for (int64_t j = 0; j < Tk; ++j) {
           if (s[j] == -INFINITY) continue;
@@ -56,14 +58,17 @@ void add_attention_case(std::vector<OpCase>& out, const AttentionCase& ac) {
     TensorList x{make_input(ac.q, g, t), make_input(ac.k, g, t), make_input(ac.k, g, t)};
     if (ac.extra_inputs)
       for (Tensor& e : ac.extra_inputs(g, t)) x.push_back(e);
+    if (ac.sinks) x.push_back(make_input({ac.q[1]}, g, t, true, -1.5, 1.5));
     return x;
   };
   c.fn = [ac, scale](const TensorList& x) {
-    return attention(x[0], x[1], x[2], ac.modifier ? ac.modifier(x) : ScoreModifier{}, ac.causal, scale, ac.q_offset);
+    ScoreModifier m = ac.modifier ? ac.modifier(x) : ScoreModifier{};
+    if (ac.sinks) m.sinks = x.back();
+    return attention(x[0], x[1], x[2], m, ac.causal, scale, ac.q_offset);
   };
   c.reference = [ac, scale](const TensorList& x) {
     return naive_attention(x[0], x[1], x[2], ac.reference_bias ? ac.reference_bias(x) : AttentionBiasFn{}, ac.causal,
-                           scale, ac.q_offset);
+                           scale, ac.q_offset, ac.sinks ? host(x.back()) : std::vector<double>());
   };
   out.push_back(c);
 }
@@ -88,10 +93,11 @@ Tensor run_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Sc
 
 void add_content_position_case(std::vector<OpCase>& out, const std::string& name, const Shape& q, const Shape& k,
                                bool causal, int64_t q_offset, double scale, int64_t rows, bool c2p, bool p2c,
-                               std::function<int64_t(int64_t r)> bucket, std::vector<int64_t> positions) {
+                               std::function<int64_t(int64_t r)> bucket, std::vector<int64_t> positions, bool sinks) {
   const int64_t H = q[1], Tq = q[2], D = q[3], Tk = k[2];
   AttentionCase ac;
   ac.name = name;
+  ac.sinks = sinks;
   ac.q = q;
   ac.k = k;
   ac.causal = causal;
@@ -147,6 +153,7 @@ struct Spec {
   Modifier mod = Modifier::None;
   bool c2p = true, p2c = true;  // ContentPosition terms
   std::vector<int64_t> positions;  // per-token positions of the self-attention (Tq = Tk); empty: none
+  bool sinks = false;              // learnable attention sinks (one more input, (H))
 };
 constexpr int64_t kSpan = 3;  // S of the generic content-position bucket
 
@@ -156,6 +163,8 @@ void add_case(std::vector<OpCase>& out, const Spec& sp) {
   ac.k = sp.k;
   ac.causal = sp.causal;
   ac.q_offset = sp.q_offset;
+  ac.sinks = sp.sinks;
+  const std::string family = sp.sinks ? "attention/sinks/" : "attention/";
   const int64_t H = sp.q[1], D = sp.q[3], Tq = sp.q[2], Tk = sp.k[2];
   const std::vector<int64_t> pos = sp.positions;
   // Bias width and column of (i, j): the diagonal, or with positions that of the virtual window.
@@ -164,10 +173,10 @@ void add_case(std::vector<OpCase>& out, const Spec& sp) {
   const double scale = 1.0 / std::sqrt(double(D));
   switch (sp.mod) {
     case Modifier::None:
-      ac.name = "attention/none/" + sp.name;
+      ac.name = family + "none/" + sp.name;
       break;
     case Modifier::Distance:
-      ac.name = "attention/distance/" + sp.name;
+      ac.name = family + "distance/" + sp.name;
       ac.extra_inputs = [=](Generator& g, DType t) { return TensorList{make_input({H, nd}, g, t, true, -2.0, 2.0)}; };
       ac.modifier = [pos](const TensorList& x) {
         ScoreModifier m;
@@ -182,9 +191,10 @@ void add_case(std::vector<OpCase>& out, const Spec& sp) {
       };
       break;
     case Modifier::ContentPosition:
-      add_content_position_case(out, "attention/content_position/" + sp.name, sp.q, sp.k, sp.causal, sp.q_offset,
+      add_content_position_case(out, family + "content_position/" + sp.name, sp.q, sp.k, sp.causal, sp.q_offset,
                                 scale, 2 * kSpan, sp.c2p, sp.p2c,
-                                [](int64_t r) { return std::clamp<int64_t>(r, -kSpan, kSpan - 1) + kSpan; }, pos);
+                                [](int64_t r) { return std::clamp<int64_t>(r, -kSpan, kSpan - 1) + kSpan; }, pos,
+                                sp.sinks);
       return;
   }
   add_attention_case(out, ac);
@@ -215,6 +225,42 @@ std::vector<EdgePoint> attention_edges() {
       edge("equal scores 1e4: P = 1/2 in forward and backward", 100, {2}, {{0}, {-50, 50}, {0.5, 0.5}}),
       edge("a NaN score makes the row NaN", kNaN, {kNaN}, {{kNaN}, {kNaN, kNaN}, {kNaN, kNaN}}),
   };
+}
+
+// Exact edge points of the sink logit (SPEC-positions-2 §5.5): the sink must enter the row maximum
+// (logits of 1e4 overflow exp otherwise), and a row that sees only the sink outputs 0 with zero
+// gradients, no NaN. q (1, 1, 1, 1) = 100, k = [100, 100], v = [1, 3], sink (1).
+std::vector<EdgePoint> sink_edges() {
+  auto inputs = [](double sink) {
+    return [sink](DType t) {
+      return TensorList{edge_input({100}, {1, 1, 1, 1}, t), edge_input({100, 100}, {1, 1, 2, 1}, t),
+                        edge_input({1, 3}, {1, 1, 2, 1}, t), edge_input({sink}, {1}, t)};
+    };
+  };
+  auto fn = [](int64_t q_offset) {
+    return [q_offset](const TensorList& x) {
+      ScoreModifier m;
+      m.sinks = x[3];
+      return attention(x[0], x[1], x[2], m, true, 1.0, q_offset);
+    };
+  };
+  EdgePoint equal;
+  equal.what = "sink and both scores 1e4: P = 1/3 each, the sink in the row max (no overflow)";
+  equal.inputs = inputs(1e4);
+  equal.fn = fn(1);  // the query at position 1 sees both keys
+  // o = (1 + 3)/3; delta = o; dS = P (v - o) = [-1/9, 5/9]; dq = 100 (4/9); dk = 100 dS; dv = [1/3, 1/3];
+  // dsink = -P_sink delta = -4/9.
+  equal.output = {4.0 / 3.0};
+  equal.grads = {{400.0 / 9.0}, {-100.0 / 9.0, 500.0 / 9.0}, {1.0 / 3.0, 1.0 / 3.0}, {-4.0 / 9.0}};
+  equal.ulps = 64;  // float32 rounding of 1/3 through a GEMM, and dq = 100 (5/9 - 1/9)
+  equal.atol = 1e-5;
+  EdgePoint alone;
+  alone.what = "a row that sees no key puts all its mass on the sink: output 0, gradients 0";
+  alone.inputs = inputs(0.5);
+  alone.fn = fn(-1);  // the query at position -1 sees no key
+  alone.output = {0};
+  alone.grads = {{0}, {0, 0}, {0, 0}, {0}};
+  return {equal, alone};
 }
 
 }  // namespace
@@ -266,6 +312,35 @@ void register_attention_cases(std::vector<OpCase>& out) {
   for (int64_t t = 0, p = 2; t < 70; ++t, p += 1 + (t * 7) % 5) long_gaps.push_back(p);
   std::vector<int64_t> identity(7);
   for (int64_t t = 0; t < 7; ++t) identity[t] = t;
+  // Learnable attention sinks (SPEC-positions-2 §5) with every modifier shape: bidirectional, causal
+  // across a tile (T = 70 > 64), a single token, rows that see only the sink (q_offset -3), a
+  // KV-cache-like window, and per-token positions.
+  for (Modifier mod : {Modifier::None, Modifier::Distance, Modifier::ContentPosition}) {
+    auto with_sinks = [](Spec s) {
+      s.sinks = true;
+      return s;
+    };
+    add_case(out, with_sinks(spec("bidir/2x3x7x5", s2375, false, mod)));
+    if (mod == Modifier::None) out.back().edges = sink_edges();
+    add_case(out, with_sinks(spec("causal/1x2x70x3", {1, 2, 70, 3}, true, mod)));
+    add_case(out, with_sinks(spec("causal/T1", s1113, true, mod)));
+    {
+      Spec s = with_sinks(spec("causal/q_offset-3", {1, 2, 7, 3}, true, mod));
+      s.q_offset = -3;
+      add_case(out, s);
+    }
+    {
+      Spec s = with_sinks(spec("causal/Tq5_Tk9_offset4", {2, 3, 5, 3}, true, mod));
+      s.k = {2, 3, 9, 3};
+      s.q_offset = 4;
+      add_case(out, s);
+    }
+    if (mod != Modifier::None) {
+      Spec s = with_sinks(spec("bidir/positions_gaps/2x3x8x5", {2, 3, 8, 5}, false, mod));
+      s.positions = gaps;
+      add_case(out, s);
+    }
+  }
   for (Modifier mod : {Modifier::Distance, Modifier::ContentPosition}) {
     for (bool causal : {true, false}) {
       Spec s = spec(std::string(causal ? "causal" : "bidir") + "/positions_gaps/2x3x8x5", {2, 3, 8, 5}, causal, mod);

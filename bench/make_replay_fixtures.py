@@ -63,7 +63,7 @@ def replay(path):
     x, y = tensors["x"], tensors["y"]
 
     torch.manual_seed(0)
-    model = GPT(meta["kind"], L, H, C, T0, V, opts)
+    model = GPT(meta["kind"], L, H, C, T0, V, opts, sinks=meta.get("attention_sinks") == "true")
     model.load_state_dict(init, strict=True)
     logits = model(x)
     loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
@@ -107,7 +107,7 @@ def main():
             save_file(out, os.path.join(a.out, variant + ".safetensors"),
                       metadata={"variant": variant, "torch_version": torch.__version__,
                                 "generator": "bench/make_replay_fixtures.py"})
-            print(f"{variant:<14} loss {out['loss'].item():.6f} -> {out['losses'][-1].item():.6f}")
+            print(f"{variant:<20} loss {out['loss'].item():.6f} -> {out['losses'][-1].item():.6f}")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,11 @@ Position encodings follow ../shared/SPEC-positions.md: T5 bucketed bias (causal 
 shared by all layers, added after 1/sqrt(d)), DeBERTa c2p + p2c with log buckets and a shared
 LayerNorm-ed relative table projected by the content W_q/W_k (share_att_key), scale 1/sqrt(3d),
 RoPE rotate-half with the linear / dynamic NTK / YaRN / Llama 3 scalings, ALiBi causal slopes,
-sinusoidal (Vaswani interleaved), learned, none. Not used by posgrad, its tests or CI (the replay
-fixtures it makes are committed).
+sinusoidal (Vaswani interleaved), learned, none; and from ../shared/SPEC-positions-2.md: partial
+rotary in both conventions (§2: HF GPT-NeoX's int(D f) channels, its odd case, p-RoPE), xPos
+(§6: torchscale's XPOS, centre ceil(T_train / 2)), Sandwich (§7: NeMo's form) and learnable attention
+sinks (§5: gpt-oss sdpa, a sink column appended to the scores and dropped after the softmax). Not
+used by posgrad, its tests or CI (the replay fixtures it makes are committed).
 """
 import argparse
 import math
@@ -55,10 +58,14 @@ def alibi_slopes(n):
 
 
 class Attention(nn.Module):
-    def __init__(self, C, H):
+    def __init__(self, C, H, sinks=False):
         super().__init__()
         self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
         self.H = H
+        if sinks:  # gpt-oss AttentionBlock.sinks: one logit per head
+            self.sinks = nn.Parameter(torch.randn(H) * 0.02)
+        else:
+            self.sinks = None
 
     def forward(self, x, pe, layer):
         B, T, C = x.shape
@@ -68,6 +75,10 @@ class Attention(nn.Module):
         bias = None
         if pe.kind == "rope":
             q, k = pe.rotate(q), pe.rotate(k)
+        elif pe.kind == "xpos":
+            q, k = pe.xpos(q, key=False), pe.xpos(k, key=True)
+        elif pe.kind == "sandwich":
+            bias = pe.sandwich_bias(T).to(q.dtype)
         elif pe.kind in ("t5", "alibi"):
             bias = pe.bias(T)
         elif pe.kind == "kerple":
@@ -84,6 +95,15 @@ class Attention(nn.Module):
             scale = 1 / math.sqrt(3 * D)
             bias = (c2p + p2c) * scale
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        if self.sinks is not None:
+            # gpt-oss sdpa: QK scale + bias + mask, the sink column appended, softmax, the column dropped.
+            s = q @ k.transpose(-2, -1) * scale
+            if bias is not None:
+                s = s + bias
+            s = s.masked_fill(~mask, float("-inf"))
+            s = torch.cat([s, self.sinks.view(1, H, 1, 1).expand(B, H, T, 1)], dim=-1)
+            y = torch.softmax(s, dim=-1)[..., :T] @ v
+            return self.proj(y.transpose(1, 2).reshape(B, T, C))
         if bias is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
         else:
@@ -94,10 +114,10 @@ class Attention(nn.Module):
 class Block(nn.Module):
     """posgrad's block, with its parameter names (blocks.N.ln_1, .attn.qkv, .attn.proj, .ln_2, .fc, .proj)."""
 
-    def __init__(self, C, H):
+    def __init__(self, C, H, sinks=False):
         super().__init__()
         self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
-        self.attn = Attention(C, H)
+        self.attn = Attention(C, H, sinks)
         self.fc, self.proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
 
     def forward(self, x, pe, layer):
@@ -171,14 +191,62 @@ class PosEnc(nn.Module):
     def rotate(self, q):
         T, D = q.shape[2], q.shape[3]
         o = self.o
-        w, a = rope_frequencies(D, o["rope_base"], o["rope_scaling"], o["rope_scaling_factor"], self.L0, T,
-                                o["rope_yarn_beta_fast"], o["rope_yarn_beta_slow"],
-                                o["rope_llama3_low_freq_factor"], o["rope_llama3_high_freq_factor"])
+        f, conv = o.get("rope_fraction", 1.0), o.get("rope_partial", "neox")
+        if conv == "prope":
+            # p-RoPE / HF "proportional" / gemma rope_proportion (SPEC-2 §2.4): the full-head spectrum,
+            # its int(f D // 2) highest frequencies kept, the rest 0; rotate_half over the whole head.
+            n = int(f * D // 2)
+            w = 1.0 / o["rope_base"] ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
+            w[n:] = 0.0
+            if o["rope_scaling"] == "linear":
+                w = w / o["rope_scaling_factor"]
+            a = 1.0
+        else:
+            # HF GPT-NeoX: dim = int(head_dim * partial_rotary_factor); an odd dim gives dim // 2 + 1
+            # frequencies and a cos/sin table 2 (dim // 2 + 1) wide (SPEC-2 §2.3).
+            dr = int(D * f)
+            w, a = rope_frequencies(dr, o["rope_base"], o["rope_scaling"], o["rope_scaling_factor"], self.L0, T,
+                                    o["rope_yarn_beta_fast"], o["rope_yarn_beta_slow"],
+                                    o["rope_llama3_low_freq_factor"], o["rope_llama3_high_freq_factor"])
+        width = 2 * w.shape[0]  # HF apply_rotary_pos_emb: rotary_dim = cos.shape[-1]
         th = torch.arange(T, dtype=torch.float64)[:, None] * w
         cos = (torch.cat([th.cos(), th.cos()], -1) * a).to(q.dtype).to(q.device)
         sin = (torch.cat([th.sin(), th.sin()], -1) * a).to(q.dtype).to(q.device)
-        rot = torch.cat([-q[..., D // 2:], q[..., :D // 2]], -1)
-        return q * cos + rot * sin
+        qr, qp = q[..., :width], q[..., width:]
+        rot = torch.cat([-qr[..., width // 2:], qr[..., :width // 2]], -1)
+        return torch.cat([qr * cos + rot * sin, qp], -1)
+
+    def xpos(self, x, key):
+        """torchscale XPOS (SPEC-2 §6.2): interleaved (rotate_every_two) or rotate_half pairs, angle
+        n 10000^(-2k/d), scale zeta_k^((n - c)/B) (keys: its inverse), c = ceil(T_train / 2)."""
+        T, D = x.shape[2], x.shape[3]
+        k2 = torch.arange(0, D, 2, dtype=torch.float64)
+        zeta = (k2 + 0.4 * D) / (1.4 * D)
+        n = torch.arange(T, dtype=torch.float64)[:, None]
+        scale = zeta ** ((n - math.ceil(self.L0 / 2)) / self.o.get("xpos_scale_base", 512.0))
+        if key:
+            scale = 1 / scale
+        th = n / 10000.0 ** (k2 / D)
+        cos, sin = th.cos() * scale, th.sin() * scale
+        if self.o.get("xpos_interleaved", True):
+            cos = cos.repeat_interleave(2, -1).to(x.dtype)
+            sin = sin.repeat_interleave(2, -1).to(x.dtype)
+            rot = torch.stack([-x[..., 1::2], x[..., 0::2]], -1).flatten(-2)  # rotate_every_two
+        else:
+            cos = torch.cat([cos, cos], -1).to(x.dtype)
+            sin = torch.cat([sin, sin], -1).to(x.dtype)
+            rot = torch.cat([-x[..., D // 2:], x[..., :D // 2]], -1)
+        return x * cos + rot * sin
+
+    def sandwich_bias(self, T):
+        """NeMo Sandwich (SPEC-2 §7.2): (sum_{k=1..dbar/2} cos(|i-j| / 10000^(2k/dbar)) - dbar/2) H / (8 h)."""
+        dbar = self.o.get("sandwich_dbar", 0) or self.D
+        i = torch.arange(T, dtype=torch.float64)
+        r = (i[None, :] - i[:, None]).abs()
+        k = torch.arange(1, dbar // 2 + 1, dtype=torch.float64)
+        base = torch.cos(r[..., None] / 10000.0 ** (2 * k / dbar)).sum(-1)
+        h = torch.arange(1, self.H + 1, dtype=torch.float64)
+        return ((base - dbar / 2)[None] * (self.H / (8 * h))[:, None, None]).to(torch.float32)
 
     def bias(self, T):
         dev = self.relative_attention_bias.device if self.kind == "t5" else self.slopes.device
@@ -208,11 +276,11 @@ class PosEnc(nn.Module):
 class GPT(nn.Module):
     """posgrad's GPT (nn/gpt.h): names wte, pos, blocks, ln_f; LM head tied to wte."""
 
-    def __init__(self, kind, L, H, C, T, V, opts=None):
+    def __init__(self, kind, L, H, C, T, V, opts=None, sinks=False):
         super().__init__()
         self.wte = nn.Embedding(V, C)
         self.pos = PosEnc(kind, C, H, T, opts, L)
-        self.blocks = nn.ModuleList(Block(C, H) for _ in range(L))
+        self.blocks = nn.ModuleList(Block(C, H, sinks) for _ in range(L))
         self.ln_f = nn.LayerNorm(C)
 
     def forward(self, idx):

@@ -58,6 +58,10 @@ CompareConfig compare_preset(const std::string& name) {
     c.base.eval_windows = 32;
     c.base.log_interval = 50;
     c.seeds = {1, 2, 3};
+    // The article's methods and the classic baselines: the encodings added since (sandwich, xpos, ...)
+    // would lengthen the default beyond its 20 minutes; --methods names them, and the full and tiny
+    // presets run every registered encoding.
+    c.methods = {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi", "kerple"};
     c.eval_tokens = 8192;
     c.task_iters = 400;
     // Position interpolation (compare/studies/pi/pi_protocol.h): 2 lengths x 4 scalings x 40 steps per rope seed.

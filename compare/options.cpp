@@ -64,7 +64,7 @@ const Table<CompareConfig>& compare_options() {
             [] {
               auto s = choice_list("suite_randomized", nn::position_encoding_kinds(), 32,
                                    "Methods also trained with randomized positions (Ruoss et al. 2023) where among "
-                                   "--methods; every encoding but none takes them (t5, alibi, kerple, deberta: "
+                                   "--methods; every encoding but none takes them (t5, alibi, kerple, sandwich, deberta: "
                                    "CPU only)");
               s.min_items = 0;
               return s;

@@ -9,12 +9,13 @@
 namespace posgrad::nn {
 
 CausalSelfAttention::CausalSelfAttention(int64_t n_embd_, int64_t n_head_, bool bias, Generator& gen, double proj_std,
-                                         DType dtype)
+                                         DType dtype, bool with_sinks)
     : n_embd(n_embd_), n_head(n_head_) {
   POSGRAD_CHECK(n_embd > 0 && n_head > 0 && n_embd % n_head == 0, ValueError, "CausalSelfAttention: n_embd (", n_embd,
                 ") must be a positive multiple of n_head (", n_head, ")");
   qkv = register_module("qkv", std::make_shared<Linear>(n_embd, 3 * n_embd, bias, gen, 0.02, dtype));
   proj = register_module("proj", std::make_shared<Linear>(n_embd, n_embd, bias, gen, proj_std, dtype));
+  if (with_sinks) sinks = register_parameter("sinks", randn({n_head}, gen, dtype, Device::cpu(), 0.0, 0.02));
 }
 
 CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionEncoding& pe, int64_t layer,
@@ -40,6 +41,7 @@ CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionE
     lp.b_k = qkv->bias.narrow(0, C, C);
   }
   h.mod = pe.scores(layer, lp, T, Tk, q_offset);
+  h.mod.sinks = sinks;  // undefined without sinks
   h.scale = pe.attention_scale(D);
   return h;
 }

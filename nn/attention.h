@@ -4,6 +4,10 @@
 // but the mask follows the position encoding's `causal()` (bidirectional is an option).
 // A key/value cache (KVCache) lets a decoder attend new tokens to the keys and values of the tokens
 // it has already seen instead of recomputing them.
+// Optional learnable attention sinks (gpt-oss gpt_oss/torch/model.py AttentionBlock.sinks; HF
+// modeling_gpt_oss.py; StreamingLLM, Xiao et al. 2024; SPEC-positions-2 §5): one logit per head,
+// `sinks` (H), a virtual key with value 0 in every row's softmax, whatever the position encoding;
+// the fused attention carries it and returns its gradient (ScoreModifier::sinks).
 // Not here: attention dropout (the model applies dropout to the layer's output).
 #pragma once
 
@@ -29,9 +33,11 @@ struct KVCache {
 class CausalSelfAttention : public Module {
  public:
   // proj_std: init std of the output projection (GPT-2 scales residual projections by
-  // 1/sqrt(2 n_layer)); qkv uses N(0, 0.02).
+  // 1/sqrt(2 n_layer)); qkv uses N(0, 0.02). sinks: register `sinks` (H), drawn N(0, 0.02^2) after
+  // qkv and proj (HF GptOss _init_weights, initializer_range 0.02), so a model without sinks draws
+  // exactly what it drew before they existed.
   CausalSelfAttention(int64_t n_embd, int64_t n_head, bool bias, Generator& gen, double proj_std = 0.02,
-                      DType dtype = DType::Float32);
+                      DType dtype = DType::Float32, bool sinks = false);
   // x (B, T, C) at positions pos0 .. pos0+T-1 -> (B, T, C). With a cache (causal encodings that
   // support_kv_cache(), no gradient): the cache holds the keys and values of positions 0 .. pos0-1;
   // this call appends those of its T tokens and attends them to all pos0 + T (capacity checked,
@@ -43,6 +49,7 @@ class CausalSelfAttention : public Module {
   Tensor attention_by_distance(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const;
 
   std::shared_ptr<Linear> qkv, proj;
+  Tensor sinks;  // (H) sink logits, or undefined (no sinks)
   int64_t n_embd, n_head;
   // Use the naive materialising reference instead of the fused op (tests and benchmarks only).
   bool naive = false;

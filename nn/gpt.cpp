@@ -28,7 +28,8 @@ void GPTConfig::validate() const {
 Block::Block(const GPTConfig& cfg, Generator& gen, Generator& dropout_gen) {
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(cfg.n_layer));
   ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(cfg.n_embd));
-  attn = register_module("attn", std::make_shared<CausalSelfAttention>(cfg.n_embd, cfg.n_head, cfg.bias, gen, proj_std));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(cfg.n_embd, cfg.n_head, cfg.bias, gen, proj_std,
+                                                                       DType::Float32, cfg.attention_sinks));
   ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(cfg.n_embd));
   fc = register_module("fc", std::make_shared<Linear>(cfg.n_embd, 4 * cfg.n_embd, cfg.bias, gen));
   proj = register_module("proj", std::make_shared<Linear>(4 * cfg.n_embd, cfg.n_embd, cfg.bias, gen, proj_std));

@@ -19,6 +19,8 @@ struct GPTConfig {
   int64_t n_layer = 4, n_head = 4, n_embd = 128;
   double dropout = 0.0;
   bool bias = true;
+  // Learnable attention sinks in every layer (nn/attention.h; SPEC-positions-2 §5), with any encoding.
+  bool attention_sinks = false;
   PosEncConfig pos;  // pos.kind selects the encoding; its sizes are filled from the fields above
 
   // Throws ValueError naming the first invalid field (non-positive sizes, n_embd % n_head, dropout

@@ -792,15 +792,15 @@ TEST(CudaKernelsEmulated, NumericsEdgeCases) {
     std::vector<float> q{100.f}, k{100.f, 100.f}, v{1.f, 3.f}, o(1), st(2), dout{1.f}, dq(1, 0.f), dk(2, 0.f),
         dv(2, 0.f), scratch(16);
     emuk::attention_forward<float>(o.data(), st.data(), scratch.data(), q.data(), k.data(), v.data(), nullptr, nullptr,
-                                   nullptr, nullptr, nullptr, 1, 1, 1, 2, 1, 0, 0, kernels::ScoreBias::None, false,
-                                   1.f);
+                                   nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 2, 1, 0, 0, kernels::ScoreBias::None,
+                                   false, 1.f);
     EXPECT_EQ(o[0], 2.f);
     EXPECT_EQ(st[0], 1e4f);
     EXPECT_NEAR(st[1], ln2, 1e-7);
-    emuk::attention_backward<float>(dq.data(), dk.data(), dv.data(), nullptr, nullptr, nullptr, scratch.data(),
-                                    dout.data(), q.data(), k.data(), v.data(), o.data(), st.data(), nullptr, nullptr,
-                                    nullptr, nullptr, nullptr, 1, 1, 1, 2, 1, 0, 0, kernels::ScoreBias::None, false,
-                                    1.f);
+    emuk::attention_backward<float>(dq.data(), dk.data(), dv.data(), nullptr, nullptr, nullptr, nullptr,
+                                    scratch.data(), dout.data(), q.data(), k.data(), v.data(), o.data(), st.data(),
+                                    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 2, 1, 0, 0,
+                                    kernels::ScoreBias::None, false, 1.f);
     EXPECT_NEAR(dv[0], 0.5, 1e-7);
     EXPECT_NEAR(dv[1], 0.5, 1e-7);
     EXPECT_NEAR(dk[0], -50, 1e-5);
@@ -896,12 +896,16 @@ TEST(CudaKernelsEmulated, GemmMapping) {
 namespace {
 
 // One attention configuration run through the CPU and the emulated CUDA kernels.
+// With `sinks`, a sink logit per head (SPEC-positions-2 §5) joins every row, and its gradient is compared too.
 void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
-                    int64_t q_offset, bool with_kr, bool with_qr) {
+                    int64_t q_offset, bool with_kr, bool with_qr, bool with_sinks = false) {
   using kernels::ScoreBias;
   const std::string what = std::string("bias ") + std::to_string(static_cast<int>(bias)) + (causal ? " causal" : "") +
                            " Tq=" + std::to_string(Tq) + " Tk=" + std::to_string(Tk) + " off=" +
-                           std::to_string(q_offset) + (with_kr ? " kr" : "") + (with_qr ? " qr" : "");
+                           std::to_string(q_offset) + (with_kr ? " kr" : "") + (with_qr ? " qr" : "") +
+                           (with_sinks ? " sinks" : "");
+  const std::vector<double> sinks = with_sinks ? rnd<double>(H, 37, -1.5, 1.5) : std::vector<double>();
+  std::vector<double> dsc(sinks.size(), 0.7), dse = dsc;
   const int64_t nd = Tq + Tk - 1, R = 6;  // R: content-position table rows
   auto q = rnd<double>(B * H * Tq * D, 30), k = rnd<double>(B * H * Tk * D, 31), v = rnd<double>(B * H * Tk * D, 32);
   auto dout = rnd<double>(B * H * Tq * D, 33);
@@ -933,11 +937,11 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
         << what;
   std::vector<double> oc(q.size()), oe(q.size()), lc(2 * B * H * Tq), le(2 * B * H * Tq);
   cpuk::attention_forward<double>(oc.data(), lc.data(), scratch.data(), q.data(), k.data(), v.data(), ptr(table),
-                                  ptr(kr), ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal,
-                                  scale);
+                                  ptr(kr), ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset,
+                                  bias, causal, scale);
   emuk::attention_forward<double>(oe.data(), le.data(), scratch.data(), q.data(), k.data(), v.data(), ptr(table),
-                                  ptr(kr), ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal,
-                                  scale);
+                                  ptr(kr), ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset,
+                                  bias, causal, scale);
   expect_close(oc, oe, 1e-13, what + " o");
   expect_close(lc, le, 1e-13, what + " stats (max, log sum)");
 
@@ -947,19 +951,27 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
   double* dt_c = bias == ScoreBias::Distance ? dtc.data() : nullptr;
   double* dt_e = bias == ScoreBias::Distance ? dte.data() : nullptr;
   cpuk::attention_backward<double>(dqc.data(), dkc.data(), dvc.data(), dt_c, ptr(dkrc) ? dkrc.data() : nullptr,
-                                   ptr(dqrc) ? dqrc.data() : nullptr, scratch.data(), dout.data(), q.data(), k.data(),
-                                   v.data(), oc.data(), lc.data(), ptr(table), ptr(kr), ptr(qr), ptr(diag_u),
-                                   ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal, scale);
+                                   ptr(dqrc) ? dqrc.data() : nullptr, with_sinks ? dsc.data() : nullptr,
+                                   scratch.data(), dout.data(), q.data(), k.data(), v.data(), oc.data(), lc.data(),
+                                   ptr(table), ptr(kr), ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D,
+                                   U, q_offset, bias, causal, scale);
   emuk::attention_backward<double>(dqe.data(), dke.data(), dve.data(), dt_e, ptr(dkre) ? dkre.data() : nullptr,
-                                   ptr(dqre) ? dqre.data() : nullptr, scratch.data(), dout.data(), q.data(), k.data(),
-                                   v.data(), oe.data(), le.data(), ptr(table), ptr(kr), ptr(qr), ptr(diag_u),
-                                   ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal, scale);
+                                   ptr(dqre) ? dqre.data() : nullptr, with_sinks ? dse.data() : nullptr,
+                                   scratch.data(), dout.data(), q.data(), k.data(), v.data(), oe.data(), le.data(),
+                                   ptr(table), ptr(kr), ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D,
+                                   U, q_offset, bias, causal, scale);
   expect_close(dqc, dqe, 1e-12, what + " dq");
   expect_close(dkc, dke, 1e-12, what + " dk");
   expect_close(dvc, dve, 1e-12, what + " dv");
   expect_close(dtc, dte, 1e-12, what + " dbias");
   expect_close(dkrc, dkre, 1e-12, what + " dkr");
   expect_close(dqrc, dqre, 1e-12, what + " dqr");
+  expect_close(dsc, dse, 1e-12, what + " dsinks");
+  if (with_sinks) {  // the sink took part: its gradient moved off the 0.7 the buffers started at
+    double moved = 0;
+    for (double g : dsc) moved = std::max(moved, std::fabs(g - 0.7));
+    EXPECT_GT(moved, 1e-6) << what << " dsinks";
+  }
 
   if (Tq == Tk && q_offset == 0) {
     std::vector<double> sc(H * nd, 0.5), se(H * nd, 0.5);
@@ -991,4 +1003,9 @@ TEST(CudaKernelsEmulated, Attention) {
     }
   // A causal offset that leaves the first query rows with no visible key (output 0, stats -inf).
   attention_case(ScoreBias::None, true, 1, 1, 4, 4, 3, -2, false, false);
+  // Sink logits with every modifier, across two key tiles, KV-cache style and with rows that see only the sink.
+  for (ScoreBias bias : {ScoreBias::None, ScoreBias::Distance, ScoreBias::ContentPosition})
+    for (bool causal : {false, true}) attention_case(bias, causal, 2, 2, 37, 37, 5, 0, true, true, true);
+  attention_case(ScoreBias::Distance, true, 1, 3, 3, 9, 4, 6, false, false, true);
+  attention_case(ScoreBias::None, true, 2, 2, 4, 4, 3, -2, false, false, true);
 }

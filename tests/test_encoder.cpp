@@ -45,7 +45,7 @@ nn::PosEncConfig bidir_config(const std::string& kind) {
 // registered encoding: the input's gradient passes through each encoding's embed / rotate / score
 // modifier with the mask off.
 TEST(EncoderAttention, BidirectionalLayerGradcheckForEveryEncoding) {
-  for (const std::string& kind : nn::position_encoding_kinds()) {
+  for (const std::string& kind : nn::bidirectional_position_encoding_kinds()) {
     Generator gen(11);
     auto pe = nn::make_position_encoding(bidir_config(kind), gen);
     ASSERT_FALSE(pe->causal()) << kind;
@@ -62,6 +62,7 @@ TEST(EncoderAttention, BidirectionalLayerGradcheckForEveryEncoding) {
 TEST(EncoderAttention, BidirectionalSeesLaterTokensCausalDoesNot) {
   for (const std::string& kind : nn::position_encoding_kinds())
     for (bool causal : {false, true}) {
+      if (!causal && nn::position_encoding_entry(kind).causal_only) continue;  // refused: CausalOnlyEncodingsAreRefused
       nn::PosEncConfig cfg = bidir_config(kind);
       cfg.causal = causal;
       Generator gen(5);
@@ -105,7 +106,7 @@ TEST(Encoder, NoPEIsPermutationEquivariantOthersAreNot) {
   std::vector<int64_t> pids;
   for (int64_t p : perm) pids.push_back(ids[p]);
   const Tensor a = Tensor::from_ints(ids, {1, 7}), b = Tensor::from_ints(pids, {1, 7});
-  for (const std::string& kind : nn::position_encoding_kinds()) {
+  for (const std::string& kind : nn::bidirectional_position_encoding_kinds()) {
     Generator g(3), d(0);
     nn::Encoder enc(tiny_encoder(kind), g, d);
     enc.eval();
@@ -125,6 +126,27 @@ TEST(Encoder, NoPEIsPermutationEquivariantOthersAreNot) {
       EXPECT_GT(diff, 1e-5) << kind << " encoder ignores order";
     }
   }
+}
+
+// A causal-only encoding (xPos) is refused by name by the encoder model; every other one builds.
+TEST(Encoder, CausalOnlyEncodingsAreRefused) {
+  int refused = 0;
+  for (const std::string& kind : nn::position_encoding_kinds()) {
+    Generator g(3), d(0);
+    if (!nn::position_encoding_entry(kind).causal_only) {
+      EXPECT_NO_THROW(nn::Encoder(tiny_encoder(kind), g, d)) << kind;
+      continue;
+    }
+    ++refused;
+    try {
+      nn::Encoder enc(tiny_encoder(kind), g, d);
+      ADD_FAILURE() << kind << " was accepted by the encoder";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + kind + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("causal only"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GE(refused, 1);  // xpos
 }
 
 TEST(Encoder, HeadsShapesAndErrors) {

@@ -12,8 +12,12 @@ using namespace posgrad;
 
 namespace {
 
-nn::GPTConfig tiny_config(const std::string& kind) {
+// kind, or "<kind>_sinks" for the same encoding with attention sinks.
+nn::GPTConfig tiny_config(const std::string& name) {
+  const bool sinks = name.size() > 6 && name.substr(name.size() - 6) == "_sinks";
+  const std::string kind = sinks ? name.substr(0, name.size() - 6) : name;
   nn::GPTConfig c;
+  c.attention_sinks = sinks;
   c.vocab_size = 13;
   c.block_size = 16;
   c.n_layer = 2;
@@ -111,6 +115,10 @@ TEST_P(KVCacheEveryEncoding, ComparisonSizedModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, KVCacheEveryEncoding, ::testing::ValuesIn(nn::position_encoding_kinds()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+// Attention sinks with a rotation, a distance bias, the causal-only xPos and no encoding.
+INSTANTIATE_TEST_SUITE_P(Sinks, KVCacheEveryEncoding,
+                         ::testing::Values("none_sinks", "rope_sinks", "alibi_sinks", "xpos_sinks", "sandwich_sinks"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 TEST(KVCache, Errors) {

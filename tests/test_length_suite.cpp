@@ -113,7 +113,7 @@ TEST(RandomizedPositions, EncodingsWithoutPositionIdsRefuseThemByName) {
     const bool takes = kind != "none";
     EXPECT_EQ(model.position_encoding().supports_position_ids(), takes) << kind;
     EXPECT_EQ(model.position_encoding().position_ids_in_attention(),
-              kind == "t5" || kind == "alibi" || kind == "kerple" || kind == "deberta")
+              kind == "t5" || kind == "alibi" || kind == "kerple" || kind == "deberta" || kind == "sandwich")
         << kind;
     EXPECT_EQ(train::suite_supports_randomized(kind), takes) << kind;
     if (takes) continue;

@@ -206,7 +206,8 @@ TEST(OpRegistryMeta, SingularOpsHaveEdgePoints) {
         "elementwise/relu", "elementwise/gelu", "elementwise/gelu_tanh", "elementwise/silu",
         "elementwise/div/(3, 7, 13)x(7, 13)", "reduce/max/dim0", "nn/softmax/dim-1(3, 7, 13)",
         "nn/log_softmax/dim-1(3, 7, 13)", "nn/cross_entropy/NV_ignore", "nn/cross_entropy_rows/NV",
-        "nn/layer_norm/affine", "nn/rms_norm/weight", "attention/none/bidir/2x1x7x3"}) {
+        "nn/layer_norm/affine", "nn/rms_norm/weight", "attention/none/bidir/2x1x7x3",
+        "attention/sinks/none/bidir/2x3x7x5"}) {
     bool found = false;
     for (const auto& c : nn::all_op_cases())
       if (c.name == name) {

@@ -7,6 +7,7 @@
 // layers (T5's shared table, DeBERTa's shared E_rel / LayerNorm / projections, learned table).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -385,7 +386,14 @@ TEST(Rope, ModuleConfigErrors) {
   }
   c.set("rope_fraction", 0.2);  // 4 * 0.2 -> 0 channels
   EXPECT_THROW(make_position_encoding(c, g), ValueError);
-  c.set("rope_fraction", 0.75);  // 3 channels -> rounded down to 2
+  c.set("rope_fraction", 0.75);  // int(4 * 0.75) = 3: an odd rotary dim is refused in the neox convention
+  try {
+    make_position_encoding(c, g);
+    ADD_FAILURE() << "an odd rotary dim was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("--rope-partial neox_hf"), std::string::npos) << e.what();
+  }
+  c.set("rope_fraction", 0.5);
   auto pe = make_position_encoding(c, g);
   Generator gx(1);
   Tensor q = randn({1, 3, 5, 4}, gx), k = randn({1, 3, 5, 4}, gx);
@@ -393,6 +401,276 @@ TEST(Rope, ModuleConfigErrors) {
   auto a = q.to_vector(), b = qr.to_vector();
   for (int64_t row = 0; row < 15; ++row)
     for (int64_t e = 2; e < 4; ++e) EXPECT_EQ(a[row * 4 + e], b[row * 4 + e]);  // pass-through channels
+  for (int64_t t = 1; t < 5; ++t) EXPECT_NE(a[t * 4 + 0], b[t * 4 + 0]) << t;  // positions 1.. rotate channel 0
+}
+
+// ---- partial rotary conventions (SPEC-positions-2 §2, test vectors §10.2) ------------------------
+
+// gen(shape, s) of SPEC-positions-2 §0.1 for one dimension: 0.5 sin(1 + s + 0.7 i).
+std::vector<double> gen1(int64_t n, double s) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(0.5 * std::sin(1.0 + s + 0.7 * double(i)));
+  return v;
+}
+
+PosEncConfig rope_head(int64_t D, double fraction, const std::string& conv) {
+  PosEncConfig c;
+  c.kind = "rope";
+  c.n_embd = D;
+  c.n_head = 1;
+  c.dtype = DType::Float64;
+  c.set("rope_fraction", fraction);
+  c.set("rope_partial", conv);
+  return c;
+}
+
+// The encoding's rotation of one head vector x (D) at position pos (q and k rotate alike).
+std::vector<double> rotate_one(const PosEncConfig& c, const std::vector<double>& x, int64_t pos) {
+  Generator g(0);
+  auto pe = make_position_encoding(c, g);
+  const int64_t D = static_cast<int64_t>(x.size());
+  std::vector<double> rows(static_cast<size_t>((pos + 1) * D), 0.0);
+  std::copy(x.begin(), x.end(), rows.begin() + pos * D);
+  Tensor q = Tensor::from_vector(rows, {1, 1, pos + 1, D}, DType::Float64);
+  auto v = pe->rotate(q, q, 0).first.to_vector();
+  return std::vector<double>(v.begin() + pos * D, v.end());
+}
+
+TEST(PartialRotary, NeoxAndProportionalFrequencies) {
+  auto freqs = [](const PosEncConfig& c) { return rope_frequencies(rope_params(c), 1).inv_freq; };
+  auto expect_freqs = [](const std::vector<double>& got, const std::vector<double>& want, const char* what) {
+    ASSERT_GE(got.size(), want.size()) << what;
+    // The vectors are printed to 7 significant digits.
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(got[k], want[k], 5e-7 * want[k]) << what << " k=" << k;
+  };
+  // d = 64, f = 0.25: NeoX 16 channels, omega = 1e4^(-2k/16); p-RoPE 8 of 32 pairs, omega = 1e4^(-2k/64).
+  const RopeParams n64 = rope_params(rope_head(64, 0.25, "neox"));
+  EXPECT_EQ(n64.rotary_dim, 16);
+  expect_freqs(freqs(rope_head(64, 0.25, "neox")),
+               {1, 0.3162278, 0.1, 0.03162278, 0.01, 0.003162278, 0.001, 0.0003162278}, "neox 64");
+  const RopeParams p64 = rope_params(rope_head(64, 0.25, "prope"));
+  EXPECT_EQ(p64.rotary_dim, 64);
+  EXPECT_EQ(p64.kept_freqs, 8);
+  const auto pf = freqs(rope_head(64, 0.25, "prope"));
+  ASSERT_EQ(pf.size(), 32u);
+  expect_freqs(pf, {1, 0.7498942, 0.5623413, 0.4216965, 0.3162278, 0.2371374, 0.1778279, 0.1333521}, "prope 64");
+  for (size_t k = 8; k < 32; ++k) EXPECT_EQ(pf[k], 0.0) << "p-RoPE pair " << k << " must be position-free";
+  // d = 32, f = 0.25 (the tiny model).
+  expect_freqs(freqs(rope_head(32, 0.25, "neox")), {1, 0.1, 0.01, 0.001}, "neox 32");
+  expect_freqs(freqs(rope_head(32, 0.25, "prope")), {1, 0.5623413, 0.3162278, 0.1778279}, "prope 32");
+  // d = 64, f = 0.3: int(19.2) = 19 is odd. neox refuses it; neox_hf rotates 20 channels with
+  // denominator 19 (current HF GPT-NeoX); p-RoPE keeps int(19.2 // 2) = 9 pairs.
+  EXPECT_THROW(rope_params(rope_head(64, 0.3, "neox")), ValueError);
+  const RopeParams h = rope_params(rope_head(64, 0.3, "neox_hf"));
+  EXPECT_EQ(h.rotary_dim, 20);
+  EXPECT_EQ(h.freq_dim, 19);
+  const auto hf = freqs(rope_head(64, 0.3, "neox_hf"));
+  ASSERT_EQ(hf.size(), 10u);
+  expect_freqs(hf, {1, 0.379269, 0.143845, 0.05455595, 0.02069138, 0.0078476, 0.002976351, 0.001128838,
+                    0.0004281332, 0.0001623777}, "neox_hf 64 x 0.3");
+  EXPECT_EQ(rope_params(rope_head(64, 0.3, "prope")).kept_freqs, 9);
+  // The double product truncated: 100 x 0.57 = 56.99999999999999 -> 56 (not 57).
+  EXPECT_EQ(rope_params(rope_head(100, 0.57, "neox")).rotary_dim, 56);
+  // Combinations no source defines.
+  PosEncConfig py = rope_head(64, 0.25, "prope");
+  py.set("rope_scaling", std::string("yarn"));
+  py.set("rope_scaling_factor", 2.0);
+  EXPECT_THROW(rope_params(py), ValueError);
+  py.set("rope_scaling", std::string("linear"));
+  EXPECT_NO_THROW(rope_params(py));
+  PosEncConfig hy = rope_head(64, 0.3, "neox_hf");
+  hy.set("rope_scaling", std::string("yarn"));
+  hy.set("rope_scaling_factor", 2.0);
+  EXPECT_THROW(rope_params(hy), ValueError);
+  EXPECT_THROW(rope_params(rope_head(64, 0.01, "prope")), ValueError);  // keeps no frequency
+}
+
+// SPEC-2 §10.2: x = gen((64,), 0) at position 7, rotate_half, f = 0.25. The rotated vectors (not
+// only the tables) in both conventions: which channels move and with which partner.
+TEST(PartialRotary, RotatedVectorsInBothConventions) {
+  const std::vector<double> x = gen1(64, 0.0);
+  const std::vector<double> neox = rotate_one(rope_head(64, 0.25, "neox"), x, 7);
+  const std::vector<double> want_n = {0.214854186,  -0.637574424, -0.0603696725, -0.0524964218,
+                                      -0.306046157, -0.481727617, -0.438283257,  -0.185968927,
+                                      0.393853448,  0.141983235,  0.595924127,   0.327960994,
+                                      -0.00904016631, -0.323277149, -0.493548165, -0.43813882};
+  for (int i = 0; i < 16; ++i) EXPECT_NEAR(neox[i], want_n[i], 2e-9) << "neox channel " << i;
+  for (int i = 16; i < 64; ++i) EXPECT_EQ(neox[i], x[i]) << "neox channel " << i << " passes through";
+  const std::vector<double> prope = rotate_one(rope_head(64, 0.25, "prope"), x, 7);
+  const std::vector<double> want_lo = {0.641388584,  -0.115356129, -0.353120518, -0.0542731142,
+                                       -0.167151838, -0.444910397, -0.437212075, -0.10092555};
+  const std::vector<double> want_hi = {-0.0956013519, -0.645668,    -0.126653675, -0.172387332,
+                                       -0.507390086,  -0.530490489, -0.318481295, -0.157875346};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_NEAR(prope[i], want_lo[i], 2e-9) << "p-RoPE channel " << i;
+    EXPECT_NEAR(prope[32 + i], want_hi[i], 2e-9) << "p-RoPE channel " << 32 + i;
+  }
+  double sn = 0, sp = 0, changed = 0;
+  for (int i = 0; i < 64; ++i) {
+    sn += neox[i];
+    sp += prope[i];
+    if ((i >= 8 && i < 32) || i >= 40) EXPECT_EQ(prope[i], x[i]) << "p-RoPE channel " << i << " is position-free";
+    changed += neox[i] != prope[i] ? 1 : 0;
+  }
+  EXPECT_NEAR(sn, -1.277057268, 1e-8);
+  EXPECT_NEAR(sp, -3.253539592, 1e-8);
+  EXPECT_EQ(changed, 24);  // the two conventions differ in 24 channels (SPEC-2 §2.5)
+  // f = 1 in p-RoPE is plain RoPE.
+  const std::vector<double> full = rotate_one(rope_head(64, 1.0, "prope"), x, 7);
+  const std::vector<double> rope = rotate_one(rope_head(64, 1.0, "neox"), x, 7);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(full[i], rope[i]) << i;
+}
+
+// HF's odd rotary dim (neox_hf, d = 64, f = 0.3): 20 channels rotated in pairs (k, k + 10) with
+// angles p 1e4^(-2k/19); channels 20..63 pass through.
+TEST(PartialRotary, HfOddRotaryDimRotatesOneMoreChannel) {
+  const std::vector<double> x = gen1(64, 0.0);
+  const std::vector<double> y = rotate_one(rope_head(64, 0.3, "neox_hf"), x, 5);
+  for (int k = 0; k < 10; ++k) {
+    const double th = 5.0 * std::pow(1e4, -2.0 * k / 19.0);
+    EXPECT_NEAR(y[k], x[k] * std::cos(th) - x[k + 10] * std::sin(th), 1e-15) << k;
+    EXPECT_NEAR(y[k + 10], x[k + 10] * std::cos(th) + x[k] * std::sin(th), 1e-15) << k;
+  }
+  for (int i = 20; i < 64; ++i) EXPECT_EQ(y[i], x[i]) << i;
+}
+
+// ---- xPos (SPEC-positions-2 §6, test vectors §10.6) ------------------------------------------------
+
+TEST(Xpos, SpecTestVectors) {
+  const std::vector<double> z8 = xpos_zeta(8);
+  const std::vector<double> want8 = {0.28571429, 0.46428571, 0.64285714, 0.82142857};
+  ASSERT_EQ(z8.size(), 4u);
+  for (int k = 0; k < 4; ++k) EXPECT_NEAR(z8[k], want8[k], 5e-9) << k;
+  const std::vector<double> z32 = xpos_zeta(32);
+  EXPECT_NEAR(z32[1], 0.33035714, 5e-9);
+  EXPECT_NEAR(z32[15], 0.95535714, 5e-9);
+  // T = 6, centre 3, B = 512: q scales zeta_k^((n - 3)/512) = |(cos, sin)| of the query tables.
+  const XposTables t = xpos_tables_at({0, 1, 2, 3, 4, 5}, 3.0, 8, 512.0, DType::Float64);
+  const auto qc = t.q_cos.to_vector(), qs = t.q_sin.to_vector(), kc = t.k_cos.to_vector(), ks = t.k_sin.to_vector();
+  const double want_q0[] = {1.007367415, 1.004505756, 1.002592218, 1.001153264};
+  const double want_q5[] = {0.9951183488, 0.9970073964, 0.9982755793, 0.9992318956};
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_NEAR(std::hypot(qc[k], qs[k]), want_q0[k], 1e-9) << k;
+    EXPECT_NEAR(std::hypot(qc[5 * 4 + k], qs[5 * 4 + k]), want_q5[k], 1e-9) << k;
+    EXPECT_NEAR(std::hypot(qc[3 * 4 + k], qs[3 * 4 + k]), 1.0, 1e-15) << k;  // n = c
+    // keys carry the inverse scale
+    EXPECT_NEAR(std::hypot(kc[k], ks[k]) * want_q0[k], 1.0, 1e-9) << k;
+  }
+  // q'(n = 3) and k'(m = 1) of x = gen((8,), 9), interleaved pairs; their dot product, and the same
+  // with both positions and the centre shifted by 2.
+  const std::vector<double> x = gen1(8, 9.0);
+  auto one = [&](int64_t n, double centre, bool key) {
+    std::vector<double> rows(static_cast<size_t>((n + 1) * 8), 0.0);
+    std::copy(x.begin(), x.end(), rows.begin() + n * 8);
+    Tensor q = Tensor::from_vector(rows, {1, 1, n + 1, 8}, DType::Float64);
+    std::vector<int64_t> pos;
+    for (int64_t i = 0; i <= n; ++i) pos.push_back(i);
+    auto [qq, kk] = apply_xpos(q, q, pos, centre, 512.0, true);
+    auto v = (key ? kk : qq).to_vector();
+    return std::vector<double>(v.begin() + n * 8, v.end());
+  };
+  const std::vector<double> q3 = one(3, 3.0, false), k1 = one(1, 3.0, true);
+  const std::vector<double> want_q = {0.3367885795, 0.4351446123, -0.3726940872, -0.350622393,
+                                      0.1036478688, 0.4051835018, 0.4979267604,  0.362936086};
+  const std::vector<double> want_k = {0.2542750032, -0.4849460917, -0.4336213829, -0.2687836267,
+                                      0.1115375997, 0.402334656,   0.4982686197,  0.3616614999};
+  double dot = 0, dot2 = 0;
+  const std::vector<double> q5 = one(5, 5.0, false), k3 = one(3, 5.0, true);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_NEAR(q3[i], want_q[i], 1e-10) << "q' " << i;
+    EXPECT_NEAR(k1[i], want_k[i], 1e-10) << "k' " << i;
+    dot += q3[i] * k1[i];
+    dot2 += q5[i] * k3[i];
+  }
+  EXPECT_NEAR(dot, 0.684406210157, 1e-12);
+  EXPECT_NEAR(dot2, 0.684406210157, 1e-12);
+  // The decay of pair k with distance: zeta_k^(63/32) for the tiny option B = 32.
+  const XposTables t32 = xpos_tables_at({0, 63}, 0.0, 8, 32.0, DType::Float64);
+  const auto a = t32.q_cos.to_vector(), b = t32.q_sin.to_vector(), c = t32.k_cos.to_vector(), d = t32.k_sin.to_vector();
+  const double want_decay[] = {0.084891858, 0.22079214, 0.41901095, 0.67890546};
+  for (int k = 0; k < 4; ++k)
+    EXPECT_NEAR(std::hypot(a[4 + k], b[4 + k]) * std::hypot(c[k], d[k]), want_decay[k], 1e-8) << k;
+}
+
+TEST(Xpos, CausalOnlyAndHeadDim) {
+  Generator g(0);
+  PosEncConfig c;
+  c.kind = "xpos";
+  c.n_embd = 8;
+  c.n_head = 2;
+  EXPECT_NO_THROW(make_position_encoding(c, g));
+  EXPECT_TRUE(position_encoding_entry("xpos").causal_only);
+  c.causal = false;
+  try {
+    make_position_encoding(c, g);
+    FAIL() << "bidirectional xPos was accepted";
+  } catch (const ValueError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'xpos'"), std::string::npos) << m;
+    EXPECT_NE(m.find("causal only"), std::string::npos) << m;
+  }
+  const auto bidir = bidirectional_position_encoding_kinds();
+  EXPECT_EQ(std::find(bidir.begin(), bidir.end(), "xpos"), bidir.end());
+  EXPECT_NE(std::find(bidir.begin(), bidir.end(), "sandwich"), bidir.end());
+  c.causal = true;
+  c.n_embd = 6;
+  c.n_head = 2;  // D = 3: no pairs
+  EXPECT_THROW(make_position_encoding(c, g), ValueError);
+}
+
+// ---- Sandwich (SPEC-positions-2 §7, test vectors §10.7) ---------------------------------------------
+
+TEST(Sandwich, SpecTestVectors) {
+  const int64_t rs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 63, 64, 100, 1000};
+  const double base[] = {4,          3.99495366, 3.97986456, 3.95488198, 3.92025302, 3.8763202, 3.82351797, 3.76236844,
+                         3.6934761,  3.6175218,  3.53525597, 3.80588246, 3.7932129,  1.69618494, 1.55855381};
+  for (int i = 0; i < 15; ++i) {
+    EXPECT_NEAR(sandwich_base(rs[i], 8), base[i], 5e-9) << "r=" << rs[i];
+    EXPECT_EQ(sandwich_base(-rs[i], 8), sandwich_base(rs[i], 8));  // symmetric
+  }
+  const std::vector<double> lambda = sandwich_head_scales(4);
+  EXPECT_EQ(lambda, (std::vector<double>{0.5, 0.25, 4.0 / 24.0, 0.125}));
+  // bias_by_distance of T = 11 keys, one query at the end (q_offset 10): diagonal d holds r = d - 10.
+  Tensor b = sandwich_bias_by_distance(8, 4, 1, 11, 10, DType::Float64, Device::cpu());
+  ASSERT_EQ(b.shape(), (Shape{4, 11}));
+  const auto v = b.to_vector();
+  const double h1[] = {0,           -0.0025231697, -0.010067718, -0.022559011, -0.03987349, -0.061839901,
+                       -0.088241013, -0.11881578,   -0.15326195,  -0.1912391,   -0.23237201};
+  const double h4[] = {0,            -0.00063079241, -0.0025169294, -0.0056397528, -0.0099683724, -0.015459975,
+                       -0.022060253, -0.029703945,   -0.038315488,  -0.047809775,  -0.058093004};
+  for (int r = 0; r <= 10; ++r) {  // printed to 8 significant digits
+    EXPECT_NEAR(v[0 * 11 + 10 - r], h1[r], 6e-8 * std::fabs(h1[r]) + 1e-15) << "h=1 r=" << r;
+    EXPECT_NEAR(v[3 * 11 + 10 - r], h4[r], 6e-8 * std::fabs(h4[r]) + 1e-15) << "h=4 r=" << r;
+  }
+  // dbar = 32 (the tiny model's head dim), h = 1 of H = 4.
+  const int64_t r32[] = {0, 1, 2, 5, 10, 63, 64, 128};
+  const double b32[] = {0, -0.11332656, -0.42685798, -1.7531397, -2.0510012, -3.5692549, -3.3977837, -5.1880472};
+  for (int i = 0; i < 8; ++i)
+    EXPECT_NEAR(0.5 * (sandwich_base(r32[i], 32) - 16.0), b32[i], 6e-8 * std::fabs(b32[i]) + 1e-15) << r32[i];
+  EXPECT_THROW(sandwich_base(0, 7), ValueError);
+}
+
+TEST(Sandwich, EncodingUsesHeadDimByDefault) {
+  Generator g(0);
+  PosEncConfig c;
+  c.kind = "sandwich";
+  c.n_embd = 32;
+  c.n_head = 4;  // D = 8 = dbar
+  c.dtype = DType::Float64;
+  auto pe = make_position_encoding(c, g);
+  EXPECT_EQ(pe->num_parameters(), 0);
+  for (bool causal : {true, false}) {
+    c.causal = causal;
+    auto m = make_position_encoding(c, g)->scores(0, {}, 4, 4, 0);
+    ASSERT_EQ(m.kind, ScoreBias::Distance);
+    const Tensor want = sandwich_bias_by_distance(8, 4, 4, 4, 0, DType::Float64, Device::cpu());
+    EXPECT_EQ(m.bias_by_distance.to_vector(), want.to_vector());
+  }
+  c.set("sandwich_dbar", int64_t{32});
+  const auto m = make_position_encoding(c, g)->scores(0, {}, 1, 2, 1);  // r = -1, 0
+  EXPECT_NEAR(m.bias_by_distance.to_vector()[0], -0.11332656, 5e-8);
+  c.set("sandwich_dbar", int64_t{5});
+  EXPECT_THROW(make_position_encoding(c, g), ValueError);
 }
 
 // ---- sinusoidal / learned (spec §7.5, §5.2) -----------------------------------------------------
@@ -462,7 +740,8 @@ TEST(Learned, PositionBeyondTableIsAnError) {
 // ---- the registry --------------------------------------------------------------------------------
 
 TEST(Registry, EveryKindAndUnknownKind) {
-  const std::vector<std::string> expect = {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi", "kerple"};
+  const std::vector<std::string> expect = {"none", "sinusoidal", "learned", "t5",       "deberta",
+                                           "rope", "alibi",      "kerple",  "sandwich", "xpos"};
   EXPECT_EQ(position_encoding_kinds(), expect);
   for (const auto& k : expect) {
     Generator g(0);
@@ -474,13 +753,13 @@ TEST(Registry, EveryKindAndUnknownKind) {
   }
   Generator g(0);
   PosEncConfig c;
-  c.kind = "xpos";
+  c.kind = "rotary";
   try {
     make_position_encoding(c, g);
     FAIL() << "expected ValueError";
   } catch (const ValueError& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("'xpos'"), std::string::npos) << m;
+    EXPECT_NE(m.find("'rotary'"), std::string::npos) << m;
     EXPECT_NE(m.find("none|sinusoidal|learned|t5|deberta|rope|alibi"), std::string::npos) << m;
   }
   c.kind = "t5";

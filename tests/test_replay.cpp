@@ -15,8 +15,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "autograd/ops.h"
+#include "autograd/ops/attention.h"
 #include "support/replay.h"
 #include "train/optim.h"
 #include "train/safetensors.h"
@@ -114,5 +116,81 @@ TEST_P(Replay, MatchesPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(All, Replay, ::testing::ValuesIn(test::replay_variants()),
                          [](const auto& info) { return info.param.name; });
+
+// ---- HF transformers' own code (bench/make_hf_fixtures.py, transformers 5.24.0) ----------------------
+// Partial rotary through posgrad's RoPE encoding against GPT-NeoX's rotary embedding and
+// apply_rotary_pos_emb (neox_hf convention: HF's channel selection, truncation and odd case) and
+// against the proportional init (p-RoPE) applied by Gemma 4's apply_rotary_pos_emb; float32 on both
+// sides, HF's frequencies and angles in float32, posgrad's in double: |d| <= 2e-6 over |x| <= 0.5.
+// Attention sinks against gpt-oss's eager_attention_forward, forward and backward in float64: 1e-12.
+
+std::map<std::string, Tensor> load_hf(const std::string& name, std::map<std::string, std::string>* meta = nullptr) {
+  const std::string path = std::string(POSGRAD_TEST_SOURCE_DIR) + "/tests/fixtures/hf/" + name + ".safetensors";
+  EXPECT_TRUE(std::filesystem::exists(path)) << "no HF fixture " << path << ": bench/make_hf_fixtures.py";
+  SafetensorsFile f = load_safetensors(path);
+  if (meta) *meta = f.metadata;
+  std::map<std::string, Tensor> out;
+  for (auto& [n, t] : f.tensors) out[n] = t;
+  return out;
+}
+
+class HfPartialRotary : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfPartialRotary, RotatedQueriesAndKeysMatchTransformers) {
+  std::map<std::string, std::string> meta;
+  auto fx = load_hf(GetParam(), &meta);
+  const int64_t D = std::stoll(meta.at("head_dim"));
+  const Tensor q = fx.at("q"), k = fx.at("k");
+  nn::PosEncConfig c;
+  c.kind = "rope";
+  c.n_embd = D * q.size(1);
+  c.n_head = q.size(1);
+  c.block_size = q.size(2);
+  c.set("rope_fraction", std::stod(meta.at("fraction")));
+  c.set("rope_partial", meta.at("convention"));
+  const nn::RopeParams p = nn::rope_params(c);
+  EXPECT_EQ(p.rotary_dim, std::stoll(meta.at("rotated_width"))) << GetParam() << ": rotated channels";
+  Generator g(0);
+  auto pe = nn::make_position_encoding(c, g);
+  auto [qr, kr] = pe->rotate(q, k, 0);
+  auto [dq, mq] = diff(qr, fx.at("q_rot"));
+  auto [dk, mk] = diff(kr, fx.at("k_rot"));
+  EXPECT_LE(dq, 2e-6) << GetParam() << ": rotated q";
+  EXPECT_LE(dk, 2e-6) << GetParam() << ": rotated k";
+  std::printf("[hf] %-18s rotated width %lld  max |d| q %.2e  k %.2e\n", GetParam().c_str(),
+              static_cast<long long>(p.rotary_dim), dq, dk);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, HfPartialRotary,
+                         ::testing::Values("neox_d64_f0.25", "neox_d64_f0.3_odd", "neox_d100_f0.57", "prope_d64_f0.25",
+                                           "prope_d32_f0.75"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+TEST(HfReference, GptOssSinksForwardAndBackward) {
+  auto fx = load_hf("gpt_oss_sinks");
+  for (bool naive : {false, true}) {
+    Tensor q = fx.at("q").detach().set_requires_grad(true), k = fx.at("k").detach().set_requires_grad(true),
+           v = fx.at("v").detach().set_requires_grad(true), sinks = fx.at("sinks").detach().set_requires_grad(true);
+    ScoreModifier m;
+    m.sinks = sinks;
+    const double scale = 0.5;
+    Tensor o = naive ? attention_reference(q, k, v, m, true, scale) : attention(q, k, v, m, true, scale);
+    sum(o * fx.at("dout")).backward();
+    const char* what = naive ? "reference" : "fused";
+    EXPECT_LE(diff(o, fx.at("out")).first, 1e-12) << what << " out";
+    EXPECT_LE(diff(q.grad(), fx.at("dq")).first, 1e-12) << what << " dq";
+    EXPECT_LE(diff(k.grad(), fx.at("dk")).first, 1e-12) << what << " dk";
+    EXPECT_LE(diff(v.grad(), fx.at("dv")).first, 1e-12) << what << " dv";
+    EXPECT_LE(diff(sinks.grad(), fx.at("dsinks")).first, 1e-12) << what << " dsinks";
+    if (!naive)
+      std::printf("[hf] gpt_oss_sinks      max |d| out %.2e  dsinks %.2e\n", diff(o, fx.at("out")).first,
+                  diff(sinks.grad(), fx.at("dsinks")).first);
+  }
+}
 
 }  // namespace

@@ -3,6 +3,8 @@
 // command-line cases (the posgrad binary: options, resume, interrupts, errors) are in test_cli.cpp.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <omp.h>
 
 #include <cmath>
@@ -130,9 +132,14 @@ TEST(Model, LearnedPositionsBeyondTableIsAnError) {
   }
 }
 
-TEST(Checkpoint, ResumeIsBitIdentical) {
+// Interrupted at step 7 and resumed from the checkpoint of step 5: the same weights and metrics as
+// the uninterrupted run, bit for bit. `setup` picks the model (encoding, options, attention sinks).
+void check_resume_is_bit_identical(const std::function<void(train::TrainConfig&)>& setup, const std::string& what) {
+  SCOPED_TRACE(what);
   TempDir a, b;
   auto ca = tiny_config(a), cb = tiny_config(b);
+  setup(ca);
+  setup(cb);
   ca.checkpoint_interval = cb.checkpoint_interval = 5;
   cb.corpus = ca.corpus;
   {
@@ -160,6 +167,30 @@ TEST(Checkpoint, ResumeIsBitIdentical) {
     return out;
   };
   EXPECT_EQ(strip(read_file(a.str("run/metrics.jsonl"))), strip(read_file(b.str("run/metrics.jsonl"))));
+}
+
+TEST(Checkpoint, ResumeIsBitIdentical) {
+  check_resume_is_bit_identical([](train::TrainConfig&) {}, "learned");
+}
+
+// The encodings of SPEC-positions-2 part 1 and the attention sinks (a parameter per layer that the
+// checkpoint and AdamW state must carry).
+TEST(Checkpoint, ResumeIsBitIdenticalForXposSandwichPRopeAndSinks) {
+  check_resume_is_bit_identical([](train::TrainConfig& c) { c.model.pos.kind = "xpos"; }, "xpos");
+  check_resume_is_bit_identical([](train::TrainConfig& c) { c.model.pos.kind = "sandwich"; }, "sandwich");
+  check_resume_is_bit_identical(
+      [](train::TrainConfig& c) {
+        c.model.pos.kind = "rope";
+        c.model.pos.set("rope_partial", std::string("prope"));
+        c.model.pos.set("rope_fraction", 0.5);
+      },
+      "rope prope");
+  check_resume_is_bit_identical(
+      [](train::TrainConfig& c) {
+        c.model.pos.kind = "alibi";
+        c.model.attention_sinks = true;
+      },
+      "alibi + attention sinks");
 }
 
 TEST(Checkpoint, CorruptTruncatedAndMismatchedAreErrors) {

@@ -39,7 +39,11 @@ const Table<TrainConfig>& train_options() {
         .add(fixed_on_resume(integer("block_size", closed(1, 1 << 20), "Training context length", "tokens")),
              POSGRAD_MEMBER(model.block_size))
         .add(fixed_on_resume(real("dropout", closed_open(0, 1), "Dropout probability")), POSGRAD_MEMBER(model.dropout))
-        .add(fixed_on_resume(boolean("bias", "Biases in the Linear layers")), POSGRAD_MEMBER(model.bias));
+        .add(fixed_on_resume(boolean("bias", "Biases in the Linear layers")), POSGRAD_MEMBER(model.bias))
+        .add(fixed_on_resume(boolean("attention_sinks",
+                                     "Learnable attention sinks: one logit per head and layer joins every softmax "
+                                     "row as a key with value 0 (gpt-oss; StreamingLLM), with any --pos")),
+             POSGRAD_MEMBER(model.attention_sinks));
     for (const Spec& s : nn::position_encoding_options())
       t.push_back(bind_value<TrainConfig>(s, [](auto& c) -> auto& { return c.model.pos.options; }));
     r.group("Optimisation")

@@ -72,7 +72,7 @@ struct Dims {
 
 // Validates shapes/dtypes and returns the dimensions.
 Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, const Tensor& kr,
-                  const Tensor& qr, const AttentionConfig& cfg) {
+                  const Tensor& qr, const Tensor& sinks, const AttentionConfig& cfg) {
   POSGRAD_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, ShapeError,
                 "attention: q, k, v must be (B, H, T, D), got ", shape_str(q.shape()), ", ", shape_str(k.shape()), ", ",
                 shape_str(v.shape()));
@@ -90,6 +90,11 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
     POSGRAD_CHECK(t.dtype() == q.dtype() && t.device() == q.device(), DTypeError, "attention: ", what, " ", t.str(),
                   " does not match q ", q.str());
   };
+  if (sinks.defined()) {
+    POSGRAD_CHECK(sinks.dim() == 1 && sinks.size(0) == H, ShapeError, "attention: sinks must be (H = ", H, "), got ",
+                  shape_str(sinks.shape()));
+    same_kind(sinks, "sinks");
+  }
   int64_t U = 0;
   switch (cfg.kind) {
     case ScoreBias::None: break;
@@ -169,10 +174,11 @@ AttentionConfig make_config(const ScoreModifier& mod, const Tensor& q, const Ten
 
 // The modifier's tensors that the op takes as inputs, by kind (undefined where unused).
 struct ModifierInputs {
-  Tensor bias, kr, qr;
+  Tensor bias, kr, qr, sinks;
 };
 ModifierInputs modifier_inputs(const ScoreModifier& mod) {
   ModifierInputs in;
+  in.sinks = mod.sinks;
   if (mod.kind == ScoreBias::Distance) in.bias = mod.bias_by_distance;
   if (mod.kind == ScoreBias::ContentPosition) in.kr = mod.kr, in.qr = mod.qr;
   return in;
@@ -181,16 +187,17 @@ ModifierInputs modifier_inputs(const ScoreModifier& mod) {
 struct AttentionFn : Function<AttentionFn> {
   static constexpr const char* kName = "attention";
   struct Saved {
-    Tensor q, k, v, o, stats, bias, kr, qr;  // stats (B, H, Tq, 2): per-row (max, log sum), see kernels_decl.inc
+    Tensor q, k, v, o, stats, bias, kr, qr, sinks;  // stats (B, H, Tq, 2): per-row (max, log sum), see kernels_decl.inc
     AttentionConfig cfg;
     Dims dims{};
   };
   static Tensor forward(Context<Saved>& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
-                        const Tensor& kr, const Tensor& qr, const AttentionConfig& cfg) {
-    const Dims d = check_inputs(q, k, v, bias, kr, qr, cfg);
+                        const Tensor& kr, const Tensor& qr, const Tensor& sinks, const AttentionConfig& cfg) {
+    const Dims d = check_inputs(q, k, v, bias, kr, qr, sinks, cfg);
     Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
     Tensor tc = bias.defined() ? bias.contiguous() : Tensor();
     Tensor krc = kr.defined() ? kr.contiguous() : Tensor(), qrc = qr.defined() ? qr.contiguous() : Tensor();
+    Tensor snc = sinks.defined() ? sinks.contiguous() : Tensor();
     Tensor o = Tensor::empty({d.B, d.H, d.Tq, d.D}, q.dtype(), q.device());
     Tensor stats = Tensor::empty({d.B, d.H, d.Tq, 2}, q.dtype(), q.device());
     const int64_t ns =
@@ -205,16 +212,18 @@ struct AttentionFn : Function<AttentionFn> {
       if (cfg.positions()) {  // CPU only (make_config refuses CUDA)
         kernels::cpu::attention_forward_positions<T>(
             o.data<T>(), stats.data<T>(), scratch.data<T>(), qc.data<T>(), kc.data<T>(), vc.data<T>(),
-            data_or_null<T>(tc), data_or_null<T>(krc), data_or_null<T>(qrc), du, rows, cfg.q_pos.data(),
+            data_or_null<T>(tc), data_or_null<T>(krc), data_or_null<T>(qrc), data_or_null<T>(snc), du, rows,
+            cfg.q_pos.data(),
             cfg.k_pos.data(), d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.kind, cfg.causal, T(cfg.scale));
         return;
       }
       POSGRAD_KERNEL(q.device(), attention_forward<T>, o.data<T>(), stats.data<T>(), scratch.data<T>(), qc.data<T>(),
-                     kc.data<T>(), vc.data<T>(), data_or_null<T>(tc), data_or_null<T>(krc), data_or_null<T>(qrc), du,
-                     rows, d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.q_offset, cfg.kind, cfg.causal, T(cfg.scale));
+                     kc.data<T>(), vc.data<T>(), data_or_null<T>(tc), data_or_null<T>(krc), data_or_null<T>(qrc),
+                     data_or_null<T>(snc), du, rows, d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.q_offset, cfg.kind,
+                     cfg.causal, T(cfg.scale));
     });
     ctx.saved = {save_tensor(qc), save_tensor(kc), save_tensor(vc), save_tensor(o), stats, save_tensor(tc),
-                 save_tensor(krc), save_tensor(qrc), cfg, d};
+                 save_tensor(krc), save_tensor(qrc), save_tensor(snc), cfg, d};
     return o;
   }
 
@@ -229,6 +238,7 @@ struct AttentionFn : Function<AttentionFn> {
     Tensor dbias = s.bias.defined() ? zeros_like(s.bias, 3) : Tensor();
     Tensor dkr = s.kr.defined() ? zeros_like(s.kr, 4) : Tensor();
     Tensor dqr = s.qr.defined() ? zeros_like(s.qr, 5) : Tensor();
+    Tensor dsinks = s.sinks.defined() ? zeros_like(s.sinks, 6) : Tensor();
     const int64_t ns =
         s.cfg.positions()
             ? kernels::cpu::attention_positions_scratch_elems(s.cfg.kind, 1, d.B, d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.nw)
@@ -241,20 +251,22 @@ struct AttentionFn : Function<AttentionFn> {
       if (s.cfg.positions()) {
         kernels::cpu::attention_backward_positions<T>(
             data_or_null<T>(dq), data_or_null<T>(dk), data_or_null<T>(dv), data_or_null<T>(dbias),
-            data_or_null<T>(dkr), data_or_null<T>(dqr), scratch.data<T>(), dout.data<T>(), data_or_null<T>(s.q),
-            data_or_null<T>(s.k), data_or_null<T>(s.v), data_or_null<T>(s.o), data_or_null<T>(s.stats),
-            data_or_null<T>(s.bias), data_or_null<T>(s.kr), data_or_null<T>(s.qr), du, rows, s.cfg.q_pos.data(),
+            data_or_null<T>(dkr), data_or_null<T>(dqr), data_or_null<T>(dsinks), scratch.data<T>(), dout.data<T>(),
+            data_or_null<T>(s.q), data_or_null<T>(s.k), data_or_null<T>(s.v), data_or_null<T>(s.o),
+            data_or_null<T>(s.stats), data_or_null<T>(s.bias), data_or_null<T>(s.kr), data_or_null<T>(s.qr),
+            data_or_null<T>(s.sinks), du, rows, s.cfg.q_pos.data(),
             s.cfg.k_pos.data(), d.B, d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.kind, s.cfg.causal, T(s.cfg.scale));
         return;
       }
       POSGRAD_KERNEL(dout.device(), attention_backward<T>, data_or_null<T>(dq), data_or_null<T>(dk),
                      data_or_null<T>(dv), data_or_null<T>(dbias), data_or_null<T>(dkr), data_or_null<T>(dqr),
-                     scratch.data<T>(), dout.data<T>(), data_or_null<T>(s.q), data_or_null<T>(s.k),
-                     data_or_null<T>(s.v), data_or_null<T>(s.o), data_or_null<T>(s.stats), data_or_null<T>(s.bias),
-                     data_or_null<T>(s.kr), data_or_null<T>(s.qr), du, rows, d.B, d.H, d.Tq, d.Tk, d.D, d.U,
-                     s.cfg.q_offset, s.cfg.kind, s.cfg.causal, T(s.cfg.scale));
+                     data_or_null<T>(dsinks), scratch.data<T>(), dout.data<T>(), data_or_null<T>(s.q),
+                     data_or_null<T>(s.k), data_or_null<T>(s.v), data_or_null<T>(s.o), data_or_null<T>(s.stats),
+                     data_or_null<T>(s.bias), data_or_null<T>(s.kr), data_or_null<T>(s.qr), data_or_null<T>(s.sinks),
+                     du, rows, d.B, d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.q_offset, s.cfg.kind, s.cfg.causal,
+                     T(s.cfg.scale));
     });
-    return {dq, dk, dv, dbias, dkr, dqr};
+    return {dq, dk, dv, dbias, dkr, dqr, dsinks};
   }
 };
 
@@ -273,16 +285,15 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreM
                  double scale, int64_t q_offset) {
   AttentionConfig cfg = make_config(mod, q, k, causal, scale, q_offset);
   const ModifierInputs in = modifier_inputs(mod);
-  return AttentionFn::apply(q, k, v, in.bias, in.kr, in.qr, cfg);
+  return AttentionFn::apply(q, k, v, in.bias, in.kr, in.qr, in.sinks, cfg);
 }
 
 Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
                            double scale, int64_t q_offset) {
   AttentionConfig cfg = make_config(mod, q, k, causal, scale, q_offset);
   const ModifierInputs in = modifier_inputs(mod);
-  const Dims d = check_inputs(q, k, v, in.bias, in.kr, in.qr, cfg);
+  const Dims d = check_inputs(q, k, v, in.bias, in.kr, in.qr, in.sinks, cfg);
   const int64_t B = d.B, H = d.H, Tq = d.Tq, Tk = d.Tk;
-  (void)H;
   // Column of pair (i, j) in the bias / diagonal index: its diagonal j - i + Tq - 1, or with
   // per-token positions k_pos[j] - q_pos[i] + Pq - 1 (the window's diagonal).
   auto column = [&](int64_t i, int64_t j) {
@@ -332,7 +343,14 @@ Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, co
     // A large finite negative (not -inf) so that a fully masked row stays finite; it is zeroed below.
     scores = masked_fill(scores, mask.to(q.device()), -1e30);
   }
-  Tensor p = softmax(scores, -1);
+  Tensor p;
+  if (in.sinks.defined()) {
+    // The sink as one more column (B, H, Tq, 1) of logit sinks[h], dropped after the softmax (gpt-oss sdpa).
+    const Tensor col = in.sinks.reshape({1, H, 1, 1}) + Tensor::zeros({B, H, Tq, 1}, q.dtype(), q.device());
+    p = softmax(cat({scores, col}, -1), -1).narrow(-1, 0, Tk);
+  } else {
+    p = softmax(scores, -1);
+  }
   if (any_empty_row) {  // rows that see no key output 0 (as the fused op does)
     std::vector<double> keep(static_cast<size_t>(Tq));
     for (int64_t i = 0; i < Tq; ++i) keep[i] = i + q_offset < 0 ? 0.0 : 1.0;
@@ -351,11 +369,12 @@ Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreM
                 "attention_distance_profile: measures positions 0..T-1; clear the modifier's per-token positions");
   AttentionConfig cfg = make_config(mod, q, k, causal, scale, 0);
   const ModifierInputs in = modifier_inputs(mod);
-  const Dims d = check_inputs(q, k, k, in.bias, in.kr, in.qr, cfg);
+  const Dims d = check_inputs(q, k, k, in.bias, in.kr, in.qr, in.sinks, cfg);
   Tensor qc = q.contiguous(), kc = k.contiguous();
   Tensor tc = in.bias.defined() ? in.bias.contiguous() : Tensor();
   Tensor krc = in.kr.defined() ? in.kr.contiguous() : Tensor();
   Tensor qrc = in.qr.defined() ? in.qr.contiguous() : Tensor();
+  Tensor snc = in.sinks.defined() ? in.sinks.contiguous() : Tensor();
   const int64_t T = d.Tq, nd = 2 * T - 1;
   Tensor o = Tensor::empty({d.B, d.H, T, d.D}, q.dtype(), q.device());
   Tensor stats = Tensor::empty({d.B, d.H, T, 2}, q.dtype(), q.device());
@@ -370,7 +389,8 @@ Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreM
     // The forward gives the row statistics (v = k is a stand-in: only stats is used).
     POSGRAD_KERNEL(q.device(), attention_forward<T_>, o.data<T_>(), stats.data<T_>(), scratch.data<T_>(), qc.data<T_>(),
                    kc.data<T_>(), kc.data<T_>(), data_or_null<T_>(tc), data_or_null<T_>(krc), data_or_null<T_>(qrc),
-                   du, rows, d.B, d.H, T, T, d.D, d.U, int64_t(0), cfg.kind, cfg.causal, T_(cfg.scale));
+                   data_or_null<T_>(snc), du, rows, d.B, d.H, T, T, d.D, d.U, int64_t(0), cfg.kind, cfg.causal,
+                   T_(cfg.scale));
     POSGRAD_KERNEL(q.device(), attention_diagonal_sums<T_>, sums.data<T_>(), scratch.data<T_>(), qc.data<T_>(),
                    kc.data<T_>(), stats.data<T_>(), data_or_null<T_>(tc), data_or_null<T_>(krc), data_or_null<T_>(qrc),
                    du, rows, d.B, d.H, T, T, d.D, d.U, int64_t(0), cfg.kind, cfg.causal, T_(cfg.scale));

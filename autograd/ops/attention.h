@@ -43,6 +43,13 @@ struct ScoreModifier {
   // offset; DeviceError on a CUDA device (no CUDA kernel for it).
   std::vector<int64_t> query_positions, key_positions;
   bool has_positions() const { return !query_positions.empty() || !key_positions.empty(); }
+  // Learnable attention sinks (gpt-oss; StreamingLLM; SPEC-positions-2 §5), combinable with any
+  // kind above: sinks (H), differentiable, same dtype and device as q, or undefined (none). Head h's
+  // softmax gains a virtual key of logit sinks[h] (not multiplied by `scale`) and value 0:
+  // P_ij = exp(s_ij) / (exp(sinks[h]) + sum_j' exp(s_ij')), rows sum to 1 - P_sink. A row that sees
+  // no key outputs 0. Set by the attention layer (an option of the attention, not of the encoding).
+  // The gradient is the fused kernel's: dsinks[h] = -sum_{b,i} P_sink[b,h,i] dO_i . O_i.
+  Tensor sinks;
 };
 
 // The relative position r = j - (i + q_offset) of each diagonal d = j - i + Tq - 1, d in
@@ -62,7 +69,8 @@ Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, co
 
 // Non-differentiable diagnostic: average attention probability per query-key distance |i - j|,
 // averaged over batch and query positions, per head (positions 0..T-1: ValueError for a modifier
-// with per-token positions). q, k (B, H, T, D) -> (H, T) float64.
+// with per-token positions). q, k (B, H, T, D) -> (H, T) float64. With sinks the probabilities are
+// those of the real keys (the sink's share of each row is left out).
 Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal,
                                   double scale);
 

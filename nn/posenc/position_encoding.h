@@ -96,7 +96,7 @@ class PositionEncoding : public Module {
   // Randomized positions (Ruoss et al. 2023, §3), a training option. While ids are set, a forward
   // over T tokens starting at pos0 = 0 places token t at position ids[t] instead of t: the
   // absolute table row (sinusoidal, learned), the rotation angle (RoPE) of ids[t], or, for the
-  // relative encodings (T5, ALiBi, KERPLE, DeBERTa), the relative position ids[j] - ids[i] of
+  // relative encodings (T5, ALiBi, KERPLE, Sandwich, DeBERTa), the relative position ids[j] - ids[i] of
   // query i and key j (scores() returns a modifier with per-token positions, ScoreModifier; the
   // fused attention then runs on the CPU only). ids must be strictly increasing and >= 0
   // (ValueError); a forward whose T differs from ids.size() or whose pos0 is not 0 — a key/value-
@@ -148,8 +148,17 @@ struct PosEncEntry {
   // in double and checked against naive references, inside the fused attention where it acts
   // there. Empty: none (an encoding with nothing differentiable).
   std::function<void(std::vector<OpCase>&)> op_cases;
+  // Defined for decoders (causal attention) only, e.g. xPos, whose scaling grows without bound
+  // towards later keys (SPEC-positions-2 §6.4). PosEncConfig::validate() refuses such an encoding
+  // with causal = false (ValueError naming it), and the encoder track leaves it out of its default
+  // methods and refuses it by name when listed.
+  bool causal_only = false;
 };
 const std::vector<PosEncEntry>& position_encodings();
+// The entry of a registered kind (ValueError naming the kind and listing the known ones otherwise).
+const PosEncEntry& position_encoding_entry(const std::string& kind);
+// The registered kinds that bidirectional (encoder) attention accepts: all but the causal_only ones.
+std::vector<std::string> bidirectional_position_encoding_kinds();
 std::shared_ptr<PositionEncoding> make_position_encoding(const PosEncConfig& cfg, Generator& gen);
 std::vector<std::string> position_encoding_kinds();
 // Every op case: the autograd ops' (op_registry()) then each registered encoding's, in registry
@@ -217,6 +226,33 @@ std::vector<double> alibi_slopes(int64_t n_heads);
 Tensor alibi_bias_by_distance(const std::vector<double>& slopes, int64_t Tq, int64_t Tk, int64_t q_offset,
                               DType dtype, Device device);
 
+// ---- xpos.cpp (xPos, Sun et al. 2023 §3; torchscale XPOS; SPEC-positions-2 §6) ---------------------
+// zeta_k = (2k + 0.4 d) / (1.4 d), k < d/2 (SPEC-2 §6.2); ValueError unless d is even and >= 2.
+std::vector<double> xpos_zeta(int64_t head_dim);
+// The scaled rotation tables of xPos, each (T, D/2), for the RoPE op (rope(x, cos, sin, layout)):
+// angle theta = n omega_k (omega_k = 10000^(-2k/D)) at position n = positions[t], times the scale
+// zeta_k^((n - centre)/scale_base) for queries and its inverse for keys. Computed in double, then
+// cast to dtype. ValueError for a negative position or scale_base <= 0.
+struct XposTables {
+  Tensor q_cos, q_sin, k_cos, k_sin;
+};
+XposTables xpos_tables_at(const std::vector<int64_t>& positions, double centre, int64_t head_dim, double scale_base,
+                          DType dtype);
+// q, k (B, H, T, D) at the given T positions -> (q', k') of SPEC-2 §6.2 (differentiable through the
+// RoPE op's backward). ShapeError unless q and k share (T, D) with T = positions.size().
+std::pair<Tensor, Tensor> apply_xpos(const Tensor& q, const Tensor& k, const std::vector<int64_t>& positions,
+                                     double centre, double scale_base, bool interleaved);
+
+// ---- sandwich.cpp (Sandwich, Chi et al. 2023 §5; NeMo; SPEC-positions-2 §7) --------------------
+// base(r) = sum_{k=1..dbar/2} cos(|r| 10000^(-2k/dbar)) (SPEC-2 §7.2); ValueError unless dbar is even, >= 2.
+double sandwich_base(int64_t r, int64_t dbar);
+// NeMo's per-head scales lambda_h = H / (8 h), h = 1..H (SPEC-2 §7.2, §12.9); ValueError unless H > 0.
+std::vector<double> sandwich_head_scales(int64_t n_heads);
+// bias_by_distance (H, Tq + Tk - 1) = lambda_h (base(|r_d|) - dbar / 2), a constant in `dtype` on
+// `device` (no parameters), each factor computed in double and rounded once.
+Tensor sandwich_bias_by_distance(int64_t dbar, int64_t n_heads, int64_t Tq, int64_t Tk, int64_t q_offset, DType dtype,
+                                 Device device);
+
 // ---- kerple.cpp (KERPLE logarithmic variant, Chi et al. 2022 §4; docs/positions.md) ----------
 // bias_by_distance (H, Tq + Tk - 1) = -r1_h log(1 + r2_h |r_d|) from r1, r2 (H), differentiable in
 // both (ShapeError unless both are (H)). The caller keeps r1, r2 > 0.
@@ -225,6 +261,14 @@ Tensor kerple_bias_by_distance(const Tensor& r1, const Tensor& r2, int64_t Tq, i
 // ---- rope.cpp (spec §3) -----------------------------------------------------------------------
 struct RopeParams {
   int64_t rotary_dim = 0;      // dr (even), channels [0, dr) of each head are rotated
+  // Exponent denominator of the frequencies b^(-2k / freq_dim) and of every scaling formula; 0:
+  // rotary_dim. HF's odd partial rotary (rope_partial = neox_hf) rotates rotary_dim = d_r + 1
+  // channels with freq_dim = d_r (SPEC-positions-2 §2.3).
+  int64_t freq_dim = 0;
+  // How many frequencies are kept, the highest (k < kept_freqs); the others are 0 (angle 0: NoPE
+  // pairs). -1: all. p-RoPE (SPEC-2 §2.4) rotates the whole head (rotary_dim = D) with
+  // kept_freqs = floor(f D / 2).
+  int64_t kept_freqs = -1;
   double base = 10000.0;
   std::string scaling = "none";  // none|linear|ntk|dynamic|yarn|llama3
   double factor = 1.0;           // s
@@ -254,5 +298,17 @@ std::pair<Tensor, Tensor> rope_tables(const RopeParams& p, int64_t pos0, int64_t
 std::pair<Tensor, Tensor> rope_tables_at(const RopeParams& p, const std::vector<int64_t>& positions, DType dtype);
 // Rotates x (..., T, D) at positions pos0 .. pos0+T-1.
 Tensor apply_rope(const Tensor& x, const RopeParams& p, bool interleaved, int64_t pos0);
+// The RoPE parameters of an encoding configuration (the "rope" kind's options at the head dim
+// D = n_embd / n_head), validated: ValueError naming the option for a fraction that leaves no
+// rotated pair, an odd rotary dim in the neox convention, a p-RoPE head dim that is odd, or a
+// scaling the convention does not define (SPEC-positions-2 §2.2-§2.4, §2.7). rope_partial:
+//   neox     HF/GPT-NeoX partial_rotary_factor: d_r = int(D f) (the double product truncated), the
+//            first d_r channels rotated with their own spectrum b^(-2k/d_r); odd d_r is an error;
+//   neox_hf  the same, but an odd d_r rotates d_r + 1 channels with denominator d_r, as current HF
+//            GPT-NeoX does (SPEC-2 §2.3); not with YaRN (HF has no such shape);
+//   prope    p-RoPE (Barbero et al. 2025; gemma rope_proportion; HF rope_type "proportional"):
+//            rotate_half / interleaved over the whole head, the floor(f D / 2) highest frequencies
+//            of the full-head spectrum b^(-2k/D) kept, the rest 0; scaling none or linear only.
+RopeParams rope_params(const PosEncConfig& cfg);
 
 }  // namespace posgrad::nn

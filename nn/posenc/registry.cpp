@@ -16,11 +16,14 @@ PosEncEntry deberta_encoding();
 PosEncEntry rope_encoding();
 PosEncEntry alibi_encoding();
 PosEncEntry kerple_encoding();
+PosEncEntry sandwich_encoding();
+PosEncEntry xpos_encoding();
 
 const std::vector<PosEncEntry>& position_encodings() {
   static const std::vector<PosEncEntry> kRegistry = {
       none_encoding(),    sinusoidal_encoding(), learned_encoding(), t5_encoding(),
       deberta_encoding(), rope_encoding(),       alibi_encoding(),      kerple_encoding(),
+      sandwich_encoding(), xpos_encoding(),
   };
   return kRegistry;
 }
@@ -89,7 +92,7 @@ void add_distance_bias_cases(std::vector<OpCase>& out, const std::string& kind,
 void PositionEncoding::set_position_ids(std::vector<int64_t> ids) {
   POSGRAD_CHECK(supports_position_ids(), ValueError, "the ", kind(),
                 " position encoding does not take position ids (randomized positions need an encoding that has "
-                "positions: sinusoidal, learned, rope, t5, alibi, kerple, deberta)");
+                "positions: sinusoidal, learned, rope, xpos, t5, alibi, kerple, sandwich, deberta)");
   for (size_t i = 0; i < ids.size(); ++i)
     POSGRAD_CHECK(ids[i] >= 0 && (i == 0 || ids[i] > ids[i - 1]), ValueError, "position ids must be >= 0 and strictly "
                   "increasing, got ", ids[i], " at index ", i, i == 0 ? "" : detail::concat(" after ", ids[i - 1]));
@@ -133,6 +136,30 @@ std::vector<std::string> position_encoding_kinds() {
   return k;
 }
 
+std::vector<std::string> bidirectional_position_encoding_kinds() {
+  std::vector<std::string> k;
+  for (const auto& e : position_encodings())
+    if (!e.causal_only) k.push_back(e.kind);
+  return k;
+}
+
+namespace {
+[[noreturn]] void unknown_kind(const std::string& kind) {
+  const auto kinds = position_encoding_kinds();
+  std::string known;
+  for (const auto& k : kinds) known += (known.empty() ? "" : "|") + k;
+  const std::string near = opt::nearest(kind, kinds);
+  throw ValueError("unknown position encoding '" + kind + "' (known: " + known + ")" +
+                   (near.empty() ? "" : "; did you mean '" + near + "'?"));
+}
+}  // namespace
+
+const PosEncEntry& position_encoding_entry(const std::string& kind) {
+  for (const auto& e : position_encodings())
+    if (e.kind == kind) return e;
+  unknown_kind(kind);
+}
+
 const std::vector<opt::Spec>& position_encoding_options() {
   static const std::vector<opt::Spec> all = [] {
     std::vector<opt::Spec> v;
@@ -169,8 +196,12 @@ void PosEncConfig::set(const std::string& name, opt::Value v) {
 
 void PosEncConfig::validate() const {
   for (const auto& s : position_encoding_options()) opt::check(s, options.at(s.name), s.flag());
-  for (const auto& e : position_encodings())
-    if (e.kind == kind && e.check) e.check(*this);
+  for (const auto& e : position_encodings()) {
+    if (e.kind != kind) continue;
+    POSGRAD_CHECK(causal || !e.causal_only, ValueError, "position encoding '", kind,
+                  "' is causal only (decoders): it is not defined for bidirectional (encoder) attention");
+    if (e.check) e.check(*this);
+  }
 }
 
 std::shared_ptr<PositionEncoding> make_position_encoding(const PosEncConfig& cfg, Generator& gen) {
@@ -186,12 +217,7 @@ std::shared_ptr<PositionEncoding> make_position_encoding(const PosEncConfig& cfg
     cfg.validate();
     return e.make(cfg, gen);
   }
-  const auto kinds = position_encoding_kinds();
-  std::string known;
-  for (const auto& k : kinds) known += (known.empty() ? "" : "|") + k;
-  const std::string near = opt::nearest(cfg.kind, kinds);
-  throw ValueError("unknown position encoding '" + cfg.kind + "' (known: " + known + ")" +
-                   (near.empty() ? "" : "; did you mean '" + near + "'?"));
+  unknown_kind(cfg.kind);
 }
 
 }  // namespace posgrad::nn

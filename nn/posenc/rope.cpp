@@ -1,9 +1,19 @@
 // rope.cpp — rotary position embedding (Su et al., RoFormer, arXiv 2104.09864; HF transformers
 // modeling_llama.py / modeling_gptj.py / modeling_rope_utils.py; spec §3). Queries and keys of
 // every layer are rotated pairwise by angles p * omega_k, so <R(m) q, R(n) k> depends on m - n
-// only. Layouts: rotate_half (GPT-NeoX/LLaMA, default) or interleaved (GPT-J/RoFormer); partial
-// rotary rotates the first dr = floor(D * rope_fraction) channels (rounded down to even; the rest
-// pass through), with dr in the frequency exponent. Scalings for length extrapolation (spec §3.4):
+// only. Layouts: rotate_half (GPT-NeoX/LLaMA, default) or interleaved (GPT-J/RoFormer).
+// Partial rotary, rope_fraction f < 1, in the convention rope_partial names (SPEC-positions-2 §2):
+//   neox / neox_hf  HF GPT-NeoX / Phi partial_rotary_factor (modeling_gpt_neox.py, modeling_rope_utils.py
+//           v5.24.0): d_r = int(D f), the double product truncated (D = 100, f = 0.57 gives 56), the
+//           first d_r channels rotated with d_r in the frequency exponent and in every scaling
+//           formula, the rest passed through. An odd d_r is refused (neox), or rotated as HF does
+//           it (neox_hf: d_r + 1 channels, pairs (k, k + (d_r+1)/2), denominator d_r; SPEC-2 §2.3);
+//   prope   p-RoPE (Barbero et al., "Round and Round We Go!", ICLR 2025, arXiv 2410.06205 §6 and
+//           its listing; gemma _positional_embeddings.py apply_rope(rope_proportion); HF
+//           _compute_proportional_rope_parameters): the whole head rotated, pairs (k, k + D/2), the
+//           floor(f D / 2) highest full-head frequencies b^(-2k/D) kept and the lowest set to 0
+//           (position-free channels); f = 1 is RoPE. Only linear scaling is defined there (SPEC-2 §2.7).
+// Scalings for length extrapolation (spec §3.4):
 //   linear  omega / s (position interpolation), always on when selected (as HF);
 //   ntk     static NTK-aware: base b' = b s^(dr / (dr - 2)) at every length (bloc97 2023, as
 //           written in Peng et al. 2023, YaRN §3.1): the lowest frequency is divided by s, the
@@ -35,8 +45,15 @@ double round_to_bf16(double x) { return round_to_format(x, 8, -126, 3.3895313892
 double round_to_fp16(double x) { return round_to_format(x, 11, -14, 65504.0); }
 
 RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len) {
-  const int64_t dr = p.rotary_dim, half = dr / 2;
-  POSGRAD_CHECK(dr >= 2 && dr % 2 == 0, ValueError, "RoPE: rotary dimension must be even and >= 2, got ", dr);
+  const int64_t half = p.rotary_dim / 2;
+  POSGRAD_CHECK(p.rotary_dim >= 2 && p.rotary_dim % 2 == 0, ValueError,
+                "RoPE: rotary dimension must be even and >= 2, got ", p.rotary_dim);
+  POSGRAD_CHECK(p.freq_dim == 0 || (p.freq_dim >= 1 && p.freq_dim <= p.rotary_dim), ValueError,
+                "RoPE: frequency denominator ", p.freq_dim, " outside [1, rotary dimension ", p.rotary_dim, "]");
+  POSGRAD_CHECK(p.kept_freqs >= -1 && p.kept_freqs <= half, ValueError, "RoPE: ", p.kept_freqs,
+                " kept frequencies of ", half);
+  // dr: the "rotary dimension" of every formula below (HF's dim): the exponent denominator.
+  const int64_t dr = p.freq_dim > 0 ? p.freq_dim : p.rotary_dim;
   POSGRAD_CHECK(p.base > 1.0, ValueError, "RoPE: base must be > 1, got ", p.base);
   const double s = p.factor;
   const double L0 = static_cast<double>(p.original_length);
@@ -99,6 +116,9 @@ RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len) {
       }
     }
   }
+  // p-RoPE: the lowest frequencies become position-free pairs (angle 0; gemma's infinite timescale).
+  if (p.kept_freqs >= 0)
+    for (int64_t k = p.kept_freqs; k < half; ++k) f.inv_freq[k] = 0.0;
   return f;
 }
 
@@ -144,37 +164,63 @@ Tensor apply_rope(const Tensor& x, const RopeParams& p, bool interleaved, int64_
   return rope(x, c.to(x.device()), s.to(x.device()), interleaved);
 }
 
+RopeParams rope_params(const PosEncConfig& cfg) {
+  RopeParams p;
+  const int64_t D = cfg.n_embd / cfg.n_head;
+  const double fraction = cfg.options.real("rope_fraction");
+  const std::string conv = cfg.options.text("rope_partial");
+  POSGRAD_CHECK(fraction > 0.0 && fraction <= 1.0, ValueError, "RoPE: rope_fraction must be in (0, 1], got ",
+                fraction);
+  p.scaling = cfg.options.text("rope_scaling");
+  if (conv == "prope") {
+    // Python int(f * D // 2): the double product, floor-divided by 2 (exact), truncated.
+    const int64_t kept = static_cast<int64_t>(std::floor(fraction * static_cast<double>(D) / 2.0));
+    POSGRAD_CHECK(D % 2 == 0, ValueError, "RoPE p-RoPE (--rope-partial prope) rotates pairs (k, k + D/2) of the whole "
+                  "head: the head dim must be even, got ", D);
+    POSGRAD_CHECK(kept >= 1, ValueError, "RoPE p-RoPE: head dim ", D, " x --rope-fraction ", fraction,
+                  " keeps no frequency (floor(f D / 2) = 0; that is NoPE: --pos none)");
+    POSGRAD_CHECK(p.scaling == "none" || p.scaling == "linear", ValueError, "RoPE p-RoPE (--rope-partial prope) "
+                  "defines only linear scaling (HF proportional: inv_freq / factor), not --rope-scaling ", p.scaling);
+    p.rotary_dim = D;
+    p.kept_freqs = kept;
+  } else {
+    // HF: dim = int(head_dim * partial_rotary_factor), the double product truncated toward zero.
+    const int64_t dr = static_cast<int64_t>(static_cast<double>(D) * fraction);
+    POSGRAD_CHECK(dr >= 2, ValueError, "RoPE: head dim ", D, " x --rope-fraction ", fraction, " = ",
+                  static_cast<double>(D) * fraction, " leaves fewer than 2 rotary channels");
+    if (dr % 2 == 0) {
+      p.rotary_dim = dr;
+    } else {
+      POSGRAD_CHECK(conv == "neox_hf", ValueError, "RoPE: head dim ", D, " x --rope-fraction ", fraction,
+                    " gives an odd rotary dim int(D f) = ", dr, " (choose a fraction with an even product, or "
+                    "--rope-partial neox_hf for HF GPT-NeoX's ", dr + 1, " rotated channels with denominator ", dr, ")");
+      POSGRAD_CHECK(dr + 1 <= D, ValueError, "RoPE neox_hf: an odd rotary dim ", dr, " rotates ", dr + 1,
+                    " channels, more than the head dim ", D);
+      POSGRAD_CHECK(p.scaling != "yarn", ValueError, "RoPE neox_hf: YaRN with an odd rotary dim ", dr,
+                    " is not defined (HF's ramp has dim // 2 entries for its dim // 2 + 1 frequencies)");
+      p.rotary_dim = dr + 1;
+      p.freq_dim = dr;
+    }
+  }
+  p.base = cfg.options.real("rope_base");
+  p.factor = cfg.options.real("rope_scaling_factor");
+  p.original_length = cfg.block_size;
+  p.beta_fast = cfg.options.real("rope_yarn_beta_fast");
+  p.beta_slow = cfg.options.real("rope_yarn_beta_slow");
+  p.low_freq_factor = cfg.options.real("rope_llama3_low_freq_factor");
+  p.high_freq_factor = cfg.options.real("rope_llama3_high_freq_factor");
+  p.precision = cfg.options.text("rope_position_precision");
+  (void)rope_frequencies(p, 1);  // validates the configuration now, not at the first forward
+  return p;
+}
+
 namespace {
 
 class RopeEncoding : public PositionEncoding {
  public:
   explicit RopeEncoding(const PosEncConfig& cfg)
-      : params_(rope_params(cfg)), interleaved_(cfg.options.boolean("rope_interleaved")) {
+      : params_(nn::rope_params(cfg)), interleaved_(cfg.options.boolean("rope_interleaved")) {
     causal_ = cfg.causal;
-  }
-  // The encoding's parameters from its options, validated (frequencies computed once).
-  static RopeParams rope_params(const PosEncConfig& cfg) {
-    RopeParams p;
-    const int64_t D = cfg.n_embd / cfg.n_head;
-    const double fraction = cfg.options.real("rope_fraction");
-    POSGRAD_CHECK(fraction > 0.0 && fraction <= 1.0, ValueError, "RoPE: rope_fraction must be in (0, 1], got ",
-                  fraction);
-    int64_t dr = static_cast<int64_t>(std::floor(static_cast<double>(D) * fraction));
-    dr -= dr % 2;
-    POSGRAD_CHECK(dr >= 2, ValueError, "RoPE: head dim ", D, " x rope_fraction ", fraction,
-                  " leaves fewer than 2 rotary channels");
-    p.rotary_dim = dr;
-    p.base = cfg.options.real("rope_base");
-    p.scaling = cfg.options.text("rope_scaling");
-    p.factor = cfg.options.real("rope_scaling_factor");
-    p.original_length = cfg.block_size;
-    p.beta_fast = cfg.options.real("rope_yarn_beta_fast");
-    p.beta_slow = cfg.options.real("rope_yarn_beta_slow");
-    p.low_freq_factor = cfg.options.real("rope_llama3_low_freq_factor");
-    p.high_freq_factor = cfg.options.real("rope_llama3_high_freq_factor");
-    p.precision = cfg.options.text("rope_position_precision");
-    (void)rope_frequencies(p, 1);  // validates the configuration now, not at the first forward
-    return p;
   }
   std::string kind() const override { return "rope"; }
   bool supports_position_ids() const override { return true; }
@@ -200,23 +246,31 @@ class RopeEncoding : public PositionEncoding {
 
 namespace {
 
-// RoPE op case: x (shape), angles for positions pos0.. with the given params, against the rotation
-// written out in double (spec §3.2).
+// RoPE op case: x (shape), angles for positions pos0.. (or the given per-token positions) with the
+// given params, against the rotation written out in double (spec §3.2). The reference takes its
+// frequencies from `freqs` where given (written from the formula by the case), else from
+// rope_frequencies.
 void add_rope_case(std::vector<OpCase>& out, const std::string& name, Shape shape, RopeParams p, bool interleaved,
-                   int64_t pos0) {
+                   int64_t pos0, std::vector<double> freqs = {}, std::vector<int64_t> positions = {}) {
   OpCase c;
   c.name = "posenc/rope/" + name;
   c.inputs = [=](Generator& g, DType t) { return TensorList{make_input(shape, g, t)}; };
-  c.fn = [=](const TensorList& x) { return apply_rope(x[0], p, interleaved, pos0); };
+  c.fn = [=](const TensorList& x) {
+    if (positions.empty()) return apply_rope(x[0], p, interleaved, pos0);
+    auto [cs, sn] = rope_tables_at(p, positions, x[0].dtype());
+    return rope(x[0], cs.to(x[0].device()), sn.to(x[0].device()), interleaved);
+  };
   c.reference = [=](const TensorList& x) {
     auto v = host(x[0]);
     const int64_t T = shape[shape.size() - 2], D = shape.back(), half = p.rotary_dim / 2;
-    const RopeFrequencies f = rope_frequencies(p, pos0 + T);
+    RopeFrequencies f = rope_frequencies(p, positions.empty() ? pos0 + T : positions.back() + 1);
+    if (!freqs.empty()) f.inv_freq = freqs;
     std::vector<double> y = v;
     for (int64_t row = 0; row < x[0].numel() / D; ++row) {
       const int64_t t = row % T;
+      const double pos = double(positions.empty() ? pos0 + t : positions[t]);
       for (int64_t kk = 0; kk < half; ++kk) {
-        const double th = double(pos0 + t) * f.inv_freq[kk];
+        const double th = pos * f.inv_freq[kk];
         const int64_t ia = interleaved ? 2 * kk : kk, ib = interleaved ? 2 * kk + 1 : kk + half;
         const double a = v[row * D + ia], b = v[row * D + ib];
         y[row * D + ia] = f.attention_factor * (a * std::cos(th) - b * std::sin(th));
@@ -249,6 +303,31 @@ void rope_op_cases(std::vector<OpCase>& out) {
   dp.scaling = "dynamic";
   dp.factor = 2.0;
   add_rope_case(out, "dynamic/1x2x33x8", {1, 2, 33, 8}, dp, true, 0);
+  // Partial-rotary conventions (SPEC-positions-2 §2). HF's odd case (neox_hf): D = 7, d_r = 5, so
+  // 6 channels rotated in pairs (k, k + 3) with omega_k = b^(-2k/5); channel 6 passes through.
+  RopeParams hp;
+  hp.rotary_dim = 6;
+  hp.freq_dim = 5;
+  hp.base = 100.0;
+  const std::vector<double> hf_freqs = {1.0, std::pow(100.0, -2.0 / 5.0), std::pow(100.0, -4.0 / 5.0)};
+  add_rope_case(out, "neox_hf_odd/rotate_half/1x2x7x7", {1, 2, 7, 7}, hp, false, 2, hf_freqs);
+  // p-RoPE: D = 8, f = 0.5 keeps floor(0.5 * 8 / 2) = 2 of 4 pairs, omega = (1, b^(-2/8), 0, 0):
+  // pairs (0, 4), (1, 5) rotate, (2, 6), (3, 7) are position-free.
+  RopeParams prp;
+  prp.rotary_dim = 8;
+  prp.kept_freqs = 2;
+  prp.base = 100.0;
+  const std::vector<double> prope_freqs = {1.0, std::pow(100.0, -2.0 / 8.0), 0.0, 0.0};
+  add_rope_case(out, "prope/rotate_half/2x2x7x8", {2, 2, 7, 8}, prp, false, 0, prope_freqs);
+  add_rope_case(out, "prope/interleaved/1x2x7x8/pos0_4", {1, 2, 7, 8}, prp, true, 4, prope_freqs);
+  RopeParams plin = prp;
+  plin.scaling = "linear";  // HF proportional's factor: every kept frequency / s, the dropped stay 0
+  plin.factor = 2.0;
+  add_rope_case(out, "prope_linear/rotate_half/1x2x7x8", {1, 2, 7, 8}, plin, false, 1,
+                {0.5, 0.5 * std::pow(100.0, -2.0 / 8.0), 0.0, 0.0});
+  // Per-token positions (randomized positions) through both conventions.
+  add_rope_case(out, "prope/positions_gaps/1x2x7x8", {1, 2, 7, 8}, prp, false, 0, prope_freqs, {0, 2, 3, 7, 8, 12, 20});
+  add_rope_case(out, "neox_hf_odd/positions_gaps/1x2x7x7", {1, 2, 7, 7}, hp, true, 0, hf_freqs, {1, 4, 5, 6, 9, 10, 16});
   // Rotated queries and keys inside the fused attention, causal (decoder) and bidirectional (encoder).
   for (bool causal : {true, false})
     add_composite(
@@ -264,6 +343,25 @@ void rope_op_cases(std::vector<OpCase>& out) {
           return run_attention(apply_rope(x[0], p, false, 2), apply_rope(x[1], p, false, 2), x[2], ScoreModifier{},
                                causal, 0.4, naive);
         });
+  // p-RoPE (D = 6, 2 of 3 pairs kept) and HF's odd partial rotary (D = 6, d_r = 3: 4 channels) inside
+  // the fused attention, causal and bidirectional.
+  for (bool prope : {true, false})
+    for (bool causal : {true, false})
+      add_composite(
+          out, std::string("posenc/rope/attention_") + (prope ? "prope" : "neox_hf_odd") + (causal ? "" : "/bidir"),
+          [](Generator& g, DType t) {
+            return TensorList{make_input({2, 2, 9, 6}, g, t), make_input({2, 2, 9, 6}, g, t),
+                              make_input({2, 2, 9, 6}, g, t)};
+          },
+          [causal, prope](const TensorList& x, bool naive) {
+            RopeParams p;
+            p.base = 50.0;
+            p.rotary_dim = prope ? 6 : 4;
+            if (prope) p.kept_freqs = 2;
+            else p.freq_dim = 3;
+            return run_attention(apply_rope(x[0], p, true, 3), apply_rope(x[1], p, true, 3), x[2], ScoreModifier{},
+                                 causal, 0.4, naive);
+          });
 }
 
 }  // namespace
@@ -273,8 +371,16 @@ PosEncEntry rope_encoding() {
   return {"rope", "rotary positions: queries and keys rotated by position-dependent angles (Su et al. 2021)",
           [](const PosEncConfig& cfg, Generator&) { return std::make_shared<RopeEncoding>(cfg); },
           {with_default(real("rope_base", open_closed(1, 1e12), "RoPE: base (theta) of the frequencies"), 10000.0),
-           with_default(real("rope_fraction", open_closed(0, 1), "RoPE: fraction of the head dim rotated (partial rotary)"),
+           with_default(real("rope_fraction", open_closed(0, 1),
+                             "RoPE: fraction f of the head dim rotated (partial rotary; convention: --rope-partial)"),
                         1.0),
+           with_default(choice("rope_partial", {"neox", "neox_hf", "prope"},
+                               "RoPE: partial-rotary convention of --rope-fraction (SPEC-positions-2 §2): neox = HF "
+                               "GPT-NeoX/Phi partial_rotary_factor, the first int(D f) channels with their own "
+                               "spectrum (odd int(D f) refused); neox_hf = the same with HF's odd case (int(D f) + 1 "
+                               "channels); prope = p-RoPE (Barbero et al. 2025), the floor(f D / 2) highest "
+                               "frequencies of the whole head kept, the rest position-free"),
+                        std::string("neox")),
            with_default(boolean("rope_interleaved", "RoPE: interleaved (GPT-J) instead of the rotate-half (NeoX) layout"),
                         false),
            with_default(choice("rope_scaling", {"none", "linear", "ntk", "dynamic", "yarn", "llama3"},
@@ -294,7 +400,7 @@ PosEncEntry rope_encoding() {
                                "RoPE: precision of the angle arithmetic (position x frequency, cos, sin); bf16/fp16 "
                                "round every operation as half-precision code would"),
                         std::string("fp32"))},
-          [](const PosEncConfig& cfg) { (void)RopeEncoding::rope_params(cfg); },
+          [](const PosEncConfig& cfg) { (void)rope_params(cfg); },
           rope_op_cases};
 }
 

@@ -93,17 +93,19 @@ namespace cpu {
 //   ContentPosition: diag_u[w], diag_u (nw).
 // The causal mask stays the index order (keys j > i hidden), which is the position order when the
 // queries and keys are the same tokens (self-attention); no query offset.
+// Sink logits (sinks, dsinks (H) or null) as in attention_forward / attention_backward.
 template <typename T>
 void attention_forward_positions(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias,
-                                 const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows,
+                                 const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale);
 template <typename T>
-void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout,
-                                  const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias,
-                                  const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows,
-                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
-                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale);
+void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch,
+                                  const T* dout, const T* q, const T* k, const T* v, const T* o, const T* stats,
+                                  const T* bias, const T* kr, const T* qr, const T* sinks, const int64_t* diag_u,
+                                  const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
+                                  int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, ScoreBias kind,
+                                  bool causal, T scale);
 // Scratch size of the two above (pass 0 forward, 1 backward), nw the window width.
 int64_t attention_positions_scratch_elems(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
                                           int64_t D, int64_t U, int64_t nw);

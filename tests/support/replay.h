@@ -18,6 +18,7 @@ struct ReplayVariant {
   std::string kind;  // position encoding
   std::vector<std::pair<std::string, opt::Value>> options;
   int64_t T = 8;  // sequence length of the batch (RoPE dynamic: past the training length)
+  bool sinks = false;  // learnable attention sinks in every layer (GPTConfig::attention_sinks)
 };
 
 // Model: V 24, C 16, H 2 (D 8), 2 layers, training length 8, batch 2, no dropout.
@@ -35,6 +36,19 @@ inline std::vector<ReplayVariant> replay_variants() {
   v.push_back({"rope_dynamic", "rope", {{"rope_scaling", S("dynamic")}, {"rope_scaling_factor", 2.0}}, 2 * kReplayBlock});
   v.push_back({"rope_yarn", "rope", {{"rope_scaling", S("yarn")}, {"rope_scaling_factor", 4.0}}, kReplayBlock});
   v.push_back({"rope_llama3", "rope", {{"rope_scaling", S("llama3")}, {"rope_scaling_factor", 8.0}}, kReplayBlock});
+  // Partial rotary (D = 8): NeoX f = 0.5 (4 channels, omega = b^(-2k/4)); HF's odd case f = 0.375
+  // (int(3.0) = 3: 4 channels, denominator 3); p-RoPE f = 0.5 (2 of 4 full-head pairs kept).
+  v.push_back({"rope_partial_neox", "rope", {{"rope_fraction", 0.5}}, kReplayBlock});
+  v.push_back({"rope_partial_neox_hf", "rope", {{"rope_fraction", 0.375}, {"rope_partial", S("neox_hf")}}, kReplayBlock});
+  v.push_back({"rope_prope", "rope", {{"rope_fraction", 0.5}, {"rope_partial", S("prope")}}, kReplayBlock});
+  // xPos with a scale base small enough that the decay matters at T = 8 (the default 512 is ~RoPE
+  // there), in both layouts.
+  v.push_back({"xpos_b4", "xpos", {{"xpos_scale_base", 4.0}}, kReplayBlock});
+  v.push_back({"xpos_b4_half", "xpos", {{"xpos_scale_base", 4.0}, {"xpos_interleaved", false}}, kReplayBlock});
+  // Attention sinks with no encoding, a rotation and a distance bias.
+  v.push_back({"none_sinks", "none", {}, kReplayBlock, true});
+  v.push_back({"rope_sinks", "rope", {}, kReplayBlock, true});
+  v.push_back({"alibi_sinks", "alibi", {}, kReplayBlock, true});
   return v;
 }
 
@@ -46,6 +60,7 @@ inline nn::GPTConfig replay_config(const ReplayVariant& v) {
   c.n_head = kReplayHeads;
   c.n_embd = kReplayEmbd;
   c.dropout = 0.0;
+  c.attention_sinks = v.sinks;
   c.pos.kind = v.kind;
   for (const auto& [name, value] : v.options) c.pos.set(name, value);
   return c;

@@ -35,7 +35,9 @@ namespace fs = std::filesystem;
 // ---- configuration -------------------------------------------------------------------------------
 
 std::vector<std::string> EncoderTrackConfig::method_list() const {
-  return methods.empty() ? nn::position_encoding_kinds() : methods;
+  // Default: every encoding defined for bidirectional attention (the causal-only ones, e.g. xpos, are
+  // decoders' only; listing one is refused in validate()).
+  return methods.empty() ? nn::bidirectional_position_encoding_kinds() : methods;
 }
 
 void EncoderTrackConfig::validate() const {
@@ -72,8 +74,12 @@ void EncoderTrackConfig::validate() const {
                 "duplicate multipliers in --encoder-multipliers (each length is evaluated once)");
   const auto kinds = nn::position_encoding_kinds();
   const auto ms = method_list();
-  for (const auto& m : ms)
+  for (const auto& m : ms) {
     POSGRAD_CHECK(std::find(kinds.begin(), kinds.end(), m) != kinds.end(), UsageError, "unknown encoder method '", m, "'");
+    POSGRAD_CHECK(!nn::position_encoding_entry(m).causal_only, UsageError, "the encoder track cannot train ", m,
+                  ": that position encoding is causal only (decoders; its bidirectional form is not defined); drop "
+                  "it from --methods");
+  }
   // Each encoding's own checks at the encoder's sizes (e.g. RoPE needs 2 rotary channels per head),
   // before anything is trained; the message names the encoder's options.
   for (const auto& m : ms) {

@@ -32,7 +32,8 @@ struct EncoderTrackConfig {
   static EncoderTrackConfig from_json(const nlohmann::json& j, const std::string& source);
   // to_json() without methods and seeds: what a unit's numbers depend on besides its (method, seed).
   nlohmann::json settings_json() const;
-  std::vector<std::string> method_list() const;  // methods, or every registered encoding
+  // methods, or every registered encoding that bidirectional attention accepts (not the causal-only ones)
+  std::vector<std::string> method_list() const;
 };
 
 }  // namespace posgrad::train

@@ -19,6 +19,15 @@ namespace fs = std::filesystem;
 EncoderTrackConfig encoder_track_config(const CompareConfig& cfg) {
   EncoderTrackConfig e = cfg.encoder;
   e.methods = cfg.methods;
+  // The default --methods (every registered encoding) means every encoding the encoder can use:
+  // the causal-only ones (xpos) are left out, by name in the log. Listed explicitly, one of them is
+  // refused by EncoderTrackConfig::validate().
+  if (e.methods == nn::position_encoding_kinds()) {
+    e.methods = nn::bidirectional_position_encoding_kinds();
+    for (const auto& m : cfg.methods)
+      if (nn::position_encoding_entry(m).causal_only)
+        spdlog::info("encoder track: {} is causal only (decoders), not trained as an encoder", m);
+  }
   e.seeds = cfg.seeds;
   // The data directory as resolved now (--data-dir, else POSGRAD_DATA_DIR), so that posgrad eval finds
   // the same text without the environment of the run.

@@ -13,8 +13,8 @@
 // per-batch draw needs no per-row position path and gives every position the same training
 // distribution). Evaluation always uses positions 0..T-1, so it is deterministic. Supported by
 // every encoding with positions (PositionEncoding::supports_position_ids): the ids become table
-// rows (sinusoidal, learned), rotation angles (rope), or the relative positions ids[j] - ids[i]
-// of the fused attention's bias / content-position terms (t5, alibi, kerple, deberta: CPU only,
+// rows (sinusoidal, learned), rotation angles (rope, xpos), or the relative positions ids[j] - ids[i]
+// of the fused attention's bias / content-position terms (t5, alibi, kerple, sandwich, deberta: CPU only,
 // the CUDA kernels have no per-token position path); "none" is refused when the suite is configured.
 //
 // The model: task_n_layer / task_n_embd / task_n_head, block_size = the longest test sequence (a

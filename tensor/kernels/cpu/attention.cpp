@@ -22,6 +22,13 @@
 //    precomputed with GEMMs (the "efficient form" of spec §2.5), gathered per (i, j) inside the
 //    tile, and their gradients dc2p(i, u), dp2c(j, u) are scattered per element and turned into
 //    dq, dk, dkr, dqr with GEMMs after the sweep.
+//  * Sink logits (learnable attention sinks: gpt-oss gpt_oss/torch/model.py sdpa, HF
+//    modeling_gpt_oss.py eager_attention_forward; StreamingLLM; SPEC-positions-2 §5), with any of the
+//    modifiers: a virtual key of logit sinks[h] and value 0. The online softmax starts each row at
+//    m = sinks[h], l = 1 (exp(sinks - m) folded in from the start), so the saved (m, log l) include
+//    the sink and backward's P = exp((S - m) - log l) is already the sink-normalised probability; the
+//    sink's own gradient is dsinks[h] = -sum_{b,i} P_sink delta_i (its dP is 0), one partial per
+//    (b, h) reduced over b in a fixed order.
 //  * Per-token positions (attention_*_positions, kernels.h; randomized positions, Ruoss et al. 2023
 //    §3): the same two modifiers, but pair (i, j) reads entry k_pos[j] - q_pos[i] + q_pos[Tq - 1] of
 //    the bias row / diagonal index (a gather along the tile row instead of a contiguous slice), and
@@ -75,7 +82,7 @@ constexpr int64_t kParallelWork = int64_t(1) << 17;
 // Offsets (in elements) of the scratch regions; -1 when a region is absent.
 struct ScratchLayout {
   int64_t krs = -1, qrs = -1, c2p = -1, p2c = -1;                      // prepared bias (all passes)
-  int64_t delta = -1, ddiag = -1, dc2p = -1, dp2c = -1, dkrs = -1, dqrs = -1;  // backward
+  int64_t delta = -1, ddiag = -1, dc2p = -1, dp2c = -1, dkrs = -1, dqrs = -1, dsink = -1;  // backward
   int64_t sums = -1;                                                     // diagonal sums
   int64_t total = 0;
 };
@@ -101,6 +108,7 @@ ScratchLayout scratch_layout(ScoreBias kind, int pass, int64_t B, int64_t H, int
   }
   if (pass == 1) {
     s.delta = take({B, H, Tq});
+    s.dsink = take({B, H});  // per-(b, h) partial sink gradient (used with sinks only; B H elements)
     if (kind == ScoreBias::Distance) s.ddiag = take({B, H, nd});
     if (kind == ScoreBias::ContentPosition) {
       s.dc2p = take({B, H, Tq, U});
@@ -292,13 +300,14 @@ int64_t window_width(const int64_t* q_pos, const int64_t* k_pos, int64_t Tq, int
 
 template <typename T>
 void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
-                  const T* qr, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos,
+                  const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
+                  const int64_t* k_pos,
                   int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
                   ScoreBias kind, bool causal, T scale);
 template <typename T>
-void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout, const T* q, const T* k,
-                   const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
-                   const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
+void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout, const T* q,
+                   const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
+                   const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
                    int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind,
                    bool causal, T scale);
 
@@ -316,38 +325,43 @@ int64_t attention_positions_scratch_elems(ScoreBias kind, int pass, int64_t B, i
 
 template <typename T>
 void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
-                       const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
-                       int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
-  forward_impl(o, stats, scratch, q, k, v, bias, kr, qr, diag_u, rows, static_cast<const int64_t*>(nullptr),
+                       const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H,
+                       int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
+                       T scale) {
+  forward_impl(o, stats, scratch, q, k, v, bias, kr, qr, sinks, diag_u, rows, static_cast<const int64_t*>(nullptr),
                static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U, q_offset, kind, causal, scale);
 }
 
 template <typename T>
 void attention_forward_positions(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias,
-                                 const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows,
+                                 const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale) {
-  forward_impl(o, stats, scratch, q, k, v, bias, kr, qr, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U, int64_t(0),
+  forward_impl(o, stats, scratch, q, k, v, bias, kr, qr, sinks, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U, int64_t(0),
                kind, causal, scale);
 }
 
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout, const T* q,
-                        const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
-                        const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
-                        int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
-  backward_impl(dq, dk, dv, dbias, dkr, dqr, scratch, dout, q, k, v, o, stats, bias, kr, qr, diag_u, rows,
+void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout,
+                        const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr,
+                        const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H,
+                        int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
+                        T scale) {
+  backward_impl(dq, dk, dv, dbias, dkr, dqr, dsinks, scratch, dout, q, k, v, o, stats, bias, kr, qr, sinks, diag_u,
+                rows,
                 static_cast<const int64_t*>(nullptr), static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U,
                 q_offset, kind, causal, scale);
 }
 
 template <typename T>
-void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout,
-                                  const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias,
-                                  const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows,
-                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
-                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale) {
-  backward_impl(dq, dk, dv, dbias, dkr, dqr, scratch, dout, q, k, v, o, stats, bias, kr, qr, diag_u, rows, q_pos,
+void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch,
+                                  const T* dout, const T* q, const T* k, const T* v, const T* o, const T* stats,
+                                  const T* bias, const T* kr, const T* qr, const T* sinks, const int64_t* diag_u,
+                                  const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
+                                  int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, ScoreBias kind,
+                                  bool causal, T scale) {
+  backward_impl(dq, dk, dv, dbias, dkr, dqr, dsinks, scratch, dout, q, k, v, o, stats, bias, kr, qr, sinks, diag_u,
+                rows, q_pos,
                 k_pos, B, H, Tq, Tk, D, U, int64_t(0), kind, causal, scale);
 }
 
@@ -355,7 +369,8 @@ namespace {
 
 template <typename T>
 void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
-                  const T* qr, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos,
+                  const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
+                  const int64_t* k_pos,
                   int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
                   ScoreBias kind, bool causal, T scale) {
   const int64_t nw = q_pos ? window_width(q_pos, k_pos, Tq, Tk) : Tq + Tk - 1;
@@ -377,8 +392,9 @@ void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v
     T* m = acc + kBlockQ * D;              // (kBlockQ) running max
     T* l = m + kBlockQ;                    // (kBlockQ) running sum
     std::fill(acc, acc + nq * D, T(0));
-    std::fill(m, m + nq, kNegInf);
-    std::fill(l, l + nq, T(0));
+    // With a sink the row starts at its logit: m = sinks[h], l = exp(sinks[h] - m) = 1.
+    std::fill(m, m + nq, sinks ? sinks[bh % H] : kNegInf);
+    std::fill(l, l + nq, sinks ? T(1) : T(0));
 
     const int64_t kend = p.key_end(i0, nq);
     for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
@@ -410,7 +426,7 @@ void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v
     for (int64_t ii = 0; ii < nq; ++ii) {
       T* out = o + (bh * Tq + i0 + ii) * D;
       T* st = stats + 2 * (bh * Tq + i0 + ii);
-      if (l[ii] == T(0)) {  // no key visible: output 0, stats (-inf, -inf) (backward skips the row)
+      if (l[ii] == T(0)) {  // no key (and no sink) visible: output 0, stats (-inf, -inf) (backward skips the row)
         std::fill(out, out + D, T(0));
         st[0] = st[1] = kNegInf;
         continue;
@@ -425,9 +441,9 @@ void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v
 }
 
 template <typename T>
-void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout, const T* q, const T* k,
-                   const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
-                   const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
+void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout, const T* q,
+                   const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
+                   const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
                    int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind,
                    bool causal, T scale) {
   const int64_t nd = q_pos ? window_width(q_pos, k_pos, Tq, Tk) : Tq + Tk - 1;  // bias width
@@ -441,6 +457,7 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, co
   T* dc2p = content_position && kr && (dq || dkr) ? scratch + L.dc2p : nullptr;
   T* dp2c = content_position && qr && (dk || dqr) ? scratch + L.dp2c : nullptr;
   const bool want_ds = dq || dk || ddiag || dc2p || dp2c;
+  T* dsink_part = scratch + L.dsink;  // (B, H)
 
 #pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
   for (int64_t bh = 0; bh < B * H; ++bh) {
@@ -457,6 +474,12 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, co
       T s = 0;
       for (int64_t e = 0; e < D; ++e) s += dO[i * D + e] * Ob[i * D + e];
       db[i] = s;
+    }
+    // Sink: the partial -sum_i P_sink,i delta_i of this (b, h), P_sink,i = exp((sinks[h] - m_i) - log l_i).
+    if (dsinks && sinks) {
+      T part = 0;
+      for (int64_t i = 0; i < Tq; ++i) part += std::exp((sinks[h] - sb[2 * i]) - sb[2 * i + 1]) * db[i];
+      dsink_part[bh] = -part;
     }
     T* ddg = ddiag ? ddiag + bh * nd : nullptr;
     T* dcb = dc2p ? dc2p + bh * Tq * U : nullptr;
@@ -546,6 +569,13 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, co
       gemm<T>(dk + bh * Tk * D, dpb, scratch + L.qrs + h * U * D, Tk, D, U, D, U, D, false, false, scale, T(1));
   }
 
+  // Sink gradient: the (b, h) partials summed over b in order.
+  if (dsinks && sinks)
+    for (int64_t h = 0; h < H; ++h) {
+      T g = 0;
+      for (int64_t b = 0; b < B; ++b) g += dsink_part[b * H + h];
+      dsinks[h] += g;
+    }
   // Bias gradient: one thread per head, batches summed in a fixed order.
   if (ddiag) {
 #pragma omp parallel for schedule(static) if (B * H * nd > kParallelWork)
@@ -618,24 +648,24 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
 
 #define POSGRAD_ATTENTION_INST(T)                                                                                   \
   template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,        \
-                                     const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,    \
-                                     int64_t, int64_t, ScoreBias, bool, T);                                         \
-  template void attention_backward<T>(T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,            \
-                                      const T*, const T*, const T*, const T*, const T*, const int64_t*,              \
+                                     const T*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,   \
+                                     int64_t, int64_t, int64_t, ScoreBias, bool, T);                                \
+  template void attention_backward<T>(T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,        \
+                                      const T*, const T*, const T*, const T*, const T*, const T*, const int64_t*,    \
                                       const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,         \
                                       int64_t, ScoreBias, bool, T);                                                 \
   template void attention_diagonal_sums<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,      \
                                            const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,      \
                                            int64_t, int64_t, int64_t, ScoreBias, bool, T);                  \
   template void attention_forward_positions<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,       \
-                                               const T*, const int64_t*, const int64_t*, const int64_t*,           \
+                                               const T*, const T*, const int64_t*, const int64_t*, const int64_t*, \
                                                const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,        \
                                                int64_t, ScoreBias, bool, T);                                       \
-  template void attention_backward_positions<T>(T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*,          \
+  template void attention_backward_positions<T>(T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*,      \
                                                 const T*, const T*, const T*, const T*, const T*, const T*,        \
-                                                const int64_t*, const int64_t*, const int64_t*, const int64_t*,    \
-                                                int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, ScoreBias,   \
-                                                bool, T);
+                                                const T*, const int64_t*, const int64_t*, const int64_t*,          \
+                                                const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,       \
+                                                int64_t, ScoreBias, bool, T);
 POSGRAD_ATTENTION_INST(float)
 POSGRAD_ATTENTION_INST(double)
 #undef POSGRAD_ATTENTION_INST

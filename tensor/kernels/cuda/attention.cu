@@ -21,6 +21,8 @@
 //   3. bias / table gradients: Distance — one block per (h, diagonal d) adds the sum of dS over b
 //      and the diagonal into dbias[h, d]; ContentPosition — one block per (u, h) forms
 //      dkr[rows[u], h] += scale sum_{b,i} dc2p q_i and dqr += scale sum_{b,j} dp2c k_j.
+//   4. sink logits (SPEC-positions-2 §5): the forward starts each row at m = sinks[h], l = 1, as the
+//      CPU; one block per head forms dsinks[h] += -sum_{b,i} exp((sinks[h] - m_i) - log l_i) delta_i.
 // Every output element is written by exactly one thread in a fixed order: no atomics, results are
 // deterministic (but not in the CPU's summation order: CPU and CUDA agree to rounding).
 //
@@ -53,6 +55,7 @@ constexpr size_t kMaxSmem = 46 * 1024;
 template <typename T>
 struct Attn {
   const T *q, *k, *v, *bias, *kr, *qr;  // bias (H, Tq + Tk - 1): Distance only
+  const T* sinks;                        // (H) sink logits, or null
   const int64_t *diag_u, *rows;
   int64_t B, H, Tq, Tk, D, U, q_offset;
   ScoreBias kind;
@@ -129,7 +132,8 @@ __global__ void attention_forward_kernel(T* o, T* stats, Attn<T> a) {
     }
     __syncthreads();
     const int64_t jend = key_end(a, i);
-    T m = d_neg_inf<T>(), l = T(0);
+    // With a sink the row starts at its logit: m = sinks[h], l = exp(sinks[h] - m) = 1 (as the CPU).
+    T m = a.sinks ? a.sinks[h] : d_neg_inf<T>(), l = a.sinks ? T(1) : T(0);
     for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
       const int64_t nt = jend - j0 < kTile ? jend - j0 : kTile;
       const int64_t j = j0 + tid;
@@ -358,8 +362,28 @@ __global__ void content_position_table_grad_kernel(T* dtab, const T* g, const T*
   }
 }
 
+// Sink logits: dsinks[h] += -sum_{b, i} exp((sinks[h] - m_i) - log l_i) delta_i. One block per head,
+// a fixed-tree sum over the (b, i) rows in tiles.
 template <typename T>
-Attn<T> make_attn(const T* q, const T* k, const T* v, const T* bias, const T* kr, const T* qr,
+__global__ void attention_sink_grad_kernel(T* dsinks, const T* sinks, const T* stats, const T* delta, int64_t B,
+                                           int64_t H, int64_t Tq) {
+  for (int64_t h = blockIdx.x; h < H; h += gridDim.x) {
+    T total = T(0);
+    for (int64_t p0 = 0; p0 < B * Tq; p0 += kTile) {
+      const int64_t p = p0 + threadIdx.x;
+      T val = T(0);
+      if (p < B * Tq) {
+        const int64_t r = (p / Tq * H + h) * Tq + p % Tq;  // row (b, h, i)
+        val = d_exp((sinks[h] - stats[2 * r]) - stats[2 * r + 1]) * delta[r];
+      }
+      total += block_sum(val);
+    }
+    if (threadIdx.x == 0) dsinks[h] += -total;
+  }
+}
+
+template <typename T>
+Attn<T> make_attn(const T* q, const T* k, const T* v, const T* bias, const T* kr, const T* qr, const T* sinks,
                   const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
                   int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale, const char* what) {
   POSGRAD_CHECK(B >= 0 && H >= 0 && Tq >= 0 && Tk >= 0 && D >= 0, ShapeError, what, ": negative size");
@@ -369,7 +393,7 @@ Attn<T> make_attn(const T* q, const T* k, const T* v, const T* bias, const T* kr
   POSGRAD_CHECK(U < (int64_t(1) << 30), ValueError, what, ": U = ", U, " too large");
   const bool cp = kind == ScoreBias::ContentPosition;
   return Attn<T>{q,      k,    v,  kind == ScoreBias::Distance ? bias : nullptr, cp ? kr : nullptr, cp ? qr : nullptr,
-                 diag_u, rows, B,  H, Tq, Tk, D, U, q_offset, kind, causal, scale};
+                 sinks,  diag_u, rows, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale};
 }
 
 // diag_u (Tq + Tk - 1) and rows (U) as the kernels need them: in device memory (the attention op
@@ -419,11 +443,12 @@ int64_t attention_scratch_elems(ScoreBias kind, int pass, int64_t B, int64_t H, 
 
 template <typename T>
 void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
-                       const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
-                       int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
+                       const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H,
+                       int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
+                       T scale) {
   (void)scratch;
   const IndexArrays ix(diag_u, rows, Tq, Tk, U);
-  const Attn<T> a = make_attn(q, k, v, bias, kr, qr, ix.diag_u(), ix.rows(), B, H, Tq, Tk, D, U, q_offset, kind,
+  const Attn<T> a = make_attn(q, k, v, bias, kr, qr, sinks, ix.diag_u(), ix.rows(), B, H, Tq, Tk, D, U, q_offset, kind,
                               causal, scale, "attention_forward");
   const int64_t nrows = B * H * Tq;
   if (nrows <= 0) return;
@@ -432,12 +457,13 @@ void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const
 }
 
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratch, const T* dout, const T* q,
-                        const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
-                        const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
-                        int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
+void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout,
+                        const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr,
+                        const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H,
+                        int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
+                        T scale) {
   const IndexArrays ix(diag_u, rows, Tq, Tk, U);
-  const Attn<T> a = make_attn(q, k, v, bias, kr, qr, ix.diag_u(), ix.rows(), B, H, Tq, Tk, D, U, q_offset, kind,
+  const Attn<T> a = make_attn(q, k, v, bias, kr, qr, sinks, ix.diag_u(), ix.rows(), B, H, Tq, Tk, D, U, q_offset, kind,
                               causal, scale, "attention_backward");
   if (B * H * Tq <= 0) return;
   const Scratch L = scratch_layout(kind, 1, B, H, Tq, Tk, U);
@@ -469,6 +495,9 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* scratc
   if (dp2c && Tk > 0)
     launch("attention_backward (content-position dqr)", content_position_table_grad_kernel<T>, capped_grid(U * H), 64, 0, dqr,
            static_cast<const T*>(dp2c), k, ix.rows(), B, H, Tk, D, U, scale);
+  if (sinks && dsinks)
+    launch("attention_backward (sink logits)", attention_sink_grad_kernel<T>, capped_grid(H), kTile, 0, dsinks, sinks,
+           stats, static_cast<const T*>(delta), B, H, Tq);
 }
 
 template <typename T>
@@ -478,7 +507,8 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
                              ScoreBias kind, bool causal, T scale) {
   (void)scratch;
   const IndexArrays ix(diag_u, rows, Tq, Tk, U);
-  const Attn<T> a = make_attn(q, k, static_cast<const T*>(nullptr), bias, kr, qr, ix.diag_u(), ix.rows(), B, H, Tq,
+  const Attn<T> a = make_attn(q, k, static_cast<const T*>(nullptr), bias, kr, qr, static_cast<const T*>(nullptr),
+                              ix.diag_u(), ix.rows(), B, H, Tq,
                               Tk, D, U, q_offset, kind, causal, scale, "attention_diagonal_sums");
   const int64_t nd = Tq + Tk - 1;
   if (H <= 0 || nd <= 0 || Tq <= 0 || Tk <= 0) return;
@@ -488,10 +518,10 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
 
 #define POSGRAD_ATTENTION_INST(T)                                                                                   \
   template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,        \
-                                     const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,    \
-                                     int64_t, int64_t, ScoreBias, bool, T);                                         \
-  template void attention_backward<T>(T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,            \
-                                      const T*, const T*, const T*, const T*, const T*, const int64_t*,              \
+                                     const T*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,   \
+                                     int64_t, int64_t, int64_t, ScoreBias, bool, T);                                \
+  template void attention_backward<T>(T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,        \
+                                      const T*, const T*, const T*, const T*, const T*, const T*, const int64_t*,    \
                                       const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,         \
                                       int64_t, ScoreBias, bool, T);                                                 \
   template void attention_diagonal_sums<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,      \
