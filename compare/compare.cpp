@@ -464,7 +464,8 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   synthetic_task(cfg, method, seed, dev, u);
   u.suite = run_length_suite(cfg, method, seed, dev);
   if (cfg.passkey.iters > 0)
-    u.passkey = run_passkey(model, t.dataset().train(), val, t.tokenizer(), cfg.passkey, method, seed, dev);
+    u.passkey = run_passkey(model, t.dataset().train(), val, t.tokenizer(), cfg.passkey, method, seed, dev,
+                            skipped_rope_variants(cfg));
   for (auto& [row, pr] : pi_passkey) u.passkey[row] = std::move(pr);
   write_file_atomic(result_path, to_json(u).dump(1) + "\n");
   return u;

@@ -191,6 +191,14 @@ void check_comparison(const ComparisonResult& r, const std::string& source) {
   const CompareConfig& cfg = r.config;
   if (cfg.methods.empty()) c.fail("config.methods", "[]", "no method configured");
   if (cfg.seeds.empty()) c.fail("config.seeds", "[]", "no seed configured");
+  // Every rule the command line enforces (a seed or a method twice, n_embd % n_head, ...), except the
+  // memory estimate, which belongs to the machine that ran it.
+  try {
+    const SkipMemoryChecks not_this_machine;
+    cfg.validate();
+  } catch (const ValueError& e) {
+    c.fail("config", "", std::string("a configuration posgrad compare refuses: ") + e.what());
+  }
   c.count(r.provenance.threads, "provenance.threads");
   // The decoder units: exactly one per (configured method, configured seed); none for --track encoder.
   const bool decoder = cfg.track != "encoder";

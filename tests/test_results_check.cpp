@@ -92,6 +92,15 @@ TEST(ResultsCheck, HandEditsAreRefusedNamingTheValue) {
       {"encoder F1", [](json& j) { j["encoder"]["units"][0]["tasks"][2]["span_f1"] = -0.25; },
        {"encoder.units[0].tasks[2].span_f1 = -0.25"}},
       {"a null number", [](json& j) { j["units"][0]["parameters"] = nullptr; }, {"expected an integer (int64), got null"}},
+      // The configuration itself, by the rules of the command line (one unit would count twice).
+      {"a seed twice", [](json& j) { j["config"]["seeds"] = {1, 1}; }, {"config: a configuration posgrad compare refuses", "--seeds lists a seed twice"}},
+      {"a method twice", [](json& j) { j["config"]["methods"] = {"alibi", "rope", "alibi"}; }, {"--methods lists a method twice"}},
+      {"heads that do not divide the width", [](json& j) { j["config"]["n_head"] = 3; }, {"config: a configuration posgrad compare refuses"}},
+      // An encoder score is n/a only past a learned table's trained rows: rope is scored at every length.
+      {"encoder n/a where measured", [](json& j) { j["encoder"]["units"][0]["mlm_accuracy"][0] = nullptr; },
+       {"encoder.units[0].mlm_accuracy[0] = null", "must be a number"}},
+      {"encoder task n/a where measured", [](json& j) { j["encoder"]["units"][0]["tasks"][0]["accuracy"] = nullptr; },
+       {"encoder.units[0].tasks[0].accuracy = null", "must be a number"}},
   };
   for (const auto& c : cases) {
     json j = valid;

@@ -171,7 +171,15 @@ std::string format_bytes(long double b) {
   return buf;
 }
 
+namespace {
+thread_local int g_skip_memory_checks = 0;
+}  // namespace
+
+SkipMemoryChecks::SkipMemoryChecks() { ++g_skip_memory_checks; }
+SkipMemoryChecks::~SkipMemoryChecks() { --g_skip_memory_checks; }
+
 void check_memory(const TrainConfig& c, int64_t longest_context) {
+  if (g_skip_memory_checks > 0) return;
   const uint64_t have = physical_memory_bytes();
   if (have == 0) return;
   const MemoryEstimate e = estimate_memory(c, longest_context);

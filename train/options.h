@@ -42,4 +42,14 @@ uint64_t physical_memory_bytes();
 void check_memory(const TrainConfig& c, int64_t longest_context);
 std::string format_bytes(long double bytes);  // "1.5 GiB"
 
+// While one is alive (in this thread), check_memory checks nothing: for checking a configuration
+// made elsewhere for consistency (posgrad report re-validating a results.json), not for this machine.
+class SkipMemoryChecks {
+ public:
+  SkipMemoryChecks();
+  ~SkipMemoryChecks();
+  SkipMemoryChecks(const SkipMemoryChecks&) = delete;
+  SkipMemoryChecks& operator=(const SkipMemoryChecks&) = delete;
+};
+
 }  // namespace posgrad::train

@@ -556,6 +556,18 @@ EncoderUnitResult load_encoder_unit(const std::string& path, const EncoderTrackC
   return u;
 }
 
+int64_t encoder_trained_limit(const EncoderTrackConfig& cfg, const std::string& method) {
+  nn::PosEncConfig pc;  // as run_encoder_unit builds the encoder's
+  pc.kind = method;
+  pc.causal = false;
+  pc.n_embd = cfg.n_embd;
+  pc.n_head = cfg.n_head;
+  pc.n_layer = cfg.n_layer;
+  pc.block_size = cfg.length * *std::max_element(cfg.multipliers.begin(), cfg.multipliers.end());
+  Generator g(0);
+  return nn::make_position_encoding(pc, g)->trained_max_length(cfg.length);
+}
+
 void check_encoder_unit(const EncoderUnitResult& u, const EncoderTrackConfig& cfg, const std::string& source,
                         const std::string& path, const std::string& advice) {
   const ValueCheck c(source, advice);
@@ -571,8 +583,23 @@ void check_encoder_unit(const EncoderUnitResult& u, const EncoderTrackConfig& cf
   const std::string per = "one per encoder multiplier " + ValueCheck::list(cfg.multipliers);
   c.size(u.mlm_loss.size(), cfg.multipliers.size(), key("mlm_loss"), per);
   c.size(u.mlm_accuracy.size(), cfg.multipliers.size(), key("mlm_accuracy"), per);
-  for (size_t i = 0; i < u.mlm_loss.size(); ++i) c.loss_or_na(u.mlm_loss[i], idx(key("mlm_loss"), i));
-  for (size_t i = 0; i < u.mlm_accuracy.size(); ++i) c.fraction_or_na(u.mlm_accuracy[i], idx(key("mlm_accuracy"), i));
+  // n/a (null) exactly where the encoding's trained positions end (a learned table past the
+  // pretraining length), a number everywhere else; span F1 and recall may also be n/a (no gold span).
+  const int64_t limit = encoder_trained_limit(cfg, u.method);
+  auto untrained = [&](int64_t m) { return limit >= 0 && cfg.length * m > limit; };
+  auto score = [&](double v, int64_t m, const std::string& p, bool loss) {
+    if (untrained(m)) {
+      if (!std::isnan(v))
+        c.fail(p, ValueCheck::show(v), "must be n/a (null): " + u.method + "'s positions past " + std::to_string(limit) +
+                                           " were never trained");
+      return;
+    }
+    if (std::isnan(v)) c.fail(p, "null", "must be a number: " + u.method + " is scored at " + std::to_string(cfg.length * m) + " tokens");
+    loss ? c.at_least(v, 0.0, p, "a loss") : c.fraction(v, p);
+  };
+  for (size_t i = 0; i < u.mlm_loss.size(); ++i) score(u.mlm_loss[i], cfg.multipliers[i], idx(key("mlm_loss"), i), true);
+  for (size_t i = 0; i < u.mlm_accuracy.size(); ++i)
+    score(u.mlm_accuracy[i], cfg.multipliers[i], idx(key("mlm_accuracy"), i), false);
   c.size(u.tasks.size(), cfg.tasks.size() * cfg.multipliers.size(), key("tasks"),
          "--encoder-tasks " + ValueCheck::list(cfg.tasks) + " x the multipliers");
   for (size_t i = 0; i < u.tasks.size(); ++i) {
@@ -585,8 +612,8 @@ void check_encoder_unit(const EncoderUnitResult& u, const EncoderTrackConfig& cf
     c.equal(s.multiplier, m, p + ".multiplier", "the encoder multipliers, in order");
     c.equal(s.length, cfg.length * m, p + ".length", "--encoder-length x the multiplier");
     c.count(s.examples, p + ".examples");
-    c.fraction_or_na(s.accuracy, p + ".accuracy");
-    c.fraction_or_na(s.macro_f1, p + ".macro_f1");
+    score(s.accuracy, m, p + ".accuracy", false);
+    score(s.macro_f1, m, p + ".macro_f1", false);
     c.fraction_or_na(s.span_f1, p + ".span_f1");
     c.fraction_or_na(s.span_precision, p + ".span_precision");
     c.fraction_or_na(s.span_recall, p + ".span_recall");

@@ -86,6 +86,9 @@ EncoderUnitResult load_encoder_unit(const std::string& path, const EncoderTrackC
 // accuracy in [0, 1] per multiplier (one each), tasks exactly cfg.tasks x cfg.multipliers in that
 // order with length = length x multiplier, examples >= 0, accuracy / F1 / precision / recall in
 // [0, 1], losses finite >= 0, seconds finite >= 0.
+// The length up to which `method`'s positions are trained in this track's encoders
+// (PositionEncoding::trained_max_length of the pretraining length; -1: every position).
+int64_t encoder_trained_limit(const EncoderTrackConfig& cfg, const std::string& method);
 void check_encoder_unit(const EncoderUnitResult& u, const EncoderTrackConfig& cfg, const std::string& source,
                         const std::string& path, const std::string& advice);
 

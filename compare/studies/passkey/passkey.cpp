@@ -119,7 +119,7 @@ PasskeyGrid evaluate_passkey(nn::GPT& model, const data::TokenSpan& val, const d
 std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const data::TokenSpan& train,
                                                  const data::TokenSpan& val, const data::Tokenizer& tok,
                                                  const PasskeyConfig& cfg, const std::string& method, uint64_t seed,
-                                                 Device dev) {
+                                                 Device dev, const std::map<std::string, std::string>& skip) {
   const auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, PasskeyResult> rows;
   auto tuned = copy_gpt(model, {}, seed ^ 0x9a55d0ULL, dev);
@@ -143,6 +143,7 @@ std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const dat
   };
   if (method != "rope") return done();
   for (const std::string scaling : {"linear", "dynamic", "yarn"}) {
+    if (skip.count("rope+" + scaling)) continue;
     PasskeyResult r;
     r.final_loss = f.final_loss;
     r.grid.alphabet = plain.grid.alphabet;

@@ -91,11 +91,13 @@ std::unique_ptr<nn::GPT> copy_gpt(const nn::GPT& model, const std::vector<std::p
 // evaluation-time scalings of the fine-tuned model as rows "rope+linear", "rope+dynamic" and
 // "rope+yarn" (linear and YaRN at s = multiplier per length; dynamic NTK at s = 1, growing its
 // base with the length itself; at 1x all three are the plain model), as rope_variants in
-// compare/compare.cpp. `model` itself is left unchanged. Keyed by row.
+// compare/compare.cpp. `model` itself is left unchanged. Keyed by row. The rows named in `skip` (the
+// derived rows this configuration cannot build: skipped_rope_variants, compare/compare_eval.h) are
+// left out, as they are from the evaluation.
 std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const data::TokenSpan& train,
                                                  const data::TokenSpan& val, const data::Tokenizer& tok,
                                                  const PasskeyConfig& cfg, const std::string& method, uint64_t seed,
-                                                 Device dev);
+                                                 Device dev, const std::map<std::string, std::string>& skip = {});
 
 // Checks, before any training, that the passkey test can run on this data: the tokenizer writes the
 // template and a key alphabet, and the training split holds the filler of a block_size + 1 example
