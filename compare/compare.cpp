@@ -513,6 +513,25 @@ void check_same_experiment(const CompareConfig& cfg) {
   if (!diff.empty())
     throw UsageError(cfg.out_dir + " holds an experiment with other settings (" + diff +
                      "); its finished units cannot be mixed with new ones: use another --out-dir, or the same settings");
+  // What may change: the methods and seeds may grow, a track may be added (decoder or encoder -> both);
+  // nothing that would drop finished results from results.json and the report.
+  if ((decoder_finished && cfg.track == "encoder") || (encoder_finished && cfg.track == "decoder"))
+    throw UsageError(cfg.out_dir + " holds finished units of the " + (cfg.track == "encoder" ? "decoder" : "encoder") +
+                     " track (--track " + saved.track + " there); --track " + cfg.track +
+                     " would drop them from results.json and the report: use --track both, or another --out-dir");
+  auto dropped = [](const auto& before, const auto& now) {
+    std::string d;
+    for (const auto& x : before)
+      if (std::find(now.begin(), now.end(), x) == now.end()) d += (d.empty() ? "" : ",") + opt::format(opt::Value(x));
+    return d;
+  };
+  const std::string m = dropped(saved.methods, cfg.methods);
+  const std::string s = dropped(saved.seeds, cfg.seeds);
+  if (!m.empty() || !s.empty())
+    throw UsageError(cfg.out_dir + " holds an experiment with " + (m.empty() ? "" : "--methods " + m) +
+                     (!m.empty() && !s.empty() ? " and " : "") + (s.empty() ? "" : "--seeds " + s) +
+                     " that this run leaves out; --methods and --seeds may only grow (the report covers every "
+                     "finished unit): list them too, or use another --out-dir");
 }
 
 void check_compare_data(const CompareConfig& cfg) {

@@ -1039,3 +1039,28 @@ TEST(EncoderTrack, FillMaskRefusesUntrainedLearnedRows) {
     EXPECT_NE(std::string(e.what()).find("at most " + std::to_string(c.length)), std::string::npos) << e.what();
   }
 }
+
+// A saved encoder copied into another method's folder (with its checksum file) is refused when the
+// unit would be kept, like a copied result.json.
+TEST(EncoderTrack, AKeptUnitsEncoderMustBeItsFoldersMethod) {
+  const std::string text = tiny_corpus();
+  auto tok = data::make_tokenizer("char", text);
+  data::TokenDataset ds(text, *tok, 16);
+  const std::string dir = ::testing::TempDir() + "/posgrad_encoder_copied";
+  std::filesystem::remove_all(dir);
+  train::EncoderTrackConfig c = train::encoder_track_preset("tiny");
+  c.seeds = {1};
+  c.tasks = {"reversed"};
+  c.methods = {"none", "rope"};
+  (void)train::run_encoder_track(c, ds, *tok, false, dir);
+  for (const char* f : {"encoder.safetensors", "encoder.json"})
+    std::filesystem::copy_file(dir + "/none/seed1/" + f, dir + "/rope/seed1/" + f,
+                               std::filesystem::copy_options::overwrite_existing);
+  try {
+    (void)train::run_encoder_track(c, ds, *tok, false, dir);
+    ADD_FAILURE() << "a copied encoder was kept";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("an encoder of method \"none\", but this is the folder of \"rope\""),
+              std::string::npos) << e.what();
+  }
+}

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <omp.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,6 +20,8 @@
 #include "support/test_util.h"
 #include "compare/compare.h"
 #include "train/interrupt.h"
+#include "train/presets.h"
+#include "train/trainer.h"
 #include "compare/report.h"
 #include "compare/results.h"
 
@@ -261,4 +265,64 @@ TEST(RunSafety, ReportRefusesAnEmptyDirectoryName) {
   const test::Proc p = test::run_posgrad("report ''");
   EXPECT_EQ(p.status, 2) << p.err;
   EXPECT_NE(p.err.find("RUN_DIR is empty"), std::string::npos) << p.err;
+}
+
+// A fresh start where an earlier attempt left no complete checkpoint: its metrics and partial
+// checkpoint are discarded (and said so), so metrics.jsonl holds one run, not two.
+TEST(RunSafety, AnAbandonedAttemptLeavesNoDuplicateMetrics) {
+  TempDir d;
+  train::TrainConfig c = train::train_preset("tiny");
+  c.corpus = test::write_corpus(d);
+  c.out_dir = d.str("run");
+  c.threads = 1;
+  {
+    train::Trainer t(c, false);
+    t.run();
+  }
+  const std::string first = read_file(d.str("run/metrics.jsonl"));
+  const auto lines = std::count(first.begin(), first.end(), '\n');
+  ASSERT_GT(lines, 2);
+  fs::remove(d.str("run/checkpoint/state.json"));  // the attempt never finished its first checkpoint
+  std::ofstream(d.str("run/metrics.jsonl"), std::ios::app) << "{\"step\": 999}\n";
+  {
+    train::Trainer t(c, false);
+    t.run();
+  }
+  const std::string second = read_file(d.str("run/metrics.jsonl"));
+  EXPECT_EQ(std::count(second.begin(), second.end(), '\n'), lines) << second;
+  EXPECT_EQ(second.find("\"step\": 999"), std::string::npos);
+  EXPECT_TRUE(fs::exists(d.str("run/checkpoint/state.json")));
+}
+
+// A re-run in an experiment directory may add methods, seeds or a track, never drop finished
+// results: a track switch or a shorter --methods / --seeds is refused, naming what would be dropped.
+TEST(RunSafety, ARerunMayGrowTheExperimentButNotShrinkIt) {
+  TempDir d;
+  auto c = tiny(d, "a");
+  c.methods = {"alibi", "rope"};
+  c.pi_iters = 0;
+  c.suite_iters = 0;
+  c.base.threads = 1;
+  train::run_compare(c);
+  auto fewer = c;
+  fewer.methods = {"rope"};
+  try {
+    train::run_compare(fewer);
+    ADD_FAILURE() << "a shorter --methods was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--methods alibi that this run leaves out"), std::string::npos) << e.what();
+  }
+  auto encoder_only = c;
+  encoder_only.track = "encoder";
+  try {
+    train::run_compare(encoder_only);
+    ADD_FAILURE() << "switching to --track encoder was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("finished units of the decoder track"), std::string::npos) << e.what();
+  }
+  // --threads applies to the cost benchmark of a re-run that keeps every unit (and trains none).
+  omp_set_num_threads(2);
+  train::run_compare(c);
+  const auto j = nlohmann::json::parse(read_file(c.out_dir + "/results.json"));
+  EXPECT_EQ(j["cost"]["threads"].get<int64_t>(), 1);
 }

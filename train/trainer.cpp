@@ -86,6 +86,20 @@ Trainer::Trainer(TrainConfig cfg, bool resume, dist::Communicator* comm) : cfg_(
                 " already holds a run (its checkpoint would be overwritten): continue it with --resume, or train into "
                 "another --out-dir");
   if (writes_) remove_stale_temporaries(cfg_.out_dir);
+  // A fresh start in a directory with no checkpoint: what an abandoned attempt left (metrics of steps
+  // that no checkpoint holds, a checkpoint folder without its state.json) is discarded, and said so,
+  // so that metrics.jsonl never holds two runs.
+  if (writes_ && !resume) {
+    std::error_code ec;
+    const bool partial = fs::exists(cfg_.out_dir + "/checkpoint", ec), metrics = fs::exists(cfg_.out_dir + "/metrics.jsonl", ec);
+    if (partial || metrics) {
+      spdlog::warn("{}: {} of an earlier attempt with no complete checkpoint (no checkpoint/state.json): discarded, "
+                   "training starts at step 0", cfg_.out_dir,
+                   partial && metrics ? "the checkpoint folder and metrics.jsonl" : partial ? "a checkpoint folder" : "metrics.jsonl");
+      fs::remove_all(cfg_.out_dir + "/checkpoint", ec);
+      fs::remove(cfg_.out_dir + "/metrics.jsonl", ec);
+    }
+  }
   // Under a launcher the default starts from this process's share of the node (dist::init_world).
   governor_.emplace(cfg_.threads);
   device_ = Device::parse(cfg_.device);

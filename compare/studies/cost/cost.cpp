@@ -6,9 +6,11 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include "autograd/ops.h"
 #include "train/interrupt.h"
+#include "train/threads.h"
 #include "train/trainer.h"
 
 namespace posgrad::train {
@@ -29,6 +31,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 CostResult measure_cost(const CompareConfig& cfg) {
+  // --threads holds here too, whether or not this process trained a unit before (a re-run that keeps
+  // every unit trains none): a fixed count for every round, or the OpenMP default.
+  std::optional<ThreadGovernor> threads;
+  if (cfg.base.threads > 0) threads.emplace(cfg.base.threads);
   CostResult r;
   r.rounds = cfg.cost_rounds;
   r.threads = omp_get_max_threads();

@@ -482,7 +482,11 @@ EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::
       const std::string result_path = dir + "/result.json";
       // A finished unit is its result and its saved encoder; with the encoder gone it is measured again.
       if (!dir.empty() && fs::exists(result_path) && fs::exists(dir + "/encoder.safetensors")) {
-        verify_encoder_checksum(dir);  // a kept unit's saved encoder is intact (IoError naming both checksums)
+        // A kept unit's saved encoder is intact (load_encoder verifies its checksum) and is this folder's.
+        const std::string saved = load_encoder(dir)->method;
+        if (saved != m)
+          throw IoError(dir + "/encoder.safetensors is an encoder of method \"" + saved + "\", but this is the folder of \"" +
+                        m + "\" (copied from another unit?); delete the folder to measure that unit again");
         r.units.push_back(load_encoder_unit(result_path, cfg, m, seed));
         if (log) spdlog::info("encoder {:>10} seed {} | finished earlier — kept ({})", m, seed, result_path);
         continue;
@@ -654,7 +658,9 @@ void verify_encoder_checksum(const std::string& dir) {
   try {
     const nlohmann::json j = opt::parse_json_limited(read_file(sidecar), sidecar, 1 << 16, 4);
     if (!j.is_object() || j.value("format", nlohmann::json()) != nlohmann::json("posgrad-encoder-checksum-1"))
-      throw IoError(sidecar + ": not a posgrad encoder checksum file (format \"posgrad-encoder-checksum-1\")");
+      throw IoError(sidecar + ": not a posgrad encoder checksum file (format " +
+                    (j.is_object() && j.contains("format") ? j["format"].dump() : std::string("missing")) +
+                    ", expected \"posgrad-encoder-checksum-1\")");
     want = json_text(j.at("checksums").at("encoder.safetensors"));
   } catch (const UsageError& e) {
     throw IoError(e.what());
