@@ -247,12 +247,12 @@ std::vector<std::pair<std::string, opt::Value>> rope_variant_options(const std::
   return {{"rope_scaling", scaling}, {"rope_scaling_factor", scaling == "dynamic" ? 1.0 : static_cast<double>(m)}};
 }
 
+}  // namespace
+
 const std::vector<std::string>& rope_variant_rows() {
   static const std::vector<std::string> rows = {"rope+linear", "rope+dynamic", "rope+yarn", "rope@bf16", "rope@fp16"};
   return rows;
 }
-
-}  // namespace
 
 std::map<std::string, std::string> skipped_rope_variants(const CompareConfig& cfg) {
   std::map<std::string, std::string> out;

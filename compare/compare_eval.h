@@ -30,5 +30,7 @@ std::vector<std::optional<LengthResult>> evaluate_lengths(nn::GPT& model, const 
 // function of cfg, so known before training: those rows are not measured (absent from results and
 // tables) and the report states why.
 std::map<std::string, std::string> skipped_rope_variants(const CompareConfig& cfg);
+// Every derived RoPE row, in the order above.
+const std::vector<std::string>& rope_variant_rows();
 
 }  // namespace posgrad::train

@@ -11,6 +11,7 @@
 #include "compare/studies/encoder/encoder_track.h"
 #include "compare/studies/suite/length_suite.h"
 #include "compare/studies/pi/pi_protocol.h"
+#include "compare/compare_eval.h"
 #include "compare/results.h"
 #include "compare/value_check.h"
 
@@ -135,6 +136,7 @@ void check_passkey(const ValueCheck& c, const UnitResult& u, const CompareConfig
         c.fail(dot(s, "depth"), ValueCheck::show(e.depth), "expected " + ValueCheck::show(depth) + " (--passkey-depths, in order)");
       c.count(e.examples, dot(s, "examples"));
       if (e.accuracy) c.fraction(*e.accuracy, dot(s, "accuracy"));
+      else if (e.multiplier == 1) c.fail(dot(s, "accuracy"), "null", "every row is scored at the training length, where it was fine-tuned");
     }
   }
 }
@@ -156,13 +158,40 @@ void check_unit(const UnitResult& u, const CompareConfig& cfg, const std::string
   check_curve(c, u.train_curve, cfg, dot(p, "train_curve"));
   check_curve(c, u.val_curve, cfg, dot(p, "val_curve"));
   check_lengths(c, u.lengths, cfg, dot(p, "lengths"));
+  // The derived rows are exactly those a rope unit makes (rope_variant_rows less the skipped ones).
+  std::vector<std::string> want_variants;
+  if (u.method == "rope") {
+    const auto skipped = skipped_rope_variants(cfg);
+    for (const auto& row : rope_variant_rows())
+      if (!skipped.count(row)) want_variants.push_back(row);
+  }
+  for (const auto& row : want_variants)
+    if (!u.variants.count(row)) c.fail(dot(p, "variants"), "", "has no row " + ValueCheck::quoted(row) + ", which every rope unit measures");
   for (const auto& [name, v] : u.variants) {
     const std::string q = dot(p, "variants") + "[" + ValueCheck::quoted(name) + "]";
+    if (!contains(want_variants, name))
+      c.fail(q, "", want_variants.empty() ? "only rope units have derived rows"
+                                          : "not a derived row of this configuration (" + ValueCheck::list(want_variants) + ")");
     if (name.substr(0, name.find_first_of("+@")) != u.method || name.find_first_of("+@") == std::string::npos)
       c.fail(q, "", "a variant of unit " + ValueCheck::quoted(u.method) + " is named " + u.method + "+<scaling> or " +
                         u.method + "@<precision>");
     check_lengths(c, v, cfg, q);
   }
+  // The curves and profiles every unit records: the training curve (one point per --log-interval),
+  // the per-position loss where that window was evaluated, the attention profile per layer.
+  if (cfg.base.max_iters > 0 && u.train_curve.empty()) c.fail(dot(p, "train_curve"), "[]", "a trained unit has a training curve");
+  {
+    const auto it = std::find(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end(), cfg.per_position_multiplier);
+    const bool evaluated = it != cfg.eval_multipliers.end() && static_cast<size_t>(it - cfg.eval_multipliers.begin()) < u.lengths.size() &&
+                           u.lengths[static_cast<size_t>(it - cfg.eval_multipliers.begin())].has_value();
+    c.size(u.per_position_loss.size(), evaluated ? static_cast<size_t>(cfg.per_position_multiplier * cfg.base.model.block_size) : 0,
+           dot(p, "per_position_loss"), "one per position of the --per-position-multiplier window, where it was evaluated");
+  }
+  c.size(u.attention_by_distance.size(), static_cast<size_t>(cfg.base.model.n_layer), dot(p, "attention_by_distance"),
+         "one profile per layer (--n-layer)");
+  for (size_t l = 0; l < u.attention_by_distance.size(); ++l)
+    c.size(u.attention_by_distance[l].size(), static_cast<size_t>(cfg.base.model.block_size),
+           at(dot(p, "attention_by_distance"), l), "one weight per distance 0..--block-size - 1");
   for (size_t i = 0; i < u.per_position_loss.size(); ++i) c.at_least(u.per_position_loss[i], 0.0, at(dot(p, "per_position_loss"), i), "a loss");
   for (size_t l = 0; l < u.attention_by_distance.size(); ++l)
     for (size_t i = 0; i < u.attention_by_distance[l].size(); ++i)
@@ -170,7 +199,10 @@ void check_unit(const UnitResult& u, const CompareConfig& cfg, const std::string
   c.size(u.task.size(), cfg.task_multipliers.size(), dot(p, "task"),
          "one per --task-multipliers " + ValueCheck::list(cfg.task_multipliers));
   for (size_t i = 0; i < u.task.size(); ++i) {
-    if (!u.task[i]) continue;
+    if (!u.task[i]) {
+      if (cfg.task_multipliers[i] == 1) c.fail(at(dot(p, "task"), i), "null", "every method is scored at the task's training length");
+      continue;
+    }
     const std::string q = at(dot(p, "task"), i);
     c.equal(u.task[i]->length, cfg.task_multipliers[i] * cfg.task_length, dot(q, "length"), "the task multiplier x --task-length");
     c.count(u.task[i]->examples, dot(q, "examples"));
@@ -220,8 +252,20 @@ void check_comparison(const ComparisonResult& r, const std::string& source) {
           c.fail("units", "", "no unit for (" + m + ", seed " + std::to_string(s) + "), but config.seeds claims " +
                                   ValueCheck::list(cfg.seeds) + " for each of " + ValueCheck::list(cfg.methods));
   // The cost benchmark (none for --track encoder).
-  c.count(r.cost.rounds, "cost.rounds");
   c.count(r.cost.threads, "cost.threads");
+  if (decoder) {  // every method at every --cost-lengths, attention and step, one time per round
+    c.equal(r.cost.rounds, cfg.cost_rounds, "cost.rounds", "--cost-rounds");
+    if (r.cost.lengths != cfg.cost_lengths) c.fail("cost.lengths", ValueCheck::list(r.cost.lengths), "expected --cost-lengths " + ValueCheck::list(cfg.cost_lengths));
+    c.size(r.cost.rows.size(), cfg.methods.size() * cfg.cost_lengths.size() * 2, "cost.rows",
+           "one attention and one step row per method and --cost-lengths");
+    for (const auto& m : cfg.methods)
+      for (int64_t T : cfg.cost_lengths)
+        for (const char* what : {"attention", "step"})
+          if (!r.cost.find(m, what, T))
+            c.fail("cost.rows", "", std::string("no ") + what + " row for " + m + " at T = " + std::to_string(T));
+    for (size_t i = 0; i < r.cost.rows.size(); ++i)
+      c.size(r.cost.rows[i].seconds.size(), static_cast<size_t>(cfg.cost_rounds), at("cost.rows", i) + ".seconds", "one per round (--cost-rounds)");
+  }
   for (size_t i = 0; i < r.cost.lengths.size(); ++i) c.positive(r.cost.lengths[i], at("cost.lengths", i));
   for (size_t i = 0; i < r.cost.rows.size(); ++i) {
     const CostRow& row = r.cost.rows[i];
