@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "data/process.h"
 #include "compare/compare.h"
 #include "train/interrupt.h"
 #include "compare/options.h"
@@ -55,6 +56,7 @@ void add_compare(CLI::App& app) {
     if (*dry_run) {
       cfg.validate();
       train::check_same_experiment(cfg);  // what the run would refuse in an existing --out-dir
+      DirectoryLock::check_available(cfg.out_dir);  // writable, and no other process writing there
       train::check_compare_data(cfg);     // and what it would refuse of the corpus, before training
       fmt::print("{}\n", cfg.to_json().dump(2));
       return;

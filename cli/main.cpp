@@ -24,7 +24,7 @@ std::string exit_status_help() {
   return "Exit status: 0 success; 1 data or I/O error (a missing, unreadable or corrupt file, an unavailable "
          "device, out of memory); 2 usage error (an unknown option, a value out of range, a bad configuration file, "
          "a configuration too large for this machine); 3 numerical failure (non-finite loss, gradient or logits; "
-         "the last good checkpoint is kept); 70 internal error (a bug in posgrad); 130 train or compare interrupted by "
+         "the last good checkpoint is kept); 70 internal error (a bug in posgrad); 130 train, compare or report interrupted by "
          "SIGINT or SIGTERM (a checkpoint was written; the message says how to resume; other subcommands end with the "
          "signal's own status, 128 + its number).";
 }

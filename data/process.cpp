@@ -128,6 +128,37 @@ DirectoryLock::DirectoryLock(const std::string& dir) {
   held()[key_] = Held{fd, 1, ::getpid()};
 }
 
+void DirectoryLock::check_available(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  while (!p.empty() && !fs::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
+  if (::access(p.c_str(), W_OK | X_OK) != 0)
+    throw IoError("cannot write in '" + p.string() + "'" + (p.string() == dir ? "" : " (to create '" + dir + "')") + ": " +
+                  std::strerror(errno));
+  const std::string lock = (fs::path(dir) / ".posgrad.lock").string();
+  {
+    std::lock_guard<std::mutex> guard(g_held_mutex);
+    const std::string key = fs::weakly_canonical(dir, ec).string();
+    if (auto it = held().find(key); it != held().end() && it->second.pid == ::getpid()) return;
+  }
+  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no lock file: nobody holds it
+  int rc;
+  while ((rc = ::flock(fd, LOCK_SH | LOCK_NB)) != 0 && errno == EINTR) {
+  }
+  std::string holder;
+  if (rc != 0) {
+    char buf[32] = {0};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) holder += buf[i];
+  }
+  ::close(fd);  // releases the shared probe
+  if (rc != 0)
+    throw IoError("'" + dir + "' is in use by " + (holder.empty() ? std::string("another process") : "process " + holder) +
+                  " (a posgrad train, compare or report writing there); wait for it to end, or use another directory");
+}
+
 DirectoryLock::~DirectoryLock() {
   std::lock_guard<std::mutex> guard(g_held_mutex);
   auto it = held().find(key_);

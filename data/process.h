@@ -45,6 +45,11 @@ class DirectoryLock {
   DirectoryLock& operator=(const DirectoryLock&) = delete;
   const std::string& path() const { return path_; }
 
+  // What the constructor would refuse, without creating or holding anything (for --dry-run): the
+  // directory (or, where it does not exist yet, its nearest existing parent) must be writable, and no
+  // other process may hold it. The same IoError as the constructor's.
+  static void check_available(const std::string& dir);
+
  private:
   std::string key_;   // the canonical directory
   std::string path_;  // the lock file

@@ -326,3 +326,53 @@ TEST(RunSafety, ARerunMayGrowTheExperimentButNotShrinkIt) {
   const auto j = nlohmann::json::parse(read_file(c.out_dir + "/results.json"));
   EXPECT_EQ(j["cost"]["threads"].get<int64_t>(), 1);
 }
+
+// After the first SIGINT or SIGTERM, a second signal of either kind takes the default action (ends the
+// process at once), not only a second one of the same kind.
+TEST(RunSafety, ASecondSignalOfEitherKindEndsAtOnce) {
+  for (int first : {SIGINT, SIGTERM}) {
+    train::install_interrupt_handlers();
+    raise(first);
+    EXPECT_EQ(train::interrupt_signal(), first);
+    for (int other : {SIGINT, SIGTERM}) {
+      struct sigaction now {};
+      sigaction(other, nullptr, &now);
+      EXPECT_EQ(now.sa_handler, SIG_DFL) << "after " << first << ", signal " << other << " is still caught";
+    }
+    train::clear_interrupt();
+  }
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+}
+
+// --dry-run refuses a directory another process is writing, as the real run would (without taking it).
+TEST(DirectoryLock, DryRunRefusesADirectoryInUse) {
+  POSGRAD_REQUIRE_BIN();
+  TempDir d;
+  test::write_corpus(d);
+  const std::string dir = d.str("run");
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    DirectoryLock hold(dir);
+    (void)!write(ready[1], "x", 1);
+    pause();
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  const std::string args = "compare --preset tiny --methods rope --seeds 1 --corpus " + d.str("corpus.txt") +
+                           " --out-dir " + dir + " --dry-run";
+  const test::Proc busy = test::run_posgrad(args);
+  EXPECT_EQ(busy.status, 1) << busy.err;
+  EXPECT_NE(busy.err.find("in use by process " + std::to_string(child)), std::string::npos) << busy.err;
+  DirectoryLock::check_available(d.str("elsewhere/new"));  // a directory yet to be made under a writable one
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  const test::Proc free = test::run_posgrad(args);
+  EXPECT_EQ(free.status, 0) << free.err;
+  DirectoryLock::check_available(dir);
+  close(ready[0]);
+  close(ready[1]);
+}

@@ -7,7 +7,16 @@ namespace posgrad::train {
 
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
-extern "C" void on_signal(int sig) { g_signal = sig; }
+// The first SIGINT or SIGTERM is recorded; both then take their default action, so that a second
+// one of either kind ends the process at once (SA_RESETHAND alone resets only the one received).
+extern "C" void on_signal(int sig) {
+  g_signal = sig;
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(SIGINT, &dfl, nullptr);  // async-signal-safe (POSIX.1-2008 §2.4.3)
+  sigaction(SIGTERM, &dfl, nullptr);
+}
 }  // namespace
 
 void install_interrupt_handlers() {

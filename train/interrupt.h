@@ -1,7 +1,8 @@
 // interrupt.h — SIGINT and SIGTERM as a request to stop cleanly. The handler only records the
 // signal; the training loop polls interrupt_requested() after each step, writes a checkpoint and
-// throws Interrupted, so nothing is ever left half-written. The handler resets itself (SA_RESETHAND):
-// a second Ctrl-C kills at once, and the next start removes whatever temporary files that left.
+// throws Interrupted, so nothing is ever left half-written. The first signal resets both SIGINT and
+// SIGTERM to their default action: a second one of either kills at once, and the next start removes
+// whatever temporary files that left.
 #pragma once
 
 #include <cstdint>
