@@ -344,7 +344,7 @@ void synthetic_task(const CompareConfig& cfg, const std::string& method, uint64_
   for (int64_t it = 0; it < cfg.task_iters; ++it) {
     if (interrupt_requested())
       throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()), " during the synthetic task of ",
-                                       method, " seed ", seed, " (it restarts on resume; it takes seconds)"),
+                                       method, " seed ", seed, " (on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation and synthetic task)"),
                         cfg.out_dir, it, interrupt_signal());
     try {
       u.task_final_loss = training_step(model, opt, sched, it, 1, 1.0, dev, [&] {

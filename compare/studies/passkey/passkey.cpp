@@ -68,7 +68,7 @@ PasskeyFinetune finetune_passkey(nn::GPT& model, const data::TokenSpan& train, c
   for (int64_t it = 0; it < cfg.iters; ++it) {
     if (interrupt_requested())
       throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()),
-                                       " during the passkey fine-tuning (it restarts on resume; it takes seconds)"),
+                                       " during the passkey fine-tuning (on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation, synthetic task, suite and passkey)"),
                         "", it, interrupt_signal());
     r.final_loss = training_step(model, opt, sched, it, 1, 1.0, dev, [&] {
                      std::vector<data::PasskeyExample> ex;

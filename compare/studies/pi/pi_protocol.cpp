@@ -134,7 +134,7 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenS
         if (interrupt_requested())
           throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()),
                                            " during the position-interpolation fine-tuning (", row, ") of rope seed ", seed,
-                                           " (the protocol restarts on resume)"),
+                                           " (on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows and position interpolation onwards)"),
                             cfg.out_dir, it, interrupt_signal());
         double loss = 0;
         try {

@@ -148,7 +148,7 @@ SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, ui
     if (interrupt_requested())
       throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()), " during the length suite (",
                                        task.name(), ") of ", method, " seed ", seed,
-                                       " (the suite restarts on resume; it takes minutes)"),
+                                       " (on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation, synthetic task and suite)"),
                         cfg.out_dir, it, interrupt_signal());
     try {
       r.final_loss = training_step(model, opt, sched, it, 1, 1.0, dev, [&] {
