@@ -254,17 +254,22 @@ const std::vector<std::string>& rope_variant_rows() {
   return rows;
 }
 
+nn::PosEncConfig rope_config(const CompareConfig& cfg) {
+  nn::PosEncConfig pc = cfg.base.model.pos;
+  pc.kind = "rope";
+  pc.n_embd = cfg.base.model.n_embd;
+  pc.n_head = cfg.base.model.n_head;
+  pc.n_layer = cfg.base.model.n_layer;
+  pc.block_size = cfg.base.model.block_size;
+  return pc;
+}
+
 std::map<std::string, std::string> skipped_rope_variants(const CompareConfig& cfg) {
   std::map<std::string, std::string> out;
   for (const std::string& row : rope_variant_rows())
     for (int64_t m : cfg.eval_multipliers) {
       if (m == 1 && row[4] == '+') continue;  // the plain model's numbers
-      nn::PosEncConfig pc = cfg.base.model.pos;
-      pc.kind = "rope";
-      pc.n_embd = cfg.base.model.n_embd;
-      pc.n_head = cfg.base.model.n_head;
-      pc.n_layer = cfg.base.model.n_layer;
-      pc.block_size = cfg.base.model.block_size;
+      nn::PosEncConfig pc = rope_config(cfg);
       try {
         for (const auto& [name, v] : rope_variant_options(row, m)) pc.set(name, v);
         pc.validate();

@@ -30,6 +30,9 @@ std::vector<std::optional<LengthResult>> evaluate_lengths(nn::GPT& model, const 
 // function of cfg, so known before training: those rows are not measured (absent from results and
 // tables) and the report states why.
 std::map<std::string, std::string> skipped_rope_variants(const CompareConfig& cfg);
+// The position-encoding configuration of this experiment's rope models (its sizes and --rope-* options),
+// for checking a scaled copy's options before anything is trained.
+nn::PosEncConfig rope_config(const CompareConfig& cfg);
 // Every derived RoPE row, in the order above.
 const std::vector<std::string>& rope_variant_rows();
 

@@ -11,6 +11,7 @@
 #include "data/fileio.h"
 #include "nn/posenc/position_encoding.h"
 #include "support/claim_verdict.h"
+#include "support/compare_config.h"
 #include "support/process.h"
 #include "support/test_util.h"
 #include "compare/claims.h"
@@ -25,19 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-train::CompareConfig tiny(const TempDir& d, const std::string& out) {
-  std::ostringstream os;
-  // Every lowercase letter once, so the passkey test's short template (" key ") and letter keys exist.
-  os << "the quick brown fox jumps over the lazy dog.\n";
-  for (int i = 0; i < 300; ++i) os << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
-  const std::string corpus = d.str("corpus.txt");
-  if (!fs::exists(corpus)) std::ofstream(corpus) << os.str();
-  train::CompareConfig c = train::compare_preset("tiny");
-  c.base.corpus = corpus;
-  c.base.threads = 2;
-  c.out_dir = d.str(out);
-  return c;
-}
+train::CompareConfig tiny(const TempDir& d, const std::string& out) { return test::tiny_compare(d, out); }
 
 size_t count(const std::string& s, const std::string& what) {
   size_t n = 0;

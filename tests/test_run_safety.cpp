@@ -16,6 +16,7 @@
 
 #include "data/fileio.h"
 #include "data/process.h"
+#include "support/compare_config.h"
 #include "support/process.h"
 #include "support/test_util.h"
 #include "compare/compare.h"
@@ -49,21 +50,13 @@ std::vector<std::string> pwned(const TempDir& d) {
   return found;
 }
 
+// The tests' tiny experiment on two methods and one seed, without the passkey test.
 train::CompareConfig tiny(const TempDir& d, const std::string& out) {
-  const std::string corpus = d.str("corpus.txt");
-  if (!fs::exists(corpus)) {
-    std::ofstream os(corpus);
-    os << "the quick brown fox jumps over the lazy dog.\n";
-    for (int i = 0; i < 300; ++i) os << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
-  }
-  train::CompareConfig c = train::compare_preset("tiny");
-  c.base.corpus = corpus;
-  c.base.threads = 2;
+  train::CompareConfig c = test::tiny_compare(d, out);
   c.methods = {"rope", "alibi"};
   c.seeds = {1};
   c.suite_tasks = {"reverse_string"};
   c.passkey.iters = 0;
-  c.out_dir = d.str(out);
   return c;
 }
 

@@ -68,12 +68,7 @@ void validate_pi(const CompareConfig& cfg) {
   // Each scaled copy's RoPE configuration (e.g. NTK-aware needs more than 2 rotary channels), before training.
   for (int64_t M : cfg.pi_multipliers)
     for (const auto& scaling : cfg.pi_scalings) {
-      nn::PosEncConfig pc = cfg.base.model.pos;
-      pc.kind = "rope";
-      pc.n_embd = cfg.base.model.n_embd;
-      pc.n_head = cfg.base.model.n_head;
-      pc.n_layer = cfg.base.model.n_layer;
-      pc.block_size = cfg.base.model.block_size;
+      nn::PosEncConfig pc = rope_config(cfg);
       pc.set("rope_scaling", scaling);
       pc.set("rope_scaling_factor", scaling == "none" ? 1.0 : static_cast<double>(M));
       try {
