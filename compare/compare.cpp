@@ -187,6 +187,16 @@ void CompareConfig::validate() const {
     b.model.pos.kind = m;
     b.validate();
     check_memory(b, std::max(longest, per_position_multiplier * base.model.block_size));
+    // The evaluation runs the same encoding at the longest length: what it refuses there is refused now.
+    nn::GPTConfig at_longest = b.model;
+    at_longest.vocab_size = std::max<int64_t>(1, at_longest.vocab_size);
+    at_longest.block_size = std::max(longest, per_position_multiplier * base.model.block_size);
+    try {
+      at_longest.validate();
+    } catch (const ValueError& e) {
+      throw UsageError("--methods " + m + " at the longest evaluation length (" + std::to_string(at_longest.block_size) +
+                       " tokens, --eval-multipliers): " + e.what());
+    }
   }
   // The synthetic task's model, trained on task_batch sequences of 2·task_length + 1 tokens and
   // scored at the longest task multiplier.
@@ -199,6 +209,20 @@ void CompareConfig::validate() const {
   task_model.batch_size = std::max(task_batch, task_examples);
   const int64_t longest_task = *std::max_element(task_multipliers.begin(), task_multipliers.end());
   check_memory(task_model, (2 * task_length + 1) * (longest_task + 1));
+  // The synthetic task's and the suite's models (the --task-n-* sizes) with each method: the encoding's
+  // own size rules (an even rotary width, xPos pairs, ...) before anything is trained.
+  for (const auto& m : methods) {
+    nn::GPTConfig g = task_model.model;
+    g.vocab_size = std::max<int64_t>(1, g.vocab_size);
+    g.pos = base.model.pos;
+    g.pos.kind = m;
+    try {
+      g.validate();
+    } catch (const ValueError& e) {
+      throw UsageError("--methods " + m + " in the task and suite models (--task-n-embd " + std::to_string(task_n_embd) +
+                       ", --task-n-head " + std::to_string(task_n_head) + "): " + e.what());
+    }
+  }
   validate_length_suite(*this);
   validate_pi(*this);
   if (track != "decoder") {  // before anything is written: a refused track leaves nothing behind
@@ -412,6 +436,30 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
       c.fail("seed", std::to_string(u.seed), "this is the folder of seed " + std::to_string(seed) +
                                                  " (a result copied from another unit?)");
     check_unit(u, cfg, result_path, "", advice);
+    // ... and its model was trained with this experiment's settings: the unit's own config.json (the
+    // Trainer's) must agree on every option that changes a result.
+    TrainConfig want = cfg.base;
+    want.model.pos.kind = method;
+    want.seed = seed;
+    const std::string config_path = dir + "/config.json";
+    TrainConfig had;
+    try {
+      had = TrainConfig::from_json(opt::parse_json_limited(read_file(config_path), config_path), config_path);
+    } catch (const Error& e) {
+      throw IoError(std::string(e.what()) + "; delete " + dir + " to measure that unit again");
+    }
+    std::string diff;
+    for (const auto& o : train_options()) {
+      const std::string& n = o.spec.name;
+      if (n == "out_dir" || n == "threads" || n == "log_interval" || n == "data_dir" || n == "max_corpus_bytes" ||
+          n == "checkpoint_interval" || n == "corpus")  // where things are, and how often it logged (the text: corpus.json)
+        continue;
+      if (o.get(had) != o.get(want))
+        diff += (diff.empty() ? "" : ", ") + o.spec.flag() + " " + opt::format(o.get(had)) + " there, " + opt::format(o.get(want)) + " now";
+    }
+    if (!diff.empty())
+      throw UsageError(config_path + ": this unit was trained with other settings than the experiment's (" + diff +
+                       "; copied from another experiment?); delete " + dir + " to measure it again, or use the same settings");
     return u;
   }
   TrainConfig tc = cfg.base;
@@ -496,6 +544,25 @@ void check_same_experiment(const CompareConfig& cfg) {
     (!rel.empty() && *rel.begin() != ".." ? encoder_finished : decoder_finished) = true;
   }
   if (!decoder_finished && !encoder_finished) return;
+  // The finished units were trained on the text recorded in corpus.json: other text now would mix
+  // two corpora in one report.
+  const std::string corpus_json = cfg.out_dir + "/corpus.json";
+  if (fs::exists(corpus_json)) {
+    nlohmann::json rec;
+    try {
+      rec = opt::parse_json_limited(read_file(corpus_json), corpus_json, 1 << 16, 4);
+    } catch (const UsageError& e) {
+      throw IoError(e.what());
+    }
+    const std::string text = data::load_corpus(cfg.base.corpus, cfg.base.data_dir, cfg.base.max_corpus_bytes);
+    const nlohmann::json now = data::corpus_record(cfg.base.corpus, cfg.base.data_dir, text);
+    if (rec.value("fnv1a64", "") != now.value("fnv1a64", "") || rec.value("bytes", int64_t{-1}) != now.value("bytes", int64_t{-1}))
+      throw UsageError(cfg.out_dir + " holds units trained on " + rec.value("path", std::string("?")) + " (" +
+                       (rec.contains("bytes") ? rec["bytes"].dump() : "?") + " bytes, fnv1a64 " + rec.value("fnv1a64", "?") +
+                       "), but --corpus " + cfg.base.corpus + " is now " + now["bytes"].dump() + " bytes, fnv1a64 " +
+                       now.value("fnv1a64", "") + ": its finished units cannot be mixed with units of other text; "
+                       "restore the file, or use another --out-dir");
+  }
   CompareConfig saved;
   try {
     opt::from_json(compare_options(), saved, opt::parse_json_limited(read_file(path), path), path, true);
@@ -567,6 +634,11 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   if (job.is_root()) {
     fs::create_directories(cfg.out_dir);
     write_file_atomic(cfg.out_dir + "/compare_config.json", cfg.to_json().dump(2) + "\n");
+    if (!fs::exists(cfg.out_dir + "/corpus.json")) {  // the text of the experiment's first units (check_same_experiment)
+      const std::string text = data::load_corpus(cfg.base.corpus, cfg.base.data_dir, cfg.base.max_corpus_bytes);
+      write_file_atomic(cfg.out_dir + "/corpus.json",
+                        data::corpus_record(cfg.base.corpus, cfg.base.data_dir, text).dump(2) + "\n");
+    }
   }
   job.barrier();
   ComparisonResult r;

@@ -381,6 +381,13 @@ TEST(CompareDryRun, RefusesEverythingTheRealRunRefuses) {
        "--pi-scalings ntk at --pi-multipliers 2: RoPE NTK-aware scaling needs a rotary dimension > 2"},
       {"encoder lr 1 (the table's range is the track's)", repeated(fox, 400), "--track encoder --encoder-lr 1", 2,
        "--encoder-lr"},
+      // The task and suite models' own sizes, with each method's size rules (an even rotary width).
+      {"odd rotary width in the task model", repeated(fox, 400), "--track decoder --methods rope --task-n-embd 6", 2,
+       "--methods rope in the task and suite models (--task-n-embd 6, --task-n-head 2)"},
+      // DeBERTa's log buckets are reached only beyond the training length: refused for the evaluation's.
+      {"DeBERTa buckets invalid at the evaluation length", repeated(fox, 400),
+       "--track decoder --methods deberta --deberta-max-relative-positions 10", 2,
+       "--methods deberta at the longest evaluation length (64 tokens, --eval-multipliers)"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

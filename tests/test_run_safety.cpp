@@ -369,3 +369,75 @@ TEST(DirectoryLock, DryRunRefusesADirectoryInUse) {
   close(ready[0]);
   close(ready[1]);
 }
+
+// A kept unit must have been trained with the experiment's settings: its own config.json (the
+// Trainer's) is compared, so a unit folder copied from another experiment — or an experiment whose
+// compare_config.json was lost — is refused, naming the file and the differing option.
+TEST(RunSafety, AUnitTrainedWithOtherSettingsIsRefused) {
+  TempDir d;
+  auto a = tiny(d, "a");
+  a.pi_iters = 0;
+  a.suite_iters = 0;
+  train::run_compare(a);
+  auto b = a;
+  b.out_dir = d.str("b");
+  b.base.lr = 2 * a.base.lr;
+  train::run_compare(b);
+  fs::remove_all(d.str("a/rope"));
+  fs::copy(d.str("b/rope"), d.str("a/rope"), fs::copy_options::recursive);
+  try {
+    train::run_compare(a);
+    ADD_FAILURE() << "a unit of other settings was kept";
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(d.str("a/rope/seed1/config.json") + ": this unit was trained with other settings"), std::string::npos) << m;
+    EXPECT_NE(m.find("--lr"), std::string::npos) << m;
+  }
+  // Without compare_config.json the experiment-level check cannot run; the units' own still do.
+  fs::remove(d.str("b/compare_config.json"));
+  auto longer = b;
+  longer.base.max_iters = b.base.max_iters + 1;
+  try {
+    train::run_compare(longer);
+    ADD_FAILURE() << "units trained for fewer steps were kept";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-iters"), std::string::npos) << e.what();
+  }
+}
+
+// The text is part of the experiment: finished units are not mixed with units of a changed corpus,
+// and a checkpoint does not resume on other text.
+TEST(RunSafety, AChangedCorpusIsRefused) {
+  TempDir d;
+  auto c = tiny(d, "a");
+  c.methods = {"alibi"};
+  c.pi_iters = 0;
+  c.suite_iters = 0;
+  train::run_compare(c);
+  std::ofstream(c.base.corpus, std::ios::app) << "and a line more.\n";
+  auto more = c;
+  more.methods = {"alibi", "rope"};
+  try {
+    train::run_compare(more);
+    ADD_FAILURE() << "a changed corpus was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds units trained on " + fs::absolute(c.base.corpus).lexically_normal().string()),
+              std::string::npos) << e.what();
+  }
+  train::TrainConfig t = train::train_preset("tiny");
+  t.corpus = test::write_corpus(d, 300);
+  t.out_dir = d.str("run");
+  t.threads = 1;
+  {
+    train::Trainer tr(t, false);
+    tr.run();
+  }
+  std::ofstream(t.corpus, std::ios::app) << "more text\n";
+  t.max_iters += 5;
+  try {
+    train::Trainer tr(t, true);
+    ADD_FAILURE() << "a checkpoint resumed on other text";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("has changed since the checkpoint was written"), std::string::npos) << e.what();
+  }
+}

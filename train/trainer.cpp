@@ -316,6 +316,15 @@ void Trainer::save_checkpoint() {
 
 void Trainer::load_checkpoint() {
   LoadedCheckpoint ck = read_checkpoint(cfg_.out_dir);
+  // The text must be the one the checkpoint was trained on: resuming on other text would make one
+  // model of two corpora.
+  if (ck.state.corpus.is_object() && ck.state.corpus.contains("fnv1a64") &&
+      (ck.state.corpus.value("fnv1a64", "") != corpus_record_.value("fnv1a64", "") ||
+       ck.state.corpus.value("bytes", int64_t{-1}) != corpus_record_.value("bytes", int64_t{-1})))
+    throw IoError("resuming " + cfg_.out_dir + ": the corpus " + corpus_record_.value("path", cfg_.corpus) +
+                  " has changed since the checkpoint was written (recorded " + ck.state.corpus["bytes"].dump() +
+                  " bytes, fnv1a64 " + ck.state.corpus.value("fnv1a64", "") + "; now " + corpus_record_["bytes"].dump() +
+                  " bytes, " + corpus_record_.value("fnv1a64", "") + "): restore it, or train into another --out-dir");
   model_->load_state_dict(ck.model);
   opt_->load_state(ck.optimizer, ck.state.optimizer_steps);
   step_ = ck.state.step;

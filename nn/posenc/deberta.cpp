@@ -230,7 +230,10 @@ PosEncEntry deberta_encoding() {
             const int64_t m = cfg.options.integer("deberta_max_relative_positions") < 1
                                   ? cfg.block_size
                                   : cfg.options.integer("deberta_max_relative_positions");
-            (void)deberta_log_bucket(m, pb, m);
+            // The largest distance this length can hold reaches the log buckets when it passes
+            // position_buckets / 2: their parameters must be valid there (and a model evaluated
+            // longer than it was trained is validated at that length: compare's --eval-multipliers).
+            (void)deberta_log_bucket(std::max(m, cfg.block_size - 1), pb, m);
           },
           deberta_op_cases};
 }
