@@ -58,6 +58,7 @@ void add_compare(CLI::App& app) {
       train::check_same_experiment(cfg);  // what the run would refuse in an existing --out-dir
       DirectoryLock::check_available(cfg.out_dir);  // writable, and no other process writing there
       train::check_compare_data(cfg);     // and what it would refuse of the corpus, before training
+      train::check_kept_units(cfg);       // and every finished unit it would keep
       fmt::print("{}\n", cfg.to_json().dump(2));
       return;
     }

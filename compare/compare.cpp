@@ -408,59 +408,75 @@ void synthetic_task(const CompareConfig& cfg, const std::string& method, uint64_
   }
 }
 
+}  // namespace
+
+UnitResult load_kept_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed) {
+  const std::string dir = cfg.out_dir + "/" + method + "/seed" + std::to_string(seed);
+  const std::string result_path = dir + "/result.json";
+  json j;
+  try {
+    j = json::parse(read_file(result_path));
+  } catch (const json::exception& e) {
+    throw IoError("'" + result_path + "' is not valid JSON (" + e.what() + "); delete it to measure that unit again");
+  }
+  // The unit of this folder, measured with these settings (a result.json copied from another unit,
+  // or edited, is refused: the user decides whether its numbers go, by deleting the file).
+  const std::string advice = "; delete it to measure that unit again";
+  UnitResult u;
+  try {
+    u = unit_from_json(j, result_path);
+  } catch (const IoError& e) {
+    throw IoError(e.what() + advice);
+  }
+  const ValueCheck c(result_path, advice);
+  if (u.method != method)
+    c.fail("method", ValueCheck::quoted(u.method),
+           "this is the folder of method " + ValueCheck::quoted(method) + " (a result copied from another unit?)");
+  if (u.seed != seed)
+    c.fail("seed", std::to_string(u.seed), "this is the folder of seed " + std::to_string(seed) +
+                                               " (a result copied from another unit?)");
+  check_unit(u, cfg, result_path, "", advice);
+  // ... and its model was trained with this experiment's settings: the unit's own config.json (the
+  // Trainer's) must agree on every option that changes a result.
+  TrainConfig want = cfg.base;
+  want.model.pos.kind = method;
+  want.seed = seed;
+  const std::string config_path = dir + "/config.json";
+  TrainConfig had;
+  try {
+    had = TrainConfig::from_json(opt::parse_json_limited(read_file(config_path), config_path), config_path);
+  } catch (const Error& e) {
+    throw IoError(std::string(e.what()) + "; delete " + dir + " to measure that unit again");
+  }
+  std::string diff;
+  for (const auto& o : train_options()) {
+    const std::string& n = o.spec.name;
+    if (n == "out_dir" || n == "threads" || n == "log_interval" || n == "data_dir" || n == "max_corpus_bytes" ||
+        n == "checkpoint_interval" || n == "corpus")  // where things are, and how often it logged (the text: corpus.json)
+      continue;
+    if (o.get(had) != o.get(want))
+      diff += (diff.empty() ? "" : ", ") + o.spec.flag() + " " + opt::format(o.get(had)) + " there, " + opt::format(o.get(want)) + " now";
+  }
+  if (!diff.empty())
+    throw UsageError(config_path + ": this unit was trained with other settings than the experiment's (" + diff +
+                     "; copied from another experiment?); delete " + dir + " to measure it again, or use the same settings");
+  return u;
+}
+
+void check_kept_units(const CompareConfig& cfg) {
+  for (const auto& m : cfg.methods)
+    for (uint64_t seed : cfg.seeds)
+      if (fs::exists(cfg.out_dir + "/" + m + "/seed" + std::to_string(seed) + "/result.json")) (void)load_kept_unit(cfg, m, seed);
+}
+
+namespace {
+
 UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed) {
   const std::string dir = cfg.out_dir + "/" + method + "/seed" + std::to_string(seed);
   const std::string result_path = dir + "/result.json";
   if (fs::exists(result_path)) {
     spdlog::info("[{} seed {}] finished earlier — kept", method, seed);
-    json j;
-    try {
-      j = json::parse(read_file(result_path));
-    } catch (const json::exception& e) {
-      throw IoError("'" + result_path + "' is not valid JSON (" + e.what() + "); delete it to measure that unit again");
-    }
-    // The unit of this folder, measured with these settings (a result.json copied from another unit,
-    // or edited, is refused: the user decides whether its numbers go, by deleting the file).
-    const std::string advice = "; delete it to measure that unit again";
-    UnitResult u;
-    try {
-      u = unit_from_json(j, result_path);
-    } catch (const IoError& e) {
-      throw IoError(e.what() + advice);
-    }
-    const ValueCheck c(result_path, advice);
-    if (u.method != method)
-      c.fail("method", ValueCheck::quoted(u.method),
-             "this is the folder of method " + ValueCheck::quoted(method) + " (a result copied from another unit?)");
-    if (u.seed != seed)
-      c.fail("seed", std::to_string(u.seed), "this is the folder of seed " + std::to_string(seed) +
-                                                 " (a result copied from another unit?)");
-    check_unit(u, cfg, result_path, "", advice);
-    // ... and its model was trained with this experiment's settings: the unit's own config.json (the
-    // Trainer's) must agree on every option that changes a result.
-    TrainConfig want = cfg.base;
-    want.model.pos.kind = method;
-    want.seed = seed;
-    const std::string config_path = dir + "/config.json";
-    TrainConfig had;
-    try {
-      had = TrainConfig::from_json(opt::parse_json_limited(read_file(config_path), config_path), config_path);
-    } catch (const Error& e) {
-      throw IoError(std::string(e.what()) + "; delete " + dir + " to measure that unit again");
-    }
-    std::string diff;
-    for (const auto& o : train_options()) {
-      const std::string& n = o.spec.name;
-      if (n == "out_dir" || n == "threads" || n == "log_interval" || n == "data_dir" || n == "max_corpus_bytes" ||
-          n == "checkpoint_interval" || n == "corpus")  // where things are, and how often it logged (the text: corpus.json)
-        continue;
-      if (o.get(had) != o.get(want))
-        diff += (diff.empty() ? "" : ", ") + o.spec.flag() + " " + opt::format(o.get(had)) + " there, " + opt::format(o.get(want)) + " now";
-    }
-    if (!diff.empty())
-      throw UsageError(config_path + ": this unit was trained with other settings than the experiment's (" + diff +
-                       "; copied from another experiment?); delete " + dir + " to measure it again, or use the same settings");
-    return u;
+    return load_kept_unit(cfg, method, seed);
   }
   TrainConfig tc = cfg.base;
   tc.model.pos.kind = method;
@@ -623,6 +639,7 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   cfg.validate();
   check_same_experiment(cfg);
   check_compare_data(cfg);  // what the corpus allows, before anything is written or trained
+  check_kept_units(cfg);    // every finished unit this run would keep, before any new one trains
   // One writer per experiment directory (data/process.h); the other ranks share rank 0's hold. The
   // settings are checked again once it is held: the process that held it may have changed them.
   std::unique_ptr<DirectoryLock> hold;

@@ -18,6 +18,7 @@
 
 #include "dist/communicator.h"
 #include "compare/config.h"
+#include "compare/results.h"
 
 namespace posgrad::train {
 
@@ -34,9 +35,17 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm = nul
 
 // A re-run resumes the experiment in cfg.out_dir: UsageError naming every option whose value differs
 // from the finished units' (decoder options against decoder units, --encoder-* against encoder units;
-// methods, seeds and paths may change); IoError when compare_config.json there is unreadable.
+// methods and seeds may only grow, a track may only be added, the corpus must be the one recorded
+// in corpus.json); IoError when compare_config.json there is unreadable.
 // Nothing when the directory holds no finished unit. run_compare and --dry-run call it.
 void check_same_experiment(const CompareConfig& cfg);
+// A finished unit's result.json read back and checked: its folder's method and seed, the settings'
+// rows (check_unit), and its own config.json against the experiment's settings. IoError (damaged,
+// copied or edited: delete it to measure again) or UsageError (trained with other settings).
+UnitResult load_kept_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed);
+// load_kept_unit for every unit of cfg that has a result.json: a damaged one is found before any new
+// unit trains (run_compare and --dry-run).
+void check_kept_units(const CompareConfig& cfg);
 // The checks that need the corpus (loaded and tokenised, nothing trained): the decoder's short-corpus
 // refusal at --block-size, the passkey template's symbols in the vocabulary (check_passkey_data), the
 // position-interpolation windows (check_pi_data) and the encoder track's sizes (check_encoder_data:

@@ -126,6 +126,8 @@ void check_passkey(const ValueCheck& c, const UnitResult& u, const CompareConfig
     if (row.substr(0, row.find_first_of("+@ ")) != u.method)
       c.fail(q, "", "a row of unit " + ValueCheck::quoted(u.method) + " must be that method or a variant of it");
     c.non_negative(r.final_loss, dot(q, "final_loss"));
+    if (r.grid.alphabet != "digits" && r.grid.alphabet != "letters")
+      c.fail(dot(q, "alphabet"), ValueCheck::quoted(r.grid.alphabet), "expected \"digits\" or \"letters\" (data/passkey.h)");
     c.size(r.grid.cells.size(), cells, dot(q, "cells"), "--passkey-multipliers x --passkey-depths");
     for (size_t i = 0; i < cells; ++i) {
       const PasskeyCell& e = r.grid.cells[i];
@@ -180,6 +182,8 @@ void check_unit(const UnitResult& u, const CompareConfig& cfg, const std::string
   // The curves and profiles every unit records: the training curve (one point per --log-interval),
   // the per-position loss where that window was evaluated, the attention profile per layer.
   if (cfg.base.max_iters > 0 && u.train_curve.empty()) c.fail(dot(p, "train_curve"), "[]", "a trained unit has a training curve");
+  if (cfg.base.max_iters >= cfg.base.eval_interval && u.val_curve.empty())
+    c.fail(dot(p, "val_curve"), "[]", "a unit trained past --eval-interval has validation points");
   {
     const auto it = std::find(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end(), cfg.per_position_multiplier);
     const bool evaluated = it != cfg.eval_multipliers.end() && static_cast<size_t>(it - cfg.eval_multipliers.begin()) < u.lengths.size() &&

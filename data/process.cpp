@@ -105,7 +105,8 @@ DirectoryLock::DirectoryLock(const std::string& dir) {
     ++it->second.count;
     return;
   }
-  const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a symbolic link planted as the lock file is refused, never written through.
+  const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) throw IoError("cannot create the lock file '" + path_ + "': " + std::strerror(errno));
   int rc;
   while ((rc = ::flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
@@ -142,7 +143,11 @@ void DirectoryLock::check_available(const std::string& dir) {
     const std::string key = fs::weakly_canonical(dir, ec).string();
     if (auto it = held().find(key); it != held().end() && it->second.pid == ::getpid()) return;
   }
-  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+  std::error_code sec;
+  const auto st = fs::symlink_status(lock, sec);
+  if (!sec && fs::exists(st) && !fs::is_regular_file(st))  // what the constructor's open would refuse
+    throw IoError("cannot create the lock file '" + lock + "': it exists and is not a regular file");
+  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return;  // no lock file: nobody holds it
   int rc;
   while ((rc = ::flock(fd, LOCK_SH | LOCK_NB)) != 0 && errno == EINTR) {

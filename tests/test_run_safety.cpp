@@ -441,3 +441,36 @@ TEST(RunSafety, AChangedCorpusIsRefused) {
     EXPECT_NE(std::string(e.what()).find("has changed since the checkpoint was written"), std::string::npos) << e.what();
   }
 }
+
+// A damaged finished unit is found before any new unit trains (and by --dry-run), not when its turn
+// comes hours later.
+TEST(RunSafety, ADamagedKeptUnitIsFoundBeforeTraining) {
+  POSGRAD_REQUIRE_BIN();
+  TempDir d;
+  const std::string corpus = test::write_corpus(d);
+  const std::string base = "compare --preset tiny --seeds 1 --threads 1 --pi-iters 0 --suite-iters 0 --passkey-iters 0 "
+                           "--corpus " + corpus + " --out-dir " + d.str("run");
+  ASSERT_EQ(test::run_posgrad(base + " --methods rope,alibi").status, 0);
+  std::ofstream(d.str("run/alibi/seed1/result.json"), std::ios::trunc) << "{";
+  const test::Proc dry = test::run_posgrad(base + " --methods t5,rope,alibi --dry-run");
+  EXPECT_EQ(dry.status, 1) << dry.err;
+  EXPECT_NE(dry.err.find(d.str("run/alibi/seed1/result.json")), std::string::npos) << dry.err;
+  const test::Proc real = test::run_posgrad(base + " --methods t5,rope,alibi");
+  EXPECT_EQ(real.status, 1) << real.err;
+  EXPECT_EQ(real.err.find("[t5 seed 1] training"), std::string::npos) << "trained before refusing:\n" << real.err;
+  EXPECT_FALSE(fs::exists(d.str("run/t5")));
+}
+
+// The lock file is never a link written through, nor a directory; --dry-run refuses both as the run does.
+TEST(DirectoryLock, ALockFileThatIsNotAFileIsRefused) {
+  TempDir d;
+  fs::create_directories(d.str("a/.posgrad.lock"));
+  EXPECT_THROW(DirectoryLock a(d.str("a")), IoError);
+  EXPECT_THROW(DirectoryLock::check_available(d.str("a")), IoError);
+  fs::create_directories(d.str("b"));
+  std::ofstream(d.str("target")) << "keep\n";
+  fs::create_symlink(d.str("target"), d.str("b/.posgrad.lock"));
+  EXPECT_THROW(DirectoryLock b(d.str("b")), IoError);
+  EXPECT_THROW(DirectoryLock::check_available(d.str("b")), IoError);
+  EXPECT_EQ(read_file(d.str("target")), "keep\n");
+}

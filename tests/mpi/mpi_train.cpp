@@ -175,17 +175,18 @@ TEST(DistributedCompare, ResultsCsvIsByteIdenticalToOneProcess) {
 TEST(DistributedCompare, AFailedUnitIsNamedAndTheOthersAreKept) {
   SharedDir d;
   const std::string corpus = posgrad::test::write_corpus(d);
-  // Unit 2 of 4 (alibi, seed 1) belongs to rank 1; a corrupt result.json makes it fail there.
+  // Unit 2 of 4 (alibi, seed 1) belongs to rank 1; a corrupt checkpoint makes it fail there, when it
+  // resumes (a corrupt result.json would be refused before any unit runs: check_kept_units).
   if (w().is_root()) {
-    fs::create_directories(d.str("bad/alibi/seed1"));
-    std::ofstream(d.str("bad/alibi/seed1/result.json")) << "{not json";
+    fs::create_directories(d.str("bad/alibi/seed1/checkpoint"));
+    std::ofstream(d.str("bad/alibi/seed1/checkpoint/state.json")) << "{not json";
   }
   w().barrier();
   const train::CompareConfig c = tiny_compare(corpus, d.str("bad"));
   if (w().is_root()) {
     const std::string msg = thrown_message<IoError>([&] { train::run_compare(c, &w()); });
     EXPECT_NE(msg.find("unit 2/4 (alibi seed 1) failed on rank 1: "), std::string::npos) << msg;
-    EXPECT_NE(msg.find("is not valid JSON"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("alibi/seed1/checkpoint"), std::string::npos) << msg;
     EXPECT_NE(msg.find("2 of 4 units finished and are kept"), std::string::npos) << msg;
     EXPECT_TRUE(fs::exists(d.str("bad/rope/seed1/result.json")));
     EXPECT_TRUE(fs::exists(d.str("bad/rope/seed2/result.json")));
