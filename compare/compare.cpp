@@ -51,8 +51,8 @@ CompareConfig compare_preset(const std::string& name) {
   // Every preset evaluates up to 32x the training length (2048 tokens at 64) for claim (j).
   c.eval_multipliers = {1, 2, 4, 8, 16, 32};
   if (name == "quick") {
-    // The default: nanoGPT's small CPU model, three seeds of every method within 20 minutes on a
-    // quiet 2-core machine (the report's settings block gives the measured seed-to-seed noise).
+    // The default: nanoGPT's small CPU model, three seeds of the article's methods within 20 minutes
+    // on a quiet 2-core machine (the measurements behind each budget: docs/presets.md).
     set_model(c.base, 4, 4, 128, 64);
     set_run(c.base, 12, 650, 65, 250);
     c.base.eval_windows = 32;
@@ -64,22 +64,12 @@ CompareConfig compare_preset(const std::string& name) {
     c.methods = {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi", "kerple"};
     c.eval_tokens = 8192;
     c.task_iters = 400;
-    // Position interpolation (compare/studies/pi/pi_protocol.h): 2 lengths x 4 scalings x 40 steps per rope seed.
-    // Measured with `time nice -n 19 posgrad compare --methods rope --seeds 1` on the 2-core machine
-    // (other builds running): 9-10 s per fine-tuned row (40 steps of 6 x 128 or 3 x 256 tokens, then
-    // the evaluation at 64..2048 tokens), 74 s per seed, so about 3.7 minutes for the three seeds.
-    // lr 1e-4 (the run's min_lr) kept the 1x perplexity (5.463 -> 5.474 fine-tuned at 2x); 3e-4 raised it to 5.66.
+    // Position interpolation: 2 lengths x 4 scalings x 40 steps per rope seed (cost: docs/presets.md).
     c.pi_iters = 40;
     c.pi_lr = 1e-4;
     c.pi_multipliers = {2, 4};
     c.pi_scalings = {"none", "linear", "ntk", "yarn"};
-    // Passkey retrieval is off here: at this model size and budget no encoding learns it. Measured
-    // for one RoPE unit under `nice` on the 2-core machine: 150 fine-tuning steps of 16 examples at
-    // lr 1e-3 (7.3 s of fine-tuning and 3.7 s of scoring per row) left the loss on the key at 3.12
-    // (chance ln 26 = 3.26; 300 steps at lr 3e-3 reached 3.07, and 3.10 with 2-letter keys), so every
-    // cell read 0.00 and claims pk1 / pk2 could only be inconclusive: four minutes over the preset's
-    // 24 units for a table that separates nothing. --passkey-iters N turns it on; the full preset
-    // gives it 1000 steps.
+    // Passkey retrieval is off here: at this size and budget no encoding learns it (docs/presets.md).
     c.passkey.iters = 0;
     c.out_dir = "runs/compare-quick";
   } else if (name == "full") {
@@ -93,17 +83,13 @@ CompareConfig compare_preset(const std::string& name) {
     c.task_length = 12;
     c.task_n_layer = 3;
     c.task_examples = 128;
-    // The six tasks a 2-layer RoPE model was learning in a sizing run (N = 8, 300 steps: per-token
-    // accuracy 0.8-1.0 in distribution), with a budget 3x the quick one's; the report's sizing check
-    // flags any that stays below 0.9. parity_check and even_pairs stayed at chance (per-sequence
-    // accuracy 0.58 and 0.53 at N = 6 after 600 steps) and are in no preset; they remain selectable.
+    // The six tasks a 2-layer RoPE model was learning in a sizing run (docs/presets.md).
     c.suite_tasks = {"cycle_navigation", "reverse_string", "stack_manipulation", "duplicate_string", "odd_first",
                      "bucket_sort"};
     c.suite_length = 8;
     c.suite_iters = 2000;
     c.suite_examples = 64;
-    // Position interpolation at 5x the quick budget (not timed: it adds 8 x 200 steps per rope seed
-    // to a 6000-step training, plus 8 evaluations).
+    // Position interpolation at 5x the quick budget (not timed).
     c.pi_iters = 200;
     c.pi_lr = 1e-4;
     c.pi_multipliers = {2, 4};

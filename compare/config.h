@@ -29,11 +29,9 @@ struct CompareConfig {
   int64_t task_length = 8, task_symbols = 16, task_iters = 300, task_batch = 32, task_examples = 64;
   int64_t task_n_layer = 2, task_n_embd = 64, task_n_head = 4;
   std::vector<int64_t> task_multipliers = {1, 2, 3, 4};
-  // length-generalisation suite (compare/studies/suite/length_suite.h; model: the task_n_* sizes)
+  // length-generalisation suite (compare/studies/suite/length_suite.h; model: the task_n_* sizes).
   // The default (quick): one task, cycle_navigation, that 2-layer models learn in distribution at
-  // this budget (~10 s per training on a quiet 2-core machine: 8 methods x 3 seeds plus 3 randomized
-  // rows x 3 seeds add about 5 minutes). reverse_string and bucket_sort also reach >= 0.94 here but
-  // would triple that; they run in the full preset (see compare_preset).
+  // this budget (its cost and the other tasks' sizing: docs/presets.md).
   std::vector<std::string> suite_tasks = {"cycle_navigation"};
   int64_t suite_length = 6, suite_iters = 600, suite_batch = 32, suite_examples = 36, suite_max_multiplier = 4;
   double suite_lr = 3e-3;

@@ -12,7 +12,7 @@ namespace posgrad::train {
 
 struct PasskeyConfig {
   // Fine-tuning steps on passkey examples at the training length (0: no passkey test). The default
-  // is the quick preset's budget (see compare_preset in compare/compare.cpp for its measured cost).
+  // is the budget measured for the quick preset's model (docs/presets.md), which leaves the test off.
   int64_t iters = 150;
   double lr = 1e-3;     // peak learning rate of the fine-tuning (warm-up, cosine to lr / 10)
   int64_t batch = 16;   // examples per fine-tuning step, and per forward pass when scoring
