@@ -91,14 +91,39 @@ std::map<std::string, Held>& held() {
   return m;
 }
 
+// The key of `dir` in held(): its canonical path.
+std::string canonical_key(const std::string& dir) {
+  std::error_code ec;
+  std::string key = std::filesystem::weakly_canonical(dir, ec).string();
+  return ec ? std::filesystem::absolute(dir).lexically_normal().string() : key;
+}
+
+// flock(fd, op | LOCK_NB), retried on EINTR; 0 or the errno.
+int try_flock(int fd, int op) {
+  while (::flock(fd, op | LOCK_NB) != 0)
+    if (errno != EINTR) return errno;
+  return 0;
+}
+
+// The refusal of a directory another process holds: names the holder's pid, read from the lock file
+// `fd` (which it closes).
+[[noreturn]] void in_use(const std::string& dir, int fd) {
+  std::string holder;
+  char buf[32] = {0};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) holder += buf[i];
+  ::close(fd);
+  throw IoError("'" + dir + "' is in use by " + (holder.empty() ? std::string("another process") : "process " + holder) +
+                " (a posgrad train, compare or report writing there); wait for it to end, or use another directory");
+}
+
 }  // namespace
 
 DirectoryLock::DirectoryLock(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError("cannot create the directory '" + dir + "': " + ec.message());
-  key_ = std::filesystem::weakly_canonical(dir, ec).string();
-  if (ec) key_ = std::filesystem::absolute(dir).lexically_normal().string();
+  key_ = canonical_key(dir);
   path_ = (std::filesystem::path(dir) / ".posgrad.lock").string();
   std::lock_guard<std::mutex> guard(g_held_mutex);
   if (auto it = held().find(key_); it != held().end() && it->second.pid == ::getpid()) {
@@ -108,19 +133,11 @@ DirectoryLock::DirectoryLock(const std::string& dir) {
   // O_NOFOLLOW: a symbolic link planted as the lock file is refused, never written through.
   const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) throw IoError("cannot create the lock file '" + path_ + "': " + std::strerror(errno));
-  int rc;
-  while ((rc = ::flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
-  }
-  if (rc != 0) {
-    const int e = errno;
-    std::string holder;
-    char buf[32] = {0};
-    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-    for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) holder += buf[i];
+  if (const int e = try_flock(fd, LOCK_EX); e == EWOULDBLOCK) {
+    in_use(dir, fd);
+  } else if (e != 0) {
     ::close(fd);
-    if (e != EWOULDBLOCK) throw IoError("cannot lock '" + path_ + "': " + std::strerror(e));
-    throw IoError("'" + dir + "' is in use by " + (holder.empty() ? std::string("another process") : "process " + holder) +
-                  " (a posgrad train, compare or report writing there); wait for it to end, or use another directory");
+    throw IoError("cannot lock '" + path_ + "': " + std::strerror(e));
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
@@ -140,8 +157,7 @@ void DirectoryLock::check_available(const std::string& dir) {
   const std::string lock = (fs::path(dir) / ".posgrad.lock").string();
   {
     std::lock_guard<std::mutex> guard(g_held_mutex);
-    const std::string key = fs::weakly_canonical(dir, ec).string();
-    if (auto it = held().find(key); it != held().end() && it->second.pid == ::getpid()) return;
+    if (auto it = held().find(canonical_key(dir)); it != held().end() && it->second.pid == ::getpid()) return;
   }
   std::error_code sec;
   const auto st = fs::symlink_status(lock, sec);
@@ -149,19 +165,8 @@ void DirectoryLock::check_available(const std::string& dir) {
     throw IoError("cannot create the lock file '" + lock + "': it exists and is not a regular file");
   const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return;  // no lock file: nobody holds it
-  int rc;
-  while ((rc = ::flock(fd, LOCK_SH | LOCK_NB)) != 0 && errno == EINTR) {
-  }
-  std::string holder;
-  if (rc != 0) {
-    char buf[32] = {0};
-    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-    for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) holder += buf[i];
-  }
+  if (try_flock(fd, LOCK_SH) != 0) in_use(dir, fd);
   ::close(fd);  // releases the shared probe
-  if (rc != 0)
-    throw IoError("'" + dir + "' is in use by " + (holder.empty() ? std::string("another process") : "process " + holder) +
-                  " (a posgrad train, compare or report writing there); wait for it to end, or use another directory");
 }
 
 DirectoryLock::~DirectoryLock() {
