@@ -16,15 +16,11 @@
 #include "data/fileio.h"
 #include "data/process.h"
 #include "compare/compare_dist.h"
-#include "compare/compare_eval.h"
+#include "compare/study.h"
 #include "train/interrupt.h"
-#include "compare/studies/suite/length_suite.h"
-#include "compare/studies/passkey/passkey.h"
 #include "compare/options.h"
 #include "train/options.h"
-#include "compare/studies/pi/pi_protocol.h"
 #include "train/presets.h"
-#include "compare/studies/cost/cost.h"
 #include "compare/studies/encoder/encoder_track.h"
 #include "compare/report.h"
 #include "compare/results.h"
@@ -153,20 +149,9 @@ void CompareConfig::validate() const {
   };
   POSGRAD_CHECK(unique(methods), UsageError, "--methods lists a method twice");
   POSGRAD_CHECK(unique(seeds), UsageError, "--seeds lists a seed twice (each seed is one independent run)");
-  POSGRAD_CHECK(unique(suite_tasks), UsageError, "--suite-tasks lists a task twice (each task is trained and scored once)");
-  POSGRAD_CHECK(unique(suite_randomized), UsageError, "--suite-randomized lists a method twice");
   POSGRAD_CHECK(has(eval_multipliers, 1), UsageError, "--eval-multipliers must include 1 (the training length)");
-  POSGRAD_CHECK(has(task_multipliers, 1), UsageError, "--task-multipliers must include 1 (the training length)");
   POSGRAD_CHECK(has(eval_multipliers, per_position_multiplier), UsageError, "--per-position-multiplier (",
                 per_position_multiplier, ") must be one of --eval-multipliers (the per-position loss comes from that pass)");
-  for (int64_t T : cost_lengths) {
-    TrainConfig b = base;
-    b.model.block_size = T;
-    b.batch_size = std::max<int64_t>(1, base.batch_size * base.model.block_size / T);
-    check_memory(b, T);
-  }
-  POSGRAD_CHECK(task_n_embd % task_n_head == 0, UsageError, "--task-n-embd (", task_n_embd,
-                ") must be divisible by --task-n-head (", task_n_head, ")");
   const int64_t longest = *std::max_element(eval_multipliers.begin(), eval_multipliers.end()) * base.model.block_size;
   for (const auto& m : methods) {
     TrainConfig b = base;
@@ -184,217 +169,13 @@ void CompareConfig::validate() const {
                        " tokens, --eval-multipliers): " + e.what());
     }
   }
-  // The synthetic task's model, trained on task_batch sequences of 2·task_length + 1 tokens and
-  // scored at the longest task multiplier.
-  TrainConfig task_model;
-  task_model.model.n_layer = task_n_layer;
-  task_model.model.n_head = task_n_head;
-  task_model.model.n_embd = task_n_embd;
-  task_model.model.block_size = 2 * task_length + 1;
-  task_model.model.vocab_size = task_symbols + 2;
-  task_model.batch_size = std::max(task_batch, task_examples);
-  const int64_t longest_task = *std::max_element(task_multipliers.begin(), task_multipliers.end());
-  check_memory(task_model, (2 * task_length + 1) * (longest_task + 1));
-  // The synthetic task's and the suite's models (the --task-n-* sizes) with each method: the encoding's
-  // own size rules (an even rotary width, xPos pairs, ...) before anything is trained.
-  for (const auto& m : methods) {
-    nn::GPTConfig g = task_model.model;
-    g.vocab_size = std::max<int64_t>(1, g.vocab_size);
-    g.pos = base.model.pos;
-    g.pos.kind = m;
-    try {
-      g.validate();
-    } catch (const ValueError& e) {
-      throw UsageError("--methods " + m + " in the task and suite models (--task-n-embd " + std::to_string(task_n_embd) +
-                       ", --task-n-head " + std::to_string(task_n_head) + "): " + e.what());
-    }
-  }
-  validate_length_suite(*this);
-  validate_pi(*this);
-  if (track != "decoder") {  // before anything is written: a refused track leaves nothing behind
-    POSGRAD_CHECK(base.device == "cpu", UsageError, "--device ", base.device, ": the encoder track (--track ", track,
-                  ") trains its encoders on the CPU only; use --device cpu, or --track decoder for a GPU run");
-    const EncoderTrackConfig ec = encoder_track_config(*this);
-    ec.validate();
-    check_encoder_memory(ec);
-  }
-  validate_passkey(passkey, base.model.block_size);
-  if (passkey.iters > 0)
-    check_memory(base, *std::max_element(passkey.multipliers.begin(), passkey.multipliers.end()) * base.model.block_size);
+  for (const StudyEntry& s : studies())  // each study's own relations between its options
+    if (s.validate) s.validate(*this);
 }
 
 json CompareConfig::to_json() const { return opt::to_json(compare_options(), *this); }
 
 // ---- one (method, seed) unit -----------------------------------------------------------------------
-
-// One pass at each evaluation length (compare/compare_eval.h).
-std::vector<std::optional<LengthResult>> evaluate_lengths(nn::GPT& model, const data::TokenSpan& val,
-                                                          const CompareConfig& cfg, Device dev,
-                                                          std::vector<double>* per_position) {
-  std::vector<std::optional<LengthResult>> out;
-  const int64_t block = model.config().block_size;
-  const int64_t limit = model.position_encoding().max_length();
-  for (int64_t m : cfg.eval_multipliers) {
-    const int64_t ctx = m * block;
-    if ((limit >= 0 && ctx > limit) || ctx + 1 > static_cast<int64_t>(val.size())) {
-      out.emplace_back();
-      continue;
-    }
-    const EvalResult e = evaluate_tokens(model, val, ctx, std::max<int64_t>(1, cfg.eval_tokens / ctx), 0, dev);
-    out.push_back(LengthResult{e.context, e.windows, e.loss, e.perplexity, e.accuracy});
-    if (per_position && m == cfg.per_position_multiplier) *per_position = e.per_position_loss;
-  }
-  return out;
-}
-
-namespace {
-
-// The options of each derived RoPE row at multiplier m (m = 1 is the plain model for the scalings).
-std::vector<std::pair<std::string, opt::Value>> rope_variant_options(const std::string& row, int64_t m) {
-  if (row == "rope@bf16") return {{"rope_position_precision", std::string("bf16")}};
-  if (row == "rope@fp16") return {{"rope_position_precision", std::string("fp16")}};
-  const std::string scaling = row.substr(std::string("rope+").size());
-  return {{"rope_scaling", scaling}, {"rope_scaling_factor", scaling == "dynamic" ? 1.0 : static_cast<double>(m)}};
-}
-
-}  // namespace
-
-const std::vector<std::string>& rope_variant_rows() {
-  static const std::vector<std::string> rows = {"rope+linear", "rope+dynamic", "rope+yarn", "rope@bf16", "rope@fp16"};
-  return rows;
-}
-
-nn::PosEncConfig rope_config(const CompareConfig& cfg) {
-  nn::PosEncConfig pc = cfg.base.model.pos;
-  pc.kind = "rope";
-  pc.n_embd = cfg.base.model.n_embd;
-  pc.n_head = cfg.base.model.n_head;
-  pc.n_layer = cfg.base.model.n_layer;
-  pc.block_size = cfg.base.model.block_size;
-  return pc;
-}
-
-std::map<std::string, std::string> skipped_rope_variants(const CompareConfig& cfg) {
-  std::map<std::string, std::string> out;
-  for (const std::string& row : rope_variant_rows())
-    for (int64_t m : cfg.eval_multipliers) {
-      if (m == 1 && row[4] == '+') continue;  // the plain model's numbers
-      nn::PosEncConfig pc = rope_config(cfg);
-      try {
-        for (const auto& [name, v] : rope_variant_options(row, m)) pc.set(name, v);
-        pc.validate();
-      } catch (const ValueError& e) {
-        out[row] = e.what();
-        break;
-      }
-    }
-  return out;
-}
-
-namespace {
-
-// A copy of `model` with other RoPE options (RoPE has no parameters to change).
-std::unique_ptr<nn::GPT> rope_variant(const nn::GPT& model, const std::vector<std::pair<std::string, opt::Value>>& options) {
-  nn::GPTConfig c = model.config();
-  for (const auto& [name, v] : options) c.pos.set(name, v);
-  Generator g(0), d(0);
-  auto m = std::make_unique<nn::GPT>(c, g, d);
-  m->load_state_dict(model.state_dict());
-  m->eval();
-  return m;
-}
-
-// Evaluation-time variants of a trained RoPE model: the context-extension scalings (linear and YaRN
-// stretch by s = L / L_train; dynamic NTK grows its base with the current length itself, s = 1, so
-// it is the plain model up to L_train), and the rotary arithmetic rounded to bf16 / fp16 (claim k).
-std::map<std::string, std::vector<std::optional<LengthResult>>> rope_variants(
-    nn::GPT& model, const data::TokenSpan& val, const CompareConfig& cfg, Device dev,
-    const std::vector<std::optional<LengthResult>>& plain) {
-  std::map<std::string, std::vector<std::optional<LengthResult>>> rows;
-  const auto skipped = skipped_rope_variants(cfg);  // rows this configuration cannot build: absent
-  for (const std::string scaling : {"linear", "dynamic", "yarn"}) {
-    if (skipped.count("rope+" + scaling)) continue;
-    std::vector<std::optional<LengthResult>> row;
-    for (size_t i = 0; i < cfg.eval_multipliers.size(); ++i) {
-      const int64_t m = cfg.eval_multipliers[i];
-      if (m == 1) {  // s = 1 (and dynamic NTK up to L_train) is the plain model: the same numbers
-        row.push_back(plain[i]);
-        continue;
-      }
-      CompareConfig one = cfg;
-      one.eval_multipliers = {m};
-      auto v = rope_variant(model, {{"rope_scaling", scaling},
-                                    {"rope_scaling_factor", scaling == "dynamic" ? 1.0 : static_cast<double>(m)}});
-      row.push_back(evaluate_lengths(*v, val, one, dev, nullptr).front());
-    }
-    rows["rope+" + scaling] = row;
-  }
-  for (const std::string precision : {"bf16", "fp16"}) {
-    if (skipped.count("rope@" + precision)) continue;
-    auto v = rope_variant(model, {{"rope_position_precision", precision}});
-    rows["rope@" + precision] = evaluate_lengths(*v, val, cfg, dev, nullptr);
-  }
-  return rows;
-}
-
-// The synthetic task: a small model trained with the one training step, scored with the one
-// decoder (greedy) at each task multiplier.
-void synthetic_task(const CompareConfig& cfg, const std::string& method, uint64_t seed, Device dev, UnitResult& u) {
-  const auto task = data::parse_synthetic_task(cfg.task);
-  const int64_t L = cfg.task_length;
-  nn::GPTConfig mc;
-  mc.vocab_size = cfg.task_symbols + 2;
-  mc.block_size = 2 * L + 1;  // the training sequence length: a learned table cannot go beyond it
-  mc.n_layer = cfg.task_n_layer;
-  mc.n_head = cfg.task_n_head;
-  mc.n_embd = cfg.task_n_embd;
-  mc.pos = cfg.base.model.pos;
-  mc.pos.kind = method;
-  Generator init(seed), drop(seed ^ 0x5eedd0u);
-  nn::GPT model(mc, init, drop);
-  model.to(dev);
-  AdamW opt(decay_groups(model.named_parameters(), 0.0), AdamWOptions(2e-3).betas(0.9, 0.98));
-  const LRSchedule sched{2e-3, 2e-4, std::max<int64_t>(1, cfg.task_iters / 10), cfg.task_iters, true};
-  data::SyntheticTaskGenerator train_gen(task, cfg.task_symbols, seed * 7919 + 1);
-  for (int64_t it = 0; it < cfg.task_iters; ++it) {
-    if (interrupt_requested())
-      throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()), " during the synthetic task of ",
-                                       method, " seed ", seed, " (on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation and synthetic task)"),
-                        cfg.out_dir, it, interrupt_signal());
-    try {
-      u.task_final_loss = training_step(model, opt, sched, it, 1, 1.0, dev, [&] {
-                            data::SyntheticBatch b = train_gen.next(cfg.task_batch, L);
-                            return std::make_pair(b.x, b.y);
-                          }).loss;
-    } catch (const NonFiniteLoss& e) {
-      throw NonFiniteLoss("synthetic task (" + method + " seed " + std::to_string(seed) + "): " + e.what());
-    }
-  }
-  const int64_t limit = model.position_encoding().max_length();
-  for (int64_t m : cfg.task_multipliers) {
-    const int64_t len = m * L;
-    if (limit >= 0 && 2 * len + 1 > limit) {
-      u.task.emplace_back();
-      continue;
-    }
-    data::SyntheticTaskGenerator test_gen(task, cfg.task_symbols, 1000003 + static_cast<uint64_t>(m));
-    data::SyntheticBatch b = test_gen.next(cfg.task_examples, len);
-    std::vector<std::vector<int64_t>> prompts;
-    const std::vector<int64_t> flat = b.prompt.to_int_vector();
-    const int64_t P = b.prompt.size(1);
-    for (int64_t i = 0; i < cfg.task_examples; ++i) prompts.emplace_back(flat.begin() + i * P, flat.begin() + (i + 1) * P);
-    const auto answers = generate(model, prompts, len, 0.0, 0, nullptr, 0, dev);
-    const data::SyntheticScore s = data::score_predictions(answers, [&] {
-      std::vector<std::vector<int64_t>> t;
-      const std::vector<int64_t> tf = b.target.to_int_vector();
-      for (int64_t i = 0; i < cfg.task_examples; ++i) t.emplace_back(tf.begin() + i * len, tf.begin() + (i + 1) * len);
-      return t;
-    }());
-    u.task.push_back(TaskScore{len, s.examples, s.exact_match, s.token_f1, s.token_accuracy});
-  }
-}
-
-}  // namespace
 
 UnitResult load_kept_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed) {
   const std::string dir = cfg.out_dir + "/" + method + "/seed" + std::to_string(seed);
@@ -457,6 +238,14 @@ void check_kept_units(const CompareConfig& cfg) {
 
 namespace {
 
+// The studies that run on the units of `method` in this configuration, in registry order.
+std::vector<const StudyEntry*> unit_studies(const CompareConfig& cfg, const std::string& method) {
+  std::vector<const StudyEntry*> out;
+  for (const StudyEntry& s : studies())
+    if (s.run_unit && (!s.enabled || s.enabled(cfg)) && (!s.applies || s.applies(cfg, method))) out.push_back(&s);
+  return out;
+}
+
 UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed) {
   const std::string dir = cfg.out_dir + "/" + method + "/seed" + std::to_string(seed);
   const std::string result_path = dir + "/result.json";
@@ -472,9 +261,10 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   const Device dev = Device::parse(tc.device);
   auto t0 = std::chrono::steady_clock::now();
   Trainer t(tc, resume);
-  // The passkey test needs the template in the corpus's vocabulary: refused before training, not after.
-  if (cfg.passkey.iters > 0)
-    check_passkey_data(t.dataset().train(), t.tokenizer(), cfg.passkey, tc.model.block_size);
+  // What the studies need of the corpus is refused before training, not after.
+  const CorpusData corpus{t.dataset(), t.tokenizer()};
+  for (const StudyEntry& s : studies())
+    if (s.check_data && s.run_unit && (!s.enabled || s.enabled(cfg))) s.check_data(cfg, &corpus);
   spdlog::info("[{} seed {}] training{}", method, seed, resume ? " (resumed)" : "");
   t.run();
   UnitResult u;
@@ -489,39 +279,8 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   u.train_curve = t.train_curve();
   u.val_curve = t.val_curve();
   spdlog::info("[{} seed {}] evaluating", method, seed);
-  const data::TokenSpan& val = t.dataset().val();
-  u.lengths = evaluate_lengths(model, val, cfg, dev, &u.per_position_loss);
-  if (method == "rope") u.variants = rope_variants(model, val, cfg, dev, u.lengths);
-  // Fine-tuned scalings (compare/studies/pi/pi_protocol.h). With the passkey test on, each tuned row then gets the
-  // passkey fine-tuning and scoring of the untuned model (same steps, examples and seed), so that
-  // "rope" against "rope+linear ft2x" in the passkey table is before / after the protocol.
-  std::map<std::string, PasskeyResult> pi_passkey;
-  PiCallback on_row;
-  if (cfg.passkey.iters > 0)
-    on_row = [&](const std::string& row, nn::GPT& tuned) {
-      auto copy = copy_gpt(tuned, {}, seed ^ 0x9a55d0ULL, dev);
-      PasskeyResult pr;
-      try {
-        pr.final_loss = finetune_passkey(*copy, t.dataset().train(), t.tokenizer(), cfg.passkey, seed, dev).final_loss;
-      } catch (const NonFiniteLoss& e) {
-        throw NonFiniteLoss("passkey fine-tuning (" + row + " seed " + std::to_string(seed) + "): " + e.what());
-      }
-      pr.grid = evaluate_passkey(*copy, val, t.tokenizer(), cfg.passkey, dev);
-      pi_passkey[row] = pr;
-    };
-  if (method == "rope") u.pi = run_pi_protocol(model, t.dataset().train(), val, cfg, seed, dev, on_row);
-  {
-    data::EvalWindows w = t.dataset().eval_windows(tc.model.block_size, 8);
-    Tensor x = w.batch(0, w.size()).first.to(dev);
-    u.attention_by_distance = model.attention_by_distance(x);
-  }
-  spdlog::info("[{} seed {}] synthetic {} task", method, seed, cfg.task);
-  synthetic_task(cfg, method, seed, dev, u);
-  u.suite = run_length_suite(cfg, method, seed, dev);
-  if (cfg.passkey.iters > 0)
-    u.passkey = run_passkey(model, t.dataset().train(), val, t.tokenizer(), cfg.passkey, method, seed, dev,
-                            skipped_rope_variants(cfg));
-  for (auto& [row, pr] : pi_passkey) u.passkey[row] = std::move(pr);
+  UnitContext ctx{cfg, method, seed, dev, model, t.dataset(), t.tokenizer(), u, {}};
+  for (const StudyEntry* s : unit_studies(cfg, method)) s->run_unit(ctx);
   write_file_atomic(result_path, to_json(u).dump(1) + "\n");
   return u;
 }
@@ -609,15 +368,18 @@ void check_same_experiment(const CompareConfig& cfg) {
 }
 
 void check_compare_data(const CompareConfig& cfg) {
-  if (cfg.track != "decoder") (void)load_encoder_track_data(cfg);  // check_encoder_data: --encoder-* sizes
-  if (cfg.track == "encoder") return;
+  auto on = [&](const StudyEntry& s) { return s.check_data && (!s.enabled || s.enabled(cfg)); };
+  // The studies with units of their own (the encoder track) first: they read the corpus themselves.
+  for (const StudyEntry& s : studies())
+    if (on(s) && !s.run_unit) s.check_data(cfg, nullptr);
+  if (cfg.track == "encoder") return;  // no decoder units
   const TrainConfig& b = cfg.base;
   const std::string text = data::load_corpus(b.corpus, b.data_dir, b.max_corpus_bytes);
   const auto tok = data::make_tokenizer(b.tokenizer, text);
   const data::TokenDataset ds(text, *tok, b.model.block_size);  // the Trainer's short-corpus refusal
-  if (cfg.passkey.iters > 0) check_passkey_data(ds.train(), *tok, cfg.passkey, b.model.block_size);
-  if (std::find(cfg.methods.begin(), cfg.methods.end(), "rope") != cfg.methods.end())
-    check_pi_data(cfg, b.model.block_size, ds.train());
+  const CorpusData corpus{ds, *tok};
+  for (const StudyEntry& s : studies())
+    if (on(s) && s.run_unit) s.check_data(cfg, &corpus);
 }
 
 std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
@@ -647,20 +409,14 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   ComparisonResult r;
   r.config = cfg;
   if (job.is_root()) r.provenance = collect_provenance(cfg);
-  // The encoder track (compare/studies/encoder/encoder_track.h) runs on rank 0; the decoder units are shared.
-  if (cfg.track != "decoder" && job.is_root()) r.encoder = run_compare_encoder_track(cfg);
-  if (cfg.track == "encoder") {
-    if (!job.is_root()) return "";
-    write_file_atomic(cfg.out_dir + "/results.json", to_json(r).dump(1) + "\n");
-    return write_report(r);
-  }
-  // The units over the job's processes (compare/compare_dist.h); rank 0 gets them all, in order.
-  r.units = run_units_distributed(compare_units(cfg.methods, cfg.seeds), job, cfg.out_dir,
-                                  [&](const UnitSpec& u) { return run_unit(cfg, u.method, u.seed); });
+  // The decoder units over the job's processes (compare/compare_dist.h); rank 0 gets them all, in order.
+  if (cfg.track != "encoder")
+    r.units = run_units_distributed(compare_units(cfg.methods, cfg.seeds), job, cfg.out_dir,
+                                    [&](const UnitSpec& u) { return run_unit(cfg, u.method, u.seed); });
   if (!job.is_root()) return "";
-  spdlog::info("=== cost benchmark: {} rounds over {} methods x {} lengths ===", cfg.cost_rounds, cfg.methods.size(),
-               cfg.cost_lengths.size());
-  r.cost = measure_cost(cfg);
+  // Then the experiment-level studies (the encoder track, the cost benchmark), on rank 0.
+  for (const StudyEntry& s : studies())
+    if (s.run_experiment && (!s.enabled || s.enabled(cfg))) s.run_experiment(cfg, r);
   write_file_atomic(cfg.out_dir + "/results.json", to_json(r).dump(1) + "\n");
   return write_report(r);
 }

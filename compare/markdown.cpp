@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 namespace posgrad::train::markdown {
 
@@ -49,6 +50,18 @@ bool run_gnuplot(const std::string& dir, const std::string& script) {
   if (!r.ok())
     spdlog::warn("gnuplot {} on {} (in {}): {}", r.started ? "failed" : "could not be started", script, dir, r.output);
   return r.ok();
+}
+
+std::vector<std::string> draw(const std::string& dir, const std::vector<std::string>& names) {
+  std::vector<std::string> made;
+  for (const auto& n : names)
+    if (run_gnuplot(dir, n + ".gp") && std::filesystem::exists(dir + "/" + n + ".png")) made.push_back(n);
+  return made;
+}
+
+std::string gnuplot_style(int width, int height, int font) {
+  return "set terminal pngcairo size " + std::to_string(width) + "," + std::to_string(height) +
+         " noenhanced font 'Sans," + std::to_string(font) + "'\nset grid\nset key outside right top\n";
 }
 
 }  // namespace posgrad::train::markdown

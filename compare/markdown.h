@@ -41,5 +41,12 @@ class Table {
 // appears in gnuplot's input either. False (with a warning naming the script and gnuplot's output)
 // when it cannot be started or fails. A report without its plots is still a report.
 bool run_gnuplot(const std::string& dir, const std::string& script);
+// run_gnuplot on "<name>.gp" for each name; returns the names whose "<name>.png" it drew.
+std::vector<std::string> draw(const std::string& dir, const std::vector<std::string>& names);
+
+// The house style of every plot: the PNG terminal at width x height pixels with a font of `font`
+// points, without enhanced text (method names such as "rope+yarn" stay literal), a grid, the key
+// outside on the right. The default size is a single-panel plot's.
+std::string gnuplot_style(int width = 1000, int height = 650, int font = 11);
 
 }  // namespace posgrad::train::markdown

@@ -13,14 +13,15 @@
 #include <string>
 
 #include "compare/results.h"
+#include "compare/study.h"
 
 namespace posgrad::train {
 
 void write_results_csv(const ComparisonResult& r, const std::string& path);
-void write_cost_csv(const ComparisonResult& r, const std::string& path);
-// Returns the names of the plots drawn (empty when gnuplot is missing or fails: warned, not fatal).
-std::vector<std::string> write_plots(const ComparisonResult& r, const std::string& dir);
-void write_markdown(const ComparisonResult& r, const std::vector<std::string>& plots, const std::string& path);
+// report.md into out.dir: provenance, settings (each study's lines), each study's lead section, the
+// claims table (judge_claims), each study's section, the plots drawn (`plots`, the studies'
+// write_files) and the list of files.
+void write_markdown(const ComparisonResult& r, const std::vector<std::string>& plots, const ReportDir& out);
 // All of the above into r.config.out_dir; returns the path of report.md.
 std::string write_report(const ComparisonResult& r);
 // Reads RUN_DIR/results.json with read_comparison (compare/results.h: IoError naming the file and the

@@ -1,7 +1,9 @@
 // stats.cpp — see stats.h.
 #include "compare/stats.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <limits>
 
 #include "tensor/errors.h"
@@ -129,6 +131,32 @@ WelchTest welch_test(const std::vector<double>& a, const std::vector<double>& b)
 int significant_order(const WelchTest& w, double alpha) {
   if (!w.testable || !(w.p < alpha)) return 0;
   return w.diff < 0 ? -1 : 1;
+}
+
+double spearman(const std::vector<double>& x, const std::vector<double>& y) {
+  auto ranks = [](const std::vector<double>& v) {
+    std::vector<size_t> idx(v.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+    std::vector<double> r(v.size());
+    for (size_t i = 0; i < idx.size();) {  // ties share their mean rank
+      size_t j = i;
+      while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+      for (size_t k = i; k <= j; ++k) r[idx[k]] = 0.5 * static_cast<double>(i + j);
+      i = j + 1;
+    }
+    return r;
+  };
+  const auto rx = ranks(x), ry = ranks(y);
+  const double mx = std::accumulate(rx.begin(), rx.end(), 0.0) / rx.size();
+  const double my = std::accumulate(ry.begin(), ry.end(), 0.0) / ry.size();
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < rx.size(); ++i) {
+    sxy += (rx[i] - mx) * (ry[i] - my);
+    sxx += (rx[i] - mx) * (rx[i] - mx);
+    syy += (ry[i] - my) * (ry[i] - my);
+  }
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0.0;
 }
 
 }  // namespace posgrad::train

@@ -42,4 +42,8 @@ WelchTest welch_test(const std::vector<double>& a, const std::vector<double>& b)
 // not testable), at the two-sided level alpha.
 int significant_order(const WelchTest& w, double alpha = 0.05);
 
+// Spearman's rank correlation of (x, y): Pearson's correlation of their ranks, ties sharing their
+// mean rank; 0 when either has a single rank.
+double spearman(const std::vector<double>& x, const std::vector<double>& y);
+
 }  // namespace posgrad::train

@@ -54,6 +54,12 @@ std::vector<T> json_list(const nlohmann::json& j, F each) {
   return v;
 }
 
+// JSON paths of the messages: "units[3]", "units[3].lengths".
+inline std::string json_path_at(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
+inline std::string json_path_key(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
 class ValueCheck {
  public:
   // source: the file; advice: appended to every message (e.g. "; delete it to measure that unit again").

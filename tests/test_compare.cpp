@@ -15,8 +15,12 @@
 #include "support/process.h"
 #include "support/test_util.h"
 #include "compare/claims.h"
+#include "compare/studies/task/task.h"
+#include "compare/studies/attention/attention.h"
+#include "compare/studies/cost/cost.h"
+#include "compare/studies/passkey/passkey.h"
 #include "compare/compare.h"
-#include "compare/compare_eval.h"
+#include "compare/studies/lm/lm.h"
 #include "compare/report.h"
 #include "compare/results.h"
 
@@ -217,7 +221,7 @@ train::ComparisonResult synthetic(const std::map<std::string, std::vector<double
       const double g = growth_4x.count(m) ? growth_4x.at(m)[s] : 1.0;
       for (double mult : {1.0, 2.0, 4.0}) {
         const double p = v[s] * (mult == 4.0 ? g : 1.0);
-        u.lengths.push_back(train::LengthResult{static_cast<int64_t>(16 * mult), 4, std::log(p), p, 0.5});
+        u.parts.get<train::LmResult>().lengths.push_back(train::LengthResult{static_cast<int64_t>(16 * mult), 4, std::log(p), p, 0.5});
       }
       r.units.push_back(u);
     }
@@ -237,7 +241,7 @@ TEST(Claims, OrderingsAreDecidedPairByPair) {
                       {"learned", {6.50, 6.52, 6.51}}});
   EXPECT_EQ(verdict(train::judge_claims(r), "a"), "supported");
   EXPECT_EQ(verdict(train::judge_claims(r), "d"), "supported");
-  EXPECT_EQ(train::ranking(r, r.config.methods, {train::Quantity::Perplexity, 1}),
+  EXPECT_EQ(train::ranking(r, r.config.methods, train::lm_metric(train::Quantity::Perplexity, 1)),
             "rope < deberta < t5 < sinusoidal < learned");
   // One pair significantly the other way: contradicted.
   r = synthetic({{"rope", {4.50, 4.52, 4.51}},
@@ -253,7 +257,7 @@ TEST(Claims, OrderingsAreDecidedPairByPair) {
                  {"sinusoidal", {6.00, 6.02, 6.01}},
                  {"learned", {6.50, 6.52, 6.51}}});
   EXPECT_EQ(verdict(train::judge_claims(r), "a"), "inconclusive");
-  EXPECT_EQ(train::ranking(r, r.config.methods, {train::Quantity::Perplexity, 1}),
+  EXPECT_EQ(train::ranking(r, r.config.methods, train::lm_metric(train::Quantity::Perplexity, 1)),
             "rope ≈ deberta < t5 < sinusoidal < learned");
 }
 
@@ -294,20 +298,20 @@ TEST(Claims, ParameterCountsAreExact) {
 
 TEST(Results, JsonRoundTripIsExact) {
   auto r = synthetic({{"rope", {4.0, 4.1, 4.2}}, {"t5", {5.0, 5.1, 5.2}}});
-  r.units.front().variants["rope+yarn"] = r.units.front().lengths;
-  r.units.front().variants["rope+yarn"][2].reset();
-  r.units.front().task = {train::TaskScore{3, 4, 0.25, 0.5, 0.75}, std::nullopt};
-  r.units.front().attention_by_distance = {{0.5, 0.25, 0.125}};
-  r.units.front().passkey["rope+yarn"] = {0.5, {"letters", {{1, 0.25, 4, 0.75}, {2, 0.25, 0, std::nullopt}}}};
-  r.cost.rounds = 2;
-  r.cost.lengths = {16};
-  r.cost.rows.push_back({"rope", "step", 16, 4, {0.1, 0.3}, 1024, 77});
+  r.units.front().parts.get<train::LmResult>().variants["rope+yarn"] = r.units.front().parts.get<train::LmResult>().lengths;
+  r.units.front().parts.get<train::LmResult>().variants["rope+yarn"][2].reset();
+  r.units.front().parts.get<train::TaskResult>().scores = {train::TaskScore{3, 4, 0.25, 0.5, 0.75}, std::nullopt};
+  r.units.front().parts.get<train::AttentionResult>().by_distance = {{0.5, 0.25, 0.125}};
+  r.units.front().parts.get<train::PasskeyRows>().rows["rope+yarn"] = {0.5, {"letters", {{1, 0.25, 4, 0.75}, {2, 0.25, 0, std::nullopt}}}};
+  r.parts.get<train::CostResult>().rounds = 2;
+  r.parts.get<train::CostResult>().lengths = {16};
+  r.parts.get<train::CostResult>().rows.push_back({"rope", "step", 16, 4, {0.1, 0.3}, 1024, 77});
   r.provenance.git_commit = "abc";
   const nlohmann::json j = train::to_json(r);
   const train::ComparisonResult back = train::comparison_from_json(j, "test");
   EXPECT_EQ(train::to_json(back), j);
-  EXPECT_DOUBLE_EQ(back.cost.rows.front().median(), 0.2);
-  EXPECT_DOUBLE_EQ(back.cost.rows.front().spread(), 1.0);
+  EXPECT_DOUBLE_EQ(back.parts.value<train::CostResult>().rows.front().median(), 0.2);
+  EXPECT_DOUBLE_EQ(back.parts.value<train::CostResult>().rows.front().spread(), 1.0);
   nlohmann::json broken = j;
   broken["units"][0].erase("lengths");
   EXPECT_THROW(train::comparison_from_json(broken, "broken.json"), IoError);
@@ -415,10 +419,10 @@ TEST(CompareDryRun, RopeDynamicRowIsSkippedWithAReasonAtTwoRotaryChannels) {
                            "--rope-fraction 0.25 --corpus " + tmp.str("corpus.txt") + " --out-dir " + tmp.str("run");
   train::CompareConfig cfg = train::compare_preset("tiny");
   cfg.base.model.pos.set("rope_fraction", 0.25);
-  const auto skipped = train::skipped_rope_variants(cfg);
+  const auto skipped = train::skipped_variants(cfg);
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_EQ(skipped.begin()->first, "rope+dynamic");
-  EXPECT_TRUE(train::skipped_rope_variants(train::compare_preset("tiny")).empty());
+  EXPECT_TRUE(train::skipped_variants(train::compare_preset("tiny")).empty());
   test::Proc p = test::run_posgrad(args + " --dry-run");
   ASSERT_EQ(p.status, 0) << p.err;
   p = test::run_posgrad(args);

@@ -231,7 +231,7 @@ train::ComparisonResult made(const std::map<std::string, std::vector<std::pair<d
         t.randomized = rnd;
         const auto [in, ood] = acc.at(row)[s - 1];
         t.buckets = {{1, 3, 3, in, in}, {4, 6, 3, ood, ood}};
-        u.suite.push_back(t);
+        u.parts.get<train::SuiteResult>().tasks.push_back(t);
       }
       r.units.push_back(u);
     }

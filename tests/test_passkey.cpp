@@ -263,7 +263,7 @@ TEST(Passkey, RopeRowsAndLeavesTheTrainedModelUnchanged) {
   train::UnitResult u;
   u.method = "rope";
   u.seed = 1;
-  u.passkey = rows;
+  u.parts.get<train::PasskeyRows>().rows = rows;
   nlohmann::json j = train::to_json(u);
   EXPECT_EQ(train::to_json(train::unit_from_json(j, "unit.json")).dump(), j.dump());
   j["passkey"]["rope"]["cells"][0]["accuracy"] = "high";
@@ -339,7 +339,7 @@ train::ComparisonResult made(const std::map<std::string, std::vector<std::pair<d
             }
             p.grid.cells.push_back(c);
           }
-        u.passkey[row] = p;
+        u.parts.get<train::PasskeyRows>().rows[row] = p;
       }
       r.units.push_back(u);
     }

@@ -61,8 +61,8 @@ bool same(std::vector<train::PiResult> a, std::vector<train::PiResult> b) {
   for (auto* v : {&a, &b})
     for (auto& r : *v) r.seconds = 0;
   train::UnitResult ua, ub;
-  ua.pi = a;
-  ub.pi = b;
+  ua.parts.get<train::PiResults>().rows = a;
+  ub.parts.get<train::PiResults>().rows = b;
   return train::to_json(ua) == train::to_json(ub);
 }
 
@@ -207,7 +207,7 @@ TEST(PiProtocol, TinyComparisonReportsTheRows) {
   // results.json round trip, the fine-tuned rows included; a malformed entry names the file.
   const auto j = nlohmann::json::parse(read_file(d.str("a/results.json")));
   const auto r = train::comparison_from_json(j, "results.json");
-  ASSERT_EQ(r.units.front().pi.size(), 2u);
+  ASSERT_EQ(r.units.front().parts.value<train::PiResults>().rows.size(), 2u);
   EXPECT_EQ(train::to_json(r), j);
   EXPECT_EQ(train::pi_rows(r), (std::vector<std::string>{"rope ft2x", "rope+linear ft2x"}));
   for (const auto& [key, bad] : std::vector<std::pair<std::string, nlohmann::json>>{

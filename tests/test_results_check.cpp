@@ -13,6 +13,7 @@
 #include "support/process.h"
 #include "support/test_util.h"
 #include "tensor/options.h"
+#include "compare/studies/lm/lm.h"
 #include "compare/claims.h"
 #include "compare/compare.h"
 #include "train/options.h"
@@ -177,7 +178,7 @@ TEST(ResultsCheck, MissingMethodsAreListedOnceSorted) {
       train::UnitResult u;
       u.method = m;
       u.seed = s;
-      for (int k : {1, 2, 4}) u.lengths.push_back(train::LengthResult{16 * k, 2, 1.5, std::exp(1.5), 0.5});
+      for (int k : {1, 2, 4}) u.parts.get<train::LmResult>().lengths.push_back(train::LengthResult{16 * k, 2, 1.5, std::exp(1.5), 0.5});
       r.units.push_back(u);
     }
   bool seen = false;

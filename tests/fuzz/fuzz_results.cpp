@@ -37,7 +37,7 @@ int fuzz_results(const uint8_t* data, size_t size) {
     for (const auto& row : train::rows(r))
       for (const auto& m : train::csv_metrics(r.config)) (void)train::summary(r, row, m);
     (void)train::judge_claims(r);
-    train::write_markdown(r, {}, scratch_dir() + "/report.md");
+    train::write_markdown(r, {}, train::ReportDir{scratch_dir(), scratch_dir() + "/plots"});
   } catch (const Error&) {
   }
   return 0;

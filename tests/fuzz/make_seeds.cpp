@@ -14,7 +14,10 @@
 #include "tensor/options.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "compare/compare.h"
-#include "compare/compare_eval.h"
+#include "compare/studies/task/task.h"
+#include "compare/studies/attention/attention.h"
+#include "compare/studies/cost/cost.h"
+#include "compare/studies/lm/lm.h"
 #include "compare/studies/encoder/encoder_track.h"
 #include "compare/options.h"
 #include "train/options.h"
@@ -52,28 +55,28 @@ static train::ComparisonResult small_comparison(bool encoder) {
     u.val_curve = {{6, 2.875}};
     for (int64_t k : c.eval_multipliers) {
       const double loss = 2.5 + 0.25 * static_cast<double>(k);
-      u.lengths.push_back(train::LengthResult{k * c.base.model.block_size, 2, loss, std::exp(loss), 0.25});
+      u.parts.get<train::LmResult>().lengths.push_back(train::LengthResult{k * c.base.model.block_size, 2, loss, std::exp(loss), 0.25});
     }
-    if (m == "rope")  // every derived row a rope unit measures (compare/compare_eval.h)
-      for (const auto& row : train::rope_variant_rows()) u.variants[row] = u.lengths;
+    for (const auto& row : train::variant_rows(m))  // every derived row the unit measures (compare/studies/lm/lm.h)
+      u.parts.get<train::LmResult>().variants[row] = u.parts.get<train::LmResult>().lengths;
     // One loss per position of the per-position window, one attention profile per layer.
     for (int64_t i = 0; i < c.per_position_multiplier * c.base.model.block_size; ++i)
-      u.per_position_loss.push_back(3.0 - 0.03125 * static_cast<double>(i));
-    u.attention_by_distance.assign(static_cast<size_t>(c.base.model.n_layer), std::vector<double>{});
-    for (auto& layer : u.attention_by_distance)
+      u.parts.get<train::LmResult>().per_position_loss.push_back(3.0 - 0.03125 * static_cast<double>(i));
+    u.parts.get<train::AttentionResult>().by_distance.assign(static_cast<size_t>(c.base.model.n_layer), std::vector<double>{});
+    for (auto& layer : u.parts.get<train::AttentionResult>().by_distance)
       for (int64_t d = 0; d < c.base.model.block_size; ++d) layer.push_back(0.5 / static_cast<double>(d + 1));
-    for (int64_t k : c.task_multipliers) u.task.push_back(train::TaskScore{k * c.task_length, 4, 0.25, 0.5, 0.5});
-    u.task_final_loss = 1.5;
+    for (int64_t k : c.task_multipliers) u.parts.get<train::TaskResult>().scores.push_back(train::TaskScore{k * c.task_length, 4, 0.25, 0.5, 0.5});
+    u.parts.get<train::TaskResult>().final_loss = 1.5;
     u.train_seconds = 1.25;
     r.units.push_back(u);
   }
-  r.cost.rounds = c.cost_rounds;
-  r.cost.threads = 2;
-  r.cost.lengths = c.cost_lengths;
+  r.parts.get<train::CostResult>().rounds = c.cost_rounds;
+  r.parts.get<train::CostResult>().threads = 2;
+  r.parts.get<train::CostResult>().lengths = c.cost_lengths;
   for (int64_t T : c.cost_lengths)
     for (const auto& m : c.methods)
       for (const char* what : {"attention", "step"})
-        r.cost.rows.push_back({m, what, T, 4, std::vector<double>(static_cast<size_t>(c.cost_rounds), 0.125), 1 << 20, 4000});
+        r.parts.get<train::CostResult>().rows.push_back({m, what, T, 4, std::vector<double>(static_cast<size_t>(c.cost_rounds), 0.125), 1 << 20, 4000});
   if (encoder) {
     train::EncoderTrackResult e;
     e.config = train::encoder_track_config(c);
@@ -93,7 +96,7 @@ static train::ComparisonResult small_comparison(bool encoder) {
       u.seconds = 0.5;
       e.units.push_back(u);
     }
-    r.encoder = e;
+    r.parts.get<train::EncoderTrackResult>() = e;
   }
   return r;
 }

@@ -4,11 +4,17 @@
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <sstream>
 #include <chrono>
 #include <map>
 #include <optional>
 
 #include "autograd/ops.h"
+#include "compare/markdown.h"
+#include "compare/studies/lm/lm.h"
+#include "data/fileio.h"
+#include "train/options.h"
 #include "train/interrupt.h"
 #include "train/threads.h"
 #include "train/trainer.h"
@@ -105,6 +111,207 @@ CostResult measure_cost(const CompareConfig& cfg) {
     if (round > 0) spdlog::info("cost benchmark: round {}/{} done", round, cfg.cost_rounds);
   }
   return r;
+}
+
+double CostRow::median() const {
+  if (seconds.empty()) return NAN;
+  std::vector<double> s = seconds;
+  std::sort(s.begin(), s.end());
+  const size_t n = s.size();
+  return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+double CostRow::spread() const {
+  if (seconds.empty()) return NAN;
+  const auto [lo, hi] = std::minmax_element(seconds.begin(), seconds.end());
+  return (*hi - *lo) / median();
+}
+
+double CostResult::noise() const {
+  std::vector<double> s;
+  for (const auto& r : rows) s.push_back(r.spread());
+  if (s.empty()) return NAN;
+  std::sort(s.begin(), s.end());
+  return s[s.size() / 2];
+}
+
+const CostRow* CostResult::find(const std::string& method, const std::string& what, int64_t T) const {
+  for (const auto& r : rows)
+    if (r.method == method && r.what == what && r.T == T) return &r;
+  return nullptr;
+}
+
+namespace {
+
+using json = nlohmann::json;
+using markdown::num;
+using markdown::Table;
+
+void write_csv(const CostResult& k, const std::string& path) {
+  std::string csv = "method,measurement,T,batch,rounds,median_ms,min_ms,max_ms,spread,peak_mib,parameters\n";
+  for (const auto& c : k.rows) {
+    if (c.seconds.empty()) continue;
+    const auto [lo, hi] = std::minmax_element(c.seconds.begin(), c.seconds.end());
+    csv += c.method + "," + c.what + "," + std::to_string(c.T) + "," + std::to_string(c.batch) + "," +
+           std::to_string(c.seconds.size()) + "," + num(1e3 * c.median(), 3) + "," + num(1e3 * *lo, 3) + "," +
+           num(1e3 * *hi, 3) + "," + num(c.spread(), 3) + "," + num(static_cast<double>(c.peak_bytes) / (1 << 20), 2) + "," +
+           std::to_string(c.parameters) + "\n";
+  }
+  write_file_atomic(path, csv);
+}
+
+void write_part(const ComparisonResult& r, json& j) {
+  const CostResult& k = r.parts.value<CostResult>();
+  json rows = json::array();
+  for (const auto& c : k.rows)
+    rows.push_back({{"method", c.method}, {"what", c.what}, {"T", c.T}, {"batch", c.batch},
+                    {"seconds", c.seconds}, {"peak_bytes", c.peak_bytes}, {"parameters", c.parameters}});
+  j["cost"] = {{"rounds", k.rounds}, {"threads", k.threads}, {"lengths", k.lengths}, {"rows", rows}};
+}
+
+void read_part(const json& j, ComparisonResult& r, const std::string&) {
+  if (!j.contains("cost")) return;
+  const json& c = j.at("cost");
+  CostResult& k = r.parts.get<CostResult>();
+  k.rounds = json_int(c.at("rounds"));
+  k.threads = json_int(c.at("threads"));
+  k.lengths = json_list<int64_t>(c.at("lengths"), json_int);
+  for (const auto& row : c.at("rows"))
+    k.rows.push_back({json_text(row.at("method")), json_text(row.at("what")), json_int(row.at("T")), json_int(row.at("batch")),
+                      json_list<double>(row.at("seconds"), json_real), json_int(row.at("peak_bytes")),
+                      json_int(row.at("parameters"))});
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+void check(const ComparisonResult& r, const ValueCheck& c, const std::string&, const std::string&) {
+  const CompareConfig& cfg = r.config;
+  const CostResult& k = r.parts.value<CostResult>();
+  const bool decoder = cfg.track != "encoder";
+  using P = std::string;
+  auto at = [](const P& p, size_t i) { return json_path_at(p, i); };
+  auto dot = [](const P& p, const P& key) { return json_path_key(p, key); };
+  c.count(k.threads, "cost.threads");
+  if (decoder) {  // every method at every --cost-lengths, attention and step, one time per round
+    c.equal(k.rounds, cfg.cost_rounds, "cost.rounds", "--cost-rounds");
+    if (k.lengths != cfg.cost_lengths) c.fail("cost.lengths", ValueCheck::list(k.lengths), "expected --cost-lengths " + ValueCheck::list(cfg.cost_lengths));
+    c.size(k.rows.size(), cfg.methods.size() * cfg.cost_lengths.size() * 2, "cost.rows",
+           "one attention and one step row per method and --cost-lengths");
+    for (const auto& m : cfg.methods)
+      for (int64_t T : cfg.cost_lengths)
+        for (const char* what : {"attention", "step"})
+          if (!k.find(m, what, T))
+            c.fail("cost.rows", "", std::string("no ") + what + " row for " + m + " at T = " + std::to_string(T));
+    for (size_t i = 0; i < k.rows.size(); ++i)
+      c.size(k.rows[i].seconds.size(), static_cast<size_t>(cfg.cost_rounds), at("cost.rows", i) + ".seconds", "one per round (--cost-rounds)");
+  }
+  for (size_t i = 0; i < k.lengths.size(); ++i) c.positive(k.lengths[i], at("cost.lengths", i));
+  for (size_t i = 0; i < k.rows.size(); ++i) {
+    const CostRow& row = k.rows[i];
+    const std::string p = at("cost.rows", i);
+    if (!contains(cfg.methods, row.method))
+      c.fail(dot(p, "method"), ValueCheck::quoted(row.method), "not among the configured methods (" + ValueCheck::list(cfg.methods) + ")");
+    if (row.what != "attention" && row.what != "step")
+      c.fail(dot(p, "what"), ValueCheck::quoted(row.what), "expected \"attention\" or \"step\"");
+    c.positive(row.T, dot(p, "T"));
+    c.positive(row.batch, dot(p, "batch"));
+    for (size_t k = 0; k < row.seconds.size(); ++k) c.non_negative(row.seconds[k], at(dot(p, "seconds"), k));
+    c.count(row.peak_bytes, dot(p, "peak_bytes"));
+    c.count(row.parameters, dot(p, "parameters"));
+  }
+}
+
+std::string section(const ComparisonResult& r, const ReportDir&) {
+  const CompareConfig& c = r.config;
+  const CostResult& k = r.parts.value<CostResult>();
+  std::ostringstream md;
+  const double noise = k.noise();
+  md << "## Cost (interleaved benchmark, not training time)\n\n"
+     << k.rounds << " rounds after a warm-up, every method once per round and length, " << k.threads
+     << " threads; median time with [min, max]. Noise figure: the median (max - min) / median over all measurements "
+     << "is " << num(100 * noise, 1) << "%; a difference smaller than that is inside the noise. Memory: the peak "
+     << "of posgrad's allocator during the training step (not the RSS). Parameters of the benchmark models "
+     << "(256-symbol vocabulary, block_size = T).\n\n";
+  std::vector<std::string> ch = {"method", "position parameters"};
+  for (int64_t T : k.lengths) {
+    ch.push_back("step T=" + std::to_string(T) + " (ms)");
+    ch.push_back("attention T=" + std::to_string(T) + " (ms)");
+  }
+  ch.push_back("peak memory at T=" + (k.lengths.empty() ? std::string("?") : std::to_string(k.lengths.back())) + " (MiB)");
+  Table cost(ch);
+  for (const auto& m : c.methods) {
+    const Summary pp = summary(r, m, lm_metric(Quantity::PositionParameters));  // exact: the same for every seed
+    std::vector<std::string> cells = {m, pp.n ? num(pp.mean, 0) : "n/a"};
+    const CostRow* last = nullptr;
+    for (int64_t T : k.lengths)
+      for (const std::string what : {"step", "attention"}) {
+        const CostRow* x = k.find(m, what, T);
+        if (!x || x->seconds.empty()) {
+          cells.push_back("n/a");
+          continue;
+        }
+        const auto [lo, hi] = std::minmax_element(x->seconds.begin(), x->seconds.end());
+        cells.push_back(num(1e3 * x->median(), 2) + " [" + num(1e3 * *lo, 2) + ", " + num(1e3 * *hi, 2) + "]");
+        if (what == std::string("step")) last = x;
+      }
+    cells.push_back(last ? num(static_cast<double>(last->peak_bytes) / (1 << 20), 1) : "n/a");
+    cost.row(cells);
+  }
+  md << cost.markdown() << "\n";
+  for (int64_t T : k.lengths) {  // which step times are inside the noise of the cheapest
+    const CostRow* best = nullptr;
+    for (const auto& m : c.methods) {
+      const CostRow* x = k.find(m, "step", T);
+      if (x && !x->seconds.empty() && (!best || x->median() < best->median())) best = x;
+    }
+    if (!best) continue;
+    std::string close;
+    for (const auto& m : c.methods) {
+      const CostRow* x = k.find(m, "step", T);
+      if (x && x != best && !x->seconds.empty() && x->median() < best->median() * (1 + noise))
+        close += (close.empty() ? "" : ", ") + m;
+    }
+    md << "- T=" << T << ": cheapest step " << best->method << " (" << num(1e3 * best->median(), 2) << " ms)"
+       << (close.empty() ? "; every other method is dearer by more than the noise" : "; inside the noise of it: " + close)
+       << "\n";
+  }
+
+  return md.str();
+}
+
+// The benchmark's models at each --cost-lengths T, with the training batch scaled to T.
+void validate(const CompareConfig& cfg) {
+  for (int64_t T : cfg.cost_lengths) {
+    TrainConfig b = cfg.base;
+    b.model.block_size = T;
+    b.batch_size = std::max<int64_t>(1, cfg.base.batch_size * cfg.base.model.block_size / T);
+    check_memory(b, T);
+  }
+}
+
+}  // namespace
+
+StudyEntry cost_study() {
+  StudyEntry e;
+  e.name = CostResult::kStudy;
+  e.summary = "cost benchmark: interleaved timing of one attention layer and one training step per method and length, "
+              "and the allocator's peak memory";
+  e.validate = validate;
+  e.enabled = [](const CompareConfig& c) { return c.track != "encoder"; };
+  e.run_experiment = [](const CompareConfig& cfg, ComparisonResult& r) {
+    spdlog::info("=== cost benchmark: {} rounds over {} methods x {} lengths ===", cfg.cost_rounds, cfg.methods.size(),
+                 cfg.cost_lengths.size());
+    r.parts.get<CostResult>() = measure_cost(cfg);
+  };
+  e.to_json = write_part;
+  e.from_json = read_part;
+  e.check = check;
+  e.write_files = [](const ComparisonResult& r, const ReportDir& out) {
+    write_csv(r.parts.value<CostResult>(), out.dir + "/cost.csv");
+    return std::vector<std::string>{};
+  };
+  e.markdown = section;
+  return e;
 }
 
 }  // namespace posgrad::train

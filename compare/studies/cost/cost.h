@@ -1,4 +1,4 @@
-// cost.h — the comparison's cost benchmark: time and memory of each position encoding measured as
+// cost.h — the comparison's cost benchmark (compare/study.h: once per experiment, on rank 0): time and memory of each position encoding measured as
 // a benchmark, not read off training. For each length T, every method is timed once per round, in
 // interleaved rounds (round 0 is a warm-up), so that a slow spell of the machine hits all methods
 // alike: the forward + backward of one attention layer (the encoding's own work: rotation, bias,
@@ -10,9 +10,34 @@
 
 #include "compare/config.h"
 #include "compare/results.h"
+#include "compare/study.h"
 
 namespace posgrad::train {
 
+// Seconds per round of one measurement.
+struct CostRow {
+  std::string method, what;  // what: "attention" (one layer, forward + backward) or "step" (a training step)
+  int64_t T = 0, batch = 0;
+  std::vector<double> seconds;  // one per round
+  int64_t peak_bytes = 0;       // posgrad's allocator peak during the measurement
+  int64_t parameters = 0;
+  double median() const;
+  double spread() const;  // (max - min) / median
+};
+// The experiment's part (results.json "cost"). Checks of a result read back: --cost-rounds rounds,
+// --cost-lengths lengths, one attention and one step row per method and length with one time per
+// round, methods configured, times, sizes and counts >= 0.
+struct CostResult {
+  static constexpr const char* kStudy = "cost";
+  int64_t rounds = 0, threads = 0;
+  std::vector<int64_t> lengths;
+  std::vector<CostRow> rows;
+  double noise() const;  // the median spread over all rows: differences below it are inside the noise
+  const CostRow* find(const std::string& method, const std::string& what, int64_t T) const;
+};
+
 CostResult measure_cost(const CompareConfig& cfg);
+
+StudyEntry cost_study();
 
 }  // namespace posgrad::train

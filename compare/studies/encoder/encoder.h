@@ -63,6 +63,7 @@ struct EncoderUnitResult {
 };
 
 struct EncoderTrackResult {
+  static constexpr const char* kStudy = "encoder";  // the comparison's part (compare/parts.h): results.json "encoder"
   EncoderTrackConfig config;
   std::vector<EncoderUnitResult> units;
 };

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "compare/config.h"
+#include "compare/study.h"
 #include "compare/studies/encoder/encoder.h"
 
 namespace posgrad::train {
@@ -32,5 +33,8 @@ EncoderTrackResult run_compare_encoder_track(const CompareConfig& cfg);
 // longest multiplier), naming the --encoder-* options that drive each part. Nothing when the
 // machine's memory is unknown.
 void check_encoder_memory(const EncoderTrackConfig& ec);
+
+// The track's entry in the comparison (compare/study.h): --track encoder|both.
+StudyEntry encoder_study();
 
 }  // namespace posgrad::train

@@ -30,6 +30,7 @@
 #include "tensor/dtype.h"
 #include "tensor/options.h"
 #include "compare/studies/passkey/passkey_config.h"
+#include "compare/study.h"
 
 namespace posgrad::train {
 
@@ -57,6 +58,14 @@ struct PasskeyFinetune {
 struct PasskeyResult {
   double final_loss = 0;
   PasskeyGrid grid;
+};
+// The study's part of a unit (results.json "passkey"), by row: the method, its evaluation-time
+// scalings, and each model an earlier study derived (UnitContext::models). Checks of a result read
+// back: rows iff --passkey-iters > 0, the method's own row among them, every row the method or a
+// variant of it, cells = --passkey-multipliers x --passkey-depths in order, an accuracy at 1x.
+struct PasskeyRows {
+  static constexpr const char* kStudy = "passkey";
+  std::map<std::string, PasskeyResult> rows;
 };
 
 // Fine-tunes `model` in place (it continues from its trained weights) on passkey examples of
@@ -115,5 +124,7 @@ void validate_passkey(const PasskeyConfig& cfg, int64_t block_size);
 // malformed entry (unit_from_json turns it into an IoError naming the file).
 nlohmann::json passkey_to_json(const std::map<std::string, PasskeyResult>& rows);
 std::map<std::string, PasskeyResult> passkey_from_json(const nlohmann::json& j);
+
+StudyEntry passkey_study();
 
 }  // namespace posgrad::train

@@ -21,8 +21,8 @@ namespace {
 using markdown::num;
 
 const PasskeyResult* find_row(const UnitResult& u, const std::string& row) {
-  auto it = u.passkey.find(row);
-  return it == u.passkey.end() ? nullptr : &it->second;
+  auto it = u.parts.value<PasskeyRows>().rows.find(row);
+  return it == u.parts.value<PasskeyRows>().rows.end() ? nullptr : &it->second;
 }
 
 // The unit of each seed (in configuration order) that has `row`.
@@ -52,7 +52,7 @@ std::string file_name(const std::string& row) {
 std::string chance_text(const ComparisonResult& r) {
   std::string alphabet;
   for (const auto& u : r.units)
-    for (const auto& [row, p] : u.passkey) alphabet = p.grid.alphabet;
+    for (const auto& [row, p] : u.parts.value<PasskeyRows>().rows) alphabet = p.grid.alphabet;
   const double size = alphabet == "digits" ? 10 : 26;
   return alphabet + ", chance " + num(std::pow(size, -static_cast<double>(r.config.passkey.key_length)), 8);
 }
@@ -63,7 +63,7 @@ std::vector<std::string> passkey_rows(const ComparisonResult& r) {
   std::vector<std::string> out;
   auto present = [&](const std::string& row) {
     for (const auto& u : r.units)
-      if (u.passkey.count(row)) return true;
+      if (u.parts.value<PasskeyRows>().rows.count(row)) return true;
     return false;
   };
   for (const auto& m : r.config.methods) {
@@ -75,7 +75,7 @@ std::vector<std::string> passkey_rows(const ComparisonResult& r) {
   // The position-interpolation protocol's fine-tuned rows ("rope+linear ft2x", compare/studies/pi/pi_protocol.h),
   // in the order the protocol ran them.
   for (const auto& u : r.units)
-    for (const auto& p : u.pi)
+    for (const auto& p : u.parts.value<PiResults>().rows)
       if (const std::string row = pi_row_name(p.scaling, p.multiplier);
           present(row) && std::find(out.begin(), out.end(), row) == out.end())
         out.push_back(row);

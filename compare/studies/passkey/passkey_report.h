@@ -9,6 +9,7 @@
 
 #include "compare/claims.h"
 #include "compare/results.h"
+#include "compare/studies/passkey/passkey.h"
 
 namespace posgrad::train {
 

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <memory>
 
-#include "compare/compare_eval.h"
+#include "compare/studies/lm/lm.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "train/optim.h"
@@ -68,7 +68,7 @@ void validate_pi(const CompareConfig& cfg) {
   // Each scaled copy's RoPE configuration (e.g. NTK-aware needs more than 2 rotary channels), before training.
   for (int64_t M : cfg.pi_multipliers)
     for (const auto& scaling : cfg.pi_scalings) {
-      nn::PosEncConfig pc = rope_config(cfg);
+      nn::PosEncConfig pc = method_pos_config(cfg, "rope");
       pc.set("rope_scaling", scaling);
       pc.set("rope_scaling_factor", scaling == "none" ? 1.0 : static_cast<double>(M));
       try {

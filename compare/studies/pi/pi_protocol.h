@@ -29,8 +29,28 @@
 #include "nn/gpt.h"
 #include "compare/config.h"
 #include "compare/results.h"
+#include "compare/study.h"
+#include "compare/studies/lm/lm.h"
 
 namespace posgrad::train {
+
+// One fine-tuned row: the unit's trained RoPE model with `scaling` at factor s = multiplier,
+// fine-tuned at multiplier x block_size.
+struct PiResult {
+  std::string scaling;     // none | linear | ntk | yarn
+  int64_t multiplier = 0;  // M
+  int64_t iters = 0, batch = 0;
+  double first_loss = 0, final_loss = 0;  // training loss of the first and the last fine-tuning step
+  double seconds = 0;                     // wall time of fine-tuning and evaluation, informational
+  Lengths lengths;                        // index-aligned with eval_multipliers
+};
+// The study's part of a unit (results.json "pi"), in run order: --pi-multipliers x --pi-scalings.
+// Checks of a result read back: those rows exactly on rope units with --pi-iters > 0, iters =
+// --pi-iters, batch >= 1, losses and seconds finite >= 0, lengths as the lm study's (lm.h).
+struct PiResults {
+  static constexpr const char* kStudy = "pi";
+  std::vector<PiResult> rows;
+};
 
 // "rope ft2x" (scaling none), "rope+linear ft2x".
 std::string pi_row_name(const std::string& scaling, int64_t multiplier);
@@ -56,5 +76,9 @@ void validate_pi(const CompareConfig& cfg);
 // ValueError when the training split cannot hold a fine-tuning window of M x L tokens (+1) for each of
 // --pi-multipliers (nothing with --pi-iters 0). run_pi_protocol and check_compare_data (before training) call it.
 void check_pi_data(const CompareConfig& cfg, int64_t L, const data::TokenSpan& train_split);
+
+// Publishes each fine-tuned model in UnitContext::models under its row name, for the studies after
+// it (the passkey test scores them).
+StudyEntry pi_study();
 
 }  // namespace posgrad::train

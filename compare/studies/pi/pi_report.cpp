@@ -21,7 +21,7 @@ namespace {
 using markdown::num;
 
 const PiResult* find_row(const UnitResult& u, const std::string& row) {
-  for (const auto& p : u.pi)
+  for (const auto& p : u.parts.value<PiResults>().rows)
     if (pi_row_name(p.scaling, p.multiplier) == row) return &p;
   return nullptr;
 }
@@ -65,7 +65,7 @@ std::vector<std::string> pi_rows(const ComparisonResult& r) {
   std::vector<std::string> out;
   for (const auto& u : r.units)
     if (u.method == "rope")
-      for (const auto& p : u.pi) {
+      for (const auto& p : u.parts.value<PiResults>().rows) {
         const std::string name = pi_row_name(p.scaling, p.multiplier);
         if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
       }
@@ -88,7 +88,7 @@ std::vector<std::string> pi_untuned_rows(const ComparisonResult& r) {
 }
 
 std::vector<double> pi_values(const ComparisonResult& r, const std::string& row, int64_t m, Quantity q) {
-  if (!is_tuned(r, row)) return values(r, row, {q, m});
+  if (!is_tuned(r, row)) return values(r, row, lm_metric(q, m));
   std::vector<double> v;
   for (uint64_t seed : r.config.seeds)
     for (const auto& u : r.units)

@@ -12,6 +12,7 @@
 
 #include "compare/claims.h"
 #include "compare/results.h"
+#include "compare/studies/lm/lm.h"
 
 namespace posgrad::train {
 

@@ -30,6 +30,7 @@
 
 #include "tensor/dtype.h"
 #include "compare/config.h"
+#include "compare/study.h"
 
 namespace posgrad::train {
 
@@ -45,6 +46,12 @@ struct SuiteTaskResult {
   double final_loss = 0;
   double seconds = 0;  // wall time of training and scoring, informational
   std::vector<SuiteBucket> buckets;  // 1 .. suite_max_multiplier
+};
+
+// The study's part of a unit (results.json "suite"): one entry per (task, plain | randomized) in run order.
+struct SuiteResult {
+  static constexpr const char* kStudy = "suite";
+  std::vector<SuiteTaskResult> tasks;
 };
 
 // Row name of a result: the method, or "<method>+randomized".
@@ -71,5 +78,7 @@ std::vector<SuiteTaskResult> suite_from_json(const nlohmann::json& j);
 
 // The input-length buckets of the configuration: [(k-1)N + 1, kN] for k = 1 .. suite_max_multiplier.
 std::vector<std::pair<int64_t, int64_t>> suite_buckets(const CompareConfig& cfg);
+
+StudyEntry suite_study();
 
 }  // namespace posgrad::train

@@ -33,7 +33,7 @@ struct Table : markdown::Table {
 std::string cell(const Summary& s) { return markdown::bounded_cell(s, 2, 0.0, 1.0); }
 
 const SuiteTaskResult* find(const UnitResult& u, const std::string& task, bool randomized) {
-  for (const auto& s : u.suite)
+  for (const auto& s : u.parts.value<SuiteResult>().tasks)
     if (s.task == task && s.randomized == randomized) return &s;
   return nullptr;
 }
@@ -54,7 +54,7 @@ std::string bucket_name(const CompareConfig& c, size_t k) {
 size_t n_buckets(const ComparisonResult& r) {
   size_t n = 0;
   for (const auto& u : r.units)
-    for (const auto& s : u.suite) n = std::max(n, s.buckets.size());
+    for (const auto& s : u.parts.value<SuiteResult>().tasks) n = std::max(n, s.buckets.size());
   return n;
 }
 
@@ -78,7 +78,7 @@ std::vector<std::string> suite_rows(const ComparisonResult& r) {
       bool any = false;
       for (const auto& u : r.units)
         if (u.method == m)
-          for (const auto& s : u.suite) any = any || s.randomized == randomized;
+          for (const auto& s : u.parts.value<SuiteResult>().tasks) any = any || s.randomized == randomized;
       if (any) out.push_back(suite_row(m, randomized));
     }
   return out;
@@ -89,7 +89,7 @@ std::vector<std::string> suite_tasks_present(const ComparisonResult& r) {
   for (const auto& t : r.config.suite_tasks) {
     bool any = false;
     for (const auto& u : r.units)
-      for (const auto& s : u.suite) any = any || s.task == t;
+      for (const auto& s : u.parts.value<SuiteResult>().tasks) any = any || s.task == t;
     if (any) out.push_back(t);
   }
   return out;

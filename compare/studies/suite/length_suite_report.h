@@ -10,6 +10,7 @@
 
 #include "compare/claims.h"
 #include "compare/results.h"
+#include "compare/studies/suite/length_suite.h"
 
 namespace posgrad::train {
 

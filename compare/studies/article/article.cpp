@@ -1,0 +1,352 @@
+// article.cpp — see article.h.
+#include "compare/studies/article/article.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "compare/markdown.h"
+#include "compare/studies/attention/attention.h"
+#include "compare/studies/cost/cost.h"
+#include "compare/studies/lm/lm.h"
+#include "compare/studies/task/task.h"
+#include "nn/posenc/position_encoding.h"
+
+namespace posgrad::train {
+
+namespace {
+
+using markdown::cell;
+using markdown::num;
+using markdown::Table;
+
+// "Absolute" in the article's claims: the sinusoidal and learned encodings (each must be beaten).
+const std::map<std::string, std::vector<std::string>> kGroups = {{"absolute", {"sinusoidal", "learned"}}};
+
+ClaimVerdict ordering_claim(const ComparisonResult& r, std::string id, std::string claim, const Metric& m,
+                            const std::vector<std::string>& chain) {
+  std::string missing;
+  const auto pairs = chain_pairs(r, chain, m, missing, kGroups);
+  const Judgement j = judge_pairs(pairs, missing);
+  return {std::move(id), std::move(claim), m.name() + (m.lower_is_better() ? " (lower is better)" : " (higher is better)"),
+          measured(r, {"rope", "deberta", "t5", "sinusoidal", "learned"}, m), j.verdict, j.why};
+}
+
+int64_t longest_with_values(const ComparisonResult& r, const std::string& row) {
+  int64_t best = 1;
+  for (int64_t k : r.config.eval_multipliers)
+    if (!values(r, row, lm_metric(Quantity::Perplexity, k)).empty()) best = std::max(best, k);
+  return best;
+}
+
+// "handles longer sequences": perplexity grows by less than `limit` from 1x to the longest length.
+ClaimVerdict extrapolates(const ComparisonResult& r, std::string id, std::string claim, const std::string& method) {
+  constexpr double kLimit = 1.10;
+  ClaimVerdict v{std::move(id), std::move(claim), "", "", "inconclusive", ""};
+  if (!has_method(r, method)) {
+    v.why = "not measured: add " + method + " to --methods";
+    return v;
+  }
+  const int64_t k = longest_with_values(r, method);
+  const Metric m = lm_metric(Quantity::PerplexityRatio, k);
+  v.metric = m.name() + ": perplexity at " + std::to_string(k) + "x the training length / at 1x; threshold " +
+             num(kLimit, 2) + " (less than 10% growth)";
+  std::string all;
+  for (int64_t x : r.config.eval_multipliers)
+    if (x != 1) all += (all.empty() ? "" : "; ") + std::to_string(x) + "x " + with_interval(summary(r, method, lm_metric(Quantity::PerplexityRatio, x)), 2);
+  v.measured = all;
+  const Summary s = summary(r, method, m);
+  if (k == 1 || s.n == 0) {
+    v.why = "no evaluation beyond the training length";
+  } else if (!s.has_interval()) {
+    v.why = "one seed: no interval";
+  } else if (s.ci_high < kLimit) {
+    v.verdict = "supported";
+    v.why = "the whole 95% interval of the growth at " + std::to_string(k) + "x is below " + num(kLimit, 2);
+  } else if (s.ci_low > kLimit) {
+    v.verdict = "contradicted";
+    v.why = "perplexity grows by more than 10% at " + std::to_string(k) + "x (interval above " + num(kLimit, 2) + ")";
+  } else {
+    v.why = "the interval of the growth contains the threshold";
+  }
+  return v;
+}
+
+std::vector<ClaimVerdict> claims(const ComparisonResult& r) {
+  std::vector<ClaimVerdict> out;
+  const Metric ppl = lm_metric(Quantity::Perplexity), acc = lm_metric(Quantity::Accuracy),
+               f1 = task_metric(TaskQuantity::TokenF1, 1);
+  out.push_back(ordering_claim(r, "a", "perplexity: RoPE < DeBERTa < T5 < absolute", ppl,
+                               {"rope", "deberta", "t5", "absolute"}));
+  {
+    ClaimVerdict a = ordering_claim(r, "b", "accuracy and F1: RoPE > DeBERTa > T5 > absolute", acc,
+                                    {"rope", "deberta", "t5", "absolute"});
+    ClaimVerdict b = ordering_claim(r, "b", "", f1, {"rope", "deberta", "t5", "absolute"});
+    ClaimVerdict v = a;
+    v.metric = a.metric + "; " + b.metric + " of the synthetic " + r.config.task + " task";
+    v.measured = "accuracy: " + a.measured + " — F1: " + b.measured;
+    v.verdict = a.verdict == "contradicted" || b.verdict == "contradicted" ? "contradicted"
+                : a.verdict == "supported" && b.verdict == "supported"    ? "supported"
+                                                                          : "inconclusive";
+    v.why = "accuracy: " + a.why + "; F1: " + b.why;
+    out.push_back(v);
+  }
+  {
+    const int64_t k = r.config.eval_multipliers.back();
+    ClaimVerdict v = ordering_claim(r, "c", "extrapolation: RoPE > DeBERTa > T5 > absolute",
+                                    lm_metric(Quantity::PerplexityRatio, k), {"rope", "deberta", "t5", "absolute"});
+    v.why += " (learned positions cannot run beyond their table, so 'absolute' is sinusoidal here)";
+    out.push_back(v);
+  }
+  {
+    std::string missing;
+    std::vector<Pair> pairs;
+    for (const std::string rel : {"t5", "deberta", "rope", "alibi"})
+      for (const auto& abs : kGroups.at("absolute"))
+        if (has_method(r, rel) && has_method(r, abs)) pairs.push_back(better(r, rel, abs, ppl));
+    if (pairs.empty()) missing = "relative and absolute methods";
+    const Judgement j = judge_pairs(pairs, missing);
+    out.push_back({"d", "relative encodings (T5, DeBERTa, RoPE, ALiBi) beat absolute ones (sinusoidal, learned)",
+                   ppl.name() + " (lower is better)",
+                   measured(r, {"t5", "deberta", "rope", "alibi", "sinusoidal", "learned"}, ppl), j.verdict, j.why});
+  }
+  out.push_back(extrapolates(r, "e", "T5's bucketing lets it handle sequences longer than trained", "t5"));
+  out.push_back(extrapolates(r, "f", "RoPE naturally extrapolates", "rope"));
+  {
+    ClaimVerdict v{"g", "RoPE's influence decays with distance", "", "", "inconclusive", ""};
+    const Metric decay = attention_decay_metric();
+    v.metric = "Spearman correlation of query-key distance and mean attention weight (trained model, layers averaged)";
+    const Summary rope = summarize(values(r, "rope", decay)), none = summarize(values(r, "none", decay));
+    v.measured = "rope " + with_interval(rope, 3) + "; none (no position encoding) " + with_interval(none, 3);
+    if (!has_method(r, "rope") || rope.n == 0) {
+      v.why = "not measured: add rope to --methods";
+    } else if (!rope.has_interval()) {
+      v.why = "one seed: no interval";
+    } else if (rope.ci_low > 0) {
+      v.verdict = "contradicted";
+      v.why = "attention grows with distance (interval above 0)";
+    } else if (rope.ci_high < 0) {
+      const WelchTest w = welch_test(values(r, "rope", decay), values(r, "none", decay));
+      if (none.n >= 2 && significant_order(w) >= 0) {
+        v.why = "attention decays with distance, but not more than without any position encoding (Welch p " +
+                num(w.p, 3) + "): the decay is learned locality, not shown to be RoPE's";
+      } else {
+        v.verdict = "supported";
+        v.why = "attention decays with distance" +
+                std::string(none.n >= 2 ? ", more steeply than without a position encoding" : "");
+      }
+    } else {
+      v.why = "the interval of the correlation contains 0";
+    }
+    out.push_back(v);
+  }
+  {
+    ClaimVerdict v{"h", "cost: T5 cheapest, DeBERTa dearest, RoPE in between", "", "", "inconclusive", ""};
+    const CostResult& cost = r.parts.value<CostResult>();
+    const double noise = cost.noise();
+    v.metric = "median time of a training step (interleaved benchmark), per length; noise " + num(100 * noise, 1) +
+               "% (median min-max spread)";
+    int against = 0, holds = 0, lengths = 0;
+    for (int64_t T : cost.lengths) {
+      const CostRow *t5 = cost.find("t5", "step", T), *rope = cost.find("rope", "step", T),
+                    *deb = cost.find("deberta", "step", T);
+      if (!t5 || !rope || !deb) continue;
+      ++lengths;
+      const double a = t5->median(), b = rope->median(), c = deb->median();
+      v.measured += (v.measured.empty() ? "" : "; ") + std::string("T=") + std::to_string(T) + ": t5 " + num(1e3 * a, 1) +
+                    " ms, rope " + num(1e3 * b, 1) + " ms, deberta " + num(1e3 * c, 1) + " ms";
+      auto clearly = [&](double x, double y) { return x < y * (1 - noise); };  // x below y beyond the noise
+      if (clearly(b, a) || clearly(c, b)) ++against;
+      else if (clearly(a, b) && clearly(b, c)) ++holds;
+    }
+    if (lengths == 0) {
+      v.why = "not measured: needs t5, rope and deberta in --methods";
+    } else if (against) {
+      v.verdict = "contradicted";
+      v.why = "at " + std::to_string(against) + " of " + std::to_string(lengths) +
+              " lengths the order is reversed by more than the noise";
+    } else if (holds == lengths) {
+      v.verdict = "supported";
+      v.why = "at every length t5 < rope < deberta by more than the noise";
+    } else {
+      v.why = "some differences are inside the noise";
+    }
+    out.push_back(v);
+  }
+  {
+    ClaimVerdict v{"i", "parameters: T5 adds the fewest, RoPE none, DeBERTa a table", "position_parameters (exact counts)",
+                   "", "inconclusive", ""};
+    std::map<std::string, double> p;
+    for (const auto& m : r.config.methods) {
+      const auto x = values(r, m, lm_metric(Quantity::PositionParameters, 1));
+      if (!x.empty()) p[m] = x.front();
+      if (!x.empty()) v.measured += (v.measured.empty() ? "" : "; ") + m + " " + num(x.front(), 0);
+    }
+    if (!p.count("t5") || !p.count("rope") || !p.count("deberta")) {
+      v.why = "not measured: needs t5, rope and deberta in --methods";
+    } else {
+      // The claim ranks the article's encodings; others measured here (ALiBi, KERPLE, ...) are
+      // reported beside the verdict but do not decide it.
+      const std::set<std::string> article = {"sinusoidal", "learned", "t5", "deberta", "rope"};
+      std::string smaller, others;
+      for (const auto& [m, n] : p) {
+        if (!(n > 0 && n < p["t5"])) continue;
+        std::string& list = article.count(m) ? smaller : others;
+        list += (list.empty() ? "" : ", ") + m + " " + num(n, 0);
+      }
+      const bool ok = p["rope"] == 0 && p["deberta"] > p["t5"] && p["t5"] > 0 && smaller.empty();
+      v.verdict = ok ? "supported" : "contradicted";
+      v.why = ok ? "RoPE adds 0, T5 the fewest of the article's encodings that add any, DeBERTa a table (" +
+                       num(p["deberta"], 0) + ")"
+                 : (!smaller.empty() ? "fewer than T5: " + smaller : "the counts do not follow the claim");
+      if (!others.empty()) v.why += "; outside the article's methods, fewer than T5: " + others;
+    }
+    out.push_back(v);
+  }
+  {
+    ClaimVerdict v{"j", "beyond 2048 tokens RoPE is the best choice", "", "", "inconclusive", ""};
+    const int64_t block = r.config.base.model.block_size;
+    int64_t k = 0;
+    for (int64_t x : r.config.eval_multipliers)
+      if (x * block >= 2048) {
+        k = x;
+        break;
+      }
+    if (k == 0 || !has_method(r, "rope")) {
+      v.metric = "perplexity at >= 2048 tokens";
+      v.why = k == 0 ? "not measured: the longest evaluation is shorter than 2048 tokens (raise --eval-multipliers)"
+                     : "not measured: add rope to --methods";
+    } else {
+      const Metric m = lm_metric(Quantity::Perplexity, k);
+      v.metric = m.name() + " (" + std::to_string(k * block) + " tokens; lower is better)";
+      std::vector<std::string> others;
+      for (const auto& row : rows(r))
+        if (row != "rope" && !values(r, row, m).empty()) others.push_back(row);
+      std::vector<Pair> pairs;
+      for (const auto& o : others) pairs.push_back(better(r, "rope", o, m));
+      std::vector<std::string> shown = {"rope"};
+      shown.insert(shown.end(), others.begin(), others.end());
+      v.measured = measured(r, shown, m);
+      const Judgement j = judge_pairs(pairs, others.empty() ? "no other method runs there" : "");
+      v.verdict = j.verdict;
+      v.why = j.why + " (plain RoPE against every other row, its scaled variants included)";
+    }
+    out.push_back(v);
+  }
+  {
+    ClaimVerdict v{"k", "position-encoding arithmetic runs in half precision without loss", "", "", "inconclusive", ""};
+    constexpr double kLimit = 1.01;
+    const int64_t k = longest_with_values(r, "rope");
+    const int64_t len = k * r.config.base.model.block_size;
+    v.metric = "RoPE perplexity with its angle arithmetic in bf16 / fp16 over fp32, at " + std::to_string(len) +
+               " tokens; threshold " + num(kLimit, 2) + " (1% worse)";
+    const Metric m = lm_metric(Quantity::Perplexity, k);
+    const auto base = values(r, "rope", m);
+    std::vector<std::string> above, inside;
+    for (const std::string prec : {"bf16", "fp16"}) {
+      const auto half = values(r, "rope@" + prec, m);
+      std::vector<double> ratio;
+      for (size_t i = 0; i < std::min(base.size(), half.size()); ++i) ratio.push_back(half[i] / base[i]);
+      const Summary s = summarize(ratio);
+      v.measured += (v.measured.empty() ? "" : "; ") + prec + " " + with_interval(s, 4);
+      if (s.n < 2) inside.push_back(prec + " (fewer than 2 seeds)");
+      else if (s.ci_low > kLimit) above.push_back(prec);
+      else if (!(s.ci_high < kLimit)) inside.push_back(prec);
+    }
+    // ALiBi's bias -m_h d in bf16: distances that collapse onto their neighbour's bias (computed exactly).
+    const auto slopes = nn::alibi_slopes(r.config.base.model.n_head);
+    int64_t collapsed = 0;
+    for (int64_t d = 1; d + 1 < len; ++d)
+      if (nn::round_to_bf16(nn::round_to_bf16(slopes.back()) * nn::round_to_bf16(static_cast<double>(d))) ==
+          nn::round_to_bf16(nn::round_to_bf16(slopes.back()) * nn::round_to_bf16(static_cast<double>(d + 1))))
+        ++collapsed;
+    v.measured += "; ALiBi bias of the last head in bf16: " + std::to_string(collapsed) + " of " +
+                  std::to_string(len - 2) + " distances share their neighbour's value (bf16 holds integers exactly "
+                  "only up to 256, fp16 up to 2048)";
+    if (base.empty()) {
+      v.why = "not measured: add rope to --methods";
+    } else if (!above.empty()) {
+      v.verdict = "contradicted";
+      std::string a;
+      for (const auto& x : above) a += (a.empty() ? "" : ", ") + x;
+      v.why = "RoPE in " + a + " is worse by more than 1% (whole interval above " + num(kLimit, 2) + ")";
+    } else if (inside.empty()) {
+      v.verdict = "supported";
+      v.why = "RoPE loses less than 1% in both formats (ALiBi and T5 were not evaluated through the model)";
+    } else {
+      v.why = "the interval contains the 1% threshold for " + inside.front();
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+// The article's table measured, and which of its differences are real.
+std::string lead(const ComparisonResult& r) {
+  const CompareConfig& c = r.config;
+  const int64_t block = c.base.model.block_size;
+  const Metric ppl = lm_metric(Quantity::Perplexity), acc = lm_metric(Quantity::Accuracy);
+  std::ostringstream md;
+  const int64_t tm = c.task_multipliers.back(), xm = c.eval_multipliers.back();
+  md << "## The article's table, measured\n\n"
+     << "Perplexity and accuracy: next-token prediction on the validation split at the training length. Task "
+     << "exact match / F1: the synthetic " << c.task << " task at its training length (" << c.task_length
+     << " symbols) and at " << tm << "x (token F1 is bag-of-tokens F1). Extrapolation: perplexity at " << xm
+     << "x the training length (" << xm * block << " tokens) over perplexity at 1x (1.0 = no degradation; n/a = the "
+     << "method cannot run there).\n\n";
+  Table main({"method", "val perplexity", "val accuracy", "task F1 (1x)", "task F1 (" + std::to_string(tm) + "x)",
+              "extrapolation ppl(" + std::to_string(xm) + "x)/ppl(1x)"});
+  for (const auto& m : c.methods)
+    main.row({m, cell(summary(r, m, ppl), 3), cell(summary(r, m, acc), 4),
+              cell(summary(r, m, task_metric(TaskQuantity::TokenF1, 1)), 3), cell(summary(r, m, task_metric(TaskQuantity::TokenF1, tm)), 3),
+              cell(summary(r, m, lm_metric(Quantity::PerplexityRatio, xm)), 2)});
+  md << main.markdown() << "\n";
+
+  md << "## Which differences are real\n\n"
+     << "Welch's t-test (unequal variances) on the per-seed values of every pair of methods, two-sided, 5% level, "
+     << "no correction for the number of comparisons. A ranking orders only significant differences: `<` between "
+     << "neighbours that differ, `≈` where they do not (≈ is not transitive).\n\n";
+  const std::vector<Metric> key = {ppl, acc, lm_metric(Quantity::PerplexityRatio, xm), task_metric(TaskQuantity::TokenF1, 1)};
+  for (const Metric& m : key) {
+    md << "**" << m.name() << "** (" << (m.lower_is_better() ? "lower" : "higher") << " is better): "
+       << ranking(r, c.methods, m) << "\n\n";
+    std::vector<std::string> header = {"p-value"};
+    header.insert(header.end(), c.methods.begin(), c.methods.end());
+    Table t(header);
+    for (const auto& a : c.methods) {
+      std::vector<std::string> row = {a};
+      for (const auto& bm : c.methods) {
+        if (a == bm) {
+          row.push_back("—");
+          continue;
+        }
+        const WelchTest w = welch_test(values(r, a, m), values(r, bm, m));
+        if (!w.testable) {
+          row.push_back("n/a");
+          continue;
+        }
+        const int o = significant_order(w);
+        row.push_back(num(w.p, 3) + (o < 0 ? " (lower)" : o > 0 ? " (higher)" : ""));
+      }
+      t.row(row);
+    }
+    md << "<details><summary>pairwise p-values (row vs column)</summary>\n\n" << t.markdown() << "\n</details>\n\n";
+  }
+
+  return md.str();
+}
+
+}  // namespace
+
+StudyEntry article_study() {
+  StudyEntry e;
+  e.name = "article";
+  e.summary = "the article's table (perplexity, accuracy, task F1, extrapolation) and its claims (a)-(k), judged on the "
+              "other studies' measurements";
+  e.lead_markdown = lead;
+  e.claims = claims;
+  return e;
+}
+
+}  // namespace posgrad::train

@@ -1,0 +1,476 @@
+// lm.cpp — see lm.h.
+#include "compare/studies/lm/lm.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "compare/markdown.h"
+#include "nn/posenc/position_encoding.h"
+#include "train/evaluate.h"
+
+namespace posgrad::train {
+
+namespace {
+
+using json = nlohmann::json;
+using markdown::cell;
+using markdown::num;
+using markdown::Table;
+
+constexpr const char* kStudy = LmResult::kStudy;
+
+// The options of each derived row at multiplier m (m = 1 is the plain model for the scalings).
+std::vector<std::pair<std::string, opt::Value>> variant_options(const std::string& suffix, int64_t m) {
+  if (suffix == "@bf16") return {{"rope_position_precision", std::string("bf16")}};
+  if (suffix == "@fp16") return {{"rope_position_precision", std::string("fp16")}};
+  const std::string scaling = suffix.substr(1);
+  return {{"rope_scaling", scaling}, {"rope_scaling_factor", scaling == "dynamic" ? 1.0 : static_cast<double>(m)}};
+}
+
+const std::vector<std::string>& variant_suffixes() {
+  static const std::vector<std::string> s = {"+linear", "+dynamic", "+yarn", "@bf16", "@fp16"};
+  return s;
+}
+
+bool takes_rope_scaling(const std::string& method) {
+  for (const auto& spec : nn::position_encoding_entry(method).options)
+    if (spec.name == "rope_scaling") return true;
+  return false;
+}
+
+// The registered encodings that take a RoPE scaling, "a, b" (those whose units have derived rows).
+std::string scaling_kinds() {
+  std::string out;
+  for (const auto& k : nn::position_encoding_kinds())
+    if (takes_rope_scaling(k)) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+// A copy of `model` with other encoding options (the scalings and precisions have no parameters).
+std::unique_ptr<nn::GPT> variant_model(const nn::GPT& model, const std::vector<std::pair<std::string, opt::Value>>& options) {
+  nn::GPTConfig c = model.config();
+  for (const auto& [name, v] : options) c.pos.set(name, v);
+  Generator g(0), d(0);
+  auto m = std::make_unique<nn::GPT>(c, g, d);
+  m->load_state_dict(model.state_dict());
+  m->eval();
+  return m;
+}
+
+// Evaluation-time variants of a trained model: the context-extension scalings (linear and YaRN
+// stretch by s = L / L_train; dynamic NTK grows its base with the current length itself, s = 1, so
+// it is the plain model up to L_train), and the rotary arithmetic rounded to bf16 / fp16 (claim k).
+std::map<std::string, Lengths> evaluate_variants(nn::GPT& model, const std::string& method, const data::TokenSpan& val,
+                                                 const CompareConfig& cfg, Device dev, const Lengths& plain) {
+  std::map<std::string, Lengths> rows;
+  const auto skipped = skipped_variants(cfg);  // rows this configuration cannot build: absent
+  for (const std::string& suffix : variant_suffixes()) {
+    const std::string row = method + suffix;
+    if (skipped.count(row)) continue;
+    if (suffix[0] == '@') {
+      rows[row] = evaluate_lengths(*variant_model(model, variant_options(suffix, 1)), val, cfg, dev, nullptr);
+      continue;
+    }
+    Lengths out;
+    for (size_t i = 0; i < cfg.eval_multipliers.size(); ++i) {
+      const int64_t m = cfg.eval_multipliers[i];
+      if (m == 1) {  // s = 1 (and dynamic NTK up to L_train) is the plain model: the same numbers
+        out.push_back(plain[i]);
+        continue;
+      }
+      CompareConfig one = cfg;
+      one.eval_multipliers = {m};
+      out.push_back(evaluate_lengths(*variant_model(model, variant_options(suffix, m)), val, one, dev, nullptr).front());
+    }
+    rows[row] = out;
+  }
+  return rows;
+}
+
+void run(UnitContext& ctx) {
+  LmResult& r = ctx.unit.parts.get<LmResult>();
+  const data::TokenSpan& val = ctx.data.val();
+  r.lengths = evaluate_lengths(ctx.model, val, ctx.cfg, ctx.dev, &r.per_position_loss);
+  if (takes_rope_scaling(ctx.method)) r.variants = evaluate_variants(ctx.model, ctx.method, val, ctx.cfg, ctx.dev, r.lengths);
+}
+
+json length_json(const std::optional<LengthResult>& l) {
+  if (!l) return nullptr;
+  return {{"context", l->context}, {"windows", l->windows}, {"loss", l->loss}, {"perplexity", l->perplexity},
+          {"accuracy", l->accuracy}};
+}
+
+std::optional<LengthResult> length_from(const json& j) {
+  if (j.is_null()) return std::nullopt;
+  LengthResult l;
+  l.context = json_int(j.at("context"));
+  l.windows = json_int(j.at("windows"));
+  l.loss = json_real(j.at("loss"));
+  l.perplexity = json_real(j.at("perplexity"));
+  l.accuracy = json_real(j.at("accuracy"));
+  return l;
+}
+
+void write_part(const UnitResult& u, json& j) {
+  const LmResult& r = u.parts.value<LmResult>();
+  json variants = json::object();
+  for (const auto& [name, v] : r.variants) variants[name] = lengths_to_json(v);
+  j["lengths"] = lengths_to_json(r.lengths);
+  j["variants"] = variants;
+  j["per_position_loss"] = r.per_position_loss;
+}
+
+void read_part(const json& j, UnitResult& u) {
+  LmResult& r = u.parts.get<LmResult>();
+  r.lengths = lengths_from_json(j.at("lengths"));
+  for (const auto& [name, v] : j.at("variants").items()) r.variants[name] = lengths_from_json(v);
+  r.per_position_loss = json_list<double>(j.at("per_position_loss"), json_real);
+}
+
+void check_length(const ValueCheck& c, const LengthResult& l, int64_t context, const std::string& p) {
+  c.equal(l.context, context, json_path_key(p, "context"), "the evaluation multiplier x --block-size");
+  c.positive(l.windows, json_path_key(p, "windows"));
+  c.loss_and_perplexity(l.loss, l.perplexity, p);
+  c.fraction(l.accuracy, json_path_key(p, "accuracy"));
+}
+
+void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& p) {
+  const LmResult& r = u.parts.value<LmResult>();
+  check_lengths(c, r.lengths, cfg, json_path_key(p, "lengths"));
+  // The derived rows are exactly those the unit's method makes, less the skipped ones.
+  std::vector<std::string> want;
+  const auto skipped = skipped_variants(cfg);
+  for (const auto& row : variant_rows(u.method))
+    if (!skipped.count(row)) want.push_back(row);
+  const std::string vp = json_path_key(p, "variants");
+  for (const auto& row : want)
+    if (!r.variants.count(row)) c.fail(vp, "", "has no row " + ValueCheck::quoted(row) + ", which every " + u.method + " unit measures");
+  for (const auto& [name, v] : r.variants) {
+    const std::string q = vp + "[" + ValueCheck::quoted(name) + "]";
+    if (std::find(want.begin(), want.end(), name) == want.end())
+      c.fail(q, "", want.empty() ? "only " + scaling_kinds() + " units have derived rows"
+                                 : "not a derived row of this configuration (" + ValueCheck::list(want) + ")");
+    if (method_of(name) != u.method || name.find_first_of("+@") == std::string::npos)
+      c.fail(q, "", "a variant of unit " + ValueCheck::quoted(u.method) + " is named " + u.method + "+<scaling> or " +
+                        u.method + "@<precision>");
+    check_lengths(c, v, cfg, q);
+  }
+  const auto it = std::find(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end(), cfg.per_position_multiplier);
+  const size_t at = static_cast<size_t>(it - cfg.eval_multipliers.begin());
+  const bool evaluated = it != cfg.eval_multipliers.end() && at < r.lengths.size() && r.lengths[at].has_value();
+  const std::string pp = json_path_key(p, "per_position_loss");
+  c.size(r.per_position_loss.size(), evaluated ? static_cast<size_t>(cfg.per_position_multiplier * cfg.base.model.block_size) : 0,
+         pp, "one per position of the --per-position-multiplier window, where it was evaluated");
+  for (size_t i = 0; i < r.per_position_loss.size(); ++i) c.at_least(r.per_position_loss[i], 0.0, json_path_at(pp, i), "a loss");
+}
+
+std::vector<std::string> extra_rows(const ComparisonResult& r) {
+  std::vector<std::string> out;
+  for (const auto& m : r.config.methods)
+    for (const auto& u : r.units)
+      if (u.method == m)
+        if (const LmResult* l = u.parts.find<LmResult>())
+          for (const auto& [name, v] : l->variants)
+            if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  return out;
+}
+
+std::vector<Metric> metrics(const CompareConfig& c) {
+  std::vector<Metric> m = {lm_metric(Quantity::Parameters), lm_metric(Quantity::PositionParameters),
+                           lm_metric(Quantity::Loss), lm_metric(Quantity::Perplexity), lm_metric(Quantity::Accuracy)};
+  for (int64_t k : c.eval_multipliers)
+    if (k != 1) m.push_back(lm_metric(Quantity::Perplexity, k));
+  for (int64_t k : c.eval_multipliers)
+    if (k != 1) m.push_back(lm_metric(Quantity::PerplexityRatio, k));
+  return m;
+}
+
+std::optional<double> value(const CompareConfig& c, const UnitResult& u, const std::string& row, const Metric& m) {
+  const auto q = static_cast<Quantity>(m.quantity);
+  if (q == Quantity::Parameters) return static_cast<double>(u.parameters);
+  if (q == Quantity::PositionParameters) return static_cast<double>(u.position_parameters);
+  const LmResult* r = u.parts.find<LmResult>();
+  if (!r) return std::nullopt;
+  const Lengths* ls = &r->lengths;
+  if (row != u.method) {
+    auto it = r->variants.find(row);
+    if (it == r->variants.end()) return std::nullopt;
+    ls = &it->second;
+  }
+  auto at = [&](int64_t mult) -> std::optional<LengthResult> {
+    auto it = std::find(c.eval_multipliers.begin(), c.eval_multipliers.end(), mult);
+    const size_t i = static_cast<size_t>(it - c.eval_multipliers.begin());
+    if (it == c.eval_multipliers.end() || i >= ls->size()) return std::nullopt;
+    return (*ls)[i];
+  };
+  const auto l = at(m.multiplier);
+  if (!l) return std::nullopt;
+  switch (q) {
+    case Quantity::Loss: return l->loss;
+    case Quantity::Perplexity: return l->perplexity;
+    case Quantity::Accuracy: return l->accuracy;
+    case Quantity::PerplexityRatio: {
+      // Relative to the same row at the training length (a variant equals its method there, or is
+      // compared with itself).
+      const auto one = at(1);
+      if (!one) return std::nullopt;
+      return l->perplexity / one->perplexity;
+    }
+    default: return std::nullopt;
+  }
+}
+
+std::string settings_markdown(const ComparisonResult& r) {
+  const CompareConfig& c = r.config;
+  std::vector<double> rel;  // the measured seed-to-seed noise that sizes the experiment
+  for (const auto& m : c.methods) {
+    const Summary s = summary(r, m, lm_metric(Quantity::Perplexity));
+    if (s.has_interval()) rel.push_back(s.std / s.mean);
+  }
+  std::sort(rel.begin(), rel.end());
+  std::string md = "- seed-to-seed noise: the standard deviation of the validation perplexity over seeds is " +
+                   (rel.empty() ? std::string("not measured (one seed)")
+                                : num(100 * rel[rel.size() / 2], 2) + "% of the mean (median over methods)") +
+                   "; differences smaller than about twice that are not resolved with " + std::to_string(c.seeds.size()) +
+                   " seeds\n";
+  md += "- RoPE evaluation-time variants: linear and YaRN scaling with s = L/L_train, dynamic NTK; `rope@bf16` and "
+        "`rope@fp16` round the rotary angle arithmetic to that format\n";
+  for (const auto& [row, why] : skipped_variants(r.config))
+    md += "- `" + row + "` not measured: this configuration cannot build it (" + why + ")\n";
+  return md;
+}
+
+// Perplexity vs length, mean with the 95% interval.
+void ppl_plot(const ComparisonResult& r, const std::string& d) {
+  const CompareConfig& c = r.config;
+  const int64_t block = c.base.model.block_size;
+  std::ofstream dat(d + "/ppl_vs_length.dat");
+  std::string plot = "plot ";
+  int idx = 0;
+  for (const auto& row : rows(r)) {
+    dat << "# " << row << "\n";
+    int points = 0;
+    for (int64_t k : c.eval_multipliers) {
+      const Summary s = summary(r, row, lm_metric(Quantity::Perplexity, k));
+      if (!s.n) continue;
+      ++points;
+      dat << k * block << " " << s.mean << " " << (s.has_interval() ? s.ci_low : s.mean) << " "
+          << (s.has_interval() ? s.ci_high : s.mean) << "\n";
+    }
+    dat << "\n\n";
+    if (points) {
+      const bool variant = row.find_first_of("+@") != std::string::npos;
+      plot += std::string(plot.size() > 5 ? ", " : "") + "'ppl_vs_length.dat' index " + std::to_string(idx) +
+              " with yerrorlines " + (variant ? "dt 2 lw 1" : "lw 2") + " title '" + row + "'";
+    }
+    ++idx;
+  }
+  std::ofstream gp(d + "/ppl_vs_length.gp");
+  gp << markdown::gnuplot_style() << "set output 'ppl_vs_length.png'\nset logscale x 2\nset logscale y\n"
+     << "set xlabel 'evaluation length (tokens); training length " << block << "'\nset ylabel 'validation perplexity'\n"
+     << "set title 'Length extrapolation (mean and 95% interval over " << c.seeds.size() << " seeds)'\n" << plot << "\n";
+}
+
+// Training loss, first seed.
+void train_loss_plot(const ComparisonResult& r, const std::string& d) {
+  std::ofstream dat(d + "/train_loss.dat");
+  std::string plot = "plot ";
+  int idx = 0;
+  for (const auto& m : r.config.methods) {
+    const UnitResult* u = first_unit(r, m);
+    if (!u) continue;
+    dat << "# " << m << "\n";
+    for (const auto& [step, loss] : u->train_curve) dat << step << " " << loss << "\n";
+    dat << "\n\n";
+    plot += std::string(idx ? ", " : "") + "'train_loss.dat' index " + std::to_string(idx) + " with lines lw 2 title '" + m + "'";
+    ++idx;
+  }
+  std::ofstream gp(d + "/train_loss.gp");
+  gp << markdown::gnuplot_style() << "set output 'train_loss.png'\nset xlabel 'step'\nset ylabel 'training loss'\n"
+     << "set title 'Training loss (first seed)'\n" << plot << "\n";
+}
+
+// Per-position loss, first seed, buckets of 8 positions.
+void per_position_plot(const ComparisonResult& r, const std::string& d) {
+  const CompareConfig& c = r.config;
+  std::ofstream dat(d + "/per_position_loss.dat");
+  std::string plot = "plot ";
+  int idx = 0;
+  for (const auto& m : c.methods) {
+    const UnitResult* u = first_unit(r, m);
+    const LmResult* l = u ? u->parts.find<LmResult>() : nullptr;
+    if (!l || l->per_position_loss.empty()) continue;
+    const auto& v = l->per_position_loss;
+    dat << "# " << m << "\n";
+    const size_t bucket = v.size() >= 64 ? 8 : 1;
+    for (size_t i = 0; i + bucket <= v.size(); i += bucket) {
+      double s = 0;
+      for (size_t k = 0; k < bucket; ++k) s += v[i + k];
+      dat << i + bucket / 2 << " " << s / static_cast<double>(bucket) << "\n";
+    }
+    dat << "\n\n";
+    plot += std::string(idx ? ", " : "") + "'per_position_loss.dat' index " + std::to_string(idx) +
+            " with lines lw 2 title '" + m + "'";
+    ++idx;
+  }
+  std::ofstream gp(d + "/per_position_loss.gp");
+  gp << markdown::gnuplot_style() << "set output 'per_position_loss.png'\nset xlabel 'position in the window'\n"
+     << "set ylabel 'loss'\nset arrow from " << c.base.model.block_size << ", graph 0 to " << c.base.model.block_size
+     << ", graph 1 nohead dt 3\nset title 'Loss per position inside a " << c.per_position_multiplier
+     << "x window (dotted: training length; first seed)'\n" << plot << "\n";
+}
+
+std::vector<std::string> write_files(const ComparisonResult& r, const ReportDir& out) {
+  ppl_plot(r, out.plots);
+  train_loss_plot(r, out.plots);
+  per_position_plot(r, out.plots);
+  return markdown::draw(out.plots, {"ppl_vs_length", "train_loss", "per_position_loss"});
+}
+
+std::string section(const ComparisonResult& r, const ReportDir&) {
+  const CompareConfig& c = r.config;
+  const int64_t block = c.base.model.block_size;
+  std::ostringstream md;
+  md << "## Length extrapolation: validation perplexity at multiples of the training length\n\n"
+     << "Non-overlapping windows over the same validation text (about " << c.eval_tokens
+     << " scored tokens per length).\n\n";
+  std::vector<std::string> eh = {"method"};
+  for (int64_t k : c.eval_multipliers) eh.push_back(std::to_string(k) + "x (" + std::to_string(k * block) + ")");
+  Table ext(eh);
+  for (const auto& row : rows(r)) {
+    std::vector<std::string> cells = {row};
+    for (int64_t k : c.eval_multipliers) cells.push_back(cell(summary(r, row, lm_metric(Quantity::Perplexity, k)), 2));
+    ext.row(cells);
+  }
+  md << ext.markdown() << "\n";
+  return md.str();
+}
+
+}  // namespace
+
+Metric lm_metric(Quantity q, int64_t multiplier) {
+  const std::string x = "_x" + std::to_string(multiplier);
+  Metric m;
+  m.study = kStudy;
+  m.quantity = static_cast<int>(q);
+  m.multiplier = multiplier;
+  switch (q) {
+    case Quantity::Parameters: m.label = "parameters"; break;
+    case Quantity::PositionParameters: m.label = "position_parameters"; break;
+    case Quantity::Loss: m.label = multiplier == 1 ? "val_loss" : "loss" + x; break;
+    case Quantity::Perplexity: m.label = multiplier == 1 ? "val_perplexity" : "perplexity" + x; break;
+    case Quantity::Accuracy: m.label = multiplier == 1 ? "val_accuracy" : "accuracy" + x; break;
+    case Quantity::PerplexityRatio: m.label = "ppl_ratio" + x; break;
+  }
+  m.lower_better = q != Quantity::Accuracy;
+  m.digits = q == Quantity::Parameters || q == Quantity::PositionParameters ? 0
+             : q == Quantity::Accuracy || q == Quantity::Loss             ? 4
+                                                                          : 3;
+  return m;
+}
+
+Lengths evaluate_lengths(nn::GPT& model, const data::TokenSpan& val, const CompareConfig& cfg, Device dev,
+                         std::vector<double>* per_position) {
+  Lengths out;
+  const int64_t block = model.config().block_size;
+  const int64_t limit = model.position_encoding().max_length();
+  for (int64_t m : cfg.eval_multipliers) {
+    const int64_t ctx = m * block;
+    if ((limit >= 0 && ctx > limit) || ctx + 1 > static_cast<int64_t>(val.size())) {
+      out.emplace_back();
+      continue;
+    }
+    const EvalResult e = evaluate_tokens(model, val, ctx, std::max<int64_t>(1, cfg.eval_tokens / ctx), 0, dev);
+    out.push_back(LengthResult{e.context, e.windows, e.loss, e.perplexity, e.accuracy});
+    if (per_position && m == cfg.per_position_multiplier) *per_position = e.per_position_loss;
+  }
+  return out;
+}
+
+std::vector<std::string> variant_rows(const std::string& method) {
+  std::vector<std::string> rows;
+  if (takes_rope_scaling(method))
+    for (const auto& s : variant_suffixes()) rows.push_back(method + s);
+  return rows;
+}
+
+std::vector<std::string> rope_scaling_methods(const CompareConfig& cfg) {
+  std::vector<std::string> out;
+  for (const auto& m : cfg.methods)
+    if (takes_rope_scaling(m)) out.push_back(m);
+  return out;
+}
+
+nn::PosEncConfig method_pos_config(const CompareConfig& cfg, const std::string& method) {
+  nn::PosEncConfig pc = cfg.base.model.pos;
+  pc.kind = method;
+  pc.n_embd = cfg.base.model.n_embd;
+  pc.n_head = cfg.base.model.n_head;
+  pc.n_layer = cfg.base.model.n_layer;
+  pc.block_size = cfg.base.model.block_size;
+  return pc;
+}
+
+std::map<std::string, std::string> skipped_variants(const CompareConfig& cfg) {
+  std::map<std::string, std::string> out;
+  for (const auto& method : rope_scaling_methods(cfg))
+    for (const std::string& suffix : variant_suffixes())
+      for (int64_t m : cfg.eval_multipliers) {
+        if (m == 1 && suffix[0] == '+') continue;  // the plain model's numbers
+        nn::PosEncConfig pc = method_pos_config(cfg, method);
+        try {
+          for (const auto& [name, v] : variant_options(suffix, m)) pc.set(name, v);
+          pc.validate();
+        } catch (const ValueError& e) {
+          out[method + suffix] = e.what();
+          break;
+        }
+      }
+  return out;
+}
+
+json lengths_to_json(const Lengths& v) {
+  json a = json::array();
+  for (const auto& l : v) a.push_back(length_json(l));
+  return a;
+}
+
+Lengths lengths_from_json(const json& j) {
+  Lengths v;
+  for (const auto& e : j) v.push_back(length_from(e));
+  return v;
+}
+
+void check_lengths(const ValueCheck& c, const Lengths& v, const CompareConfig& cfg, const std::string& p) {
+  c.size(v.size(), cfg.eval_multipliers.size(), p, "one per --eval-multipliers " + ValueCheck::list(cfg.eval_multipliers));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const int64_t m = cfg.eval_multipliers[i];
+    if (!v[i]) {
+      if (m == 1) c.fail(json_path_at(p, i), "null", "every method is evaluated at the training length (multiplier 1)");
+      continue;
+    }
+    check_length(c, *v[i], m * cfg.base.model.block_size, json_path_at(p, i));
+  }
+}
+
+StudyEntry lm_study() {
+  StudyEntry e;
+  e.name = kStudy;
+  e.summary = "language-model evaluation: perplexity and accuracy at 1x..Nx the training length, per-position loss, "
+              "evaluation-time RoPE scalings (Press et al. 2022 §2; Chen et al. 2023; Peng et al. 2023)";
+  e.run_unit = run;
+  e.unit_to_json = write_part;
+  e.unit_from_json = read_part;
+  e.check_unit = check_part;
+  e.rows = extra_rows;
+  e.metrics = metrics;
+  e.value = value;
+  e.settings_markdown = settings_markdown;
+  e.write_files = write_files;
+  e.markdown = section;
+  e.gallery_plots = 3;
+  return e;
+}
+
+}  // namespace posgrad::train

@@ -1,0 +1,111 @@
+// pi_study.cpp — the position-interpolation protocol's entry (compare/study.h): its checks, work,
+// results and report (pi_protocol.h, pi_report.h).
+#include <algorithm>
+#include <filesystem>
+
+#include "compare/studies/passkey/passkey.h"
+#include "compare/studies/pi/pi_protocol.h"
+#include "compare/studies/pi/pi_report.h"
+
+namespace posgrad::train {
+
+namespace {
+
+using json = nlohmann::json;
+std::string at(const std::string& p, size_t i) { return json_path_at(p, i); }
+std::string dot(const std::string& p, const std::string& k) { return json_path_key(p, k); }
+bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+json pi_json(const std::vector<PiResult>& v) {
+  json a = json::array();
+  for (const auto& p : v)
+    a.push_back({{"scaling", p.scaling}, {"multiplier", p.multiplier}, {"iters", p.iters}, {"batch", p.batch},
+                 {"first_loss", p.first_loss}, {"final_loss", p.final_loss}, {"seconds", p.seconds},
+                 {"lengths", lengths_to_json(p.lengths)}});
+  return a;
+}
+
+std::vector<PiResult> pi_from(const json& j) {
+  if (!j.is_array()) throw json::type_error::create(302, "\"pi\": expected an array", &j);
+  std::vector<PiResult> v;
+  for (const auto& e : j) {
+    PiResult p;
+    p.scaling = e.at("scaling").get<std::string>();
+    p.multiplier = json_int(e.at("multiplier"));
+    p.iters = json_int(e.at("iters"));
+    p.batch = json_int(e.at("batch"));
+    p.first_loss = json_real(e.at("first_loss"));
+    p.final_loss = json_real(e.at("final_loss"));
+    p.seconds = json_real(e.at("seconds"));
+    p.lengths = lengths_from_json(e.at("lengths"));
+    v.push_back(std::move(p));
+  }
+  return v;
+}
+
+void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
+  const std::string p = dot(path, "pi");
+  const auto& rows = u.parts.value<PiResults>().rows;
+  const bool runs = u.method == "rope" && cfg.pi_iters > 0;
+  const size_t want = runs ? cfg.pi_multipliers.size() * cfg.pi_scalings.size() : 0;
+  c.size(rows.size(), want, p,
+         runs ? "--pi-multipliers x --pi-scalings" : "the protocol runs on rope units with --pi-iters > 0 only");
+  for (size_t i = 0; i < want; ++i) {
+    const PiResult& r = rows[i];
+    const std::string q = at(p, i);
+    const int64_t m = cfg.pi_multipliers[i / cfg.pi_scalings.size()];
+    const std::string& s = cfg.pi_scalings[i % cfg.pi_scalings.size()];
+    if (r.scaling != s) c.fail(dot(q, "scaling"), ValueCheck::quoted(r.scaling), "expected " + ValueCheck::quoted(s) + " (--pi-scalings, in order)");
+    c.equal(r.multiplier, m, dot(q, "multiplier"), "--pi-multipliers, in order");
+    c.equal(r.iters, cfg.pi_iters, dot(q, "iters"), "--pi-iters");
+    c.positive(r.batch, dot(q, "batch"));
+    c.non_negative(r.first_loss, dot(q, "first_loss"));
+    c.non_negative(r.final_loss, dot(q, "final_loss"));
+    c.non_negative(r.seconds, dot(q, "seconds"));
+    check_lengths(c, r.lengths, cfg, dot(q, "lengths"));
+  }
+}
+
+void run(UnitContext& ctx) {
+  // Each fine-tuned model is kept for the studies after this one (the passkey test scores it).
+  const PiCallback publish = [&](const std::string& row, nn::GPT& tuned) {
+    std::shared_ptr<nn::GPT> copy = copy_gpt(tuned, {}, 0, ctx.dev);
+    copy->eval();
+    ctx.models[row] = std::move(copy);
+  };
+  ctx.unit.parts.get<PiResults>().rows =
+      run_pi_protocol(ctx.model, ctx.data.train(), ctx.data.val(), ctx.cfg, ctx.seed, ctx.dev, publish);
+}
+
+}  // namespace
+
+StudyEntry pi_study() {
+  StudyEntry e;
+  e.name = PiResults::kStudy;
+  e.summary = "position interpolation: each RoPE model scaled and fine-tuned at Mx its training length, against NTK-aware "
+              "and YaRN scaling (Chen et al. 2023 §2.3, §3; Peng et al. 2023)";
+  e.validate = validate_pi;
+  e.enabled = [](const CompareConfig& c) { return c.pi_iters > 0; };
+  e.applies = [](const CompareConfig&, const std::string& method) { return method == "rope"; };
+  e.check_data = [](const CompareConfig& cfg, const CorpusData* d) {
+    if (d && contains(cfg.methods, "rope")) check_pi_data(cfg, cfg.base.model.block_size, d->dataset.train());
+  };
+  e.run_unit = run;
+  e.unit_to_json = [](const UnitResult& u, json& j) { j["pi"] = pi_json(u.parts.value<PiResults>().rows); };
+  e.unit_from_json = [](const json& j, UnitResult& u) {
+    if (j.contains("pi")) u.parts.get<PiResults>().rows = pi_from(j.at("pi"));  // absent: made before the protocol existed
+  };
+  e.check_unit = check_part;
+  e.write_files = [](const ComparisonResult& r, const ReportDir& out) {
+    write_pi_csv(r, out.dir + "/pi.csv");
+    write_pi_plot(r, out.plots);
+    return std::vector<std::string>{};
+  };
+  e.markdown = [](const ComparisonResult& r, const ReportDir& out) {
+    return pi_markdown(r, std::filesystem::exists(out.plots + "/pi_ppl_vs_length.png"));
+  };
+  e.claims = judge_pi_claims;
+  return e;
+}
+
+}  // namespace posgrad::train

@@ -1,0 +1,93 @@
+// suite_study.cpp — the length-generalisation suite's entry (compare/study.h): its checks, work,
+// results and report (length_suite.h, length_suite_report.h).
+#include <algorithm>
+#include <filesystem>
+
+#include "compare/studies/suite/length_suite.h"
+#include "compare/studies/suite/length_suite_report.h"
+
+namespace posgrad::train {
+
+namespace {
+
+using json = nlohmann::json;
+std::string at(const std::string& p, size_t i) { return json_path_at(p, i); }
+std::string dot(const std::string& p, const std::string& k) { return json_path_key(p, k); }
+bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
+  const std::string p = dot(path, "suite");
+  const auto& tasks = u.parts.value<SuiteResult>().tasks;
+  // run_length_suite: per task, the plain row, then the randomized one where the method is listed.
+  std::vector<std::pair<std::string, bool>> want;
+  if (cfg.suite_iters > 0)
+    for (const auto& t : cfg.suite_tasks) {
+      want.emplace_back(t, false);
+      if (contains(cfg.suite_randomized, u.method)) want.emplace_back(t, true);
+    }
+  c.size(tasks.size(), want.size(), p,
+         cfg.suite_iters > 0 ? "--suite-tasks " + ValueCheck::list(cfg.suite_tasks) + ", plain and randomized rows"
+                             : "--suite-iters 0: no suite");
+  const auto buckets = suite_buckets(cfg);
+  for (size_t i = 0; i < want.size(); ++i) {
+    const SuiteTaskResult& s = tasks[i];
+    const std::string q = at(p, i);
+    if (s.task != want[i].first || s.randomized != want[i].second)
+      c.fail(q, ValueCheck::quoted(suite_row(s.task, s.randomized)),
+             "expected task " + ValueCheck::quoted(want[i].first) + (want[i].second ? " randomized" : " plain") +
+                 " (the order of --suite-tasks)");
+    c.non_negative(s.final_loss, dot(q, "final_loss"));
+    c.non_negative(s.seconds, dot(q, "seconds"));
+    c.size(s.buckets.size(), buckets.size(), dot(q, "buckets"), "--suite-max-multiplier");
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      const SuiteBucket& b = s.buckets[k];
+      const std::string r = at(dot(q, "buckets"), k);
+      c.equal(b.lo, buckets[k].first, dot(r, "lo"), "bucket k of --suite-length");
+      c.equal(b.hi, buckets[k].second, dot(r, "hi"), "bucket k of --suite-length");
+      c.count(b.examples, dot(r, "examples"));
+      c.fraction(b.sequence_accuracy, dot(r, "sequence_accuracy"));
+      c.fraction(b.token_accuracy, dot(r, "token_accuracy"));
+    }
+  }
+}
+
+void validate(const CompareConfig& cfg) {
+  auto unique = [](auto v) {
+    std::sort(v.begin(), v.end());
+    return std::adjacent_find(v.begin(), v.end()) == v.end();
+  };
+  POSGRAD_CHECK(unique(cfg.suite_tasks), UsageError, "--suite-tasks lists a task twice (each task is trained and scored once)");
+  POSGRAD_CHECK(unique(cfg.suite_randomized), UsageError, "--suite-randomized lists a method twice");
+  validate_length_suite(cfg);
+}
+
+}  // namespace
+
+StudyEntry suite_study() {
+  StudyEntry e;
+  e.name = SuiteResult::kStudy;
+  e.summary = "length-generalisation suite: algorithmic tasks trained on lengths 1..N, scored in length buckets up to "
+              "kN, with and without randomized positions (Deletang et al. 2023; Ruoss et al. 2023)";
+  e.validate = validate;
+  e.enabled = [](const CompareConfig& c) { return c.suite_iters > 0; };
+  e.run_unit = [](UnitContext& ctx) {
+    ctx.unit.parts.get<SuiteResult>().tasks = run_length_suite(ctx.cfg, ctx.method, ctx.seed, ctx.dev);
+  };
+  e.unit_to_json = [](const UnitResult& u, json& j) { j["suite"] = suite_to_json(u.parts.value<SuiteResult>().tasks); };
+  e.unit_from_json = [](const json& j, UnitResult& u) {
+    if (j.contains("suite")) u.parts.get<SuiteResult>().tasks = suite_from_json(j.at("suite"));  // absent: made before the suite existed
+  };
+  e.check_unit = check_part;
+  e.write_files = [](const ComparisonResult& r, const ReportDir& out) {
+    write_suite_csv(r, out.dir + "/suite.csv");
+    write_suite_plots(r, out.plots);
+    return std::vector<std::string>{};
+  };
+  e.markdown = [](const ComparisonResult& r, const ReportDir& out) {
+    return suite_markdown(r, std::filesystem::exists(out.plots + "/suite_accuracy.png"));
+  };
+  e.claims = judge_suite_claims;
+  return e;
+}
+
+}  // namespace posgrad::train

@@ -1,0 +1,237 @@
+// task.cpp — see task.h.
+#include "compare/studies/task/task.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "autograd/ops.h"
+#include "compare/markdown.h"
+#include "data/synthetic.h"
+#include "train/evaluate.h"
+#include "train/interrupt.h"
+#include "train/optim.h"
+#include "train/options.h"
+#include "train/trainer.h"
+
+namespace posgrad::train {
+
+namespace {
+
+using json = nlohmann::json;
+using markdown::cell;
+using markdown::Table;
+
+// The task's model with each method: its memory, and the encoding's own size rules (an even
+// rotary width, xPos pairs, ...) before anything is trained. The suite's models have these sizes too.
+void validate(const CompareConfig& cfg) {
+  POSGRAD_CHECK(cfg.task_n_embd % cfg.task_n_head == 0, UsageError, "--task-n-embd (", cfg.task_n_embd,
+                ") must be divisible by --task-n-head (", cfg.task_n_head, ")");
+  auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  POSGRAD_CHECK(has(cfg.task_multipliers, 1), UsageError, "--task-multipliers must include 1 (the training length)");
+  // The synthetic task's model, trained on task_batch sequences of 2·cfg.task_length + 1 tokens and
+  // scored at the longest task multiplier.
+  TrainConfig task_model;
+  task_model.model.n_layer = cfg.task_n_layer;
+  task_model.model.n_head = cfg.task_n_head;
+  task_model.model.n_embd = cfg.task_n_embd;
+  task_model.model.block_size = 2 * cfg.task_length + 1;
+  task_model.model.vocab_size = cfg.task_symbols + 2;
+  task_model.batch_size = std::max(cfg.task_batch, cfg.task_examples);
+  const int64_t longest_task = *std::max_element(cfg.task_multipliers.begin(), cfg.task_multipliers.end());
+  check_memory(task_model, (2 * cfg.task_length + 1) * (longest_task + 1));
+  // The synthetic task's and the suite's models (the --task-n-* sizes) with each method: the encoding's
+  // own size rules (an even rotary width, xPos pairs, ...) before anything is trained.
+  for (const auto& m : cfg.methods) {
+    nn::GPTConfig g = task_model.model;
+    g.vocab_size = std::max<int64_t>(1, g.vocab_size);
+    g.pos = cfg.base.model.pos;
+    g.pos.kind = m;
+    try {
+      g.validate();
+    } catch (const ValueError& e) {
+      throw UsageError("--methods " + m + " in the task and suite models (--task-n-embd " + std::to_string(cfg.task_n_embd) +
+                       ", --task-n-head " + std::to_string(cfg.task_n_head) + "): " + e.what());
+    }
+  }
+}
+
+// The synthetic task: a small model trained with the one training step, scored with the one
+// decoder (greedy) at each task multiplier.
+void run(UnitContext& ctx) {
+  const CompareConfig& cfg = ctx.cfg;
+  const std::string& method = ctx.method;
+  const uint64_t seed = ctx.seed;
+  const Device dev = ctx.dev;
+  TaskResult& u = ctx.unit.parts.get<TaskResult>();
+  spdlog::info("[{} seed {}] synthetic {} task", method, seed, cfg.task);
+  const auto task = data::parse_synthetic_task(cfg.task);
+  const int64_t L = cfg.task_length;
+  nn::GPTConfig mc;
+  mc.vocab_size = cfg.task_symbols + 2;
+  mc.block_size = 2 * L + 1;  // the training sequence length: a learned table cannot go beyond it
+  mc.n_layer = cfg.task_n_layer;
+  mc.n_head = cfg.task_n_head;
+  mc.n_embd = cfg.task_n_embd;
+  mc.pos = cfg.base.model.pos;
+  mc.pos.kind = method;
+  Generator init(seed), drop(seed ^ 0x5eedd0u);
+  nn::GPT model(mc, init, drop);
+  model.to(dev);
+  AdamW opt(decay_groups(model.named_parameters(), 0.0), AdamWOptions(2e-3).betas(0.9, 0.98));
+  const LRSchedule sched{2e-3, 2e-4, std::max<int64_t>(1, cfg.task_iters / 10), cfg.task_iters, true};
+  data::SyntheticTaskGenerator train_gen(task, cfg.task_symbols, seed * 7919 + 1);
+  for (int64_t it = 0; it < cfg.task_iters; ++it) {
+    if (interrupt_requested())
+      throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()), " during the synthetic task of ",
+                                       method, " seed ", seed, " (on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation and synthetic task)"),
+                        cfg.out_dir, it, interrupt_signal());
+    try {
+      u.final_loss = training_step(model, opt, sched, it, 1, 1.0, dev, [&] {
+                            data::SyntheticBatch b = train_gen.next(cfg.task_batch, L);
+                            return std::make_pair(b.x, b.y);
+                          }).loss;
+    } catch (const NonFiniteLoss& e) {
+      throw NonFiniteLoss("synthetic task (" + method + " seed " + std::to_string(seed) + "): " + e.what());
+    }
+  }
+  const int64_t limit = model.position_encoding().max_length();
+  for (int64_t m : cfg.task_multipliers) {
+    const int64_t len = m * L;
+    if (limit >= 0 && 2 * len + 1 > limit) {
+      u.scores.emplace_back();
+      continue;
+    }
+    data::SyntheticTaskGenerator test_gen(task, cfg.task_symbols, 1000003 + static_cast<uint64_t>(m));
+    data::SyntheticBatch b = test_gen.next(cfg.task_examples, len);
+    std::vector<std::vector<int64_t>> prompts;
+    const std::vector<int64_t> flat = b.prompt.to_int_vector();
+    const int64_t P = b.prompt.size(1);
+    for (int64_t i = 0; i < cfg.task_examples; ++i) prompts.emplace_back(flat.begin() + i * P, flat.begin() + (i + 1) * P);
+    const auto answers = generate(model, prompts, len, 0.0, 0, nullptr, 0, dev);
+    const data::SyntheticScore s = data::score_predictions(answers, [&] {
+      std::vector<std::vector<int64_t>> t;
+      const std::vector<int64_t> tf = b.target.to_int_vector();
+      for (int64_t i = 0; i < cfg.task_examples; ++i) t.emplace_back(tf.begin() + i * len, tf.begin() + (i + 1) * len);
+      return t;
+    }());
+    u.scores.push_back(TaskScore{len, s.examples, s.exact_match, s.token_f1, s.token_accuracy});
+  }
+}
+
+
+json scores_json(const TaskResult& t) {
+  json a = json::array();
+  for (const auto& s : t.scores)
+    a.push_back(s ? json{{"length", s->length}, {"examples", s->examples}, {"exact_match", s->exact_match},
+                         {"token_f1", s->token_f1}, {"token_accuracy", s->token_accuracy}}
+                  : json(nullptr));
+  return a;
+}
+
+void read_part(const json& j, UnitResult& u) {
+  TaskResult& t = u.parts.get<TaskResult>();
+  for (const auto& e : j.at("task")) {
+    if (e.is_null()) {
+      t.scores.emplace_back();
+      continue;
+    }
+    TaskScore s;
+    s.length = json_int(e.at("length"));
+    s.examples = json_int(e.at("examples"));
+    s.exact_match = json_real(e.at("exact_match"));
+    s.token_f1 = json_real(e.at("token_f1"));
+    s.token_accuracy = json_real(e.at("token_accuracy"));
+    t.scores.push_back(s);
+  }
+  t.final_loss = json_real(j.at("task_final_loss"));
+}
+
+void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
+  const TaskResult& t = u.parts.value<TaskResult>();
+  const std::string p = json_path_key(path, "task");
+  c.size(t.scores.size(), cfg.task_multipliers.size(), p, "one per --task-multipliers " + ValueCheck::list(cfg.task_multipliers));
+  for (size_t i = 0; i < t.scores.size(); ++i) {
+    const std::string q = json_path_at(p, i);
+    if (!t.scores[i]) {
+      if (cfg.task_multipliers[i] == 1) c.fail(q, "null", "every method is scored at the task's training length");
+      continue;
+    }
+    const TaskScore& s = *t.scores[i];
+    c.equal(s.length, cfg.task_multipliers[i] * cfg.task_length, json_path_key(q, "length"), "the task multiplier x --task-length");
+    c.count(s.examples, json_path_key(q, "examples"));
+    c.fraction(s.exact_match, json_path_key(q, "exact_match"));
+    c.fraction(s.token_f1, json_path_key(q, "token_f1"));
+    c.fraction(s.token_accuracy, json_path_key(q, "token_accuracy"));
+  }
+  c.at_least(t.final_loss, 0.0, json_path_key(path, "task_final_loss"), "a loss");
+}
+
+std::vector<Metric> metrics(const CompareConfig& c) {
+  std::vector<Metric> m;
+  for (int64_t k : c.task_multipliers) m.push_back(task_metric(TaskQuantity::ExactMatch, k));
+  for (int64_t k : c.task_multipliers) m.push_back(task_metric(TaskQuantity::TokenF1, k));
+  return m;
+}
+
+std::optional<double> value(const CompareConfig& c, const UnitResult& u, const std::string& row, const Metric& m) {
+  const TaskResult* t = u.parts.find<TaskResult>();
+  if (row != u.method || !t) return std::nullopt;
+  auto it = std::find(c.task_multipliers.begin(), c.task_multipliers.end(), m.multiplier);
+  const size_t i = static_cast<size_t>(it - c.task_multipliers.begin());
+  if (it == c.task_multipliers.end() || i >= t->scores.size() || !t->scores[i]) return std::nullopt;
+  return static_cast<TaskQuantity>(m.quantity) == TaskQuantity::ExactMatch ? t->scores[i]->exact_match : t->scores[i]->token_f1;
+}
+
+std::string section(const ComparisonResult& r, const ReportDir&) {
+  const CompareConfig& c = r.config;
+  std::ostringstream md;
+  md << "## Synthetic " << c.task << " task (trained at " << c.task_length << " symbols)\n\n";
+  std::vector<std::string> th = {"method"};
+  for (int64_t k : c.task_multipliers) th.push_back("exact match / F1 at " + std::to_string(k * c.task_length));
+  Table task(th);
+  for (const auto& m : c.methods) {
+    std::vector<std::string> cells = {m};
+    for (int64_t k : c.task_multipliers)
+      cells.push_back(cell(summary(r, m, task_metric(TaskQuantity::ExactMatch, k)), 2) + " / " +
+                      cell(summary(r, m, task_metric(TaskQuantity::TokenF1, k)), 2));
+    task.row(cells);
+  }
+  md << task.markdown() << "\n";
+  return md.str();
+}
+
+}  // namespace
+
+Metric task_metric(TaskQuantity q, int64_t multiplier) {
+  Metric m;
+  m.study = TaskResult::kStudy;
+  m.quantity = static_cast<int>(q);
+  m.multiplier = multiplier;
+  m.label = std::string(q == TaskQuantity::ExactMatch ? "task_exact_match" : "task_token_f1") + "_x" + std::to_string(multiplier);
+  m.lower_better = false;
+  m.digits = 3;
+  return m;
+}
+
+StudyEntry task_study() {
+  StudyEntry e;
+  e.name = TaskResult::kStudy;
+  e.summary = "synthetic copy / reverse task: exact match and bag-of-tokens F1 at 1x..Nx its training length";
+  e.validate = validate;
+  e.run_unit = run;
+  e.unit_to_json = [](const UnitResult& u, json& j) {
+    const TaskResult& t = u.parts.value<TaskResult>();
+    j["task"] = scores_json(t);
+    j["task_final_loss"] = t.final_loss;
+  };
+  e.unit_from_json = read_part;
+  e.check_unit = check_part;
+  e.metrics = metrics;
+  e.value = value;
+  e.markdown = section;
+  return e;
+}
+
+}  // namespace posgrad::train

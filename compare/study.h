@@ -1,0 +1,135 @@
+// study.h — a study of the comparison, the twin of a position encoding's PosEncEntry
+// (nn/posenc/position_encoding.h): one entry holds everything the comparison needs to know about
+// one measurement — its name and source, the checks of its settings and of the corpus, which
+// methods it applies to, the work it does per (method, seed) unit or once per experiment, its typed
+// result's JSON and checks, its rows of results.csv, its files (CSV, plots), its report section
+// and its claims. The registry (compare/studies/registry.cpp) lists the studies, one line each, in
+// the order they run and appear in the report; nothing registers itself.
+//
+// The runner (compare/compare.cpp), results.json (compare/results.cpp), the report
+// (compare/report.cpp) and the claims table go through these entries and name no study. A study
+// lives in compare/studies/<name>/: its result type R (Parts, compare/parts.h), its code, and its
+// entry `StudyEntry <name>_study()`.
+//
+// Every member but name and summary may be empty: the study has nothing of that kind.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compare/claims.h"
+#include "compare/config.h"
+#include "compare/results.h"
+#include "compare/value_check.h"
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "nn/gpt.h"
+
+namespace posgrad::train {
+
+// What a study's per-unit work sees: one trained language model of the experiment, in eval mode,
+// with the data it was trained on. Earlier studies' results are in `unit.parts`; models they
+// derived (a fine-tuned copy, by row name) are in `models`, for later studies to score too.
+struct UnitContext {
+  const CompareConfig& cfg;
+  const std::string& method;
+  uint64_t seed;
+  Device dev;
+  nn::GPT& model;
+  const data::TokenDataset& data;
+  const data::Tokenizer& tokenizer;
+  UnitResult& unit;
+  std::map<std::string, std::shared_ptr<nn::GPT>> models;  // row name -> derived model (eval mode)
+};
+
+// The corpus as the decoder units read it (the experiment's --corpus and --tokenizer at --block-size).
+struct CorpusData {
+  const data::TokenDataset& dataset;
+  const data::Tokenizer& tokenizer;
+};
+
+// Where a report section is written: `dir` is the staging folder of the report (compare/report.h),
+// `plots` its plots folder. A section's files are named relative to them.
+struct ReportDir {
+  std::string dir, plots;
+};
+
+struct StudyEntry {
+  std::string name;     // the results.json key of its experiment-level result, and its folder
+  std::string summary;  // one line: what it measures, and the source (paper section)
+
+  // ---- settings -------------------------------------------------------------------------------
+  // Relations between options that no single range expresses; UsageError naming the option.
+  // CompareConfig::validate calls it (so do --dry-run and posgrad report on a file's config).
+  std::function<void(const CompareConfig&)> validate;
+  // Whether the study runs at all in this configuration (its steps > 0, its track chosen).
+  // Empty: always.
+  std::function<bool(const CompareConfig&)> enabled;
+  // Whether it applies to the units of `method` (e.g. only encodings with a rotary scaling).
+  // Empty: every method.
+  std::function<bool(const CompareConfig&, const std::string& method)> applies;
+  // The checks that need the corpus, before anything is trained (check_compare_data): ValueError or
+  // UsageError naming the option. `decoder` is null when no decoder unit is trained (--track encoder).
+  std::function<void(const CompareConfig&, const CorpusData* decoder)> check_data;
+
+  // ---- work -----------------------------------------------------------------------------------
+  // Per (method, seed) decoder unit, after the language model is trained, in registry order.
+  // Fills its part of ctx.unit.parts. May throw Interrupted (train/interrupt.h) or NonFiniteLoss.
+  std::function<void(UnitContext& ctx)> run_unit;
+  // Once per experiment, on rank 0, after every unit (the cost benchmark, the encoder track).
+  std::function<void(const CompareConfig&, ComparisonResult&)> run_experiment;
+
+  // ---- results --------------------------------------------------------------------------------
+  // The unit's result.json keys this study owns, written from and read into its part of
+  // unit.parts (read: json::exception on a malformed value; a missing key is a result made before
+  // the study existed, where the study allows it).
+  std::function<void(const UnitResult&, nlohmann::json& unit)> unit_to_json;
+  std::function<void(const nlohmann::json& unit, UnitResult&)> unit_from_json;
+  // The same for its experiment-level result (results.json key `name`).
+  std::function<void(const ComparisonResult&, nlohmann::json& results)> to_json;
+  std::function<void(const nlohmann::json& results, ComparisonResult&, const std::string& source)> from_json;
+  // The checks of a result read back (compare/results.h, check_unit / check_comparison): values in
+  // range and consistent with the configuration. Each failure is c.fail(<JSON path>, value, rule).
+  std::function<void(const UnitResult&, const CompareConfig&, const ValueCheck& c, const std::string& path)> check_unit;
+  std::function<void(const ComparisonResult&, const ValueCheck& c, const std::string& source,
+                     const std::string& advice)>
+      check;
+
+  // ---- report ---------------------------------------------------------------------------------
+  // Its rows (row names beyond the methods, e.g. "rope+yarn") and its metrics in results.csv.
+  std::function<std::vector<std::string>(const ComparisonResult&)> rows;
+  std::function<std::vector<Metric>(const CompareConfig&)> metrics;
+  // The value of one of its metrics for one unit and row (row: a method or one of its rows).
+  std::function<std::optional<double>(const CompareConfig&, const UnitResult&, const std::string& row, const Metric&)>
+      value;
+  // Lines of the report's Settings list ("- ...\n") that describe this study's configuration.
+  std::function<std::string(const ComparisonResult&)> settings_markdown;
+  // Its files in the report folder (CSV, plots); returns the names of the plots drawn for the
+  // report's Plots section (others are referred to from the study's own section).
+  std::function<std::vector<std::string>(const ComparisonResult&, const ReportDir&)> write_files;
+  // The report's opening section, before the claims (only the article's table has one).
+  std::function<std::string(const ComparisonResult&)> lead_markdown;
+  // Its section of report.md, after the claims; `files` says which of its files exist.
+  std::function<std::string(const ComparisonResult&, const ReportDir&)> markdown;
+  // Its rows of the claims table.
+  std::function<std::vector<ClaimVerdict>(const ComparisonResult&)> claims;
+  // The whole report.md of an experiment that trains no decoder units (--track encoder), from the
+  // one study that runs then.
+  std::function<std::string(const ComparisonResult&)> report_alone;
+  // Plots the Plots section lists (write_files' return) that a complete report has; fewer drawn
+  // means gnuplot failed (the report says so).
+  size_t gallery_plots = 0;
+};
+
+// Every study, in run and report order (compare/studies/registry.cpp).
+const std::vector<StudyEntry>& studies();
+// The entry of a registered study (std::logic_error otherwise: a programming error).
+const StudyEntry& study_entry(const std::string& name);
+
+}  // namespace posgrad::train
