@@ -287,6 +287,15 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
 
 }  // namespace
 
+std::vector<UnitSpec> experiment_units(const CompareConfig& cfg) {
+  std::vector<UnitSpec> units;
+  if (cfg.track != "encoder") units = compare_units(cfg.methods, cfg.seeds);
+  for (const StudyEntry& s : studies())
+    if (s.own_units && (!s.enabled || s.enabled(cfg)))
+      for (const auto& [method, seed] : s.own_units(cfg)) units.push_back({method, seed, s.name});
+  return units;
+}
+
 // A re-run resumes an experiment, so its finished units must have been measured with the same
 // settings: only the list of methods and seeds (and where things are) may change.
 void check_same_experiment(const CompareConfig& cfg) {
@@ -409,12 +418,20 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   ComparisonResult r;
   r.config = cfg;
   if (job.is_root()) r.provenance = collect_provenance(cfg);
-  // The decoder units over the job's processes (compare/compare_dist.h); rank 0 gets them all, in order.
-  if (cfg.track != "encoder")
-    r.units = run_units_distributed(compare_units(cfg.methods, cfg.seeds), job, cfg.out_dir,
-                                    [&](const UnitSpec& u) { return run_unit(cfg, u.method, u.seed); });
+  // Every unit over the job's processes (compare/compare_dist.h): the decoder units, then the units
+  // of the studies that train their own models; rank 0 gets them all, in order.
+  const std::vector<UnitSpec> units = experiment_units(cfg);
+  const std::vector<json> done = run_units_distributed(units, job, cfg.out_dir, [&](const UnitSpec& u) {
+    return u.study.empty() ? to_json(run_unit(cfg, u.method, u.seed)) : study_entry(u.study).run_own_unit(cfg, u.method, u.seed);
+  });
   if (!job.is_root()) return "";
-  // Then the experiment-level studies (the encoder track, the cost benchmark), on rank 0.
+  std::map<std::string, std::vector<json>> own;
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (!units[i].study.empty()) own[units[i].study].push_back(done[i]);
+    else r.units.push_back(unit_from_json(done[i], "the result of unit " + std::to_string(i + 1) + " (" + units[i].label() + ")"));
+  }
+  for (const auto& [study, results] : own) study_entry(study).collect(cfg, results, r);
+  // Then the experiment-level studies (the cost benchmark), on rank 0.
   for (const StudyEntry& s : studies())
     if (s.run_experiment && (!s.enabled || s.enabled(cfg))) s.run_experiment(cfg, r);
   write_file_atomic(cfg.out_dir + "/results.json", to_json(r).dump(1) + "\n");

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/communicator.h"
+#include "compare/compare_dist.h"
 #include "compare/config.h"
 #include "compare/results.h"
 
@@ -32,6 +33,10 @@ const std::vector<std::string>& compare_preset_names();
 // (compare/compare_dist.h) and rank 0 alone runs the cost benchmark and writes the reports; the other
 // ranks return "" once their units are sent.
 std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm = nullptr);
+// Every unit run_compare distributes, in order: the decoder units (for each seed, each method; none
+// for --track encoder), then the units of each enabled study that trains its own models
+// (StudyEntry::own_units: the encoder track's (method, seed) units).
+std::vector<UnitSpec> experiment_units(const CompareConfig& cfg);
 
 // A re-run resumes the experiment in cfg.out_dir: UsageError naming every option whose value differs
 // from the finished units' (decoder options against decoder units, --encoder-* against encoder units;

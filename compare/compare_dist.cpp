@@ -23,6 +23,10 @@ std::vector<UnitSpec> compare_units(const std::vector<std::string>& methods, con
   return units;
 }
 
+std::string UnitSpec::label() const {
+  return (study.empty() ? "" : study + ": ") + method + " seed " + std::to_string(seed);
+}
+
 int unit_owner(size_t index, int size) { return static_cast<int>(index % static_cast<size_t>(size)); }
 
 namespace {
@@ -57,31 +61,30 @@ std::string message_of(const std::exception_ptr& e) {
 
 }  // namespace
 
-std::vector<UnitResult> run_units_distributed(const std::vector<UnitSpec>& units, dist::Communicator& comm,
-                                              const std::string& out_dir,
-                                              const std::function<UnitResult(const UnitSpec&)>& run) {
+std::vector<json> run_units_distributed(const std::vector<UnitSpec>& units, dist::Communicator& comm,
+                                        const std::string& out_dir, const std::function<json(const UnitSpec&)>& run) {
   const int n = comm.size(), me = comm.rank();
   const auto t0 = std::chrono::steady_clock::now();
   size_t mine = 0, done = 0;
   for (size_t i = 0; i < units.size(); ++i) mine += unit_owner(i, n) == me;
-  std::vector<UnitResult> results;
+  std::vector<json> results;
   json sent = {{"units", json::array()}, {"failures", json::array()}};
   for (size_t i = 0; i < units.size(); ++i) {
     if (unit_owner(i, n) != me) continue;
     const UnitSpec& u = units[i];
-    spdlog::info("=== unit {}/{}: {} (seed {}) ===", i + 1, units.size(), u.method, u.seed);
+    spdlog::info("=== unit {}/{}: {} ===", i + 1, units.size(), u.label());
     if (n == 1) {
       results.push_back(run(u));  // one process: errors leave at once, as they always did
     } else {
       try {
-        sent["units"].push_back({{"index", i}, {"result", to_json(run(u))}});
+        sent["units"].push_back({{"index", i}, {"result", run(u)}});
       } catch (...) {
         const std::exception_ptr e = std::current_exception();
         int signal = 0;
         const std::string kind = kind_of(e, &signal), what = message_of(e);
-        spdlog::error("unit {}/{} ({} seed {}) failed on rank {}: {}; this rank runs none of its remaining units",
-                      i + 1, units.size(), u.method, u.seed, me, what);
-        sent["failures"].push_back({{"index", i}, {"method", u.method}, {"seed", u.seed}, {"rank", me},
+        spdlog::error("unit {}/{} ({}) failed on rank {}: {}; this rank runs none of its remaining units", i + 1,
+                      units.size(), u.label(), me, what);
+        sent["failures"].push_back({{"index", i}, {"label", u.label()}, {"rank", me},
                                     {"kind", kind}, {"signal", signal}, {"message", what}});
         break;
       }
@@ -95,15 +98,13 @@ std::vector<UnitResult> run_units_distributed(const std::vector<UnitSpec>& units
 
   const std::vector<std::string> parts = comm.gather(sent.dump(), 0);
   if (!comm.is_root()) return {};
-  std::vector<std::optional<UnitResult>> ordered(units.size());
+  std::vector<std::optional<json>> ordered(units.size());
   json failures = json::array();
   for (size_t r = 0; r < parts.size(); ++r) {
     const json part = json::parse(parts[r]);
     for (const auto& f : part.at("failures")) failures.push_back(f);
     for (const auto& e : part.at("units"))
-      ordered.at(e.at("index").get<size_t>()) =
-          unit_from_json(e.at("result"), "the result of unit " + std::to_string(e.at("index").get<size_t>() + 1) +
-                                             " sent by rank " + std::to_string(r));
+      ordered.at(e.at("index").get<size_t>()) = e.at("result");
   }
   if (!failures.empty()) {
     size_t finished = 0;
@@ -111,8 +112,7 @@ std::vector<UnitResult> run_units_distributed(const std::vector<UnitSpec>& units
     std::string msg;
     for (const auto& f : failures)
       msg += (msg.empty() ? "" : "; ") + std::string("unit ") + std::to_string(f.at("index").get<size_t>() + 1) + "/" +
-             std::to_string(units.size()) + " (" + f.at("method").get<std::string>() + " seed " +
-             std::to_string(f.at("seed").get<uint64_t>()) + ") failed on rank " + std::to_string(f.at("rank").get<int>()) +
+             std::to_string(units.size()) + " (" + f.at("label").get<std::string>() + ") failed on rank " + std::to_string(f.at("rank").get<int>()) +
              ": " + f.at("message").get<std::string>();
     msg += "; " + std::to_string(finished) + " of " + std::to_string(units.size()) +
            " units finished and are kept: the same command resumes the others";
@@ -123,10 +123,9 @@ std::vector<UnitResult> run_units_distributed(const std::vector<UnitSpec>& units
     if (kind == "io") throw IoError(msg);
     throw std::runtime_error(msg);
   }
-  std::vector<UnitResult> out;
+  std::vector<json> out;
   for (size_t i = 0; i < ordered.size(); ++i) {
-    POSGRAD_CHECK(ordered[i].has_value(), IoError, "unit ", i + 1, " (", units[i].method, " seed ", units[i].seed,
-                  ") sent no result");
+    POSGRAD_CHECK(ordered[i].has_value(), IoError, "unit ", i + 1, " (", units[i].label(), ") sent no result");
     out.push_back(std::move(*ordered[i]));
   }
   return out;

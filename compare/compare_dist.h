@@ -19,14 +19,21 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "dist/communicator.h"
 #include "compare/results.h"
 
 namespace posgrad::train {
 
+// One unit of the experiment: a decoder unit (study empty: the language model trained by the
+// runner, then every study that runs on it), or a unit of a study with units of its own
+// (StudyEntry::own_units, e.g. the encoder track), named by that study.
 struct UnitSpec {
   std::string method;
   uint64_t seed = 0;
+  std::string study;
+  std::string label() const;  // "rope seed 2", "encoder: rope seed 2"
 };
 
 // Every unit of the experiment, in the single-process order: for each seed, each method.
@@ -35,10 +42,12 @@ std::vector<UnitSpec> compare_units(const std::vector<std::string>& methods, con
 // The rank that runs unit `index` of a job of `size` processes: index mod size.
 int unit_owner(size_t index, int size);
 
-// Runs this rank's units with run(unit) and returns, on rank 0, every unit's result in unit order;
-// on the other ranks an empty vector. out_dir names the experiment in an interruption's message.
-std::vector<UnitResult> run_units_distributed(const std::vector<UnitSpec>& units, dist::Communicator& comm,
-                                              const std::string& out_dir,
-                                              const std::function<UnitResult(const UnitSpec&)>& run);
+// Runs this rank's units with run(unit), which returns the unit's result as JSON, and returns, on
+// rank 0, every unit's result in unit order; on the other ranks an empty vector. out_dir names the
+// experiment in an interruption's message. After each unit a progress line: units done of this
+// process's share, time elapsed and left.
+std::vector<nlohmann::json> run_units_distributed(const std::vector<UnitSpec>& units, dist::Communicator& comm,
+                                                  const std::string& out_dir,
+                                                  const std::function<nlohmann::json(const UnitSpec&)>& run);
 
 }  // namespace posgrad::train

@@ -82,7 +82,14 @@ struct StudyEntry {
   // Per (method, seed) decoder unit, after the language model is trained, in registry order.
   // Fills its part of ctx.unit.parts. May throw Interrupted (train/interrupt.h) or NonFiniteLoss.
   std::function<void(UnitContext& ctx)> run_unit;
-  // Once per experiment, on rank 0, after every unit (the cost benchmark, the encoder track).
+  // A study with units of its own, which it trains itself (the encoder track): its (method, seed)
+  // units in its order, the work of one (its result as JSON: the runner distributes these units over
+  // the job's processes like the decoder units, compare/compare_dist.h), and, on rank 0, its
+  // experiment-level result from every unit's JSON in that order.
+  std::function<std::vector<std::pair<std::string, uint64_t>>(const CompareConfig&)> own_units;
+  std::function<nlohmann::json(const CompareConfig&, const std::string& method, uint64_t seed)> run_own_unit;
+  std::function<void(const CompareConfig&, const std::vector<nlohmann::json>& units, ComparisonResult&)> collect;
+  // Once per experiment, on rank 0, after every unit (the cost benchmark).
   std::function<void(const CompareConfig&, ComparisonResult&)> run_experiment;
 
   // ---- results --------------------------------------------------------------------------------

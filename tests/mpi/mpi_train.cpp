@@ -16,6 +16,7 @@
 #include "data/fileio.h"
 #include "mpi_support.h"
 #include "compare/compare.h"
+#include "compare/compare_dist.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/interrupt.h"
@@ -170,6 +171,33 @@ TEST(DistributedCompare, ResultsCsvIsByteIdenticalToOneProcess) {
     EXPECT_TRUE(fs::exists(d.str("two/report.md")));
     EXPECT_TRUE(fs::exists(d.str("two/cost.csv")));
   }
+}
+
+TEST(DistributedCompare, EncoderUnitsAreSharedToo) {
+  // --track both: the 4 decoder units and the 4 encoder units are one list, round-robin over the two
+  // processes (compare/compare_dist.h), so rank 1 trains encoders too; every output is the same.
+  SharedDir d;
+  const std::string corpus = posgrad::test::write_corpus(d);
+  auto both = [&](const std::string& out) {
+    train::CompareConfig c = tiny_compare(corpus, out);
+    c.track = "both";
+    return c;
+  };
+  const auto units = train::experiment_units(both(d.str("x")));
+  ASSERT_EQ(units.size(), 8u);
+  EXPECT_EQ(units[5].study, "encoder");
+  EXPECT_EQ(train::unit_owner(5, 2), 1);
+  if (w().is_root()) {
+    auto single = dist::make_single_communicator();
+    train::run_compare(both(d.str("one")), single.get());
+  }
+  w().barrier();
+  (void)train::run_compare(both(d.str("two")), &w());
+  w().barrier();
+  if (w().is_root())
+    for (const char* f : {"results.csv", "encoder_results.csv", "pi.csv", "suite.csv"})
+      EXPECT_EQ(read_file(d.str(std::string("one/") + f)), read_file(d.str(std::string("two/") + f)))
+          << f << " differs between 1 and 2 processes";
 }
 
 TEST(DistributedCompare, AFailedUnitIsNamedAndTheOthersAreKept) {

@@ -468,6 +468,41 @@ void check_encoder_data(const EncoderTrackConfig& cfg, const data::TokenDataset&
   }
 }
 
+EncoderUnitResult run_or_keep_encoder_unit(const EncoderTrackConfig& cfg, const std::string& m, uint64_t seed,
+                                           const data::TokenDataset& data, const data::Tokenizer& tok, bool log,
+                                           const std::string& out_dir) {
+  const std::string dir = out_dir.empty() ? "" : out_dir + "/" + m + "/seed" + std::to_string(seed);
+  const std::string result_path = dir + "/result.json";
+  // A finished unit is its result and its saved encoder; with the encoder gone it is measured again.
+  if (!dir.empty() && fs::exists(result_path) && fs::exists(dir + "/encoder.safetensors")) {
+    // A kept unit's saved encoder is intact (load_encoder verifies its checksum) and is this folder's.
+    const std::string saved = load_encoder(dir)->method;
+    if (saved != m)
+      throw IoError(dir + "/encoder.safetensors is an encoder of method \"" + saved + "\", but this is the folder of \"" +
+                    m + "\" (copied from another unit?); delete the folder to measure that unit again");
+    EncoderUnitResult u = load_encoder_unit(result_path, cfg, m, seed);
+    if (log) spdlog::info("encoder {:>10} seed {} | finished earlier — kept ({})", m, seed, result_path);
+    return u;
+  }
+  EncoderUnitResult u = run_encoder_unit(cfg, m, seed, data, tok, dir);
+  // The unit's result beside its saved encoder: an interrupted track keeps its finished units.
+  if (!dir.empty())
+    write_file_atomic(result_path,
+                      nlohmann::json{{"settings", cfg.settings_json()}, {"unit", encoder_unit_to_json(u)}}.dump(1) + "\n");
+  if (log) {
+    std::string tasks;
+    for (const auto& s : u.tasks)
+      if (s.multiplier == 1)
+        tasks += " | " + s.task + " " +
+                 std::to_string(data::is_labelling_task(data::parse_encoder_task(s.task)) ? s.span_f1 : s.accuracy).substr(0, 5);
+    // The masked-token accuracy at 1x (validate() requires 1 among the multipliers), like the tasks'.
+    const size_t one =
+        static_cast<size_t>(std::find(cfg.multipliers.begin(), cfg.multipliers.end(), 1) - cfg.multipliers.begin());
+    spdlog::info("encoder {:>10} seed {} | mlm acc {:.4f}{} | {:.1f}s", m, seed, u.mlm_accuracy.at(one), tasks, u.seconds);
+  }
+  return u;
+}
+
 EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::TokenDataset& data,
                                      const data::Tokenizer& tok, bool log, const std::string& out_dir) {
   cfg.validate();
@@ -475,42 +510,8 @@ EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::
   EncoderTrackResult r;
   r.config = cfg;
   r.config.methods = cfg.method_list();
-  const nlohmann::json settings = cfg.settings_json();
   for (const std::string& m : r.config.methods)
-    for (uint64_t seed : cfg.seeds) {
-      const std::string dir = out_dir.empty() ? "" : out_dir + "/" + m + "/seed" + std::to_string(seed);
-      const std::string result_path = dir + "/result.json";
-      // A finished unit is its result and its saved encoder; with the encoder gone it is measured again.
-      if (!dir.empty() && fs::exists(result_path) && fs::exists(dir + "/encoder.safetensors")) {
-        // A kept unit's saved encoder is intact (load_encoder verifies its checksum) and is this folder's.
-        const std::string saved = load_encoder(dir)->method;
-        if (saved != m)
-          throw IoError(dir + "/encoder.safetensors is an encoder of method \"" + saved + "\", but this is the folder of \"" +
-                        m + "\" (copied from another unit?); delete the folder to measure that unit again");
-        r.units.push_back(load_encoder_unit(result_path, cfg, m, seed));
-        if (log) spdlog::info("encoder {:>10} seed {} | finished earlier — kept ({})", m, seed, result_path);
-        continue;
-      }
-      r.units.push_back(run_encoder_unit(cfg, m, seed, data, tok, dir));
-      const auto& u = r.units.back();
-      // The unit's result beside its saved encoder: an interrupted track keeps its finished units.
-      if (!dir.empty())
-        write_file_atomic(result_path,
-                          nlohmann::json{{"settings", settings}, {"unit", encoder_unit_to_json(u)}}.dump(1) + "\n");
-      if (log) {
-        std::string tasks;
-        for (const auto& s : u.tasks)
-          if (s.multiplier == 1)
-            tasks += " | " + s.task + " " +
-                     std::to_string(data::is_labelling_task(data::parse_encoder_task(s.task)) ? s.span_f1 : s.accuracy)
-                         .substr(0, 5);
-        // The masked-token accuracy at 1x (validate() requires 1 among the multipliers), like the tasks'.
-        const size_t one = static_cast<size_t>(std::find(cfg.multipliers.begin(), cfg.multipliers.end(), 1) -
-                                               cfg.multipliers.begin());
-        spdlog::info("encoder {:>10} seed {} | mlm acc {:.4f}{} | {:.1f}s", m, seed, u.mlm_accuracy.at(one), tasks,
-                     u.seconds);
-      }
-    }
+    for (uint64_t seed : cfg.seeds) r.units.push_back(run_or_keep_encoder_unit(cfg, m, seed, data, tok, log, out_dir));
   return r;
 }
 

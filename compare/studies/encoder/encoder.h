@@ -164,6 +164,11 @@ void check_encoder_data(const EncoderTrackConfig& cfg, const data::TokenDataset&
 // resumes unit by unit and a new method or seed measures only its own units.
 EncoderTrackResult run_encoder_track(const EncoderTrackConfig& cfg, const data::TokenDataset& data,
                                      const data::Tokenizer& tok, bool log = true, const std::string& out_dir = "");
+// One unit of run_encoder_track: kept from <out_dir>/<method>/seed<seed>/ when finished there, else
+// measured (and saved there when out_dir is not empty). The comparison's runner calls it per unit.
+EncoderUnitResult run_or_keep_encoder_unit(const EncoderTrackConfig& cfg, const std::string& method, uint64_t seed,
+                                           const data::TokenDataset& data, const data::Tokenizer& tok, bool log,
+                                           const std::string& out_dir);
 
 // ---- statistics and report ---------------------------------------------------------------------
 // A metric of the track: "mlm_accuracy", "mlm_loss", or "<task>/<accuracy|macro_f1|span_f1>", at a

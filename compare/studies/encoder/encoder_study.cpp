@@ -95,8 +95,15 @@ StudyEntry encoder_study() {
   e.validate = validate;
   e.enabled = [](const CompareConfig& c) { return c.track != "decoder"; };
   e.check_data = [](const CompareConfig& cfg, const CorpusData*) { (void)load_encoder_track_data(cfg); };
-  e.run_experiment = [](const CompareConfig& cfg, ComparisonResult& r) {
-    r.parts.get<EncoderTrackResult>() = run_compare_encoder_track(cfg);
+  e.own_units = encoder_units;
+  e.run_own_unit = [](const CompareConfig& cfg, const std::string& method, uint64_t seed) {
+    return encoder_unit_to_json(run_compare_encoder_unit(cfg, method, seed));
+  };
+  e.collect = [](const CompareConfig& cfg, const std::vector<json>& units, ComparisonResult& r) {
+    std::vector<EncoderUnitResult> us;
+    for (size_t i = 0; i < units.size(); ++i)
+      us.push_back(encoder_unit_from_json(units[i], "the encoder unit " + std::to_string(i + 1) + " sent by its process"));
+    r.parts.get<EncoderTrackResult>() = collect_encoder_track(cfg, std::move(us));
   };
   e.to_json = [](const ComparisonResult& r, json& j) {
     if (const auto* t = r.parts.find<EncoderTrackResult>()) j["encoder"] = to_json(*t);

@@ -78,22 +78,39 @@ EncoderTrackData load_encoder_track_data(const CompareConfig& cfg) {
   return d;
 }
 
-EncoderTrackResult run_compare_encoder_track(const CompareConfig& cfg) {
+EncoderTrackConfig encoder_run_config(const CompareConfig& cfg, const EncoderTrackData& d) {
   EncoderTrackConfig ec = encoder_track_config(cfg);
-  ec.validate();
-  check_encoder_memory(ec);
-  const std::string path = cfg.out_dir + "/encoder_results.json";
-  const EncoderTrackData d = load_encoder_track_data(cfg);
-  const data::TokenDataset& ds = *d.dataset;
-  const auto& tok = d.tokenizer;
   // The text by absolute path and content hash, saved with each encoder: posgrad eval reads the same
   // file from any directory and refuses it once changed (not a setting: results are unaffected).
   const nlohmann::json record = data::corpus_record(cfg.base.corpus, cfg.base.data_dir, d.text);
   for (const auto& [k, v] : record.items()) ec.corpus[k] = v;
-  spdlog::info("=== encoder track: {} methods x {} seeds, masked-LM {} steps, {} tasks x {} steps ===",
-               ec.methods.size(), ec.seeds.size(), ec.mlm_iters, ec.tasks.size(), ec.task_iters);
-  EncoderTrackResult r = run_encoder_track(ec, ds, *tok, true, cfg.out_dir + "/encoder");
-  write_file_atomic(path, to_json(r).dump(1) + "\n");
+  return ec;
+}
+
+std::vector<std::pair<std::string, uint64_t>> encoder_units(const CompareConfig& cfg) {
+  const EncoderTrackConfig ec = encoder_track_config(cfg);
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const std::string& m : ec.method_list())
+    for (uint64_t seed : ec.seeds) out.emplace_back(m, seed);
+  return out;
+}
+
+EncoderUnitResult run_compare_encoder_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed) {
+  const EncoderTrackData d = load_encoder_track_data(cfg);
+  const EncoderTrackConfig ec = encoder_run_config(cfg, d);
+  ec.validate();
+  spdlog::info("=== encoder track: {} seed {}, masked-LM {} steps, {} tasks x {} steps ===", method, seed, ec.mlm_iters,
+               ec.tasks.size(), ec.task_iters);
+  return run_or_keep_encoder_unit(ec, method, seed, *d.dataset, *d.tokenizer, true, cfg.out_dir + "/encoder");
+}
+
+EncoderTrackResult collect_encoder_track(const CompareConfig& cfg, std::vector<EncoderUnitResult> units) {
+  const EncoderTrackData d = load_encoder_track_data(cfg);
+  EncoderTrackResult r;
+  r.config = encoder_run_config(cfg, d);
+  r.config.methods = r.config.method_list();
+  r.units = std::move(units);
+  write_file_atomic(cfg.out_dir + "/encoder_results.json", to_json(r).dump(1) + "\n");
   return r;
 }
 
