@@ -16,7 +16,7 @@
 #include "data/process.h"
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "train/config.h"
 #include "train/evaluate.h"
 #include "train/optim.h"
