@@ -90,16 +90,6 @@ void run_train(const TrainCommand& c, CLI::App* sub) {
   spdlog::info("done: {} steps, checkpoint in {}/checkpoint", t.current_step(), t.config().out_dir);
 }
 
-// Model + tokenizer + validation tokens of a run directory, for eval and sample.
-struct RunModel {
-  train::TrainConfig cfg;
-  std::unique_ptr<data::Tokenizer> tok;
-  Generator init{0}, dropout{0};
-  std::unique_ptr<nn::GPT> model;
-  int64_t step = 0;
-  nlohmann::json corpus;  // data::corpus_record of the text trained on (null: an older checkpoint)
-};
-
 // Neither kind of run in `dir`: say what each kind would hold (IoError, exit 1).
 void require_some_run(const std::string& dir) {
   namespace fs = std::filesystem;
@@ -113,33 +103,22 @@ void require_some_run(const std::string& dir) {
                 "<compare out_dir>/encoder/<method>/seed<k>");
 }
 
-// longest_context(cfg): the longest sequence the caller will run, from the run's configuration.
-RunModel load_run(const std::string& dir, const std::string& device,
-                  const std::function<int64_t(const train::TrainConfig&)>& longest_context) {
-  RunModel r;
+// The decoder run in `dir` (train::load_model) on `device`. longest_context(cfg): the longest sequence
+// the caller will run, from the run's configuration.
+std::unique_ptr<train::LoadedModel> load_run(const std::string& dir, const std::string& device,
+                                             const std::function<int64_t(const train::TrainConfig&)>& longest_context) {
   // An encoder of the comparison's encoder track (compare/studies/encoder/encoder.h) is no decoder run: say what reads it.
   if (std::filesystem::exists(dir + "/encoder.safetensors") && !std::filesystem::exists(dir + "/checkpoint"))
     throw IoError("'" + dir + "' holds a bidirectional encoder of the encoder track, not a decoder run: use "
                   "posgrad fill-mask --run " + dir + " (and posgrad eval --run " + dir + " for its masked-token accuracy)");
-  train::LoadedCheckpoint ck = train::read_checkpoint(dir, /*with_optimizer=*/false);
-  r.cfg = train::TrainConfig::from_json(ck.state.config, "checkpoint " + dir);
-  r.tok = data::Tokenizer::from_json(ck.state.tokenizer);
-  r.cfg.model.vocab_size = r.tok->vocab_size();
-  // No training here: the estimate is the model plus one evaluation batch at the longest context.
-  train::TrainConfig sized = r.cfg;
-  sized.batch_size = 1;
-  train::check_memory(sized, longest_context(r.cfg));
+  auto r = train::load_model(dir, longest_context);
   Device dev;
   try {
     dev = Device::parse(device);
   } catch (const Error& e) {
     throw UsageError(std::string("--device: ") + e.what());
   }
-  r.model = std::make_unique<nn::GPT>(r.cfg.model, r.init, r.dropout);
-  r.model->load_state_dict(ck.model);
-  r.model->to(dev);
-  r.step = ck.state.step;
-  r.corpus = ck.state.corpus;
+  r->model->to(dev);
   return r;
 }
 
@@ -252,31 +231,32 @@ void add_eval(CLI::App& app) {
       return eval_encoder(o);
     // The default lengths are 1, 2 and 4 times the run's training length.
     std::vector<int64_t> ctx;
-    RunModel r = load_run(o.run, o.device, [&](const train::TrainConfig& cfg) {
+    const auto r = load_run(o.run, o.device, [&](const train::TrainConfig& cfg) {
       const int64_t b = cfg.model.block_size;
       ctx = o.contexts.empty() ? std::vector<int64_t>{b, 2 * b, 4 * b} : o.contexts;
       return *std::max_element(ctx.begin(), ctx.end());
     });
-    const int64_t block = r.cfg.model.block_size;
+    const train::TrainConfig& cfg = r->config;
+    const int64_t block = cfg.model.block_size;
     // Recorded by absolute path and content hash: read from any directory, refused when it changed.
-    std::string text = r.corpus.is_null()
-                           ? data::load_corpus(r.cfg.corpus, r.cfg.data_dir, r.cfg.max_corpus_bytes)
-                           : data::load_recorded_corpus(r.corpus, r.cfg.max_corpus_bytes, "the run in '" + o.run + "'");
-    data::TokenDataset ds(text, *r.tok, block);
+    std::string text = r->corpus.is_null()
+                           ? data::load_corpus(cfg.corpus, cfg.data_dir, cfg.max_corpus_bytes)
+                           : data::load_recorded_corpus(r->corpus, cfg.max_corpus_bytes, "the run in '" + o.run + "'");
+    data::TokenDataset ds(text, *r->tokenizer, block);
     for (int64_t c : ctx)  // every length checked before anything is printed
       if (static_cast<int64_t>(ds.val().size()) < c + 1)
         throw UsageError("--contexts: a window of " + std::to_string(c) + " tokens needs " + std::to_string(c + 1) +
                          " validation tokens; the validation split has " + std::to_string(ds.val().size()));
-    fmt::print("run {} (step {}, pos={})\n{:>8} {:>10} {:>12} {:>10} {:>8}\n", o.run, r.step, r.cfg.model.pos.kind,
+    fmt::print("run {} (step {}, pos={})\n{:>8} {:>10} {:>12} {:>10} {:>8}\n", o.run, r->step, cfg.model.pos.kind,
                "context", "loss", "perplexity", "accuracy", "windows");
     for (int64_t c : ctx) {
-      const int64_t limit = r.model->position_encoding().max_length();
+      const int64_t limit = r->model->position_encoding().max_length();
       if (limit >= 0 && c > limit) {
         fmt::print("{:>8} {:>10} {:>12} {:>10} {:>8}   ({} positions beyond the learned table of {})\n", c, "n/a", "n/a",
                    "n/a", 0, c, limit);
         continue;
       }
-      train::EvalResult e = train::evaluate_tokens(*r.model, ds.val(), c, o.windows, 0, Device::parse(o.device));
+      train::EvalResult e = train::evaluate_tokens(*r->model, ds.val(), c, o.windows, 0, Device::parse(o.device));
       if (!std::isfinite(e.loss))
         throw train::NonFiniteLoss("the run in '" + o.run + "' gives a non-finite loss (" + std::to_string(e.loss) +
                                    ") at context " + std::to_string(c) + ": its weights or logits are not finite");
@@ -296,11 +276,11 @@ void add_sample(CLI::App& app) {
     check_extras(sub);
     require_single_process("sample");
     const auto o = resolve_simple(train::sample_options(), *config, *given);
-    RunModel r = load_run(o.run, o.device, [](const train::TrainConfig& cfg) { return cfg.model.block_size; });
+    const auto r = load_run(o.run, o.device, [](const train::TrainConfig& cfg) { return cfg.model.block_size; });
     const auto t0 = std::chrono::steady_clock::now();
     const std::string text =
-        train::sample_text(*r.model, *r.tok, o.prompt, o.tokens, o.temperature, o.top_k, o.seed, Device::parse(o.device),
-                           o.kv_cache);
+        train::sample_text(*r->model, *r->tokenizer, o.prompt, o.tokens, o.temperature, o.top_k, o.seed,
+                           Device::parse(o.device), o.kv_cache);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fmt::print("{}{}\n", o.prompt, text);
     spdlog::info("{} tokens in {:.2f} s ({:.0f} tokens/s)", o.tokens, s, static_cast<double>(o.tokens) / std::max(s, 1e-9));

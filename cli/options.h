@@ -1,4 +1,4 @@
-// options.h — the bridge between the option tables (tensor/options.h, train/options.h) and CLI11:
+// options.h — the bridge between the option tables (tensor/option_table.h, train/options.h) and CLI11:
 // every row of a table becomes a long option of a subcommand (--name, its help text with unit and
 // range, its default), and after parsing the options given are applied to a struct in a fixed
 // order: preset (the subcommand's own), then a --config JSON file, then the command line.
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 
 namespace posgrad::cli {
 

@@ -39,7 +39,7 @@ class CausalSelfAttention : public Module {
   CausalSelfAttention(int64_t n_embd, int64_t n_head, bool bias, Generator& gen, double proj_std = 0.02,
                       DType dtype = DType::Float32, bool sinks = false);
   // x (B, T, C) at positions pos0 .. pos0+T-1 -> (B, T, C). With a cache (causal encodings that
-  // support_kv_cache(), no gradient): the cache holds the keys and values of positions 0 .. pos0-1;
+  // supports_kv_cache(), no gradient): the cache holds the keys and values of positions 0 .. pos0-1;
   // this call appends those of its T tokens and attends them to all pos0 + T (capacity checked,
   // IndexError). The same numbers as the uncached forward over all pos0 + T tokens, row for row.
   Tensor forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0,

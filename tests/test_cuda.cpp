@@ -1,7 +1,8 @@
 // test_cuda.cpp — the CUDA backend itself: device memory (round trips, the caching allocator's
 // reuse and accounting), Philox fills identical to the CPU's, cuBLAS GEMM in every transpose
 // combination against the CPU GEMM, deterministic embedding backward, and the clear error when no
-// GPU is present. Per-op CPU-vs-CUDA parity lives in test_op_registry.cpp (CudaMatchesCpu).
+// GPU is present; then the CUDA kernels themselves, run on the CPU emulation (support/cuda_emulation.h)
+// against the CPU kernels. Per-op CPU-vs-CUDA parity lives in test_op_registry.cpp (CudaMatchesCpu).
 // Tests that need a GPU start with POSGRAD_REQUIRE_CUDA() and report SKIPPED without one; the
 // no-GPU error test runs everywhere.
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "support/cuda_emulation.h"
 #include "support/test_util.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/random.h"
@@ -232,269 +234,7 @@ TEST(CudaBackend, SumSquaresOnDevice) {
 #endif
 }
 
-// =====================================================================================================
-// CPU emulation of the CUDA kernels. This machine class (and CI) has no GPU, so the kernel files
-// tensor/kernels/cuda/*.cu (all but backend.cu and gemm.cu, which need the CUDA runtime and cuBLAS)
-// are compiled here a second time as plain C++ against a small emulation of the execution model:
-// every CUDA thread of a block is a fiber (ucontext) on this one OS thread, __syncthreads and warp
-// shuffles are scheduling points, and the scheduler reports a deadlock (mismatched barrier, partial
-// warp shuffle) as a test failure instead of hanging. Blocks run one after another. The emulated
-// kernels are then compared with the CPU kernels. This checks the kernels' indexing, tiling,
-// reductions and synchronisation logic — not the GPU's memory model, occupancy or compiler: the real
-// check is the GPU run of this file and of test_op_registry's CudaMatchesCpu.
-// Smaller blocks than on the GPU (row blocks of 64 = 2 warps, attention tiles of 32) keep the emulated
-// runs fast and make small test shapes span several tiles.
-// =====================================================================================================
-#include <ucontext.h>
-
-#include <climits>
-#include <cstring>
-#include <functional>
-#include <memory>
-#include <tuple>
-#include <type_traits>
-
-#define POSGRAD_CUDA_EMULATION 1
-#define POSGRAD_CUDA_ROW_BLOCK 64
-#define POSGRAD_CUDA_ATTN_TILE 32
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __shared__ static
-#define __align__(n) alignas(n)
-#define threadIdx (::emu::S.f[::emu::S.cur].tid)
-#define blockIdx (::emu::S.bidx)
-#define blockDim (::emu::S.bdim)
-#define gridDim (::emu::S.gdim)
-
-namespace emu {
-
-struct dim3 {
-  unsigned x = 1, y = 1, z = 1;
-  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
-};
-using cudaStream_t = struct EmuStream*;
-enum cudaError_t { cudaSuccess = 0 };
-
-enum class St : uint8_t { Run, Barrier, Shfl, Done };
-struct Fiber {
-  ucontext_t ctx;
-  St st = St::Done;
-  dim3 tid;
-  uint64_t val = 0, out = 0;
-  int off = 0;
-};
-struct Sched {
-  ucontext_t main;
-  std::vector<Fiber> f;
-  std::vector<std::unique_ptr<char[]>> stacks;
-  int cur = 0;
-  dim3 bidx, bdim, gdim;
-  std::function<void()> body;
-  std::vector<double> smem;  // dynamic shared memory (8-byte aligned)
-};
-inline Sched S;
-constexpr size_t kStack = 128 * 1024;
-
-inline void fiber_entry() {
-  S.body();
-  S.f[S.cur].st = St::Done;  // returning resumes S.main through uc_link
-}
-inline void yield(St s) {
-  Fiber& me = S.f[S.cur];
-  me.st = s;
-  swapcontext(&me.ctx, &S.main);
-}
-inline void __syncthreads() { yield(St::Barrier); }
-template <typename T>
-T __shfl_down_sync(unsigned, T v, int off) {
-  static_assert(sizeof(T) <= 8);
-  Fiber& me = S.f[S.cur];
-  me.val = 0;
-  std::memcpy(&me.val, &v, sizeof(T));
-  me.off = off;
-  yield(St::Shfl);
-  T r;
-  std::memcpy(&r, &S.f[S.cur].out, sizeof(T));
-  return r;
-}
-inline float __fmul_rn(float a, float b) { return a * b; }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline double __dmul_rn(double a, double b) { return a * b; }
-inline double __dadd_rn(double a, double b) { return a + b; }
-inline unsigned char* emulated_dynamic_smem() { return reinterpret_cast<unsigned char*>(S.smem.data()); }
-
-// cuBLAS stand-in: the column-major BLAS definition, C = alpha op(A) op(B) + beta C, computed
-// naively (beta == 0 does not read C). Checks gemm.cu's row-major -> column-major mapping.
-enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };
-enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
-using cublasHandle_t = struct EmuBlas*;
-template <typename T>
-cublasStatus_t ref_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha, const T* A,
-                        int lda, const T* B, int ldb, const T* beta, T* C, int ldc) {
-  if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m || lda < 1 || ldb < 1)
-    return CUBLAS_STATUS_INVALID_VALUE;
-  for (int j = 0; j < n; ++j)
-    for (int i = 0; i < m; ++i) {
-      T s = 0;
-      for (int l = 0; l < k; ++l) {
-        const T a = ta == CUBLAS_OP_N ? A[i + l * lda] : A[l + i * lda];
-        const T b = tb == CUBLAS_OP_N ? B[l + j * ldb] : B[j + l * ldb];
-        s += a * b;
-      }
-      C[i + j * ldc] = *beta == T(0) ? *alpha * s : *alpha * s + *beta * C[i + j * ldc];
-    }
-  return CUBLAS_STATUS_SUCCESS;
-}
-inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                                  const float* alpha, const float* A, int lda, const float* B, int ldb,
-                                  const float* beta, float* C, int ldc) {
-  return ref_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-inline cublasStatus_t cublasDgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                                  const double* alpha, const double* A, int lda, const double* B, int ldb,
-                                  const double* beta, double* C, int ldc) {
-  return ref_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-template <typename T>
-cublasStatus_t ref_gemm_strided(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
-                                const T* A, int lda, long long sa, const T* B, int ldb, long long sb, const T* beta,
-                                T* C, int ldc, long long sc, int batch) {
-  for (int b = 0; b < batch; ++b) {
-    const cublasStatus_t st = ref_gemm(ta, tb, m, n, k, alpha, A + b * sa, lda, B + b * sb, ldb, beta, C + b * sc, ldc);
-    if (st != CUBLAS_STATUS_SUCCESS) return st;
-  }
-  return CUBLAS_STATUS_SUCCESS;
-}
-inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
-                                                int n, int k, const float* alpha, const float* A, int lda,
-                                                long long sa, const float* B, int ldb, long long sb,
-                                                const float* beta, float* C, int ldc, long long sc, int batch) {
-  return ref_gemm_strided(ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
-}
-inline cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
-                                                int n, int k, const double* alpha, const double* A, int lda,
-                                                long long sa, const double* B, int ldb, long long sb,
-                                                const double* beta, double* C, int ldc, long long sc, int batch) {
-  return ref_gemm_strided(ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
-}
-
-struct Deadlock : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Runs S.body for every thread of block S.bidx.
-inline void run_block() {
-  const int n = static_cast<int>(S.bdim.x * S.bdim.y * S.bdim.z);
-  if (static_cast<int>(S.f.size()) < n) S.f.resize(n);
-  while (static_cast<int>(S.stacks.size()) < n) S.stacks.emplace_back(new char[kStack]);
-  for (int t = 0; t < n; ++t) {
-    Fiber& fb = S.f[t];
-    fb.tid = dim3(t % S.bdim.x, (t / S.bdim.x) % S.bdim.y, t / (S.bdim.x * S.bdim.y));
-    getcontext(&fb.ctx);
-    fb.ctx.uc_stack.ss_sp = S.stacks[t].get();
-    fb.ctx.uc_stack.ss_size = kStack;
-    fb.ctx.uc_link = &S.main;
-    makecontext(&fb.ctx, fiber_entry, 0);
-    fb.st = St::Run;
-  }
-  for (;;) {
-    for (int t = 0; t < n; ++t)
-      if (S.f[t].st == St::Run) {
-        S.cur = t;
-        swapcontext(&S.main, &S.f[t].ctx);
-      }
-    // Every live thread now waits at a barrier or a shuffle. Complete the shuffles of full warps.
-    bool released = false;
-    for (int w = 0; w * 32 < n; ++w) {
-      const int lo = w * 32, hi = std::min(n, lo + 32);
-      bool all = true, any = false;
-      for (int t = lo; t < hi; ++t) {
-        all = all && S.f[t].st == St::Shfl;
-        any = any || S.f[t].st == St::Shfl;
-      }
-      if (!any) continue;
-      if (!all || hi - lo != 32) throw Deadlock("warp shuffle reached by only part of a warp");
-      for (int t = lo; t < hi; ++t) {
-        const int src = (t - lo) + S.f[t].off < 32 ? t + S.f[t].off : t;
-        S.f[t].out = S.f[src].val;
-      }
-      for (int t = lo; t < hi; ++t) S.f[t].st = St::Run;
-      released = true;
-    }
-    if (released) continue;
-    int live = 0, waiting = 0;
-    for (int t = 0; t < n; ++t) {
-      live += S.f[t].st != St::Done;
-      waiting += S.f[t].st == St::Barrier;
-    }
-    if (live == 0) return;
-    if (waiting != live) throw Deadlock("__syncthreads not reached by every live thread");
-    for (int t = 0; t < n; ++t)
-      if (S.f[t].st == St::Barrier) S.f[t].st = St::Run;
-  }
-}
-
-template <typename... KArgs, typename... Args>
-void emulate_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
-  std::tuple<std::decay_t<KArgs>...> tup(std::forward<Args>(args)...);
-  S.body = [&] { std::apply(kernel, tup); };
-  S.bdim = block;
-  S.gdim = grid;
-  S.smem.assign(smem / sizeof(double) + 2, 0.0);
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        S.bidx = dim3(x, y, z);
-        run_block();
-      }
-}
-
-}  // namespace emu
-
-// The kernel files name posgrad's enums, errors and Philox unqualified or as posgrad::...; inside
-// namespace emu, make the real ones visible and let emu::posgrad::cuda (common.cuh) shadow the rest.
-namespace emu::posgrad {
-using namespace ::posgrad;
-}
-namespace emu::posgrad::kernels {
-using namespace ::posgrad::kernels;
-}
-namespace emu::posgrad::kernels::cuda {
-#include "tensor/kernels/kernels_decl.inc"
-}
-namespace emu {
-#include "tensor/kernels/cuda/common.cuh"
-namespace posgrad::cuda {
-bool is_device_pointer(const void* p) { return p != nullptr; }
-void require_device_pointer(const void*, const char*, const char*) {}
-DeviceArray::DeviceArray(const void* p, size_t bytes) : ptr_(p), bytes_(bytes) {}
-DeviceArray::~DeviceArray() = default;
-cublasHandle_t cublas_handle() { return nullptr; }
-[[noreturn]] void throw_cublas_error(cublasStatus_t st, const char* what, const char*, int) {
-  throw ::posgrad::DeviceError(std::string("emulated cuBLAS error ") + std::to_string(st) + " in " + what);
-}
-}  // namespace posgrad::cuda
-#include "tensor/kernels/cuda/cublas.cuh"
-#include "tensor/kernels/cuda/gemm.cu"
-#include "tensor/kernels/cuda/memory.cu"
-#include "tensor/kernels/cuda/random.cu"
-#include "tensor/kernels/cuda/elementwise.cu"
-#include "tensor/kernels/cuda/reduce.cu"
-#include "tensor/kernels/cuda/softmax.cu"
-#include "tensor/kernels/cuda/norm.cu"
-#include "tensor/kernels/cuda/embedding.cu"
-#include "tensor/kernels/cuda/cross_entropy.cu"
-#include "tensor/kernels/cuda/optim.cu"
-#include "tensor/kernels/cuda/attention.cu"
-#include "tensor/kernels/cuda/rope.cu"
-}  // namespace emu
-
-#undef threadIdx
-#undef blockIdx
-#undef blockDim
-#undef gridDim
+// ---- the CUDA kernels on the CPU emulation (support/cuda_emulation.h) ------------------------------
 
 namespace {
 
@@ -524,22 +264,8 @@ void expect_close(const std::vector<T>& a, const std::vector<T>& b, double tol, 
   }
 }
 
-bool emulation_supported() {
-#if defined(__SANITIZE_ADDRESS__)
-  return false;  // ASan does not follow ucontext stack switches
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  return false;
-#else
-  return true;
-#endif
-#else
-  return true;
-#endif
-}
-
 #define POSGRAD_REQUIRE_EMULATION() \
-  if (!emulation_supported()) GTEST_SKIP() << "CUDA emulation is not supported under AddressSanitizer"
+  if (!emu::emulation_supported()) GTEST_SKIP() << "CUDA emulation is not supported under AddressSanitizer"
 
 }  // namespace
 

@@ -1,7 +1,7 @@
 // test_cuda_train.cpp — end-to-end CUDA parity: ten AdamW steps of a small GPT with each position
 // encoding give the same loss trajectory on CPU and CUDA (within 1e-4 relative), and the CLI runs
 // train / eval / sample / compare with --device cuda. SKIPPED where no GPU is present; the
-// no-GPU error path is tested in test_train (Cli.BadInputGivesClearErrorsAndNonZeroExit).
+// no-GPU error path is tested in test_cuda (CudaBackend.NoDeviceGivesClearError).
 #include <gtest/gtest.h>
 
 #include <cmath>

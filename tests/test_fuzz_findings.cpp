@@ -10,7 +10,7 @@
 
 #include "data/fileio.h"
 #include "tensor/errors.h"
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "tensor/tensor.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "tests/support/test_util.h"

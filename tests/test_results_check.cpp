@@ -12,7 +12,7 @@
 #include "data/fileio.h"
 #include "support/process.h"
 #include "support/test_util.h"
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/claims.h"
 #include "compare/compare.h"

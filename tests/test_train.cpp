@@ -72,6 +72,32 @@ TEST(Optim, DecayOnlyOnMatrices) {
   EXPECT_EQ(groups[1].weight_decay, 0.0);
 }
 
+// AdamW(params, options): PyTorch's construction, the options' weight decay on every parameter —
+// the same steps as one group given that decay. PyTorch's default weight decay is 1e-2.
+TEST(Optim, AdamWFromParamsUsesTheOptionsWeightDecay) {
+  EXPECT_EQ(train::AdamWOptions().weight_decay(), 1e-2);
+  EXPECT_EQ(train::AdamWOptions(2e-3).betas(0.8, 0.9).eps(1e-6).weight_decay(0.5).beta2(), 0.9);
+  auto param = [] {
+    Tensor w = Tensor::from_vector(std::vector<float>{1, -2, 3, 0.5f}, {2, 2});
+    w.set_requires_grad(true);
+    return w;
+  };
+  Tensor a = param(), b = param();
+  train::AdamW from_params(nn::NamedTensors{{"w", a}}, train::AdamWOptions(0.1).weight_decay(0.3));
+  train::AdamW from_group({train::ParamGroup{{{"w", b}}, 0.3}}, train::AdamWOptions(0.1));
+  auto step = [](Tensor& w, train::Optimizer& opt) {
+    opt.zero_grad();
+    (w * w).backward(Tensor::ones({2, 2}));
+    opt.step();
+  };
+  for (int i = 0; i < 3; ++i) {
+    step(a, from_params);
+    step(b, from_group);
+  }
+  EXPECT_EQ(a.to_float_vector(), b.to_float_vector());
+  EXPECT_NE(a.to_float_vector(), param().to_float_vector());
+}
+
 TEST(Optim, ClipGradNormScalesToMax) {
   Tensor a = Tensor::from_vector(std::vector<float>{3, 4}, {2});
   a.set_requires_grad(true);

@@ -9,7 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "data/fileio.h"
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "train/config.h"
 #include "train/safetensors.h"
 

@@ -11,11 +11,8 @@ namespace posgrad::train {
 
 EvalResult evaluate_tokens(nn::GPT& model, const data::TokenSpan& tokens, int64_t context, int64_t max_windows,
                            int64_t pos0, Device dev, int64_t batch) {
-  POSGRAD_CHECK(context > 0, ValueError, "evaluation context must be positive, got ", context);
-  const int64_t fit = (static_cast<int64_t>(tokens.size()) - 1) / context;
-  POSGRAD_CHECK(fit >= 1, ValueError, "validation split has ", tokens.size(), " tokens, too few for one window of ",
-                context, "+1 tokens");
-  const int64_t nw = std::min(fit, max_windows);
+  const data::EvalWindows windows(tokens, context, max_windows);
+  const int64_t nw = windows.size();
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -26,15 +23,10 @@ EvalResult evaluate_tokens(nn::GPT& model, const data::TokenSpan& tokens, int64_
   double loss_sum = 0, correct = 0;
   for (int64_t w0 = 0; w0 < nw; w0 += batch) {
     const int64_t b = std::min(batch, nw - w0);
-    std::vector<int64_t> xs(static_cast<size_t>(b * context)), ys(xs.size());
-    for (int64_t i = 0; i < b; ++i) {
-      const int64_t start = (w0 + i) * context;
-      std::copy_n(tokens.data() + start, context, xs.begin() + i * context);
-      std::copy_n(tokens.data() + start + 1, context, ys.begin() + i * context);
-    }
-    Tensor x = Tensor::from_ints(xs, {b, context}).to(dev), y = Tensor::from_ints(ys, {b, context}).to(dev);
-    Tensor logits = model.forward(x, pos0);
-    std::vector<double> rows = cross_entropy_rows(logits, y).to_vector();
+    auto [x, y] = windows.batch(w0, b);  // int64 (b, context) each
+    const std::vector<int64_t> ys = y.to_int_vector();
+    Tensor logits = model.forward(x.to(dev), pos0);
+    std::vector<double> rows = cross_entropy_rows(logits, y.to(dev)).to_vector();
     std::vector<int64_t> pred = max(logits, -1).second.to_int_vector();
     for (int64_t i = 0; i < b * context; ++i) {
       loss_sum += rows[i];
@@ -43,7 +35,7 @@ EvalResult evaluate_tokens(nn::GPT& model, const data::TokenSpan& tokens, int64_
     }
   }
   if (was_training) model.train();
-  const double n = static_cast<double>(nw * context);
+  const double n = static_cast<double>(windows.tokens());
   r.loss = loss_sum / n;
   r.perplexity = std::exp(r.loss);
   r.accuracy = correct / n;

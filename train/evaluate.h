@@ -46,8 +46,9 @@ struct SampleOptions {
   bool kv_cache = true;  // reuse keys and values while the text fits the context (same tokens either way)
 };
 
-// Windows of context+1 tokens starting at 0, context, 2·context, ... of `tokens` (at most max_windows).
-// Throws ValueError when not even one window fits, naming both lengths.
+// Scored on data::EvalWindows(tokens, context, max_windows): the first windows of context+1 tokens
+// starting at 0, context, 2·context, ... (at most max_windows; <= 0: all that fit), `batch` at a time.
+// ValueError when context < 1 or not even one window fits, naming both lengths.
 EvalResult evaluate_tokens(nn::GPT& model, const data::TokenSpan& tokens, int64_t context, int64_t max_windows,
                            int64_t pos0, Device dev, int64_t batch = 8);
 // The one decoder: continues each prompt of `prompts` (all of one length) by n tokens, together as

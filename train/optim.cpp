@@ -37,10 +37,12 @@ void Optimizer::zero_grad() {
     for (auto& p : g.params) p.second.zero_grad();
 }
 
-AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& opt) : Optimizer(std::move(groups), opt.lr_), opt_(opt) {
-  POSGRAD_CHECK(opt.beta1_ >= 0 && opt.beta1_ < 1, ValueError, "AdamW beta1 must be in [0, 1), got ", opt.beta1_);
-  POSGRAD_CHECK(opt.beta2_ >= 0 && opt.beta2_ < 1, ValueError, "AdamW beta2 must be in [0, 1), got ", opt.beta2_);
-  POSGRAD_CHECK(opt.eps_ > 0, ValueError, "AdamW eps must be positive, got ", opt.eps_);
+AdamW::AdamW(const nn::NamedTensors& params, const AdamWOptions& opt) : AdamW({ParamGroup{params, opt.weight_decay()}}, opt) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& opt) : Optimizer(std::move(groups), opt.lr()), opt_(opt) {
+  POSGRAD_CHECK(opt.beta1() >= 0 && opt.beta1() < 1, ValueError, "AdamW beta1 must be in [0, 1), got ", opt.beta1());
+  POSGRAD_CHECK(opt.beta2() >= 0 && opt.beta2() < 1, ValueError, "AdamW beta2 must be in [0, 1), got ", opt.beta2());
+  POSGRAD_CHECK(opt.eps() > 0, ValueError, "AdamW eps must be positive, got ", opt.eps());
   for (auto& g : groups_) {
     POSGRAD_CHECK(g.weight_decay >= 0, ValueError, "weight decay must be >= 0, got ", g.weight_decay);
     m_.emplace_back();
@@ -54,13 +56,13 @@ AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& opt) : Optimize
 
 void AdamW::step() {
   ++steps_;
-  const double bc1 = 1.0 - std::pow(opt_.beta1_, static_cast<double>(steps_));
-  const double bc2 = 1.0 - std::pow(opt_.beta2_, static_cast<double>(steps_));
+  const double bc1 = 1.0 - std::pow(opt_.beta1(), static_cast<double>(steps_));
+  const double bc2 = 1.0 - std::pow(opt_.beta2(), static_cast<double>(steps_));
   for_each_with_grad([&](size_t gi, size_t i, const Tensor& p, const Tensor& grad, double wd) {
     dispatch_floating(p.dtype(), "AdamW", [&](auto tag) {
       using T = decltype(tag);
       POSGRAD_KERNEL(p.device(), adamw_step<T>, p.data<T>(), m_[gi][i].data<T>(), v_[gi][i].data<T>(),
-                     grad.data<T>(), p.numel(), T(lr_), T(opt_.beta1_), T(opt_.beta2_), T(opt_.eps_), T(wd), T(bc1),
+                     grad.data<T>(), p.numel(), T(lr_), T(opt_.beta1()), T(opt_.beta2()), T(opt_.eps()), T(wd), T(bc1),
                      T(bc2));
     });
   });
@@ -96,9 +98,9 @@ void AdamW::load_state(const nn::NamedTensors& s, int64_t steps) {
   steps_ = steps;
 }
 
-SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& opt) : Optimizer(std::move(groups), opt.lr_), opt_(opt) {
-  POSGRAD_CHECK(opt.momentum_ >= 0 && opt.momentum_ < 1, ValueError, "SGD momentum must be in [0, 1), got ",
-                opt.momentum_);
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& opt) : Optimizer(std::move(groups), opt.lr()), opt_(opt) {
+  POSGRAD_CHECK(opt.momentum() >= 0 && opt.momentum() < 1, ValueError, "SGD momentum must be in [0, 1), got ",
+                opt.momentum());
   for (auto& g : groups_) {
     buf_.emplace_back();
     for (auto& [n, p] : g.params) buf_.back().push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
@@ -111,7 +113,7 @@ void SGD::step() {
     dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
       using T = decltype(tag);
       POSGRAD_KERNEL(p.device(), sgd_step<T>, p.data<T>(), buf_[gi][i].data<T>(), grad.data<T>(), p.numel(), T(lr_),
-                     T(opt_.momentum_), T(wd));
+                     T(opt_.momentum()), T(wd));
     });
   });
 }

@@ -45,17 +45,40 @@ class Optimizer {
   int64_t steps_ = 0;
 };
 
-struct AdamWOptions {
+// AdamW's hyper-parameters, built the libtorch way: AdamWOptions(lr).betas(b1, b2).eps(e).weight_decay(w),
+// each setter returning the options, each read by the getter of the same name. PyTorch's defaults.
+class AdamWOptions {
+ public:
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
-  AdamWOptions& betas(double b1, double b2) { beta1_ = b1; beta2_ = b2; return *this; }
-  AdamWOptions& eps(double e) { eps_ = e; return *this; }
-  AdamWOptions& weight_decay(double w) { weight_decay_ = w; return *this; }
+  AdamWOptions& betas(double b1, double b2) {
+    beta1_ = b1;
+    beta2_ = b2;
+    return *this;
+  }
+  AdamWOptions& eps(double e) {
+    eps_ = e;
+    return *this;
+  }
+  AdamWOptions& weight_decay(double w) {
+    weight_decay_ = w;
+    return *this;
+  }
+  double lr() const { return lr_; }
+  double beta1() const { return beta1_; }
+  double beta2() const { return beta2_; }
+  double eps() const { return eps_; }
+  double weight_decay() const { return weight_decay_; }
+
+ private:
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 1e-2;
 };
 
 class AdamW final : public Optimizer {
  public:
-  // Groups carry their own weight decay; options.weight_decay_ applies to `params` given directly.
+  // PyTorch's AdamW(params, ...): one group, options.weight_decay() on every parameter.
+  AdamW(const nn::NamedTensors& params, const AdamWOptions& opt);
+  // Groups carry their own weight decay (decay_groups: nanoGPT's grouping); options.weight_decay()
+  // is not used.
   AdamW(std::vector<ParamGroup> groups, const AdamWOptions& opt);
   void step() override;
   nn::NamedTensors state() const override;
@@ -66,14 +89,24 @@ class AdamW final : public Optimizer {
   std::vector<std::vector<Tensor>> m_, v_;  // per group, per parameter
 };
 
-struct SGDOptions {
+// SGD's hyper-parameters, built as AdamWOptions: SGDOptions(lr).momentum(m).
+class SGDOptions {
+ public:
   explicit SGDOptions(double lr) : lr_(lr) {}
-  SGDOptions& momentum(double m) { momentum_ = m; return *this; }
+  SGDOptions& momentum(double m) {
+    momentum_ = m;
+    return *this;
+  }
+  double lr() const { return lr_; }
+  double momentum() const { return momentum_; }
+
+ private:
   double lr_, momentum_ = 0.0;
 };
 
 class SGD final : public Optimizer {
  public:
+  // Groups carry their own weight decay (decay_groups).
   SGD(std::vector<ParamGroup> groups, const SGDOptions& opt);
   void step() override;
   nn::NamedTensors state() const override;

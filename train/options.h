@@ -1,4 +1,4 @@
-// options.h — the option tables of the train layer's configuration structs (see tensor/options.h):
+// options.h — the option tables of the train layer's configuration structs (see tensor/option_table.h):
 // TrainConfig (`posgrad train`), EvalOptions (`posgrad eval`) and SampleOptions (`posgrad sample`)
 // (the comparison's table is compare/options.h). Each row names a member, its range or choices, its unit
 // and its help; the defaults are the structs' member initialisers (or a preset). The CLI flags,
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "train/config.h"
 #include "train/evaluate.h"
 

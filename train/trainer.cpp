@@ -205,14 +205,28 @@ std::vector<std::pair<std::string, double>> Trainer::group_grad_norms() const {
   return out;
 }
 
-// ---- evaluation and sampling -----------------------------------------------------------------------
+// ---- evaluation and loading a trained model -------------------------------------------------------
 
 EvalResult Trainer::evaluate(int64_t context, int64_t max_windows, int64_t pos0) {
   return evaluate_tokens(*model_, data_->val(), context, max_windows, pos0, device_);
 }
 
-std::string Trainer::sample(const std::string& prompt, int64_t n, double temperature, int64_t top_k, uint64_t seed) {
-  return sample_text(*model_, *tok_, prompt, n, temperature, top_k, seed, device_);
+std::unique_ptr<LoadedModel> load_model(const std::string& run_dir,
+                                        const std::function<int64_t(const TrainConfig&)>& longest_context) {
+  LoadedCheckpoint ck = read_checkpoint(run_dir, /*with_optimizer=*/false);
+  auto r = std::make_unique<LoadedModel>();
+  r->config = TrainConfig::from_json(ck.state.config, "checkpoint " + run_dir);
+  r->tokenizer = data::Tokenizer::from_json(ck.state.tokenizer);
+  r->config.model.vocab_size = r->tokenizer->vocab_size();
+  // No training here: the estimate is the model plus one evaluation batch at the longest context.
+  TrainConfig sized = r->config;
+  sized.batch_size = 1;
+  check_memory(sized, longest_context(r->config));
+  r->model = std::make_unique<nn::GPT>(r->config.model, r->init, r->dropout);
+  r->model->load_state_dict(ck.model);
+  r->step = ck.state.step;
+  r->corpus = ck.state.corpus;
+  return r;
 }
 
 // ---- the loop ----------------------------------------------------------------------------------------
@@ -257,13 +271,13 @@ void Trainer::run(int64_t stop_after) {
     window_tokens += st.tokens;
     const bool last = step_ == cfg_.max_iters;
     if (step_ % cfg_.log_interval == 0 || last || step_ == 1) {
-      tokens_per_s_ = window_tokens / std::max(window_time, 1e-9);
+      const double tokens_per_s = window_tokens / std::max(window_time, 1e-9);
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       double eta = elapsed / static_cast<double>(done_here) * static_cast<double>(cfg_.max_iters - step_);
       spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad {:.3f} | {:.0f} tok/s | ETA {}", step_,
-                   cfg_.max_iters, st.loss, st.lr, st.grad_norm, tokens_per_s_, format_eta(eta));
+                   cfg_.max_iters, st.loss, st.lr, st.grad_norm, tokens_per_s, format_eta(eta));
       log_metrics({{"step", step_}, {"train_loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm},
-                   {"tokens_per_s", tokens_per_s_}});
+                   {"tokens_per_s", tokens_per_s}});
       train_curve_.emplace_back(step_, st.loss);
       window_time = 0;
       window_tokens = 0;

@@ -16,7 +16,7 @@
 #include "data/process.h"
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "train/config.h"
 #include "train/evaluate.h"
 #include "train/optim.h"
@@ -77,8 +77,6 @@ class Trainer {
   // Mean next-token loss / perplexity / accuracy on up to max_windows non-overlapping validation
   // windows of `context` tokens, plus the per-position loss.
   EvalResult evaluate(int64_t context, int64_t max_windows, int64_t pos0 = 0);
-  // Continues `prompt` by n tokens (temperature, top-k; 0 = no top-k).
-  std::string sample(const std::string& prompt, int64_t n, double temperature, int64_t top_k, uint64_t seed);
   void save_checkpoint();
 
   nn::GPT& model() { return *model_; }
@@ -88,7 +86,6 @@ class Trainer {
   const data::TokenDataset& dataset() const { return *data_; }
   // Gradient L2 norm per parameter group ("wte", "blocks.0.attn", "blocks.0.fc", ...) of the last step.
   std::vector<std::pair<std::string, double>> group_grad_norms() const;
-  double tokens_per_second() const { return tokens_per_s_; }
   // (step, loss) at every progress line and every evaluation of the whole run (restored from
   // metrics.jsonl on resume).
   const std::vector<std::pair<int64_t, double>>& train_curve() const { return train_curve_; }
@@ -111,7 +108,6 @@ class Trainer {
   std::unique_ptr<Optimizer> opt_;
   LRSchedule sched_;
   int64_t step_ = 0;
-  double tokens_per_s_ = 0;
   std::vector<std::pair<int64_t, double>> train_curve_, val_curve_;
   std::unique_ptr<DataParallel> dp_;  // null: one process
   bool writes_ = true;                // rank 0 (or the one process) writes files and evaluates
@@ -122,12 +118,24 @@ class Trainer {
   DataParallel* data_parallel() const { return dp_.get(); }
 };
 
-// Loads a model (and its tokenizer) from a run directory's checkpoint for eval / sample.
+// A trained decoder read back from a run directory's checkpoint: what `posgrad eval` and `posgrad
+// sample` run. The one loaded-model type of a decoder run; LoadedCheckpoint (train/checkpoint.h) is
+// the checkpoint's raw contents that this is built from (and that a resume restores). An encoder of
+// the comparison's encoder track is another model kind with its own file (LoadedEncoder,
+// compare/studies/encoder/encoder.h).
 struct LoadedModel {
-  nn::GPTConfig config;
+  TrainConfig config;  // the run's configuration (config.model.vocab_size: the tokenizer's)
   std::unique_ptr<data::Tokenizer> tokenizer;
-  std::unique_ptr<nn::GPT> model;
+  Generator init{0}, dropout{0};  // the model's generators, kept alive with it (the weights are loaded)
+  std::unique_ptr<nn::GPT> model;  // on the CPU, in training mode: move it with model->to(device)
   int64_t step = 0;
+  nlohmann::json corpus;  // data::corpus_record of the text trained on (null: an older checkpoint)
 };
+// Reads and verifies run_dir's checkpoint (without the optimizer state) and builds its model.
+// longest_context(config): the longest sequence the caller will run; the memory estimate (the model
+// plus one batch at that length) is checked against physical memory before the model is allocated
+// (UsageError, check_memory). IoError: a missing, corrupt or mismatched checkpoint.
+std::unique_ptr<LoadedModel> load_model(const std::string& run_dir,
+                                        const std::function<int64_t(const TrainConfig&)>& longest_context);
 
 }  // namespace posgrad::train

@@ -20,7 +20,7 @@
 #include "autograd/ops/attention.h"
 #include "autograd/registry.h"
 #include "nn/module.h"
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "tensor/random.h"
 
 namespace posgrad::nn {

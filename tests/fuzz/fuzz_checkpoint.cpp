@@ -22,7 +22,7 @@
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
 #include "tensor/errors.h"
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"

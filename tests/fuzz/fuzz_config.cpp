@@ -1,4 +1,4 @@
-// fuzz_config.cpp — fuzzes the option tables (tensor/options.h, train/options.h) on the two kinds
+// fuzz_config.cpp — fuzzes the option tables (tensor/option_table.h, train/options.h) on the two kinds
 // of text a user gives them. Every input is used both ways:
 //   1. as a JSON configuration: opt::parse_json_limited, then opt::from_json into TrainConfig
 //      (train_options), CompareConfig (compare_options), EvalOptions and SampleOptions, once
@@ -18,7 +18,7 @@
 
 #include "cli/options.h"
 #include "tensor/errors.h"
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "compare/options.h"
 #include "train/options.h"

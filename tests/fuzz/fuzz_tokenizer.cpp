@@ -25,7 +25,7 @@
 #include "data/fileio.h"
 #include "data/tokenizer.h"
 #include "tensor/errors.h"
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "tests/fuzz/fuzz_targets.h"
 
 namespace posgrad::fuzz {

@@ -11,7 +11,7 @@
 #include "data/dataset.h"
 #include "data/fileio.h"
 #include "data/tokenizer.h"
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "compare/compare.h"
 #include "compare/studies/task/task.h"

@@ -20,7 +20,7 @@
 #include "data/synthetic.h"
 #include "nn/encoder.h"
 #include "tensor/errors.h"
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "compare/studies/encoder/encoder_metrics.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"

@@ -101,6 +101,8 @@ void check_encoder_unit(const EncoderUnitResult& u, const EncoderTrackConfig& cf
 // both written atomically (as the decoder's checkpoint records its files' checksums in state.json).
 // Every load (posgrad eval, fill-mask, a resumed comparison keeping the unit) verifies the checksum. The decoder's run directories hold
 // checkpoint/ instead (train/checkpoint.h): the track of a run is the file it holds.
+// A type of its own beside train::LoadedModel (the loaded decoder, train/trainer.h): another model
+// (nn::Encoder and its MLM head, no TrainConfig) in another file, scored by evaluate_mlm / fill_mask.
 struct LoadedEncoder {
   Generator dropout{0};  // the model's dropout generator (dropout is 0; kept alive with the model)
   std::unique_ptr<data::Tokenizer> tokenizer;

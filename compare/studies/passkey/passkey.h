@@ -28,7 +28,7 @@
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
 #include "tensor/dtype.h"
-#include "tensor/options.h"
+#include "tensor/option_table.h"
 #include "compare/studies/passkey/passkey_config.h"
 #include "compare/study.h"
 

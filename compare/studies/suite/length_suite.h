@@ -19,8 +19,8 @@
 //
 // The model: task_n_layer / task_n_embd / task_n_head, block_size = the longest test sequence (a
 // learned table covers every test position; rows past the training lengths stay untrained unless
-// positions are randomized). Deliberately not here: the report (report_length_suite in
-// compare/studies/suite/length_suite_report.cpp).
+// positions are randomized). Deliberately not here: the report (write_suite_csv, write_suite_plots,
+// suite_markdown and judge_suite_claims in compare/studies/suite/length_suite_report.h).
 #pragma once
 
 #include <string>

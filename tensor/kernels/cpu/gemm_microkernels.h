@@ -17,9 +17,10 @@
 //     writes C = alpha * acc + beta * C for the valid m x n corner. beta == 0 means C is
 //     not read (it may hold NaN). Row-major C with row stride ldc; vectors run along N.
 //
-// The two packing primitives every pack reduces to (W = MR or NR, the panel width):
-//   pack_contig:     element (k, x) is at src[k * ld + x]   -> straight row copies.
-//   pack_transposed: element (k, x) is at src[x * ld + k]   -> in-register transposes.
+// The two packing primitives every pack reduces to (W = MR or NR, the panel width; one version per
+// ISA, pack_panel_*_generic / _avx2 / _avx512):
+//   pack_panel_contig:     element (k, x) is at src[k * ld + x]   -> straight row copies.
+//   pack_panel_transposed: element (k, x) is at src[x * ld + k]   -> in-register transposes.
 // Packing op(A) with trans_a == false and op(B) with trans_b == true need the transpose;
 // the other two cases are copies. No full transposed copy of a matrix is ever made.
 #pragma once

@@ -9,9 +9,9 @@
 // every .cu file is compiled twice (sm_80, sm_90) on 2-core CI machines.
 #pragma once
 
-// POSGRAD_CUDA_EMULATION: tests/test_cuda.cpp compiles the kernel files as plain C++ against a
-// small CPU emulation of the CUDA execution model (threads as fibers, __syncthreads and warp
-// shuffles as scheduling points), so the kernels' indexing and synchronisation can be checked
+// POSGRAD_CUDA_EMULATION: tests/support/cuda_emulation.cpp compiles the kernel files as plain C++
+// against a small CPU emulation of the CUDA execution model (threads as fibers, __syncthreads and
+// warp shuffles as scheduling points), so the kernels' indexing and synchronisation can be checked
 // against the CPU kernels on machines without a GPU. It supplies dim3, threadIdx, __syncthreads,
 // __shfl_down_sync, the qualifiers and emulate_launch before including this header.
 #ifndef POSGRAD_CUDA_EMULATION
@@ -139,7 +139,7 @@ template <typename T> __device__ __forceinline__ T d_nan_max(T a, T b) { return 
 
 // ---- deterministic block reductions ------------------------------------------------------------
 // Block size used by the row kernels (one block per row). A multiple of 32: every warp is full.
-// (The CPU emulation in tests/test_cuda.cpp may shrink it to keep the emulated runs fast.)
+// (The CPU emulation in tests/support/cuda_emulation.cpp may shrink it to keep the emulated runs fast.)
 #ifndef POSGRAD_CUDA_ROW_BLOCK
 #define POSGRAD_CUDA_ROW_BLOCK 256
 #endif

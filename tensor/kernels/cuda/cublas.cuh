@@ -2,7 +2,7 @@
 // POSGRAD_CUDA_TF32=1; see backend.cu) and the status check that names the call.
 #pragma once
 
-#ifndef POSGRAD_CUDA_EMULATION  // tests/test_cuda.cpp supplies a reference column-major GEMM instead
+#ifndef POSGRAD_CUDA_EMULATION  // tests/support/cuda_emulation.cpp supplies a reference column-major GEMM
 #include <cublas_v2.h>
 #endif
 

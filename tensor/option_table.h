@@ -1,4 +1,4 @@
-// options.h — declarative option tables: the one description of every configuration setting
+// option_table.h — declarative option tables: the one description of every configuration setting
 // (name, type, default, help, unit, valid range or choices) from which the command line, --help,
 // JSON load and save, validation and the report's settings block are all generated. Adding an
 // option is one line in a table. It lives in the foundation layer because every layer above has
@@ -6,7 +6,8 @@
 // comparison theirs (train/), and the CLI binds them (cli/).
 //
 // What it deliberately is not: a command-line parser (CLI11 splits argv; this file turns the text
-// of one value into a checked typed value) or a general JSON schema.
+// of one value into a checked typed value), a general JSON schema, or anything like libtorch's
+// TensorOptions (a tensor's dtype and device: tensor/tensor.h).
 //
 // Parsing is strict: integers are base 10 and an overflow is an error, never a saturation;
 // floating-point values must be finite; every number is checked against its interval; texts

@@ -1,5 +1,5 @@
-// options.cpp — see options.h.
-#include "tensor/options.h"
+// option_table.cpp — see option_table.h.
+#include "tensor/option_table.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,0 +1,50 @@
+// cuda_emulation.h — the CUDA kernels on the CPU, for tests on machines without a GPU (this machine
+// class and CI). The kernel files tensor/kernels/cuda/*.cu (all but backend.cu, which needs the CUDA
+// runtime; gemm.cu runs against a naive column-major cuBLAS stand-in) are compiled a second time, in
+// cuda_emulation.cpp, as plain C++ against a small emulation of the execution model: every CUDA thread
+// of a block is a fiber (ucontext) on this one OS thread, __syncthreads and warp shuffles are
+// scheduling points, and the scheduler reports a deadlock (mismatched barrier, partial warp shuffle)
+// as an exception (a test failure) instead of hanging. Blocks run one after another. Smaller blocks
+// than on the GPU (row blocks of 64 = 2 warps, attention tiles of 32) keep the emulated runs fast and
+// make small test shapes span several tiles.
+//
+// What it checks: the kernels' indexing, tiling, reductions and synchronisation logic, against the
+// CPU kernels (tests/test_cuda.cpp). What it is not: the GPU's memory model, occupancy or compiler —
+// the real check is the GPU run of test_cuda and of test_op_registry's CudaMatchesCpu.
+//
+// The emulated kernels are those of kernels_decl.inc, declared here under emu::posgrad::kernels::cuda
+// with the names and signatures of ::posgrad::kernels::cuda.
+#pragma once
+
+#include "tensor/kernels/kernels.h"
+
+// The kernel files name posgrad's enums, errors and Philox unqualified or as posgrad::...; inside
+// namespace emu, make the real ones visible and let emu::posgrad::cuda (common.cuh) shadow the rest.
+namespace emu::posgrad {
+using namespace ::posgrad;
+}
+namespace emu::posgrad::kernels {
+using namespace ::posgrad::kernels;
+}
+namespace emu::posgrad::kernels::cuda {
+#include "tensor/kernels/kernels_decl.inc"
+}
+
+namespace emu {
+
+// False under AddressSanitizer, which does not follow ucontext stack switches (the tests skip then).
+inline bool emulation_supported() {
+#if defined(__SANITIZE_ADDRESS__)
+  return false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return false;
+#else
+  return true;
+#endif
+#else
+  return true;
+#endif
+}
+
+}  // namespace emu
