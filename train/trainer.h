@@ -36,7 +36,8 @@ struct StepStats {
   int64_t tokens = 0;
 };
 
-// The one training step of posgrad (the trainer's, and the comparison's synthetic tasks'): the
+// The one training step of posgrad (the trainer's; train/finetune.h's loop takes the same step, bit
+// for bit, without the data-parallel part — test_finetune.cpp holds them together): the
 // learning rate from the schedule, zero_grad, grad_accum micro-batches from next_batch() (forward,
 // mean cross-entropy, backward of loss / grad_accum), clipping of the global gradient norm (0: off),
 // the optimizer step. x, y int64 (B, T) on any device (moved to dev). NonFiniteLoss, naming the step,

@@ -23,9 +23,10 @@
 #include "tensor/option_table.h"
 #include "compare/studies/encoder/encoder_metrics.h"
 #include "train/evaluate.h"
-#include "train/interrupt.h"
+#include "train/finetune.h"
 #include "train/optim.h"
 #include "train/safetensors.h"
+#include "train/seeds.h"
 #include "compare/value_check.h"
 
 namespace posgrad::train {
@@ -171,43 +172,27 @@ EncoderTrackConfig encoder_track_preset(const std::string& name) {
 
 namespace {
 
-// Distinct, method-independent generator seeds per purpose (SplitMix64 finaliser of seed and tag).
-uint64_t stream(uint64_t seed, uint64_t tag) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + tag * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+// The track's generator seeds per purpose: stream(seed, tag) (train/seeds.h), method-independent.
 enum Stream : uint64_t { kInit = 1, kMlmTrain, kMlmMask, kMlmEvalWindows, kMlmEvalMask, kTaskTrain, kTaskEval, kHeadInit };
 
-// AdamW over `iters` steps of loss(step): linear warm-up, cosine decay to lr/10, clipping.
-// Returns the mean training loss of the last max(1, iters/10) steps.
+// `iters` steps of loss(step) with the shared loop (train/finetune.h): AdamW (betas 0.9, 0.99), linear
+// warm-up over min(cfg.warmup, iters) steps, cosine decay to lr/10, clipping. Returns the mean
+// training loss of the last max(1, iters/10) steps; the model is left in eval mode.
 double train_steps(nn::Module& model, const EncoderTrackConfig& cfg, int64_t iters,
                    const std::function<Tensor(int64_t)>& loss_of) {
-  model.train();
-  AdamW opt(decay_groups(model.named_parameters(), cfg.weight_decay), AdamWOptions(cfg.lr).betas(0.9, 0.99));
-  LRSchedule sched{cfg.lr, cfg.lr / 10, std::min(cfg.warmup, iters), iters, true};
-  const int64_t tail = std::max<int64_t>(1, iters / 10);
-  double tail_loss = 0;
-  for (int64_t s = 0; s < iters; ++s) {
-    opt.set_lr(sched.at(s));
-    opt.zero_grad();
-    Tensor loss = loss_of(s);
-    const double l = loss.item();
-    if (!std::isfinite(l))
-      throw NonFiniteLoss("encoder track: non-finite training loss at step " + std::to_string(s + 1));
-    loss.backward();
-    clip_grad_norm(model.parameters(), cfg.grad_clip);
-    opt.step();
-    if (s >= iters - tail) tail_loss += l / static_cast<double>(tail);
-    if (interrupt_requested())  // SIGINT / SIGTERM (train/interrupt.h): stop after this step
-      throw Interrupted(std::string("encoder track interrupted by ") + signal_name(interrupt_signal()) + " at step " +
-                            std::to_string(s + 1) + " of a unit (the finished units are kept; the same command measures the "
-                            "rest)",
-                        "", s + 1, interrupt_signal());
-  }
-  model.eval();
-  return tail_loss;
+  FinetuneSpec spec;
+  spec.label = "encoder track";
+  spec.iterations = iters;
+  spec.lr = cfg.lr;
+  spec.min_lr = cfg.lr / 10;
+  spec.warmup = std::min(cfg.warmup, iters);
+  spec.schedule = FinetuneSchedule::cosine;
+  spec.beta1 = 0.9;
+  spec.beta2 = 0.99;
+  spec.weight_decay = cfg.weight_decay;
+  spec.grad_clip = cfg.grad_clip;
+  spec.on_interrupt = "the finished units are kept; the same command measures the rest";
+  return finetune(model, spec, loss_of).tail_loss;
 }
 
 // `batch` windows of T tokens at uniformly drawn offsets of span: int64 (batch, T).

@@ -11,7 +11,7 @@
 #include "autograd/node.h"
 #include "data/length_tasks.h"
 #include "data/passkey.h"
-#include "train/interrupt.h"
+#include "train/finetune.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 
@@ -52,32 +52,43 @@ uint64_t cell_seed(int64_t multiplier, double depth) {
   return 0x9a55ce11ULL ^ (static_cast<uint64_t>(multiplier) * 1000003ULL) ^ (bits * 0x9e3779b97f4a7c15ULL);
 }
 
+// The generators of the fine-tuning's examples and depths for a unit seed. Derived by their own
+// arithmetic, not stream() (train/seeds.h), because every passkey number depends on them; kept as
+// they are until the comparison's seeds change all at once.
+struct PasskeySeeds {
+  uint64_t examples, depths;
+};
+PasskeySeeds passkey_seeds(uint64_t seed) { return {seed * 1000003ULL + 0x9a55ULL, seed * 1000003ULL + 0x9a56ULL}; }
+
 }  // namespace
 
 PasskeyFinetune finetune_passkey(nn::GPT& model, const data::TokenSpan& train, const data::Tokenizer& tok,
-                                 const PasskeyConfig& cfg, uint64_t seed, Device dev) {
+                                 const PasskeyConfig& cfg, uint64_t seed, Device dev, const std::string& row) {
   const auto t0 = std::chrono::steady_clock::now();
   PasskeyFinetune r;
   const int64_t block = model.config().block_size;
-  data::PasskeyGenerator gen(train, tok, cfg.key_length, template_of(cfg), seed * 1000003ULL + 0x9a55ULL);
-  Generator depth_gen(seed * 1000003ULL + 0x9a56ULL);
+  const PasskeySeeds seeds = passkey_seeds(seed);
+  data::PasskeyGenerator gen(train, tok, cfg.key_length, template_of(cfg), seeds.examples);
+  Generator depth_gen(seeds.depths);
   model.to(dev);
-  model.train();
-  AdamW opt(decay_groups(model.named_parameters(), 0.0), AdamWOptions(cfg.lr).betas(0.9, 0.98));
-  const LRSchedule sched{cfg.lr, cfg.lr / 10, std::max<int64_t>(1, cfg.iters / 10), cfg.iters, true};
-  for (int64_t it = 0; it < cfg.iters; ++it) {
-    if (interrupt_requested())
-      throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()),
-                                       " during the passkey fine-tuning (on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation, synthetic task, suite and passkey)"),
-                        "", it, interrupt_signal());
-    r.final_loss = training_step(model, opt, sched, it, 1, 1.0, dev, [&] {
-                     std::vector<data::PasskeyExample> ex;
-                     for (int64_t b = 0; b < cfg.batch; ++b) ex.push_back(gen.example(block + 1, depth_gen.next_unit()));
-                     data::PasskeyBatch batch = data::passkey_batch(ex);
-                     return std::make_pair(batch.x, batch.y);
-                   }).loss;
-  }
-  model.eval();
+  FinetuneSpec spec;
+  spec.label = "passkey fine-tuning (" + (row.empty() ? std::string() : row + " ") + "seed " + std::to_string(seed) + ")";
+  spec.iterations = cfg.iters;
+  spec.lr = cfg.lr;
+  spec.min_lr = cfg.lr / 10;
+  spec.warmup = tenth_warmup(cfg.iters);
+  spec.schedule = FinetuneSchedule::cosine;
+  spec.beta1 = 0.9;
+  spec.beta2 = 0.98;
+  spec.weight_decay = 0.0;
+  spec.grad_clip = 1.0;
+  spec.on_interrupt = "on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation, synthetic task, suite and passkey";
+  r.final_loss = finetune(model, spec, dev, [&](int64_t) {
+                   std::vector<data::PasskeyExample> ex;
+                   for (int64_t b = 0; b < cfg.batch; ++b) ex.push_back(gen.example(block + 1, depth_gen.next_unit()));
+                   data::PasskeyBatch batch = data::passkey_batch(ex);
+                   return std::make_pair(batch.x, batch.y);
+                 }).final_loss;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -123,12 +134,7 @@ std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const dat
   const auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, PasskeyResult> rows;
   auto tuned = copy_gpt(model, {}, seed ^ 0x9a55d0ULL, dev);
-  PasskeyFinetune f;
-  try {
-    f = finetune_passkey(*tuned, train, tok, cfg, seed, dev);
-  } catch (const NonFiniteLoss& e) {
-    throw NonFiniteLoss("passkey fine-tuning (" + method + " seed " + std::to_string(seed) + "): " + e.what());
-  }
+  const PasskeyFinetune f = finetune_passkey(*tuned, train, tok, cfg, seed, dev, method);
   PasskeyResult plain{f.final_loss, evaluate_passkey(*tuned, val, tok, cfg, dev)};
   rows[method] = plain;
   std::string acc;

@@ -70,14 +70,16 @@ struct PasskeyRows {
 
 // Fine-tunes `model` in place (it continues from its trained weights) on passkey examples of
 // block_size + 1 tokens (inputs of block_size) drawn from `train` with the depth uniform in [0, 1)
-// per example: cfg.iters steps of cfg.batch examples, AdamW (betas 0.9, 0.98, no weight decay) at
-// cfg.lr with a linear warm-up over iters/10 steps and a cosine decay to lr/10 (as the comparison's
-// synthetic task), gradient norm clipped to 1. Examples and dropout are drawn from generators
-// seeded by `seed`. ValueError (data/passkey.h) when the tokenizer cannot write the template or
-// block_size + 1 is too short for the template; NonFiniteLoss naming the step; Interrupted
-// (train/interrupt.h) when a stop signal arrives.
+// per example: cfg.iters steps of cfg.batch examples with the shared loop (train/finetune.h): AdamW
+// (betas 0.9, 0.98, no weight decay) at cfg.lr with a linear warm-up over iters/10 steps (at least
+// one) and a cosine decay to lr/10 (as the comparison's synthetic task), gradient norm clipped to 1;
+// returns with the model in eval mode. Examples are drawn from generators seeded by `seed` (dropout
+// from the model's own). ValueError (data/passkey.h) when the tokenizer cannot write the template or
+// block_size + 1 is too short for the template; NonFiniteLoss "passkey fine-tuning (<row> seed <seed>):
+// ..." naming the step; Interrupted (train/interrupt.h) when a stop signal arrives. `row` names the
+// result row in those messages ("rope", "rope+linear ft2x"; "": none).
 PasskeyFinetune finetune_passkey(nn::GPT& model, const data::TokenSpan& train, const data::Tokenizer& tok,
-                                 const PasskeyConfig& cfg, uint64_t seed, Device dev);
+                                 const PasskeyConfig& cfg, uint64_t seed, Device dev, const std::string& row = "");
 
 // Scores `model` (in eval mode, no gradients) on every (multiplier, depth) cell of cfg: cfg.examples
 // examples of multiplier · block_size + 1 tokens from `val`, in forward passes of up to cfg.batch

@@ -61,11 +61,7 @@ void run(UnitContext& ctx) {
   for (const auto& [row, tuned] : ctx.models) {
     auto copy = copy_gpt(*tuned, {}, ctx.seed ^ 0x9a55d0ULL, ctx.dev);
     PasskeyResult pr;
-    try {
-      pr.final_loss = finetune_passkey(*copy, ctx.data.train(), ctx.tokenizer, cfg.passkey, ctx.seed, ctx.dev).final_loss;
-    } catch (const NonFiniteLoss& e) {
-      throw NonFiniteLoss("passkey fine-tuning (" + row + " seed " + std::to_string(ctx.seed) + "): " + e.what());
-    }
+    pr.final_loss = finetune_passkey(*copy, ctx.data.train(), ctx.tokenizer, cfg.passkey, ctx.seed, ctx.dev, row).final_loss;
     pr.grid = evaluate_passkey(*copy, ctx.data.val(), ctx.tokenizer, cfg.passkey, ctx.dev);
     rows[row] = pr;
   }

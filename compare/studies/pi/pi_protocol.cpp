@@ -9,7 +9,7 @@
 
 #include "compare/studies/lm/lm.h"
 #include "train/evaluate.h"
-#include "train/interrupt.h"
+#include "train/finetune.h"
 #include "train/optim.h"
 #include "train/options.h"
 #include "train/trainer.h"
@@ -44,6 +44,13 @@ Tuned scaled_copy(const nn::GPT& trained, const std::string& scaling, int64_t M,
   t.model->load_state_dict(trained.state_dict());
   t.model->train();
   return t;
+}
+
+// The seed of the fine-tuning's batch sampler at multiplier M. Derived by its own arithmetic, not
+// stream() (train/seeds.h), because every number of the protocol depends on it; kept as it is until
+// the comparison's seeds change all at once.
+uint64_t pi_sampler_seed(uint64_t seed, int64_t M) {
+  return seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(M) * 1000003u + 17u;
 }
 
 }  // namespace
@@ -118,31 +125,27 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenS
       r.multiplier = M;
       r.iters = cfg.pi_iters;
       r.batch = pi_batch(cfg, M);
-      AdamW opt(decay_groups(model.named_parameters(), base.weight_decay),
-                AdamWOptions(cfg.pi_lr).betas(base.beta1, base.beta2));
-      const LRSchedule sched{cfg.pi_lr, cfg.pi_lr, std::max<int64_t>(1, cfg.pi_iters / 10), cfg.pi_iters, false};
       // One sampler per (seed, M): every scaling at this length is fine-tuned on the same batches.
-      data::BatchSampler sampler(train_split, seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(M) * 1000003u + 17u);
+      data::BatchSampler sampler(train_split, pi_sampler_seed(seed, M));
       spdlog::info("[rope seed {}] position interpolation: {} ({} steps of {} x {} tokens)", seed, row, cfg.pi_iters,
                    r.batch, ctx);
-      for (int64_t it = 0; it < cfg.pi_iters; ++it) {
-        if (interrupt_requested())
-          throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()),
-                                           " during the position-interpolation fine-tuning (", row, ") of rope seed ", seed,
-                                           " (on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows and position interpolation onwards)"),
-                            cfg.out_dir, it, interrupt_signal());
-        double loss = 0;
-        try {
-          loss = training_step(model, opt, sched, it, base.grad_accum, base.grad_clip, dev,
-                               [&] { return sampler.next(r.batch, ctx); })
-                     .loss;
-        } catch (const NonFiniteLoss& e) {
-          throw NonFiniteLoss("position interpolation (" + row + ", rope seed " + std::to_string(seed) + "): " + e.what());
-        }
-        if (it == 0) r.first_loss = loss;
-        r.final_loss = loss;
-      }
-      model.eval();
+      // Chen et al. 2023 §3.1: a linear warm-up, then a constant rate; the pretraining's optimizer settings.
+      FinetuneSpec spec;
+      spec.label = "position interpolation (" + row + ", rope seed " + std::to_string(seed) + ")";
+      spec.iterations = cfg.pi_iters;
+      spec.lr = cfg.pi_lr;
+      spec.warmup = tenth_warmup(cfg.pi_iters);
+      spec.schedule = FinetuneSchedule::constant;
+      spec.beta1 = base.beta1;
+      spec.beta2 = base.beta2;
+      spec.weight_decay = base.weight_decay;
+      spec.grad_clip = base.grad_clip;
+      spec.grad_accum = base.grad_accum;
+      spec.run_dir = cfg.out_dir;
+      spec.on_interrupt = "on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows and position interpolation onwards";
+      const FinetuneResult f = finetune(model, spec, dev, [&](int64_t) { return sampler.next(r.batch, ctx); });
+      r.first_loss = f.first_loss;
+      r.final_loss = f.final_loss;
       r.lengths = evaluate_lengths(model, val, cfg, dev, nullptr);
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (on_row) on_row(row, model);

@@ -9,7 +9,7 @@
 
 #include "autograd/node.h"
 #include "data/length_tasks.h"
-#include "train/interrupt.h"
+#include "train/finetune.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 
@@ -126,6 +126,17 @@ std::vector<int64_t> random_positions(int64_t T, int64_t L, Generator& g) {
   return p;
 }
 
+// The generators of one (unit seed, task): initialisation, dropout, training examples and randomized
+// positions. Derived by their own arithmetic, not stream() (train/seeds.h), because every number of
+// the suite depends on them; kept as they are until the comparison's seeds change all at once.
+struct SuiteSeeds {
+  uint64_t init, dropout, data, positions;
+};
+SuiteSeeds suite_seeds(uint64_t seed, size_t task_index) {
+  const uint64_t s = seed * 1000003ULL + task_index * 7919ULL;
+  return {s, s ^ 0x5eedd0u, s + 1, s + 2};
+}
+
 SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, uint64_t seed, Device dev,
                          const data::LengthTask& task, size_t task_index, bool randomized) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -133,39 +144,40 @@ SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, ui
   r.task = task.name();
   r.randomized = randomized;
   const nn::GPTConfig mc = suite_model_config(cfg, method, task);
-  const uint64_t s = seed * 1000003ULL + task_index * 7919ULL;
-  Generator init(s), drop(s ^ 0x5eedd0u);
+  const SuiteSeeds seeds = suite_seeds(seed, task_index);
+  Generator init(seeds.init), drop(seeds.dropout);
   nn::GPT model(mc, init, drop);
   model.to(dev);
-  model.train();
-  AdamW opt(decay_groups(model.named_parameters(), 0.0), AdamWOptions(cfg.suite_lr).betas(0.9, 0.98));
-  const LRSchedule sched{cfg.suite_lr, cfg.suite_lr / 10, std::max<int64_t>(1, cfg.suite_iters / 10), cfg.suite_iters, true};
   // Data and positions come from generators of their own, so the randomized row sees the same
   // examples as the plain one.
-  Generator data_gen(s + 1), pos_gen(s + 2);
+  Generator data_gen(seeds.data), pos_gen(seeds.positions);
   nn::PositionEncoding& pe = model.position_encoding();
-  for (int64_t it = 0; it < cfg.suite_iters; ++it) {
-    if (interrupt_requested())
-      throw Interrupted(detail::concat("interrupted by ", signal_name(interrupt_signal()), " during the length suite (",
-                                       task.name(), ") of ", method, " seed ", seed,
-                                       " (on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation, synthetic task and suite)"),
-                        cfg.out_dir, it, interrupt_signal());
-    try {
-      r.final_loss = training_step(model, opt, sched, it, 1, 1.0, dev, [&] {
-                       const int64_t n = 1 + static_cast<int64_t>(data_gen.next_u64() % static_cast<uint64_t>(cfg.suite_length));
-                       data::LengthBatch b = data::make_length_batch(
-                           task, std::vector<int64_t>(static_cast<size_t>(cfg.suite_batch), n), data_gen);
-                       if (randomized) pe.set_position_ids(random_positions(b.x.size(1), mc.block_size, pos_gen));
-                       return std::make_pair(b.x, b.y);
-                     }).loss;
-    } catch (const NonFiniteLoss& e) {
-      pe.clear_position_ids();
-      throw NonFiniteLoss("length suite (" + task.name() + ", " + suite_row(method, randomized) + " seed " +
-                          std::to_string(seed) + "): " + e.what());
-    }
+  FinetuneSpec spec;
+  spec.label = "length suite (" + task.name() + ", " + suite_row(method, randomized) + " seed " + std::to_string(seed) + ")";
+  spec.iterations = cfg.suite_iters;
+  spec.lr = cfg.suite_lr;
+  spec.min_lr = cfg.suite_lr / 10;
+  spec.warmup = tenth_warmup(cfg.suite_iters);
+  spec.schedule = FinetuneSchedule::cosine;
+  spec.beta1 = 0.9;
+  spec.beta2 = 0.98;
+  spec.weight_decay = 0.0;
+  spec.grad_clip = 1.0;
+  spec.run_dir = cfg.out_dir;
+  spec.on_interrupt = "on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation, synthetic task and suite";
+  try {
+    r.final_loss = finetune(model, spec, dev, [&](int64_t) {
+                     const int64_t n = 1 + static_cast<int64_t>(data_gen.next_u64() % static_cast<uint64_t>(cfg.suite_length));
+                     data::LengthBatch b = data::make_length_batch(
+                         task, std::vector<int64_t>(static_cast<size_t>(cfg.suite_batch), n), data_gen);
+                     if (randomized) pe.set_position_ids(random_positions(b.x.size(1), mc.block_size, pos_gen));
+                     return std::make_pair(b.x, b.y);
+                   }).final_loss;
+  } catch (const NonFiniteLoss&) {
+    pe.clear_position_ids();
+    throw;
   }
-  pe.clear_position_ids();  // evaluation: positions 0 .. T-1
-  model.eval();
+  pe.clear_position_ids();  // evaluation: positions 0 .. T-1 (finetune left the model in eval mode)
   NoGradGuard ng;
   const auto buckets = suite_buckets(cfg);
   for (size_t k = 0; k < buckets.size(); ++k) {
