@@ -91,9 +91,10 @@ class GPT : public Module {
   // token embedding alone for encodings without one). Returns n_layer tensors g_l (B, T, C) of the
   // model's dtype and device, g_l[b] = dL_b / dx_l[b] (windows do not interact, so one backward of
   // sum_b L_b gives each window's own gradient). One forward and one backward on the model's
-  // device with its own kernels (memory: one training step's graph on B windows). The parameters are frozen for the call (requires_grad off,
-  // each flag restored on return and on an exception): their .grad is neither read nor written,
-  // and no parameter gradient is computed. Works inside NoGradGuard (grad mode is on for the call).
+  // device with its own kernels (memory: one training step's graph on B windows). The parameters
+  // are frozen for the call (requires_grad off, each flag restored on return and on an
+  // exception): their .grad is neither read nor written, and no parameter gradient is computed.
+  // Works inside NoGradGuard (grad mode is on for the call).
   std::vector<Tensor> last_position_gradients(const Tensor& idx, const Tensor& targets) const;
   // Gradient flow by distance: (n_layer, T) doubles, entry [l][d] = mean over windows b of the L2
   // norm over channels ||g_l[b, T-1-d, :]||, d = (T-1) - j the distance of input position j from the
