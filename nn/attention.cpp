@@ -82,4 +82,11 @@ Tensor CausalSelfAttention::attention_by_distance(const Tensor& x, PositionEncod
   return attention_distance_profile(h.q, h.k, h.mod, pe.causal(), h.scale);
 }
 
+Tensor CausalSelfAttention::attention_entropy(const Tensor& x, PositionEncoding& pe, int64_t layer,
+                                              int64_t pos0) const {
+  NoGradGuard guard;
+  const Heads h = heads(x, pe, layer, pos0, x.size(1), 0);
+  return attention_row_entropy(h.q, h.k, h.mod, pe.causal(), h.scale);
+}
+
 }  // namespace posgrad::nn

@@ -47,6 +47,10 @@ class CausalSelfAttention : public Module {
   // Diagnostics (no gradient): average attention weight per query-key distance |i - j| = 0..T-1,
   // averaged over batch and query positions, heads kept: (H, T) float64.
   Tensor attention_by_distance(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const;
+  // Diagnostics (no gradient): entropy in nats of each query's attention over the keys it sees,
+  // averaged over the batch, heads kept: (H, T) float64 (attention_row_entropy: with sinks, over the
+  // real keys only; computed on the host in float64).
+  Tensor attention_entropy(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const;
 
   std::shared_ptr<Linear> qkv, proj;
   Tensor sinks;  // (H) sink logits, or undefined (no sinks)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace posgrad::nn {
 
@@ -60,7 +61,7 @@ Tensor GPT::forward(const Tensor& idx, int64_t pos0) const {
   return linear(hidden(idx, pos0), wte->weight);  // tied LM head: logits = x · wteᵀ
 }
 
-Tensor GPT::hidden(const Tensor& idx, int64_t pos0) const {
+Tensor GPT::embed(const Tensor& idx, int64_t pos0) const {
   POSGRAD_CHECK(idx.dim() == 2 && idx.dtype() == DType::Int64, ShapeError, "GPT.forward expects int64 (B, T) ids, got ",
                 idx.str());
   const int64_t T = idx.size(1);
@@ -68,7 +69,11 @@ Tensor GPT::hidden(const Tensor& idx, int64_t pos0) const {
   const int64_t last = pos_->position_ids().empty() ? pos0 + T - 1 : pos_->position_ids().back();
   POSGRAD_CHECK(limit < 0 || last < limit, IndexError, "sequence positions up to ", last,
                 " exceed the ", pos_->kind(), " position encoding's table of ", limit, " positions");
-  Tensor x = drop_->forward(pos_->embed(wte->forward(idx), pos0));
+  return pos_->embed(wte->forward(idx), pos0);
+}
+
+Tensor GPT::hidden(const Tensor& idx, int64_t pos0) const {
+  Tensor x = drop_->forward(embed(idx, pos0));
   for (size_t l = 0; l < blocks->size(); ++l) x = (*blocks)[l].forward(x, *pos_, static_cast<int64_t>(l), pos0);
   return ln_f->forward(x);
 }
@@ -114,6 +119,133 @@ std::vector<std::vector<double>> GPT::attention_by_distance(const Tensor& idx) c
       for (int64_t d = 0; d < T; ++d) mean[d] += per_head[h * T + d] / static_cast<double>(H);
     out.push_back(mean);
     x = b.forward(x, *pos_, static_cast<int64_t>(l), 0);
+  }
+  return out;
+}
+
+void GPT::check_measurable(const char* what) const {
+  POSGRAD_CHECK(!is_training() || cfg_.dropout == 0.0, ValueError, what,
+                ": the model is in training mode with dropout ", cfg_.dropout,
+                "; call eval() first (the measurement is of the deterministic model)");
+  POSGRAD_CHECK(pos_->position_ids().empty(), ValueError, what,
+                ": position ids are set on the encoding (a training option); clear them to measure positions 0..T-1");
+}
+
+std::vector<std::vector<double>> GPT::attention_entropy_by_position(const Tensor& idx) const {
+  check_measurable("GPT::attention_entropy_by_position");
+  NoGradGuard no_grad;
+  Tensor x = embed(idx, 0);  // no dropout: check_measurable
+  const int64_t T = idx.size(1);
+  std::vector<std::vector<double>> out;
+  for (size_t l = 0; l < blocks->size(); ++l) {
+    const Block& b = (*blocks)[l];
+    // (H, T) entropies in nats -> mean over heads, over log n_i
+    const std::vector<double> per_head =
+        b.attn->attention_entropy(b.ln_1->forward(x), *pos_, static_cast<int64_t>(l), 0).to_vector();
+    const int64_t H = static_cast<int64_t>(per_head.size()) / T;
+    std::vector<double> row(static_cast<size_t>(T));
+    for (int64_t i = 0; i < T; ++i) {
+      double e = 0;
+      for (int64_t h = 0; h < H; ++h) e += per_head[h * T + i];
+      const int64_t n = pos_->causal() ? i + 1 : T;  // keys query i sees
+      row[i] = n > 1 ? e / static_cast<double>(H) / std::log(static_cast<double>(n))
+                     : std::numeric_limits<double>::quiet_NaN();
+    }
+    out.push_back(std::move(row));
+    x = b.forward(x, *pos_, static_cast<int64_t>(l), 0);
+  }
+  return out;
+}
+
+namespace {
+
+// Turns requires_grad off on the parameters for a scope and restores every flag when it ends (also
+// by an exception), so that a backward inside neither reads nor writes their .grad. Restored in
+// reverse, so a tensor listed twice gets its original flag back.
+class FrozenParameters {
+ public:
+  explicit FrozenParameters(std::vector<Tensor> params) : params_(std::move(params)) {
+    for (Tensor& p : params_) {
+      flags_.push_back(p.requires_grad());
+      p.set_requires_grad(false);
+    }
+  }
+  ~FrozenParameters() {
+    for (size_t i = params_.size(); i-- > 0;) params_[i].set_requires_grad(flags_[i]);
+  }
+  FrozenParameters(const FrozenParameters&) = delete;
+  FrozenParameters& operator=(const FrozenParameters&) = delete;
+
+ private:
+  std::vector<Tensor> params_;
+  std::vector<bool> flags_;
+};
+
+// Grad mode on for a scope (a measurement called inside NoGradGuard), restored when it ends.
+class GradModeOn {
+ public:
+  GradModeOn() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(true); }
+  ~GradModeOn() { GradMode::set_enabled(prev_); }
+  GradModeOn(const GradModeOn&) = delete;
+  GradModeOn& operator=(const GradModeOn&) = delete;
+
+ private:
+  bool prev_;
+};
+
+}  // namespace
+
+std::vector<Tensor> GPT::last_position_gradients(const Tensor& idx, const Tensor& targets) const {
+  check_measurable("GPT::last_position_gradients");
+  POSGRAD_CHECK(idx.dim() == 2 && idx.dtype() == DType::Int64 && targets.dtype() == DType::Int64 &&
+                    targets.shape() == idx.shape(),
+                ShapeError, "GPT::last_position_gradients: idx and targets must be int64 (B, T) of one shape, got ",
+                idx.str(), ", ", targets.str());
+  const int64_t B = idx.size(0), T = idx.size(1), V = cfg_.vocab_size, C = cfg_.n_embd;
+  POSGRAD_CHECK(B > 0 && T > 0, ShapeError, "GPT::last_position_gradients: empty batch ", idx.str());
+  const Tensor last_target = targets.narrow(1, T - 1, 1).contiguous().reshape({B});  // (B)
+  const std::vector<int64_t> lt = last_target.to(Device::cpu()).to_int_vector();
+  for (int64_t b = 0; b < B; ++b)
+    POSGRAD_CHECK(lt[b] >= 0 && lt[b] < V, IndexError, "GPT::last_position_gradients: window ", b,
+                  "'s last target ", lt[b], " is not a token id in [0, ", V, ")");
+  FrozenParameters frozen(parameters());
+  GradModeOn grad_on;
+  Tensor x = embed(idx, 0).detach();  // x_0 (B, T, C): a leaf (no dropout: check_measurable)
+  x.set_requires_grad(true);
+  std::vector<Tensor> inputs;  // x_l, l = 0..n_layer-1
+  for (size_t l = 0; l < blocks->size(); ++l) {
+    if (l > 0) x.retain_grad();
+    inputs.push_back(x);
+    x = (*blocks)[l].forward(x, *pos_, static_cast<int64_t>(l), 0);
+  }
+  // Only the last position's logits: ln_f and the head act per position.
+  const Tensor logits = linear(ln_f->forward(x.narrow(1, T - 1, 1)), wte->weight).reshape({B, V});  // (B, V)
+  sum(cross_entropy_rows(logits, last_target)).backward();
+  std::vector<Tensor> out;
+  for (const Tensor& t : inputs) {
+    const Tensor g = t.grad();
+    // Every x_l reaches the loss (the residual stream); a missing gradient would be an engine bug.
+    POSGRAD_CHECK(g.defined() && g.shape() == Shape({B, T, C}), AutogradError,
+                  "GPT::last_position_gradients: no gradient reached a block input");
+    out.push_back(g.detach());
+  }
+  return out;
+}
+
+std::vector<std::vector<double>> GPT::gradient_by_distance(const Tensor& idx, const Tensor& targets) const {
+  const std::vector<Tensor> grads = last_position_gradients(idx, targets);
+  const int64_t B = idx.size(0), T = idx.size(1), C = cfg_.n_embd;
+  std::vector<std::vector<double>> out;
+  for (const Tensor& g : grads) {
+    const std::vector<double> v = g.to(Device::cpu()).to_vector();  // (B, T, C) row-major, in float64
+    std::vector<double> by_d(static_cast<size_t>(T), 0.0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < T; ++j) {
+        double ss = 0;
+        for (int64_t c = 0; c < C; ++c) ss += v[(b * T + j) * C + c] * v[(b * T + j) * C + c];
+        by_d[T - 1 - j] += std::sqrt(ss) / static_cast<double>(B);
+      }
+    out.push_back(std::move(by_d));
   }
   return out;
 }

@@ -63,6 +63,49 @@ class GPT : public Module {
   // Mean attention weight at each query-key distance 0..T-1, per layer (averaged over batch,
   // heads and the queries that have a key at that distance), for idx int64 (B, T). No graph.
   std::vector<std::vector<double>> attention_by_distance(const Tensor& idx) const;
+
+  // Model-level measurements of how position reaches the model, for idx int64 (B, T) of T <= the
+  // encoding's max_length() (IndexError), always at positions 0..T-1: ValueError with position ids
+  // set on the encoding (a training option), and ValueError in training mode with dropout > 0 (call
+  // eval(): a measurement of the deterministic model). Any device (see each); any number of layers.
+  //
+  // Attention entropy by query position: (n_layer, T) doubles, entry [l][i] =
+  //   mean over batch b and heads h of H_l(b, h, i), divided by log n_i,
+  // H_l(b, h, i) = -sum_j p_ij log p_ij the entropy (nats) of query i's attention row in layer l over
+  // the n_i keys it sees (CausalSelfAttention::attention_entropy), n_i = i + 1 under the causal
+  // mask, n_i = T with bidirectional attention; log n_i is the entropy of uniform attention over them.
+  // So uniform attention gives exactly 1 (to rounding: 1e-15), attention on one key 0, and every
+  // entry with n_i > 1 lies in [0, 1]. Entries with n_i = 1 — query 0 under the causal mask, every
+  // query when T = 1 — have nothing to spread over: NaN (0/0), never a value. With attention sinks
+  // the entropy is that of the real keys' share renormalised, p_ij = P_ij / sum_j' P_ij' (the
+  // sink's mass does not count; it takes the same fraction from every key of a row). The scores are
+  // recomputed on the host in float64 (device tensors are copied), one window at a time: O(H T^2)
+  // memory beyond the forward; no graph.
+  std::vector<std::vector<double>> attention_entropy_by_position(const Tensor& idx) const;
+
+  // Gradient of each window's last-position loss with respect to the residual stream.
+  // targets int64 (B, T) (the batch's next tokens; only column T-1 is read: IndexError unless it
+  // is in [0, V)). Window b's loss is L_b = -log softmax(logits[b, T-1])[targets[b, T-1]] (nats,
+  // not divided by B); x_l (B, T, C) is the residual stream entering block l, l = 0..n_layer-1,
+  // x_0 the token embedding plus the absolute position embedding (the encoding's embed(); the
+  // token embedding alone for encodings without one). Returns n_layer tensors g_l (B, T, C) of the
+  // model's dtype and device, g_l[b] = dL_b / dx_l[b] (windows do not interact, so one backward of
+  // sum_b L_b gives each window's own gradient). One forward and one backward on the model's
+  // device with its own kernels (memory: one training step's graph on B windows). The parameters
+  // are frozen for the call (requires_grad off, each flag restored on return and on an
+  // exception): their .grad is neither read nor written, and no parameter gradient is computed.
+  // Works inside NoGradGuard (grad mode is on for the call).
+  std::vector<Tensor> last_position_gradients(const Tensor& idx, const Tensor& targets) const;
+  // Gradient flow by distance: (n_layer, T) doubles, entry [l][d] = mean over windows b of the L2
+  // norm over channels ||g_l[b, T-1-d, :]||, d = (T-1) - j the distance of input position j from the
+  // last position (norms taken on the host in float64). Every d in 0..T-1 is defined under the
+  // causal mask as well (the last query sees every key); d = 0 includes the residual path.
+  // Position-blind reading (NoPE, uniform attention, a window of one repeated token): every
+  // position holds the same state, and the last block's row is flat for d >= 1 at (1/T) ||J^T u||
+  // (J the value path's Jacobian, u the gradient at the last query's attention output), so T times
+  // it does not depend on T; earlier blocks are not flat (they also reach j through the queries
+  // j..T-2). tests/test_measurements.cpp pins the flat reading.
+  std::vector<std::vector<double>> gradient_by_distance(const Tensor& idx, const Tensor& targets) const;
   // Parameters without the position tables (nanoGPT reports this count).
   int64_t num_non_position_parameters() const;
 
@@ -71,6 +114,12 @@ class GPT : public Module {
   std::shared_ptr<LayerNorm> ln_f;
 
  private:
+  // idx int64 (B, T) (ShapeError) at positions pos0.. within the encoding's table (IndexError) ->
+  // the token embedding with the encoding's embed() (B, T, C), before dropout.
+  Tensor embed(const Tensor& idx, int64_t pos0) const;
+  // The refusals the measurements share (see above); `what` names the caller.
+  void check_measurable(const char* what) const;
+
   GPTConfig cfg_;
   std::shared_ptr<PositionEncoding> pos_;
   std::shared_ptr<Dropout> drop_;

@@ -1,6 +1,6 @@
 // attention.cpp — the fused attention op (AttentionFn: one autograd node, forward and backward
 // kernels in tensor/kernels/cpu/attention.cpp), its naive materialising reference built from the
-// ordinary ops, and the attention-by-distance diagnostic.
+// ordinary ops, and the attention diagnostics (weight by distance, row entropy).
 //
 // A distance bias arrives as a tensor (H, Tq + Tk - 1) and goes to the kernels as it is; its
 // gradient comes back as a tensor of the same shape. For content-position terms the modifier's
@@ -10,6 +10,7 @@
 // Not here: the position encodings themselves (nn/posenc/), the attention layer (nn/attention.cpp).
 #include "autograd/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -288,12 +289,15 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreM
   return AttentionFn::apply(q, k, v, in.bias, in.kr, in.qr, in.sinks, cfg);
 }
 
-Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
-                           double scale, int64_t q_offset) {
-  AttentionConfig cfg = make_config(mod, q, k, causal, scale, q_offset);
-  const ModifierInputs in = modifier_inputs(mod);
-  const Dims d = check_inputs(q, k, v, in.bias, in.kr, in.qr, in.sinks, cfg);
+namespace {
+
+// The unmasked scores s(i, j) = scale q_i.k_j + bias_h(i, j) of every pair, (B, H, Tq, Tk), built
+// from ordinary ops (differentiable): what attention_reference softmaxes and what the entropy
+// diagnostic reads. The inputs have passed make_config and check_inputs.
+Tensor reference_scores(const Tensor& q, const Tensor& k, const ScoreModifier& mod, const AttentionConfig& cfg,
+                        const ModifierInputs& in, const Dims& d) {
   const int64_t B = d.B, H = d.H, Tq = d.Tq, Tk = d.Tk;
+  const double scale = cfg.scale;
   // Column of pair (i, j) in the bias / diagonal index: its diagonal j - i + Tq - 1, or with
   // per-token positions k_pos[j] - q_pos[i] + Pq - 1 (the window's diagonal).
   auto column = [&](int64_t i, int64_t j) {
@@ -332,6 +336,18 @@ Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, co
       break;
     }
   }
+  return scores;
+}
+
+}  // namespace
+
+Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
+                           double scale, int64_t q_offset) {
+  AttentionConfig cfg = make_config(mod, q, k, causal, scale, q_offset);
+  const ModifierInputs in = modifier_inputs(mod);
+  const Dims d = check_inputs(q, k, v, in.bias, in.kr, in.qr, in.sinks, cfg);
+  const int64_t B = d.B, H = d.H, Tq = d.Tq, Tk = d.Tk;
+  Tensor scores = reference_scores(q, k, mod, cfg, in, d);  // (B, H, Tq, Tk)
   bool any_empty_row = false;
   if (causal) {
     Tensor mask = Tensor::zeros({Tq, Tk}, DType::Bool);
@@ -410,6 +426,50 @@ Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreM
       out[h * T + dist] = count > 0 ? s / count : 0.0;
     }
   return Tensor::from_vector(out, {d.H, T}, DType::Float64);
+}
+
+Tensor attention_row_entropy(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal, double scale) {
+  NoGradGuard guard;
+  POSGRAD_CHECK(q.dim() == 4 && q.shape() == k.shape(), ShapeError,
+                "attention_row_entropy: q and k must be the same (B, H, T, D), got ", shape_str(q.shape()), ", ",
+                shape_str(k.shape()));
+  POSGRAD_CHECK(!mod.has_positions(), ValueError,
+                "attention_row_entropy: measures positions 0..T-1; clear the modifier's per-token positions");
+  // Everything on the host in float64: the scores of a row that is uniform in exact arithmetic are
+  // then equal to the last bit, and its entropy is log(n) to rounding (1e-16), whatever the model's
+  // dtype. The sinks play no part (see the header), so they are not copied.
+  auto host = [](const Tensor& t) { return t.defined() ? t.to(Device::cpu()).to(DType::Float64) : Tensor(); };
+  ScoreModifier m = mod;
+  m.sinks = Tensor();
+  m.bias_by_distance = host(mod.bias_by_distance);
+  m.kr = host(mod.kr);
+  m.qr = host(mod.qr);
+  const Tensor qh = host(q), kh = host(k);
+  const AttentionConfig cfg = make_config(m, qh, kh, causal, scale, 0);
+  const ModifierInputs in = modifier_inputs(m);
+  const Dims d = check_inputs(qh, kh, kh, in.bias, in.kr, in.qr, in.sinks, cfg);
+  const int64_t B = d.B, H = d.H, T = d.Tq;
+  std::vector<double> out(static_cast<size_t>(H * T), 0.0);
+  Dims one = d;
+  one.B = 1;
+  for (int64_t b = 0; b < B; ++b) {  // one window at a time: (1, H, T, T) scores, not (B, H, T, T)
+    const std::vector<double> s =
+        reference_scores(qh.narrow(0, b, 1), kh.narrow(0, b, 1), m, cfg, in, one).contiguous().to_vector();
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        const double* row = s.data() + (h * T + i) * T;
+        const int64_t n = causal ? i + 1 : T;  // visible keys 0 .. n-1
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
+        double z = 0;
+        for (int64_t j = 0; j < n; ++j) z += std::exp(row[j] - mx);
+        // H = -sum_j p_j log p_j with log p_j = (s_j - max) - log Z: H = log Z - sum_j p_j (s_j - max).
+        double e = std::log(z);
+        for (int64_t j = 0; j < n; ++j) e -= std::exp(row[j] - mx) / z * (row[j] - mx);
+        out[h * T + i] += e / static_cast<double>(B);
+      }
+  }
+  return Tensor::from_vector(out, {H, T}, DType::Float64);
 }
 
 }  // namespace posgrad

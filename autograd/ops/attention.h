@@ -74,6 +74,20 @@ Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, co
 Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal,
                                   double scale);
 
+// Non-differentiable diagnostic: the Shannon entropy (nats) of each query's attention distribution,
+// averaged over the batch, per head. q, k (B, H, T, D) -> (H, T) float64, entry [h, i] =
+// mean_b H(b, h, i), H = -sum_j p_ij log p_ij over the keys query i sees (j <= i causal: i + 1 keys;
+// all T bidirectional), p_ij = softmax_j s(i, j) (Shannon 1948; the attention entropy of Zhai et al.
+// 2023, "Stabilizing Transformer Training by Preventing Attention Entropy Collapse").
+// Uniform attention over n keys gives log n; attention on one key gives 0. With sinks it is the
+// entropy over the real keys alone, p_ij = P_ij / sum_j' P_ij': the sink takes the same factor
+// 1 - P_sink from every key of a row, so this is softmax_j s(i, j) without the sink, and the sink's
+// share does not count (the sinks are ignored). Computed on the host in float64 whatever q's dtype
+// and device (the scores are built as attention_reference builds them; CUDA tensors are copied),
+// one batch element at a time: O(H T^2) memory. ValueError for a modifier with per-token positions
+// (positions 0..T-1 are measured); ShapeError for q, k of different shapes.
+Tensor attention_row_entropy(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal, double scale);
+
 // Rotary embedding (explicit backward = inverse rotation). x (..., T, D); cos, sin (T, dr/2)
 // constants for the T positions (angles times the attention factor), dr = 2 * cos.size(1) <= D.
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved);
