@@ -19,7 +19,7 @@ using json = nlohmann::json;
 std::vector<UnitSpec> compare_units(const std::vector<std::string>& methods, const std::vector<uint64_t>& seeds) {
   std::vector<UnitSpec> units;
   for (uint64_t seed : seeds)
-    for (const auto& method : methods) units.push_back({method, seed});
+    for (const auto& method : methods) units.push_back({method, seed, ""});
   return units;
 }
 

@@ -31,11 +31,6 @@ namespace {
 int64_t integer(const json& j) { return json_int(j); }
 uint64_t unsigned_integer(const json& j) { return json_uint(j); }
 double real(const json& j) { return json_real(j); }
-std::vector<double> reals(const json& j) {
-  std::vector<double> v;
-  for (const auto& e : j) v.push_back(real(e));
-  return v;
-}
 std::vector<std::pair<int64_t, double>> curve(const json& j) {
   std::vector<std::pair<int64_t, double>> v;
   for (const auto& e : j) {

@@ -15,7 +15,6 @@ namespace {
 using json = nlohmann::json;
 std::string at(const std::string& p, size_t i) { return json_path_at(p, i); }
 std::string dot(const std::string& p, const std::string& k) { return json_path_key(p, k); }
-bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
   const std::string p = dot(path, "passkey");
