@@ -8,6 +8,7 @@
 #include "compare/studies/cost/cost.h"
 #include "compare/studies/encoder/encoder_track.h"
 #include "compare/studies/entropy/entropy.h"
+#include "compare/studies/gradient/gradient.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/studies/passkey/passkey.h"
 #include "compare/studies/pi/pi_protocol.h"
@@ -27,6 +28,7 @@ const std::vector<StudyEntry>& studies() {
       pi_study(),         // position interpolation: RoPE scaled and fine-tuned
       passkey_study(),    // passkey retrieval, of each model and of the fine-tuned PI rows
       entropy_study(),    // attention entropy by query position (1 = uniform attention)
+      gradient_study(),   // gradient flow by distance: how far back the learning signal reaches
       encoder_study(),    // the encoder track (--track encoder|both)
   };
   return all;
