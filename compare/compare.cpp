@@ -218,8 +218,7 @@ UnitResult load_kept_unit(const CompareConfig& cfg, const std::string& method, u
   std::string diff;
   for (const auto& o : train_options()) {
     const std::string& n = o.spec.name;
-    if (n == "out_dir" || n == "threads" || n == "log_interval" || n == "data_dir" || n == "max_corpus_bytes" ||
-        n == "checkpoint_interval" || n == "corpus")  // where things are, and how often it logged (the text: corpus.json)
+    if (o.spec.neutral || n == "max_corpus_bytes" || n == "corpus")  // no result changes (the text: corpus.json)
       continue;
     if (o.get(had) != o.get(want))
       diff += (diff.empty() ? "" : ", ") + o.spec.flag() + " " + opt::format(o.get(had)) + " there, " + opt::format(o.get(want)) + " now";
@@ -342,9 +341,9 @@ void check_same_experiment(const CompareConfig& cfg) {
   std::string diff;
   for (const auto& o : compare_options()) {
     const std::string& n = o.spec.name;
-    if (n == "methods" || n == "seeds" || n == "out_dir" || n == "log_interval" || n == "data_dir" ||
-        n == "max_corpus_bytes" || n == "track")
-      continue;
+    // Result-neutral options (the table marks them: where files go, threads, log and checkpoint
+    // intervals, the cost benchmark's rounds) may change; methods, seeds and track by the rules below.
+    if (o.spec.neutral || n == "methods" || n == "seeds" || n == "max_corpus_bytes" || n == "track") continue;
     const bool encoder_option = n.rfind("encoder_", 0) == 0;
     const bool both_tracks = n == "corpus" || n == "tokenizer";  // the encoder track reads them too
     if (!both_tracks && (encoder_option ? !encoder_finished : !decoder_finished)) continue;

@@ -29,7 +29,7 @@ const Table<CompareConfig>& compare_options() {
         .add(integer("per_position_multiplier", closed(1, 64),
                      "Window of the per-position loss, as a multiple of the training length"),
              POSGRAD_MEMBER(per_position_multiplier))
-        .add(text("out_dir", "Experiment directory (one run directory per method and seed inside)", false),
+        .add(result_neutral(text("out_dir", "Experiment directory (one run directory per method and seed inside)", false)),
              POSGRAD_MEMBER(out_dir));
     r.group("Synthetic task")
         .add(choice("task", {"copy", "reverse"}, "Synthetic task"), POSGRAD_MEMBER(task))
@@ -149,7 +149,9 @@ const Table<CompareConfig>& compare_options() {
     r.group("Cost benchmark")
         .add(integer_list("cost_lengths", closed(1, 1 << 16), 1, 8, "Sequence lengths timed", "tokens"),
              POSGRAD_MEMBER(cost_lengths))
-        .add(integer("cost_rounds", closed(1, 1000), "Interleaved rounds (every method once per round, after a warm-up)"),
+        .add(result_neutral(integer("cost_rounds", closed(1, 1000),
+                                    "Interleaved rounds (every method once per round, after a warm-up; the benchmark "
+                                    "runs again on every re-run, so a re-run may change it)")),
              POSGRAD_MEMBER(cost_rounds));
     auto base = lift<CompareConfig, TrainConfig>(
         train_options(), [](auto& c) -> auto& { return c.base; }, {"pos", "seed", "out_dir"});

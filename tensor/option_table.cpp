@@ -171,6 +171,10 @@ Spec fixed_on_resume(Spec spec) {
   spec.resumable = false;
   return spec;
 }
+Spec result_neutral(Spec spec) {
+  spec.neutral = true;
+  return spec;
+}
 
 namespace detail {
 void type_mismatch(const std::string& name) {

@@ -63,6 +63,9 @@ struct Spec {
   bool allow_empty_text = true;           // texts
   // false: part of the model's or the data's identity, so `train --resume` refuses to change it.
   bool resumable = true;
+  // true: changes no result (where files go, how often it logs or checkpoints, threads): a re-run of
+  // an experiment may change it, and a finished unit made with another value is kept.
+  bool neutral = false;
   std::optional<Value> fallback;  // the default of an option that no struct member initialises
 
   std::string flag() const;        // "--rope-scaling-factor"
@@ -89,6 +92,7 @@ Spec choice_list(std::string name, std::vector<std::string> choices, int64_t max
 // `spec` with a default value (for options stored in a map, see Values).
 Spec with_default(Spec spec, Value v);
 Spec fixed_on_resume(Spec spec);
+Spec result_neutral(Spec spec);
 
 // Parses the text of a value ("12", "1e-3", "true", "1,2,4") as `spec` declares it and checks its
 // range. `where` names the option in messages ("--lr", "config.json: key 'lr'"). UsageError.

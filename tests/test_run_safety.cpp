@@ -20,6 +20,7 @@
 #include "support/process.h"
 #include "support/test_util.h"
 #include "compare/compare.h"
+#include "compare/options.h"
 #include "train/interrupt.h"
 #include "train/presets.h"
 #include "train/trainer.h"
@@ -289,6 +290,38 @@ TEST(RunSafety, AnAbandonedAttemptLeavesNoDuplicateMetrics) {
 
 // A re-run in an experiment directory may add methods, seeds or a track, never drop finished
 // results: a track switch or a shorter --methods / --seeds is refused, naming what would be dropped.
+// The options the table marks result-neutral (opt::Spec::neutral) may change on a re-run: the
+// finished units are kept, their numbers unchanged; an option that changes results is refused.
+TEST(RunSafety, AResultNeutralOptionMayChangeOnARerun) {
+  TempDir d;
+  auto c = tiny(d, "a");
+  c.methods = {"rope"};
+  c.seeds = {1};
+  c.pi_iters = 0;
+  c.suite_iters = 0;
+  c.base.threads = 1;
+  train::run_compare(c);
+  const std::string before = read_file(c.out_dir + "/results.csv");
+  auto other = c;
+  other.base.threads = 2;
+  other.cost_rounds = c.cost_rounds + 1;
+  other.base.checkpoint_interval = 2;
+  other.base.log_interval = 1;
+  train::run_compare(other);
+  EXPECT_EQ(read_file(c.out_dir + "/results.csv"), before);
+  const auto j = nlohmann::json::parse(read_file(c.out_dir + "/results.json"));
+  EXPECT_EQ(j["cost"]["rounds"].get<int64_t>(), c.cost_rounds + 1);
+  EXPECT_TRUE(j["units"][0]["resumed"].get<bool>() == false);
+  for (const auto& o : train::compare_options())
+    if (o.spec.neutral)
+      EXPECT_TRUE(o.spec.name == "out_dir" || o.spec.name == "threads" || o.spec.name == "cost_rounds" ||
+                  o.spec.name == "log_interval" || o.spec.name == "checkpoint_interval" || o.spec.name == "data_dir")
+          << o.spec.name << " is marked result-neutral";
+  auto changed = c;
+  changed.base.lr *= 2;
+  EXPECT_NE(test::thrown_message<UsageError>([&] { train::run_compare(changed); }).find("--lr"), std::string::npos);
+}
+
 TEST(RunSafety, ARerunMayGrowTheExperimentButNotShrinkIt) {
   TempDir d;
   auto c = tiny(d, "a");

@@ -25,7 +25,7 @@ const Table<TrainConfig>& train_options() {
         .add(fixed_on_resume(choice("tokenizer", {"char", "byte"},
                                     "Tokenizer: char (vocabulary from the corpus) or byte (256 symbols)")),
              POSGRAD_MEMBER(tokenizer))
-        .add(text("data_dir", "Directory holding tinyshakespeare.txt (empty: $POSGRAD_DATA_DIR, else ../shared/data)"),
+        .add(result_neutral(text("data_dir", "Directory holding tinyshakespeare.txt (empty: $POSGRAD_DATA_DIR, else ../shared/data)")),
              POSGRAD_MEMBER(data_dir))
         .add(integer("max_corpus_bytes", closed(1, 1LL << 40), "Refuse a corpus file larger than this", "bytes"),
              POSGRAD_MEMBER(max_corpus_bytes));
@@ -70,14 +70,17 @@ const Table<TrainConfig>& train_options() {
         .add(integer("eval_interval", closed(1, kMany), "Steps between evaluations", "steps"), POSGRAD_MEMBER(eval_interval))
         .add(integer("eval_windows", closed(1, 1 << 20), "Validation windows per evaluation", "windows"),
              POSGRAD_MEMBER(eval_windows))
-        .add(integer("log_interval", closed(1, kMany), "Steps between progress lines", "steps"), POSGRAD_MEMBER(log_interval))
-        .add(integer("checkpoint_interval", closed(0, kMany), "Steps between checkpoints (0: eval_interval)", "steps"),
+        .add(result_neutral(integer("log_interval", closed(1, kMany), "Steps between progress lines", "steps")),
+             POSGRAD_MEMBER(log_interval))
+        .add(result_neutral(integer("checkpoint_interval", closed(0, kMany), "Steps between checkpoints (0: eval_interval)", "steps")),
              POSGRAD_MEMBER(checkpoint_interval))
         .add(fixed_on_resume(unsigned_integer("seed", "Seed of initialisation, data order and dropout")),
              POSGRAD_MEMBER(seed))
         .add(text("device", "cpu or cuda[:N]", false), POSGRAD_MEMBER(device))
-        .add(text("out_dir", "Run directory (checkpoint, metrics.jsonl, config.json)", false), POSGRAD_MEMBER(out_dir))
-        .add(integer("threads", closed(0, 1024), "OpenMP threads (0: all cores, fewer while other processes keep some busy; results do not depend on it)"), POSGRAD_MEMBER(threads));
+        .add(result_neutral(text("out_dir", "Run directory (checkpoint, metrics.jsonl, config.json)", false)), POSGRAD_MEMBER(out_dir))
+        .add(result_neutral(integer("threads", closed(0, 1024), "OpenMP threads (0: all cores, fewer while other processes keep "
+                                                                "some busy; results do not depend on it)")),
+             POSGRAD_MEMBER(threads));
     return t;
   }();
   return table;
