@@ -237,6 +237,35 @@ void check_kept_units(const CompareConfig& cfg) {
 
 namespace {
 
+// The overall progress of this process's share of the experiment's units (compare/compare_dist.h:
+// round-robin), one line when a unit starts training and before each of its studies: units done of
+// the share, the current unit and study, time elapsed, and time left from the finished units' mean.
+class Progress {
+ public:
+  explicit Progress(size_t units) : total_(units), t0_(Clock::now()) {}
+  void start_unit(const UnitSpec& u) {
+    ++started_;
+    unit_t0_ = Clock::now();
+    label_ = u.label();
+  }
+  void step(const std::string& what) const {
+    const double elapsed = seconds(t0_), before = elapsed - seconds(unit_t0_);
+    const size_t finished = started_ - 1;
+    const double left = finished ? before / static_cast<double>(finished) * static_cast<double>(total_ - finished) -
+                                       seconds(unit_t0_)
+                                 : -1;
+    spdlog::info("=== progress: unit {}/{} ({}), {}; {} elapsed, {} ===", started_, total_, label_, what,
+                 format_eta(elapsed), finished ? "about " + format_eta(std::max(0.0, left)) + " left" : "time left known after the first unit");
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static double seconds(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+  size_t total_, started_ = 0;
+  Clock::time_point t0_, unit_t0_;
+  std::string label_;
+};
+
 // The studies that run on the units of `method` in this configuration, in registry order.
 std::vector<const StudyEntry*> unit_studies(const CompareConfig& cfg, const std::string& method) {
   std::vector<const StudyEntry*> out;
@@ -245,7 +274,7 @@ std::vector<const StudyEntry*> unit_studies(const CompareConfig& cfg, const std:
   return out;
 }
 
-UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed) {
+UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed, const Progress* progress = nullptr) {
   const std::string dir = cfg.out_dir + "/" + method + "/seed" + std::to_string(seed);
   const std::string result_path = dir + "/result.json";
   if (fs::exists(result_path)) {
@@ -264,6 +293,7 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   const CorpusData corpus{t.dataset(), t.tokenizer()};
   for (const StudyEntry& s : studies())
     if (s.check_data && s.run_unit && (!s.enabled || s.enabled(cfg))) s.check_data(cfg, &corpus);
+  if (progress) progress->step(resume ? "training (resumed)" : "training");
   spdlog::info("[{} seed {}] training{}", method, seed, resume ? " (resumed)" : "");
   t.run();
   UnitResult u;
@@ -279,7 +309,10 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   u.val_curve = t.val_curve();
   spdlog::info("[{} seed {}] evaluating", method, seed);
   UnitContext ctx{cfg, method, seed, dev, model, t.dataset(), t.tokenizer(), u, {}};
-  for (const StudyEntry* s : unit_studies(cfg, method)) s->run_unit(ctx);
+  for (const StudyEntry* s : unit_studies(cfg, method)) {
+    if (progress) progress->step("study " + s->name);
+    s->run_unit(ctx);
+  }
   write_file_atomic(result_path, to_json(u).dump(1) + "\n");
   return u;
 }
@@ -420,8 +453,14 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   // Every unit over the job's processes (compare/compare_dist.h): the decoder units, then the units
   // of the studies that train their own models; rank 0 gets them all, in order.
   const std::vector<UnitSpec> units = experiment_units(cfg);
+  size_t mine = 0;
+  for (size_t i = 0; i < units.size(); ++i) mine += unit_owner(i, job.size()) == job.rank();
+  Progress progress(mine);
   const std::vector<json> done = run_units_distributed(units, job, cfg.out_dir, [&](const UnitSpec& u) {
-    return u.study.empty() ? to_json(run_unit(cfg, u.method, u.seed)) : study_entry(u.study).run_own_unit(cfg, u.method, u.seed);
+    progress.start_unit(u);
+    if (u.study.empty()) return to_json(run_unit(cfg, u.method, u.seed, &progress));
+    progress.step("study " + u.study);
+    return study_entry(u.study).run_own_unit(cfg, u.method, u.seed);
   });
   if (!job.is_root()) return "";
   std::map<std::string, std::vector<json>> own;

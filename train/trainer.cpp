@@ -237,7 +237,7 @@ void Trainer::log_metrics(const json& row) {
   std::ofstream(cfg_.out_dir + "/metrics.jsonl", std::ios::app) << row.dump() << "\n";
 }
 
-static std::string format_eta(double seconds) {
+std::string format_eta(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   int64_t s = static_cast<int64_t>(seconds);
   char buf[32];

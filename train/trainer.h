@@ -139,4 +139,7 @@ struct LoadedModel {
 std::unique_ptr<LoadedModel> load_model(const std::string& run_dir,
                                         const std::function<int64_t(const TrainConfig&)>& longest_context);
 
+// A duration for progress lines: "0m42s", "3m07s", "1h05m" (negative or non-finite: "?").
+std::string format_eta(double seconds);
+
 }  // namespace posgrad::train
