@@ -40,6 +40,8 @@ const std::vector<std::string>& compare_preset_names() {
 }
 
 CompareConfig compare_preset(const std::string& name) {
+  if (std::find(compare_preset_names().begin(), compare_preset_names().end(), name) == compare_preset_names().end())
+    unknown_name("compare preset", name, compare_preset_names());
   CompareConfig c;
   c.base = train_preset("default");
   c.base.corpus = "kjv";
@@ -59,45 +61,16 @@ CompareConfig compare_preset(const std::string& name) {
     // presets run every registered encoding.
     c.methods = {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi", "kerple"};
     c.eval_tokens = 8192;
-    c.task_iters = 400;
-    // Position interpolation: 2 lengths x 4 scalings x 40 steps per rope seed (cost: docs/presets.md).
-    c.pi_iters = 40;
-    c.pi_lr = 1e-4;
-    c.pi_multipliers = {2, 4};
-    c.pi_scalings = {"none", "linear", "ntk", "yarn"};
-    // Passkey retrieval is off here: at this size and budget no encoding learns it (docs/presets.md).
-    c.passkey.iters = 0;
     c.out_dir = "runs/compare-quick";
   } else if (name == "full") {
-    // A few hours on a 2-core machine: nanoGPT-sized models at context 128, three seeds.
+    // A few hours on a 2-core machine: nanoGPT-sized models at context 128, five seeds.
     set_model(c.base, 4, 4, 128, 128);
     set_run(c.base, 16, 6000, 100, 500);
     c.base.eval_windows = 64;
     c.seeds = {1, 2, 3, 4, 5};
     c.eval_tokens = 32768;
-    c.task_iters = 1500;
-    c.task_length = 12;
-    c.task_n_layer = 3;
-    c.task_examples = 128;
-    // The six tasks a 2-layer RoPE model was learning in a sizing run (docs/presets.md).
-    c.suite_tasks = {"cycle_navigation", "reverse_string", "stack_manipulation", "duplicate_string", "odd_first",
-                     "bucket_sort"};
-    c.suite_length = 8;
-    c.suite_iters = 2000;
-    c.suite_examples = 64;
-    // Position interpolation at 5x the quick budget (not timed).
-    c.pi_iters = 200;
-    c.pi_lr = 1e-4;
-    c.pi_multipliers = {2, 4};
-    // The articles' passkey text fits the 128-token context (104 tokens of needle, question and key,
-    // 25 of filler at 1x); a longer fine-tuning than the quick preset's, more examples per cell.
-    c.passkey.template_name = "standard";
-    c.passkey.iters = 1000;
-    c.passkey.lr = 2e-3;
-    c.passkey.examples = 32;
     c.out_dir = "runs/compare-full";
-  } else if (name == "tiny") {
-    // For tests: seconds, not minutes.
+  } else {  // tiny, for tests: seconds, not minutes
     set_model(c.base, 1, 2, 16, 16);
     set_run(c.base, 4, 6, 1, 6);
     c.base.eval_windows = 2;
@@ -105,38 +78,11 @@ CompareConfig compare_preset(const std::string& name) {
     c.eval_multipliers = {1, 2, 4};
     c.eval_tokens = 128;
     c.per_position_multiplier = 2;
-    c.task_iters = 4;
-    c.task_length = 3;
-    c.task_examples = 4;
-    c.task_batch = 4;
-    c.task_n_layer = 1;
-    c.task_n_embd = 16;
-    c.task_n_head = 2;
-    c.task_multipliers = {1, 2};
-    c.suite_tasks = {"even_pairs", "reverse_string"};
-    c.suite_length = 3;
-    c.suite_iters = 3;
-    c.suite_batch = 4;
-    c.suite_examples = 3;
-    c.suite_max_multiplier = 2;
-    c.pi_iters = 3;
-    c.pi_multipliers = {2};
-    c.pi_scalings = {"none", "linear"};
     c.seeds = {1, 2};
-    c.cost_lengths = {16, 32};
-    c.cost_rounds = 2;
-    // The short template with a 2-symbol key: 15 tokens, so a 17-token example keeps 2 of filler.
-    c.passkey.iters = 3;
-    c.passkey.batch = 2;
-    c.passkey.examples = 2;
-    c.passkey.multipliers = {1, 2};
-    c.passkey.depths = {0, 1};
-    c.passkey.key_length = 2;
     c.out_dir = "runs/compare-tiny";
-  } else {
-    unknown_name("compare preset", name, compare_preset_names());
   }
-  c.encoder = encoder_track_preset(name);  // used with --track encoder|both (compare/studies/encoder/encoder.h)
+  for (const StudyEntry& s : studies())  // each study's values (compare/study.h)
+    if (s.preset) s.preset(c, name);
   return c;
 }
 

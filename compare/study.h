@@ -65,6 +65,12 @@ struct StudyEntry {
   std::string summary;  // one line: what it measures, and the source (paper section)
 
   // ---- settings -------------------------------------------------------------------------------
+  // Its rows of the comparison's option table (compare/options.h: --help, JSON, validation, the
+  // report's settings), under its --help group, bound to its members of CompareConfig.
+  std::function<void(opt::Table<CompareConfig>&)> options;
+  // Its values in the named preset (compare_preset: quick | full | tiny; the measurements behind
+  // each budget: docs/presets.md).
+  std::function<void(CompareConfig&, const std::string& preset)> preset;
   // Relations between options that no single range expresses; UsageError naming the option.
   // CompareConfig::validate calls it (so do --dry-run and posgrad report on a file's config).
   std::function<void(const CompareConfig&)> validate;

@@ -73,212 +73,230 @@ ClaimVerdict extrapolates(const ComparisonResult& r, std::string id, std::string
   return v;
 }
 
+ClaimVerdict claim_b(const ComparisonResult& r) {
+  const Metric acc = lm_metric(Quantity::Accuracy);
+  const Metric f1 = task_metric(TaskQuantity::TokenF1, 1);
+  ClaimVerdict a = ordering_claim(r, "b", "accuracy and F1: RoPE > DeBERTa > T5 > absolute", acc,
+                                  {"rope", "deberta", "t5", "absolute"});
+  ClaimVerdict b = ordering_claim(r, "b", "", f1, {"rope", "deberta", "t5", "absolute"});
+  ClaimVerdict v = a;
+  v.metric = a.metric + "; " + b.metric + " of the synthetic " + r.config.task + " task";
+  v.measured = "accuracy: " + a.measured + " — F1: " + b.measured;
+  v.verdict = a.verdict == "contradicted" || b.verdict == "contradicted" ? "contradicted"
+              : a.verdict == "supported" && b.verdict == "supported"    ? "supported"
+                                                                        : "inconclusive";
+  v.why = "accuracy: " + a.why + "; F1: " + b.why;
+  return v;
+}
+
+ClaimVerdict claim_c(const ComparisonResult& r) {
+  const int64_t k = r.config.eval_multipliers.back();
+  ClaimVerdict v = ordering_claim(r, "c", "extrapolation: RoPE > DeBERTa > T5 > absolute",
+                                  lm_metric(Quantity::PerplexityRatio, k), {"rope", "deberta", "t5", "absolute"});
+  v.why += " (learned positions cannot run beyond their table, so 'absolute' is sinusoidal here)";
+  return v;
+}
+
+ClaimVerdict claim_d(const ComparisonResult& r) {
+  const Metric ppl = lm_metric(Quantity::Perplexity);
+  std::string missing;
+  std::vector<Pair> pairs;
+  for (const std::string rel : {"t5", "deberta", "rope", "alibi"})
+    for (const auto& abs : kGroups.at("absolute"))
+      if (has_method(r, rel) && has_method(r, abs)) pairs.push_back(better(r, rel, abs, ppl));
+  if (pairs.empty()) missing = "relative and absolute methods";
+  const Judgement j = judge_pairs(pairs, missing);
+  return {"d", "relative encodings (T5, DeBERTa, RoPE, ALiBi) beat absolute ones (sinusoidal, learned)",
+                 ppl.name() + " (lower is better)",
+                 measured(r, {"t5", "deberta", "rope", "alibi", "sinusoidal", "learned"}, ppl), j.verdict, j.why};
+}
+
+ClaimVerdict claim_g(const ComparisonResult& r) {
+  ClaimVerdict v{"g", "RoPE's influence decays with distance", "", "", "inconclusive", ""};
+  const Metric decay = attention_decay_metric();
+  v.metric = "Spearman correlation of query-key distance and mean attention weight (trained model, layers averaged)";
+  const Summary rope = summarize(values(r, "rope", decay)), none = summarize(values(r, "none", decay));
+  v.measured = "rope " + with_interval(rope, 3) + "; none (no position encoding) " + with_interval(none, 3);
+  if (!has_method(r, "rope") || rope.n == 0) {
+    v.why = "not measured: add rope to --methods";
+  } else if (!rope.has_interval()) {
+    v.why = "one seed: no interval";
+  } else if (rope.ci_low > 0) {
+    v.verdict = "contradicted";
+    v.why = "attention grows with distance (interval above 0)";
+  } else if (rope.ci_high < 0) {
+    const WelchTest w = welch_test(values(r, "rope", decay), values(r, "none", decay));
+    if (none.n >= 2 && significant_order(w) >= 0) {
+      v.why = "attention decays with distance, but not more than without any position encoding (Welch p " +
+              num(w.p, 3) + "): the decay is learned locality, not shown to be RoPE's";
+    } else {
+      v.verdict = "supported";
+      v.why = "attention decays with distance" +
+              std::string(none.n >= 2 ? ", more steeply than without a position encoding" : "");
+    }
+  } else {
+    v.why = "the interval of the correlation contains 0";
+  }
+  return v;
+}
+
+ClaimVerdict claim_h(const ComparisonResult& r) {
+  ClaimVerdict v{"h", "cost: T5 cheapest, DeBERTa dearest, RoPE in between", "", "", "inconclusive", ""};
+  const CostResult& cost = r.parts.value<CostResult>();
+  const double noise = cost.noise();
+  v.metric = "median time of a training step (interleaved benchmark), per length; noise " + num(100 * noise, 1) +
+             "% (median min-max spread)";
+  int against = 0, holds = 0, lengths = 0;
+  for (int64_t T : cost.lengths) {
+    const CostRow *t5 = cost.find("t5", "step", T), *rope = cost.find("rope", "step", T),
+                  *deb = cost.find("deberta", "step", T);
+    if (!t5 || !rope || !deb) continue;
+    ++lengths;
+    const double a = t5->median(), b = rope->median(), c = deb->median();
+    v.measured += (v.measured.empty() ? "" : "; ") + std::string("T=") + std::to_string(T) + ": t5 " + num(1e3 * a, 1) +
+                  " ms, rope " + num(1e3 * b, 1) + " ms, deberta " + num(1e3 * c, 1) + " ms";
+    auto clearly = [&](double x, double y) { return x < y * (1 - noise); };  // x below y beyond the noise
+    if (clearly(b, a) || clearly(c, b)) ++against;
+    else if (clearly(a, b) && clearly(b, c)) ++holds;
+  }
+  if (lengths == 0) {
+    v.why = "not measured: needs t5, rope and deberta in --methods";
+  } else if (against) {
+    v.verdict = "contradicted";
+    v.why = "at " + std::to_string(against) + " of " + std::to_string(lengths) +
+            " lengths the order is reversed by more than the noise";
+  } else if (holds == lengths) {
+    v.verdict = "supported";
+    v.why = "at every length t5 < rope < deberta by more than the noise";
+  } else {
+    v.why = "some differences are inside the noise";
+  }
+  return v;
+}
+
+ClaimVerdict claim_i(const ComparisonResult& r) {
+  ClaimVerdict v{"i", "parameters: T5 adds the fewest, RoPE none, DeBERTa a table", "position_parameters (exact counts)",
+                 "", "inconclusive", ""};
+  std::map<std::string, double> p;
+  for (const auto& m : r.config.methods) {
+    const auto x = values(r, m, lm_metric(Quantity::PositionParameters, 1));
+    if (!x.empty()) p[m] = x.front();
+    if (!x.empty()) v.measured += (v.measured.empty() ? "" : "; ") + m + " " + num(x.front(), 0);
+  }
+  if (!p.count("t5") || !p.count("rope") || !p.count("deberta")) {
+    v.why = "not measured: needs t5, rope and deberta in --methods";
+  } else {
+    // The claim ranks the article's encodings; others measured here (ALiBi, KERPLE, ...) are
+    // reported beside the verdict but do not decide it.
+    const std::set<std::string> article = {"sinusoidal", "learned", "t5", "deberta", "rope"};
+    std::string smaller, others;
+    for (const auto& [m, n] : p) {
+      if (!(n > 0 && n < p["t5"])) continue;
+      std::string& list = article.count(m) ? smaller : others;
+      list += (list.empty() ? "" : ", ") + m + " " + num(n, 0);
+    }
+    const bool ok = p["rope"] == 0 && p["deberta"] > p["t5"] && p["t5"] > 0 && smaller.empty();
+    v.verdict = ok ? "supported" : "contradicted";
+    v.why = ok ? "RoPE adds 0, T5 the fewest of the article's encodings that add any, DeBERTa a table (" +
+                     num(p["deberta"], 0) + ")"
+               : (!smaller.empty() ? "fewer than T5: " + smaller : "the counts do not follow the claim");
+    if (!others.empty()) v.why += "; outside the article's methods, fewer than T5: " + others;
+  }
+  return v;
+}
+
+ClaimVerdict claim_j(const ComparisonResult& r) {
+  ClaimVerdict v{"j", "beyond 2048 tokens RoPE is the best choice", "", "", "inconclusive", ""};
+  const int64_t block = r.config.base.model.block_size;
+  int64_t k = 0;
+  for (int64_t x : r.config.eval_multipliers)
+    if (x * block >= 2048) {
+      k = x;
+      break;
+    }
+  if (k == 0 || !has_method(r, "rope")) {
+    v.metric = "perplexity at >= 2048 tokens";
+    v.why = k == 0 ? "not measured: the longest evaluation is shorter than 2048 tokens (raise --eval-multipliers)"
+                   : "not measured: add rope to --methods";
+  } else {
+    const Metric m = lm_metric(Quantity::Perplexity, k);
+    v.metric = m.name() + " (" + std::to_string(k * block) + " tokens; lower is better)";
+    std::vector<std::string> others;
+    for (const auto& row : rows(r))
+      if (row != "rope" && !values(r, row, m).empty()) others.push_back(row);
+    std::vector<Pair> pairs;
+    for (const auto& o : others) pairs.push_back(better(r, "rope", o, m));
+    std::vector<std::string> shown = {"rope"};
+    shown.insert(shown.end(), others.begin(), others.end());
+    v.measured = measured(r, shown, m);
+    const Judgement j = judge_pairs(pairs, others.empty() ? "no other method runs there" : "");
+    v.verdict = j.verdict;
+    v.why = j.why + " (plain RoPE against every other row, its scaled variants included)";
+  }
+  return v;
+}
+
+ClaimVerdict claim_k(const ComparisonResult& r) {
+  ClaimVerdict v{"k", "position-encoding arithmetic runs in half precision without loss", "", "", "inconclusive", ""};
+  constexpr double kLimit = 1.01;
+  const int64_t k = longest_with_values(r, "rope");
+  const int64_t len = k * r.config.base.model.block_size;
+  v.metric = "RoPE perplexity with its angle arithmetic in bf16 / fp16 over fp32, at " + std::to_string(len) +
+             " tokens; threshold " + num(kLimit, 2) + " (1% worse)";
+  const Metric m = lm_metric(Quantity::Perplexity, k);
+  const auto base = values(r, "rope", m);
+  std::vector<std::string> above, inside;
+  for (const std::string prec : {"bf16", "fp16"}) {
+    const auto half = values(r, "rope@" + prec, m);
+    std::vector<double> ratio;
+    for (size_t i = 0; i < std::min(base.size(), half.size()); ++i) ratio.push_back(half[i] / base[i]);
+    const Summary s = summarize(ratio);
+    v.measured += (v.measured.empty() ? "" : "; ") + prec + " " + with_interval(s, 4);
+    if (s.n < 2) inside.push_back(prec + " (fewer than 2 seeds)");
+    else if (s.ci_low > kLimit) above.push_back(prec);
+    else if (!(s.ci_high < kLimit)) inside.push_back(prec);
+  }
+  // ALiBi's bias -m_h d in bf16: distances that collapse onto their neighbour's bias (computed exactly).
+  const auto slopes = nn::alibi_slopes(r.config.base.model.n_head);
+  int64_t collapsed = 0;
+  for (int64_t d = 1; d + 1 < len; ++d)
+    if (nn::round_to_bf16(nn::round_to_bf16(slopes.back()) * nn::round_to_bf16(static_cast<double>(d))) ==
+        nn::round_to_bf16(nn::round_to_bf16(slopes.back()) * nn::round_to_bf16(static_cast<double>(d + 1))))
+      ++collapsed;
+  v.measured += "; ALiBi bias of the last head in bf16: " + std::to_string(collapsed) + " of " +
+                std::to_string(len - 2) + " distances share their neighbour's value (bf16 holds integers exactly "
+                "only up to 256, fp16 up to 2048)";
+  if (base.empty()) {
+    v.why = "not measured: add rope to --methods";
+  } else if (!above.empty()) {
+    v.verdict = "contradicted";
+    std::string a;
+    for (const auto& x : above) a += (a.empty() ? "" : ", ") + x;
+    v.why = "RoPE in " + a + " is worse by more than 1% (whole interval above " + num(kLimit, 2) + ")";
+  } else if (inside.empty()) {
+    v.verdict = "supported";
+    v.why = "RoPE loses less than 1% in both formats (ALiBi and T5 were not evaluated through the model)";
+  } else {
+    v.why = "the interval contains the 1% threshold for " + inside.front();
+  }
+  return v;
+}
+
 std::vector<ClaimVerdict> claims(const ComparisonResult& r) {
   std::vector<ClaimVerdict> out;
-  const Metric ppl = lm_metric(Quantity::Perplexity), acc = lm_metric(Quantity::Accuracy),
-               f1 = task_metric(TaskQuantity::TokenF1, 1);
+  const Metric ppl = lm_metric(Quantity::Perplexity);
   out.push_back(ordering_claim(r, "a", "perplexity: RoPE < DeBERTa < T5 < absolute", ppl,
                                {"rope", "deberta", "t5", "absolute"}));
-  {
-    ClaimVerdict a = ordering_claim(r, "b", "accuracy and F1: RoPE > DeBERTa > T5 > absolute", acc,
-                                    {"rope", "deberta", "t5", "absolute"});
-    ClaimVerdict b = ordering_claim(r, "b", "", f1, {"rope", "deberta", "t5", "absolute"});
-    ClaimVerdict v = a;
-    v.metric = a.metric + "; " + b.metric + " of the synthetic " + r.config.task + " task";
-    v.measured = "accuracy: " + a.measured + " — F1: " + b.measured;
-    v.verdict = a.verdict == "contradicted" || b.verdict == "contradicted" ? "contradicted"
-                : a.verdict == "supported" && b.verdict == "supported"    ? "supported"
-                                                                          : "inconclusive";
-    v.why = "accuracy: " + a.why + "; F1: " + b.why;
-    out.push_back(v);
-  }
-  {
-    const int64_t k = r.config.eval_multipliers.back();
-    ClaimVerdict v = ordering_claim(r, "c", "extrapolation: RoPE > DeBERTa > T5 > absolute",
-                                    lm_metric(Quantity::PerplexityRatio, k), {"rope", "deberta", "t5", "absolute"});
-    v.why += " (learned positions cannot run beyond their table, so 'absolute' is sinusoidal here)";
-    out.push_back(v);
-  }
-  {
-    std::string missing;
-    std::vector<Pair> pairs;
-    for (const std::string rel : {"t5", "deberta", "rope", "alibi"})
-      for (const auto& abs : kGroups.at("absolute"))
-        if (has_method(r, rel) && has_method(r, abs)) pairs.push_back(better(r, rel, abs, ppl));
-    if (pairs.empty()) missing = "relative and absolute methods";
-    const Judgement j = judge_pairs(pairs, missing);
-    out.push_back({"d", "relative encodings (T5, DeBERTa, RoPE, ALiBi) beat absolute ones (sinusoidal, learned)",
-                   ppl.name() + " (lower is better)",
-                   measured(r, {"t5", "deberta", "rope", "alibi", "sinusoidal", "learned"}, ppl), j.verdict, j.why});
-  }
+  out.push_back(claim_b(r));
+  out.push_back(claim_c(r));
+  out.push_back(claim_d(r));
   out.push_back(extrapolates(r, "e", "T5's bucketing lets it handle sequences longer than trained", "t5"));
   out.push_back(extrapolates(r, "f", "RoPE naturally extrapolates", "rope"));
-  {
-    ClaimVerdict v{"g", "RoPE's influence decays with distance", "", "", "inconclusive", ""};
-    const Metric decay = attention_decay_metric();
-    v.metric = "Spearman correlation of query-key distance and mean attention weight (trained model, layers averaged)";
-    const Summary rope = summarize(values(r, "rope", decay)), none = summarize(values(r, "none", decay));
-    v.measured = "rope " + with_interval(rope, 3) + "; none (no position encoding) " + with_interval(none, 3);
-    if (!has_method(r, "rope") || rope.n == 0) {
-      v.why = "not measured: add rope to --methods";
-    } else if (!rope.has_interval()) {
-      v.why = "one seed: no interval";
-    } else if (rope.ci_low > 0) {
-      v.verdict = "contradicted";
-      v.why = "attention grows with distance (interval above 0)";
-    } else if (rope.ci_high < 0) {
-      const WelchTest w = welch_test(values(r, "rope", decay), values(r, "none", decay));
-      if (none.n >= 2 && significant_order(w) >= 0) {
-        v.why = "attention decays with distance, but not more than without any position encoding (Welch p " +
-                num(w.p, 3) + "): the decay is learned locality, not shown to be RoPE's";
-      } else {
-        v.verdict = "supported";
-        v.why = "attention decays with distance" +
-                std::string(none.n >= 2 ? ", more steeply than without a position encoding" : "");
-      }
-    } else {
-      v.why = "the interval of the correlation contains 0";
-    }
-    out.push_back(v);
-  }
-  {
-    ClaimVerdict v{"h", "cost: T5 cheapest, DeBERTa dearest, RoPE in between", "", "", "inconclusive", ""};
-    const CostResult& cost = r.parts.value<CostResult>();
-    const double noise = cost.noise();
-    v.metric = "median time of a training step (interleaved benchmark), per length; noise " + num(100 * noise, 1) +
-               "% (median min-max spread)";
-    int against = 0, holds = 0, lengths = 0;
-    for (int64_t T : cost.lengths) {
-      const CostRow *t5 = cost.find("t5", "step", T), *rope = cost.find("rope", "step", T),
-                    *deb = cost.find("deberta", "step", T);
-      if (!t5 || !rope || !deb) continue;
-      ++lengths;
-      const double a = t5->median(), b = rope->median(), c = deb->median();
-      v.measured += (v.measured.empty() ? "" : "; ") + std::string("T=") + std::to_string(T) + ": t5 " + num(1e3 * a, 1) +
-                    " ms, rope " + num(1e3 * b, 1) + " ms, deberta " + num(1e3 * c, 1) + " ms";
-      auto clearly = [&](double x, double y) { return x < y * (1 - noise); };  // x below y beyond the noise
-      if (clearly(b, a) || clearly(c, b)) ++against;
-      else if (clearly(a, b) && clearly(b, c)) ++holds;
-    }
-    if (lengths == 0) {
-      v.why = "not measured: needs t5, rope and deberta in --methods";
-    } else if (against) {
-      v.verdict = "contradicted";
-      v.why = "at " + std::to_string(against) + " of " + std::to_string(lengths) +
-              " lengths the order is reversed by more than the noise";
-    } else if (holds == lengths) {
-      v.verdict = "supported";
-      v.why = "at every length t5 < rope < deberta by more than the noise";
-    } else {
-      v.why = "some differences are inside the noise";
-    }
-    out.push_back(v);
-  }
-  {
-    ClaimVerdict v{"i", "parameters: T5 adds the fewest, RoPE none, DeBERTa a table", "position_parameters (exact counts)",
-                   "", "inconclusive", ""};
-    std::map<std::string, double> p;
-    for (const auto& m : r.config.methods) {
-      const auto x = values(r, m, lm_metric(Quantity::PositionParameters, 1));
-      if (!x.empty()) p[m] = x.front();
-      if (!x.empty()) v.measured += (v.measured.empty() ? "" : "; ") + m + " " + num(x.front(), 0);
-    }
-    if (!p.count("t5") || !p.count("rope") || !p.count("deberta")) {
-      v.why = "not measured: needs t5, rope and deberta in --methods";
-    } else {
-      // The claim ranks the article's encodings; others measured here (ALiBi, KERPLE, ...) are
-      // reported beside the verdict but do not decide it.
-      const std::set<std::string> article = {"sinusoidal", "learned", "t5", "deberta", "rope"};
-      std::string smaller, others;
-      for (const auto& [m, n] : p) {
-        if (!(n > 0 && n < p["t5"])) continue;
-        std::string& list = article.count(m) ? smaller : others;
-        list += (list.empty() ? "" : ", ") + m + " " + num(n, 0);
-      }
-      const bool ok = p["rope"] == 0 && p["deberta"] > p["t5"] && p["t5"] > 0 && smaller.empty();
-      v.verdict = ok ? "supported" : "contradicted";
-      v.why = ok ? "RoPE adds 0, T5 the fewest of the article's encodings that add any, DeBERTa a table (" +
-                       num(p["deberta"], 0) + ")"
-                 : (!smaller.empty() ? "fewer than T5: " + smaller : "the counts do not follow the claim");
-      if (!others.empty()) v.why += "; outside the article's methods, fewer than T5: " + others;
-    }
-    out.push_back(v);
-  }
-  {
-    ClaimVerdict v{"j", "beyond 2048 tokens RoPE is the best choice", "", "", "inconclusive", ""};
-    const int64_t block = r.config.base.model.block_size;
-    int64_t k = 0;
-    for (int64_t x : r.config.eval_multipliers)
-      if (x * block >= 2048) {
-        k = x;
-        break;
-      }
-    if (k == 0 || !has_method(r, "rope")) {
-      v.metric = "perplexity at >= 2048 tokens";
-      v.why = k == 0 ? "not measured: the longest evaluation is shorter than 2048 tokens (raise --eval-multipliers)"
-                     : "not measured: add rope to --methods";
-    } else {
-      const Metric m = lm_metric(Quantity::Perplexity, k);
-      v.metric = m.name() + " (" + std::to_string(k * block) + " tokens; lower is better)";
-      std::vector<std::string> others;
-      for (const auto& row : rows(r))
-        if (row != "rope" && !values(r, row, m).empty()) others.push_back(row);
-      std::vector<Pair> pairs;
-      for (const auto& o : others) pairs.push_back(better(r, "rope", o, m));
-      std::vector<std::string> shown = {"rope"};
-      shown.insert(shown.end(), others.begin(), others.end());
-      v.measured = measured(r, shown, m);
-      const Judgement j = judge_pairs(pairs, others.empty() ? "no other method runs there" : "");
-      v.verdict = j.verdict;
-      v.why = j.why + " (plain RoPE against every other row, its scaled variants included)";
-    }
-    out.push_back(v);
-  }
-  {
-    ClaimVerdict v{"k", "position-encoding arithmetic runs in half precision without loss", "", "", "inconclusive", ""};
-    constexpr double kLimit = 1.01;
-    const int64_t k = longest_with_values(r, "rope");
-    const int64_t len = k * r.config.base.model.block_size;
-    v.metric = "RoPE perplexity with its angle arithmetic in bf16 / fp16 over fp32, at " + std::to_string(len) +
-               " tokens; threshold " + num(kLimit, 2) + " (1% worse)";
-    const Metric m = lm_metric(Quantity::Perplexity, k);
-    const auto base = values(r, "rope", m);
-    std::vector<std::string> above, inside;
-    for (const std::string prec : {"bf16", "fp16"}) {
-      const auto half = values(r, "rope@" + prec, m);
-      std::vector<double> ratio;
-      for (size_t i = 0; i < std::min(base.size(), half.size()); ++i) ratio.push_back(half[i] / base[i]);
-      const Summary s = summarize(ratio);
-      v.measured += (v.measured.empty() ? "" : "; ") + prec + " " + with_interval(s, 4);
-      if (s.n < 2) inside.push_back(prec + " (fewer than 2 seeds)");
-      else if (s.ci_low > kLimit) above.push_back(prec);
-      else if (!(s.ci_high < kLimit)) inside.push_back(prec);
-    }
-    // ALiBi's bias -m_h d in bf16: distances that collapse onto their neighbour's bias (computed exactly).
-    const auto slopes = nn::alibi_slopes(r.config.base.model.n_head);
-    int64_t collapsed = 0;
-    for (int64_t d = 1; d + 1 < len; ++d)
-      if (nn::round_to_bf16(nn::round_to_bf16(slopes.back()) * nn::round_to_bf16(static_cast<double>(d))) ==
-          nn::round_to_bf16(nn::round_to_bf16(slopes.back()) * nn::round_to_bf16(static_cast<double>(d + 1))))
-        ++collapsed;
-    v.measured += "; ALiBi bias of the last head in bf16: " + std::to_string(collapsed) + " of " +
-                  std::to_string(len - 2) + " distances share their neighbour's value (bf16 holds integers exactly "
-                  "only up to 256, fp16 up to 2048)";
-    if (base.empty()) {
-      v.why = "not measured: add rope to --methods";
-    } else if (!above.empty()) {
-      v.verdict = "contradicted";
-      std::string a;
-      for (const auto& x : above) a += (a.empty() ? "" : ", ") + x;
-      v.why = "RoPE in " + a + " is worse by more than 1% (whole interval above " + num(kLimit, 2) + ")";
-    } else if (inside.empty()) {
-      v.verdict = "supported";
-      v.why = "RoPE loses less than 1% in both formats (ALiBi and T5 were not evaluated through the model)";
-    } else {
-      v.why = "the interval contains the 1% threshold for " + inside.front();
-    }
-    out.push_back(v);
-  }
+  out.push_back(claim_g(r));
+  out.push_back(claim_h(r));
+  out.push_back(claim_i(r));
+  out.push_back(claim_j(r));
+  out.push_back(claim_k(r));
   return out;
 }
 

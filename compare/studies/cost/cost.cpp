@@ -1,4 +1,5 @@
 // cost.cpp — see cost.h.
+#include "tensor/option_table.h"
 #include "compare/studies/cost/cost.h"
 
 #include <omp.h>
@@ -289,6 +290,27 @@ void validate(const CompareConfig& cfg) {
   }
 }
 
+// Its rows of the option table (compare/options.h).
+void options(opt::Table<CompareConfig>& t) {
+  using namespace opt;
+  Rows<CompareConfig> r(t);
+    r.group("Cost benchmark")
+        .add(integer_list("cost_lengths", closed(1, 1 << 16), 1, 8, "Sequence lengths timed", "tokens"),
+             POSGRAD_MEMBER(cost_lengths))
+        .add(result_neutral(integer("cost_rounds", closed(1, 1000),
+                                    "Interleaved rounds (every method once per round, after a warm-up; the benchmark "
+                                    "runs again on every re-run, so a re-run may change it)")),
+             POSGRAD_MEMBER(cost_rounds));
+}
+
+// Its values in each preset (compare_preset).
+void preset(CompareConfig& c, const std::string& name) {
+  if (name == "tiny") {
+    c.cost_lengths = {16, 32};
+    c.cost_rounds = 2;
+  }
+}
+
 }  // namespace
 
 StudyEntry cost_study() {
@@ -296,6 +318,8 @@ StudyEntry cost_study() {
   e.name = CostResult::kStudy;
   e.summary = "cost benchmark: interleaved timing of one attention layer and one training step per method and length, "
               "and the allocator's peak memory";
+  e.options = options;
+  e.preset = preset;
   e.validate = validate;
   e.enabled = [](const CompareConfig& c) { return c.track != "encoder"; };
   e.run_experiment = [](const CompareConfig& cfg, ComparisonResult& r) {

@@ -2,6 +2,8 @@
 // report (passkey.h, passkey_report.h).
 #include <algorithm>
 
+#include "data/passkey.h"
+#include "tensor/option_table.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/studies/passkey/passkey.h"
 #include "compare/studies/passkey/passkey_report.h"
@@ -66,6 +68,58 @@ void run(UnitContext& ctx) {
   }
 }
 
+// Its rows of the option table (compare/options.h).
+void options(opt::Table<CompareConfig>& t) {
+  using namespace opt;
+  Rows<CompareConfig> r(t);
+    r.group("Passkey retrieval (compare/studies/passkey/passkey.h)")
+        .add(integer("passkey_iters", closed(0, kMany),
+                     "Fine-tuning steps of each trained LM on passkey examples at the training length (0: no passkey test)",
+                     "steps"),
+             POSGRAD_MEMBER(passkey.iters))
+        .add(real("passkey_lr", open_closed(0, 1), "Peak learning rate of the passkey fine-tuning"), POSGRAD_MEMBER(passkey.lr))
+        .add(integer("passkey_batch", closed(1, 4096), "Passkey examples per fine-tuning step and per scoring pass",
+                     "sequences"),
+             POSGRAD_MEMBER(passkey.batch))
+        .add(integer("passkey_examples", closed(1, 1 << 16), "Passkey test examples per (length, depth) cell", "sequences"),
+             POSGRAD_MEMBER(passkey.examples))
+        .add(integer_list("passkey_multipliers", closed(1, 64), 1, 16,
+                          "Passkey test lengths as multiples of the training length (must include 1)"),
+             POSGRAD_MEMBER(passkey.multipliers))
+        .add(real_list("passkey_depths", closed(0, 1), 1, 21,
+                       "Needle depths: the fraction of the filler before the needle (0: at the start, 1: before the question)"),
+             POSGRAD_MEMBER(passkey.depths))
+        .add(integer("passkey_key_length", closed(1, 64), "Symbols of the pass key (digits, else lowercase letters)",
+                     "symbols"),
+             POSGRAD_MEMBER(passkey.key_length))
+        .add(choice("passkey_template", data::passkey_template_names(),
+                    "Needle and question: standard (Mohtashami & Jaggi 2023, about 100 tokens with a char tokenizer) or "
+                    "short (' key K.' / ' key ', for short training contexts)"),
+             POSGRAD_MEMBER(passkey.template_name));
+}
+
+// Its values in each preset (compare_preset).
+void preset(CompareConfig& c, const std::string& name) {
+  if (name == "quick") {
+    c.passkey.iters = 0;  // off: at this size and budget no encoding learns it (docs/presets.md)
+  } else if (name == "full") {
+    // The articles' passkey text fits the 128-token context (104 tokens of needle, question and key,
+    // 25 of filler at 1x); a longer fine-tuning than the quick preset's, more examples per cell.
+    c.passkey.template_name = "standard";
+    c.passkey.iters = 1000;
+    c.passkey.lr = 2e-3;
+    c.passkey.examples = 32;
+  } else if (name == "tiny") {
+    // The short template with a 2-symbol key: 15 tokens, so a 17-token example keeps 2 of filler.
+    c.passkey.iters = 3;
+    c.passkey.batch = 2;
+    c.passkey.examples = 2;
+    c.passkey.multipliers = {1, 2};
+    c.passkey.depths = {0, 1};
+    c.passkey.key_length = 2;
+  }
+}
+
 }  // namespace
 
 StudyEntry passkey_study() {
@@ -73,6 +127,8 @@ StudyEntry passkey_study() {
   e.name = PasskeyRows::kStudy;
   e.summary = "passkey retrieval: each language model fine-tuned on passkey examples at its training length, scored by "
               "length and needle depth (Mohtashami & Jaggi 2023)";
+  e.options = options;
+  e.preset = preset;
   e.validate = [](const CompareConfig& cfg) {
     validate_passkey(cfg.passkey, cfg.base.model.block_size);
     if (cfg.passkey.iters > 0)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "tensor/option_table.h"
 #include "compare/studies/passkey/passkey.h"
 #include "compare/studies/pi/pi_protocol.h"
 #include "compare/studies/pi/pi_report.h"
@@ -77,6 +78,47 @@ void run(UnitContext& ctx) {
       run_pi_protocol(ctx.model, ctx.data.train(), ctx.data.val(), ctx.cfg, ctx.seed, ctx.dev, publish);
 }
 
+// Its rows of the option table (compare/options.h).
+void options(opt::Table<CompareConfig>& t) {
+  using namespace opt;
+  Rows<CompareConfig> r(t);
+    r.group("Position interpolation (compare/studies/pi/pi_protocol.h)")
+        .add(integer("pi_iters", closed(0, kMany),
+                     "Fine-tuning steps of each trained RoPE model per scaling and multiplier, at multiplier x "
+                     "block_size tokens (Chen et al. 2023; 0: off)",
+                     "steps"),
+             POSGRAD_MEMBER(pi_iters))
+        .add(real("pi_lr", open_closed(0, 1), "Learning rate of the fine-tuning (after a linear warm-up of a tenth "
+                                              "of pi_iters, constant, as Chen et al. 2023 §3.1)"),
+             POSGRAD_MEMBER(pi_lr))
+        .add(integer_list("pi_multipliers", closed(2, 64), 1, 8,
+                          "Fine-tuning lengths M as multiples of the training length (scaling factor s = M), each once"),
+             POSGRAD_MEMBER(pi_multipliers))
+        .add(choice_list("pi_scalings", {"none", "linear", "ntk", "yarn"}, 4,
+                         "RoPE scalings fine-tuned, each once: none (plain RoPE), linear (position interpolation), "
+                         "ntk (static NTK-aware), yarn"),
+             POSGRAD_MEMBER(pi_scalings));
+}
+
+// Its values in each preset (compare_preset).
+void preset(CompareConfig& c, const std::string& name) {
+  if (name == "quick") {
+    // 2 lengths x 4 scalings x 40 steps per rope seed (cost: docs/presets.md).
+    c.pi_iters = 40;
+    c.pi_lr = 1e-4;
+    c.pi_multipliers = {2, 4};
+    c.pi_scalings = {"none", "linear", "ntk", "yarn"};
+  } else if (name == "full") {
+    c.pi_iters = 200;  // 5x the quick budget (not timed)
+    c.pi_lr = 1e-4;
+    c.pi_multipliers = {2, 4};
+  } else if (name == "tiny") {
+    c.pi_iters = 3;
+    c.pi_multipliers = {2};
+    c.pi_scalings = {"none", "linear"};
+  }
+}
+
 }  // namespace
 
 StudyEntry pi_study() {
@@ -84,6 +126,8 @@ StudyEntry pi_study() {
   e.name = PiResults::kStudy;
   e.summary = "position interpolation: each RoPE model scaled and fine-tuned at Mx its training length, against NTK-aware "
               "and YaRN scaling (Chen et al. 2023 §2.3, §3; Peng et al. 2023)";
+  e.options = options;
+  e.preset = preset;
   e.validate = validate_pi;
   e.enabled = [](const CompareConfig& c) { return c.pi_iters > 0; };
   e.applies = [](const CompareConfig&, const std::string& method) { return method == "rope"; };

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "data/length_tasks.h"
+#include "nn/posenc/position_encoding.h"
+#include "tensor/option_table.h"
 #include "compare/studies/suite/length_suite.h"
 #include "compare/studies/suite/length_suite_report.h"
 
@@ -61,6 +64,55 @@ void validate(const CompareConfig& cfg) {
   validate_length_suite(cfg);
 }
 
+// Its rows of the option table (compare/options.h).
+void options(opt::Table<CompareConfig>& t) {
+  using namespace opt;
+  Rows<CompareConfig> r(t);
+    r.group("Length-generalisation suite")
+        .add(choice_list("suite_tasks", data::length_task_names(), 16,
+                         "Suite tasks (Deletang et al. 2023), each trained on lengths 1..suite_length"),
+             POSGRAD_MEMBER(suite_tasks))
+        .add(integer("suite_length", closed(1, 256), "Longest training input length N of the suite", "symbols"),
+             POSGRAD_MEMBER(suite_length))
+        .add(integer("suite_iters", closed(0, kMany), "Training steps per suite task (0: no suite)", "steps"),
+             POSGRAD_MEMBER(suite_iters))
+        .add(integer("suite_batch", closed(1, 4096), "Suite sequences per step", "sequences"), POSGRAD_MEMBER(suite_batch))
+        .add(integer("suite_examples", closed(1, 1 << 16), "Suite test examples per length bucket", "sequences"),
+             POSGRAD_MEMBER(suite_examples))
+        .add(integer("suite_max_multiplier", closed(1, 16), "Suite buckets [1,N], [N+1,2N], ... up to this multiple of N"),
+             POSGRAD_MEMBER(suite_max_multiplier))
+        .add(real("suite_lr", open_closed(0, 1), "Peak learning rate of the suite's models"), POSGRAD_MEMBER(suite_lr))
+        .add(
+            [] {
+              auto s = choice_list("suite_randomized", nn::position_encoding_kinds(), 32,
+                                   "Methods also trained with randomized positions (Ruoss et al. 2023) where among "
+                                   "--methods; every encoding but none takes them (t5, alibi, kerple, sandwich, deberta: "
+                                   "CPU only)");
+              s.min_items = 0;
+              return s;
+            }(),
+            POSGRAD_MEMBER(suite_randomized));
+}
+
+// Its values in each preset (compare_preset).
+void preset(CompareConfig& c, const std::string& name) {
+  if (name == "full") {
+    // The six tasks a 2-layer RoPE model was learning in a sizing run (docs/presets.md).
+    c.suite_tasks = {"cycle_navigation", "reverse_string", "stack_manipulation", "duplicate_string", "odd_first",
+                     "bucket_sort"};
+    c.suite_length = 8;
+    c.suite_iters = 2000;
+    c.suite_examples = 64;
+  } else if (name == "tiny") {
+    c.suite_tasks = {"even_pairs", "reverse_string"};
+    c.suite_length = 3;
+    c.suite_iters = 3;
+    c.suite_batch = 4;
+    c.suite_examples = 3;
+    c.suite_max_multiplier = 2;
+  }
+}
+
 }  // namespace
 
 StudyEntry suite_study() {
@@ -68,6 +120,8 @@ StudyEntry suite_study() {
   e.name = SuiteResult::kStudy;
   e.summary = "length-generalisation suite: algorithmic tasks trained on lengths 1..N, scored in length buckets up to "
               "kN, with and without randomized positions (Deletang et al. 2023; Ruoss et al. 2023)";
+  e.options = options;
+  e.preset = preset;
   e.validate = validate;
   e.enabled = [](const CompareConfig& c) { return c.suite_iters > 0; };
   e.run_unit = [](UnitContext& ctx) {

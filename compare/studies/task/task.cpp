@@ -1,4 +1,5 @@
 // task.cpp — see task.h.
+#include "tensor/option_table.h"
 #include "compare/studies/task/task.h"
 
 #include <spdlog/spdlog.h>
@@ -212,6 +213,48 @@ std::string section(const ComparisonResult& r, const ReportDir&) {
   return md.str();
 }
 
+// Its rows of the option table (compare/options.h).
+void options(opt::Table<CompareConfig>& t) {
+  using namespace opt;
+  Rows<CompareConfig> r(t);
+    r.group("Synthetic task")
+        .add(choice("task", {"copy", "reverse"}, "Synthetic task"), POSGRAD_MEMBER(task))
+        .add(integer("task_length", closed(1, 256), "Training sequence length of the task", "symbols"),
+             POSGRAD_MEMBER(task_length))
+        .add(integer("task_symbols", closed(2, 1024), "Alphabet size of the task", "symbols"), POSGRAD_MEMBER(task_symbols))
+        .add(integer("task_iters", closed(0, kMany), "Training steps of the task", "steps"), POSGRAD_MEMBER(task_iters))
+        .add(integer("task_batch", closed(1, 4096), "Task sequences per step", "sequences"), POSGRAD_MEMBER(task_batch))
+        .add(integer("task_examples", closed(1, 1 << 16), "Task examples scored per length", "sequences"),
+             POSGRAD_MEMBER(task_examples))
+        .add(integer("task_n_layer", closed(1, 64), "Task model: transformer blocks"), POSGRAD_MEMBER(task_n_layer))
+        .add(integer("task_n_embd", closed(1, 4096), "Task model: width, divisible by task_n_head", "channels"),
+             POSGRAD_MEMBER(task_n_embd))
+        .add(integer("task_n_head", closed(1, 64), "Task model: attention heads"), POSGRAD_MEMBER(task_n_head))
+        .add(integer_list("task_multipliers", closed(1, 16), 1, 8, "Task lengths scored, as multiples of task_length"),
+             POSGRAD_MEMBER(task_multipliers));
+}
+
+// Its values in each preset (compare_preset).
+void preset(CompareConfig& c, const std::string& name) {
+  if (name == "quick") {
+    c.task_iters = 400;
+  } else if (name == "full") {
+    c.task_iters = 1500;
+    c.task_length = 12;
+    c.task_n_layer = 3;
+    c.task_examples = 128;
+  } else if (name == "tiny") {
+    c.task_iters = 4;
+    c.task_length = 3;
+    c.task_examples = 4;
+    c.task_batch = 4;
+    c.task_n_layer = 1;
+    c.task_n_embd = 16;
+    c.task_n_head = 2;
+    c.task_multipliers = {1, 2};
+  }
+}
+
 }  // namespace
 
 Metric task_metric(TaskQuantity q, int64_t multiplier) {
@@ -229,6 +272,8 @@ StudyEntry task_study() {
   StudyEntry e;
   e.name = TaskResult::kStudy;
   e.summary = "synthetic copy / reverse task: exact match and bag-of-tokens F1 at 1x..Nx its training length";
+  e.options = options;
+  e.preset = preset;
   e.validate = validate;
   e.run_unit = run;
   e.unit_to_json = [](const UnitResult& u, json& j) {
