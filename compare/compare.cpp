@@ -86,6 +86,11 @@ CompareConfig compare_preset(const std::string& name) {
   return c;
 }
 
+CompareConfig::CompareConfig() {
+  for (const StudyEntry& s : studies())
+    if (s.init_settings) s.init_settings(settings);
+}
+
 void CompareConfig::validate() const {
   opt::check_all(compare_options(), *this);
   auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };

@@ -65,6 +65,8 @@ struct StudyEntry {
   std::string summary;  // one line: what it measures, and the source (paper section)
 
   // ---- settings -------------------------------------------------------------------------------
+  // Makes its settings struct, with its defaults, in CompareConfig::settings (the constructor).
+  std::function<void(Parts&)> init_settings;
   // Its rows of the comparison's option table (compare/options.h: --help, JSON, validation, the
   // report's settings), under its --help group, bound to its members of CompareConfig.
   std::function<void(opt::Table<CompareConfig>&)> options;

@@ -23,6 +23,9 @@
 #include "compare/studies/lm/lm.h"
 #include "compare/report.h"
 #include "compare/results.h"
+#include "compare/studies/passkey/passkey_config.h"
+#include "compare/studies/pi/pi_protocol.h"
+#include "compare/studies/suite/length_suite.h"
 
 using namespace posgrad;
 using posgrad::test::TempDir;
@@ -149,9 +152,9 @@ TEST(Compare, ResumedUnitsMustMatchTheirFolderAndSettings) {
   TempDir d;
   auto c = tiny(d, "a");
   c.methods = {"alibi", "rope"};
-  c.suite_iters = 0;
-  c.pi_iters = 0;
-  c.passkey.iters = 0;
+  c.of<train::SuiteSettings>().iters = 0;
+  c.of<train::PiSettings>().iters = 0;
+  c.of<train::PasskeyConfig>().iters = 0;
   train::run_compare(c);
   const std::string rope1 = d.str("a/rope/seed1/result.json"), rope2 = d.str("a/rope/seed2/result.json"),
                     alibi1 = d.str("a/alibi/seed1/result.json");
@@ -191,7 +194,7 @@ TEST(Compare, BadSettingsAreRejected) {
   c.methods = {};
   EXPECT_THROW(train::run_compare(c), ValueError);
   c = tiny(d, "a");
-  c.task = "sort";
+  c.of<train::TaskSettings>().kind = "sort";
   EXPECT_THROW(train::run_compare(c), ValueError);
   c = tiny(d, "a");
   c.eval_multipliers = {2, 4};  // the training length itself is needed

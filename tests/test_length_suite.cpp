@@ -131,8 +131,8 @@ namespace {
 train::CompareConfig suite_config() {
   train::CompareConfig c = train::compare_preset("tiny");
   c.methods = {"alibi", "rope"};
-  c.suite_randomized = {"rope"};
-  c.suite_tasks = {"parity_check", "duplicate_string"};
+  c.of<train::SuiteSettings>().randomized = {"rope"};
+  c.of<train::SuiteSettings>().tasks = {"parity_check", "duplicate_string"};
   return c;
 }
 
@@ -150,7 +150,7 @@ TEST(LengthSuite, TinyRunHasEveryBucketAndRowAndRepeatsBitForBit) {
     EXPECT_EQ(r.buckets[1].lo, 4);
     EXPECT_EQ(r.buckets[1].hi, 6);
     for (const auto& b : r.buckets) {
-      EXPECT_EQ(b.examples, c.suite_examples);
+      EXPECT_EQ(b.examples, c.of<train::SuiteSettings>().examples);
       EXPECT_TRUE(b.sequence_accuracy >= 0 && b.sequence_accuracy <= b.token_accuracy && b.token_accuracy <= 1);
     }
     EXPECT_TRUE(std::isfinite(r.final_loss));
@@ -179,7 +179,7 @@ TEST(LengthSuite, TinyRunHasEveryBucketAndRowAndRepeatsBitForBit) {
 TEST(LengthSuite, RefusedSettingsNameTheOption) {
   train::CompareConfig c = suite_config();
   c.methods = {"none", "alibi", "rope"};
-  c.suite_randomized = {"none"};
+  c.of<train::SuiteSettings>().randomized = {"none"};
   try {
     c.validate();
     ADD_FAILURE() << "none+randomized accepted";
@@ -187,7 +187,7 @@ TEST(LengthSuite, RefusedSettingsNameTheOption) {
     EXPECT_NE(std::string(e.what()).find("--suite-randomized: 'none'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("no position information"), std::string::npos) << e.what();
   }
-  c.suite_randomized = {"alibi", "rope"};
+  c.of<train::SuiteSettings>().randomized = {"alibi", "rope"};
   EXPECT_NO_THROW(c.validate());
   // The fused attention's per-token positions exist on the CPU only.
   c.base.device = "cuda";
@@ -198,11 +198,11 @@ TEST(LengthSuite, RefusedSettingsNameTheOption) {
     EXPECT_NE(std::string(e.what()).find("'alibi' with --device cuda"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("only the CPU"), std::string::npos) << e.what();
   }
-  c.suite_randomized = {"rope"};
+  c.of<train::SuiteSettings>().randomized = {"rope"};
   EXPECT_NO_THROW(train::validate_length_suite(c));
   c.base.device = "cpu";
   c.methods = {"alibi", "rope"};
-  c.suite_randomized = {"learned"};  // not among the methods: accepted, and not run
+  c.of<train::SuiteSettings>().randomized = {"learned"};  // not among the methods: accepted, and not run
   EXPECT_NO_THROW(c.validate());
   const auto rope = train::run_length_suite(c, "rope", 1, Device::cpu());
   for (const auto& r : rope) EXPECT_FALSE(r.randomized);
@@ -217,7 +217,7 @@ train::ComparisonResult made(const std::map<std::string, std::vector<std::pair<d
   r.config = train::compare_preset("tiny");
   r.config.methods = {"rope", "alibi"};
   r.config.seeds = {1, 2, 3};
-  r.config.suite_tasks = {"reverse_string"};
+  r.config.of<train::SuiteSettings>().tasks = {"reverse_string"};
   for (const std::string m : {"rope", "alibi"})
     for (uint64_t s = 1; s <= 3; ++s) {
       train::UnitResult u;
@@ -355,8 +355,8 @@ TEST(RandomizedPositions, TrainingWithIdsThroughTheAttentionIsReproducibleAndEva
 // The suite trains alibi+randomized rows, repeatably.
 TEST(LengthSuite, AlibiRandomizedRowRepeatsBitForBit) {
   train::CompareConfig c = suite_config();
-  c.suite_randomized = {"alibi"};
-  c.suite_tasks = {"parity_check"};
+  c.of<train::SuiteSettings>().randomized = {"alibi"};
+  c.of<train::SuiteSettings>().tasks = {"parity_check"};
   c.validate();
   const auto r = train::run_length_suite(c, "alibi", 1, Device::cpu());
   ASSERT_EQ(r.size(), 2u);

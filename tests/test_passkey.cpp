@@ -22,6 +22,7 @@
 #include "compare/studies/passkey/passkey.h"
 #include "compare/studies/passkey/passkey_report.h"
 #include "compare/results.h"
+#include "compare/studies/passkey/passkey_config.h"
 
 using namespace posgrad;
 using posgrad::test::thrown_message;
@@ -280,24 +281,24 @@ TEST(PasskeyOptions, RefusedSettingsNameTheOption) {
     change(c);
     return thrown_message<UsageError>([&] { c.validate(); });
   };
-  EXPECT_TRUE(contains(refused([](auto& c) { c.passkey.multipliers = {2, 4}; }), "--passkey-multipliers must include 1"));
-  EXPECT_TRUE(contains(refused([](auto& c) { c.passkey.multipliers = {1, 2, 2}; }), "--passkey-multipliers lists"));
-  EXPECT_TRUE(contains(refused([](auto& c) { c.passkey.depths = {0, 0.5, 0.5}; }), "--passkey-depths lists a depth twice"));
-  EXPECT_TRUE(contains(refused([](auto& c) { c.passkey.depths = {0, 1.5}; }), "--passkey-depths"));
-  EXPECT_TRUE(contains(refused([](auto& c) { c.passkey.template_name = "standard"; }), "--passkey-template standard"));
-  EXPECT_TRUE(contains(refused([](auto& c) { c.passkey.key_length = 5; }), "--block-size 16"));
+  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().multipliers = {2, 4}; }), "--passkey-multipliers must include 1"));
+  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().multipliers = {1, 2, 2}; }), "--passkey-multipliers lists"));
+  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().depths = {0, 0.5, 0.5}; }), "--passkey-depths lists a depth twice"));
+  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().depths = {0, 1.5}; }), "--passkey-depths"));
+  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().template_name = "standard"; }), "--passkey-template standard"));
+  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().key_length = 5; }), "--block-size 16"));
   // Every preset's passkey settings are valid (the full one uses the standard template at 128 tokens).
   for (const std::string preset : {"quick", "full", "tiny"}) EXPECT_NO_THROW(train::compare_preset(preset).validate()) << preset;
-  EXPECT_EQ(train::compare_preset("full").passkey.template_name, "standard");
+  EXPECT_EQ(train::compare_preset("full").of<train::PasskeyConfig>().template_name, "standard");
   // Off: the passkey options are not checked against each other.
   train::CompareConfig off = train::compare_preset("tiny");
-  off.passkey.iters = 0;
-  off.passkey.multipliers = {2};
+  off.of<train::PasskeyConfig>().iters = 0;
+  off.of<train::PasskeyConfig>().multipliers = {2};
   EXPECT_NO_THROW(off.validate());
   // The list of depths parses as numbers in [0, 1] on the command line and in JSON.
   train::CompareConfig c = train::compare_preset("tiny");
   opt::from_json(train::compare_options(), c, {{"passkey_depths", {0, 0.125, 1}}}, "c.json");
-  EXPECT_EQ(c.passkey.depths, std::vector<double>({0, 0.125, 1}));
+  EXPECT_EQ(c.of<train::PasskeyConfig>().depths, std::vector<double>({0, 0.125, 1}));
   EXPECT_TRUE(contains(thrown_message<UsageError>([&] {
                          opt::from_json(train::compare_options(), c, {{"passkey_depths", {0, -0.5}}}, "c.json");
                        }),

@@ -17,6 +17,7 @@
 #include "compare/studies/pi/pi_protocol.h"
 #include "compare/studies/pi/pi_report.h"
 #include "compare/results.h"
+#include "compare/studies/passkey/passkey_config.h"
 
 using namespace posgrad;
 using posgrad::test::TempDir;
@@ -48,11 +49,11 @@ data::TokenSpan text(int64_t n, int64_t shift) {
 
 train::CompareConfig config() {
   train::CompareConfig c = train::compare_preset("tiny");  // eval multipliers 1, 2, 4
-  c.pi_iters = 3;
-  c.pi_multipliers = {2, 4};
-  c.pi_scalings = {"none", "linear", "ntk", "yarn"};
+  c.of<train::PiSettings>().iters = 3;
+  c.of<train::PiSettings>().multipliers = {2, 4};
+  c.of<train::PiSettings>().scalings = {"none", "linear", "ntk", "yarn"};
   c.eval_tokens = 64;
-  c.passkey.iters = 0;  // the test corpus has no 'k' for the passkey template; passkey is test_passkey's
+  c.of<train::PasskeyConfig>().iters = 0;  // the test corpus has no 'k' for the passkey template; passkey is test_passkey's
   return c;
 }
 
@@ -113,7 +114,7 @@ TEST(PiProtocol, FineTunesScaledCopiesAndIsBitReproducible) {
   EXPECT_NE(other[0].first_loss, a[0].first_loss);
   // Off: no rows.
   auto off = cfg;
-  off.pi_iters = 0;
+  off.of<train::PiSettings>().iters = 0;
   EXPECT_TRUE(train::run_pi_protocol(*model, train_split, val, off, 7, Device::cpu()).empty());
 }
 
@@ -165,20 +166,20 @@ TEST(PiProtocol, OptionErrorsAreNamed) {
   };
   auto c = train::compare_preset("tiny");
   EXPECT_NO_THROW(c.validate());
-  c.pi_multipliers = {2, 2};
+  c.of<train::PiSettings>().multipliers = {2, 2};
   expect_error(c, "--pi-multipliers");
-  c.pi_multipliers = {1};  // the training length itself: nothing to extend
+  c.of<train::PiSettings>().multipliers = {1};  // the training length itself: nothing to extend
   expect_error(c, "--pi-multipliers");
   c = train::compare_preset("tiny");
-  c.pi_scalings = {"linear", "linear"};
+  c.of<train::PiSettings>().scalings = {"linear", "linear"};
   expect_error(c, "--pi-scalings");
-  c.pi_scalings = {"dynamic"};  // not a fine-tuned scaling here
+  c.of<train::PiSettings>().scalings = {"dynamic"};  // not a fine-tuned scaling here
   expect_error(c, "--pi-scalings");
   c = train::compare_preset("tiny");
-  c.pi_lr = 0;
+  c.of<train::PiSettings>().lr = 0;
   expect_error(c, "--pi-lr");
   c = train::compare_preset("tiny");
-  c.pi_iters = -1;
+  c.of<train::PiSettings>().iters = -1;
   expect_error(c, "--pi-iters");
 }
 
@@ -191,7 +192,7 @@ TEST(PiProtocol, TinyComparisonReportsTheRows) {
   c.base.corpus = d.str("corpus.txt");
   c.base.threads = 2;
   c.methods = {"rope"};
-  c.passkey.iters = 0;  // this corpus has no 'k' for the passkey template (test_compare covers both)
+  c.of<train::PasskeyConfig>().iters = 0;  // this corpus has no 'k' for the passkey template (test_compare covers both)
   c.out_dir = d.str("a");
   const std::string report = train::run_compare(c);
   const std::string csv = read_file(d.str("a/pi.csv")), md = read_file(report);

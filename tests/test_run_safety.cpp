@@ -26,6 +26,10 @@
 #include "train/trainer.h"
 #include "compare/report.h"
 #include "compare/results.h"
+#include "compare/studies/cost/cost.h"
+#include "compare/studies/passkey/passkey_config.h"
+#include "compare/studies/pi/pi_protocol.h"
+#include "compare/studies/suite/length_suite.h"
 
 using namespace posgrad;
 using posgrad::test::TempDir;
@@ -56,8 +60,8 @@ train::CompareConfig tiny(const TempDir& d, const std::string& out) {
   train::CompareConfig c = test::tiny_compare(d, out);
   c.methods = {"rope", "alibi"};
   c.seeds = {1};
-  c.suite_tasks = {"reverse_string"};
-  c.passkey.iters = 0;
+  c.of<train::SuiteSettings>().tasks = {"reverse_string"};
+  c.of<train::PasskeyConfig>().iters = 0;
   return c;
 }
 
@@ -297,20 +301,20 @@ TEST(RunSafety, AResultNeutralOptionMayChangeOnARerun) {
   auto c = tiny(d, "a");
   c.methods = {"rope"};
   c.seeds = {1};
-  c.pi_iters = 0;
-  c.suite_iters = 0;
+  c.of<train::PiSettings>().iters = 0;
+  c.of<train::SuiteSettings>().iters = 0;
   c.base.threads = 1;
   train::run_compare(c);
   const std::string before = read_file(c.out_dir + "/results.csv");
   auto other = c;
   other.base.threads = 2;
-  other.cost_rounds = c.cost_rounds + 1;
+  other.of<train::CostSettings>().rounds = c.of<train::CostSettings>().rounds + 1;
   other.base.checkpoint_interval = 2;
   other.base.log_interval = 1;
   train::run_compare(other);
   EXPECT_EQ(read_file(c.out_dir + "/results.csv"), before);
   const auto j = nlohmann::json::parse(read_file(c.out_dir + "/results.json"));
-  EXPECT_EQ(j["cost"]["rounds"].get<int64_t>(), c.cost_rounds + 1);
+  EXPECT_EQ(j["cost"]["rounds"].get<int64_t>(), c.of<train::CostSettings>().rounds + 1);
   EXPECT_TRUE(j["units"][0]["resumed"].get<bool>() == false);
   for (const auto& o : train::compare_options())
     if (o.spec.neutral)
@@ -326,8 +330,8 @@ TEST(RunSafety, ARerunMayGrowTheExperimentButNotShrinkIt) {
   TempDir d;
   auto c = tiny(d, "a");
   c.methods = {"alibi", "rope"};
-  c.pi_iters = 0;
-  c.suite_iters = 0;
+  c.of<train::PiSettings>().iters = 0;
+  c.of<train::SuiteSettings>().iters = 0;
   c.base.threads = 1;
   train::run_compare(c);
   auto fewer = c;
@@ -409,8 +413,8 @@ TEST(DirectoryLock, DryRunRefusesADirectoryInUse) {
 TEST(RunSafety, AUnitTrainedWithOtherSettingsIsRefused) {
   TempDir d;
   auto a = tiny(d, "a");
-  a.pi_iters = 0;
-  a.suite_iters = 0;
+  a.of<train::PiSettings>().iters = 0;
+  a.of<train::SuiteSettings>().iters = 0;
   train::run_compare(a);
   auto b = a;
   b.out_dir = d.str("b");
@@ -444,8 +448,8 @@ TEST(RunSafety, AChangedCorpusIsRefused) {
   TempDir d;
   auto c = tiny(d, "a");
   c.methods = {"alibi"};
-  c.pi_iters = 0;
-  c.suite_iters = 0;
+  c.of<train::PiSettings>().iters = 0;
+  c.of<train::SuiteSettings>().iters = 0;
   train::run_compare(c);
   std::ofstream(c.base.corpus, std::ios::app) << "and a line more.\n";
   auto more = c;

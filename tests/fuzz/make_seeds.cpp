@@ -23,6 +23,9 @@
 #include "train/options.h"
 #include "compare/results.h"
 #include "train/safetensors.h"
+#include "compare/studies/passkey/passkey_config.h"
+#include "compare/studies/suite/length_suite.h"
+#include "compare/studies/pi/pi_protocol.h"
 
 using namespace posgrad;
 namespace fs = std::filesystem;
@@ -40,9 +43,9 @@ static train::ComparisonResult small_comparison(bool encoder) {
   c = train::compare_preset("tiny");
   c.methods = {"alibi", "rope"};
   c.seeds = {1};
-  c.suite_iters = 0;
-  c.pi_iters = 0;
-  c.passkey.iters = 0;
+  c.of<train::SuiteSettings>().iters = 0;
+  c.of<train::PiSettings>().iters = 0;
+  c.of<train::PasskeyConfig>().iters = 0;
   c.track = encoder ? "both" : "decoder";
   r.provenance = {"0123456789ab", "fuzz cpu", "portable", "clang", "nlohmann-json", "not built", "00", 2};
   for (const auto& m : c.methods) {
@@ -65,18 +68,18 @@ static train::ComparisonResult small_comparison(bool encoder) {
     u.parts.get<train::AttentionResult>().by_distance.assign(static_cast<size_t>(c.base.model.n_layer), std::vector<double>{});
     for (auto& layer : u.parts.get<train::AttentionResult>().by_distance)
       for (int64_t d = 0; d < c.base.model.block_size; ++d) layer.push_back(0.5 / static_cast<double>(d + 1));
-    for (int64_t k : c.task_multipliers) u.parts.get<train::TaskResult>().scores.push_back(train::TaskScore{k * c.task_length, 4, 0.25, 0.5, 0.5});
+    for (int64_t k : c.of<train::TaskSettings>().multipliers) u.parts.get<train::TaskResult>().scores.push_back(train::TaskScore{k * c.of<train::TaskSettings>().length, 4, 0.25, 0.5, 0.5});
     u.parts.get<train::TaskResult>().final_loss = 1.5;
     u.train_seconds = 1.25;
     r.units.push_back(u);
   }
-  r.parts.get<train::CostResult>().rounds = c.cost_rounds;
+  r.parts.get<train::CostResult>().rounds = c.of<train::CostSettings>().rounds;
   r.parts.get<train::CostResult>().threads = 2;
-  r.parts.get<train::CostResult>().lengths = c.cost_lengths;
-  for (int64_t T : c.cost_lengths)
+  r.parts.get<train::CostResult>().lengths = c.of<train::CostSettings>().lengths;
+  for (int64_t T : c.of<train::CostSettings>().lengths)
     for (const auto& m : c.methods)
       for (const char* what : {"attention", "step"})
-        r.parts.get<train::CostResult>().rows.push_back({m, what, T, 4, std::vector<double>(static_cast<size_t>(c.cost_rounds), 0.125), 1 << 20, 4000});
+        r.parts.get<train::CostResult>().rows.push_back({m, what, T, 4, std::vector<double>(static_cast<size_t>(c.of<train::CostSettings>().rounds), 0.125), 1 << 20, 4000});
   if (encoder) {
     train::EncoderTrackResult e;
     e.config = train::encoder_track_config(c);

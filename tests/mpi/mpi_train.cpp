@@ -22,6 +22,7 @@
 #include "train/interrupt.h"
 #include "train/presets.h"
 #include "train/trainer.h"
+#include "compare/studies/passkey/passkey_config.h"
 
 using namespace posgrad;
 using posgrad::test::SharedDir;
@@ -147,7 +148,7 @@ train::CompareConfig tiny_compare(const std::string& corpus, const std::string& 
   c.methods = {"rope", "alibi"};
   c.seeds = {1, 2};
   c.out_dir = out;
-  c.passkey.iters = 0;  // this corpus lacks the passkey template's letters (the test is test_compare's)
+  c.of<train::PasskeyConfig>().iters = 0;  // this corpus lacks the passkey template's letters (the test is test_compare's)
   return c;
 }
 

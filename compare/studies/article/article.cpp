@@ -80,7 +80,7 @@ ClaimVerdict claim_b(const ComparisonResult& r) {
                                   {"rope", "deberta", "t5", "absolute"});
   ClaimVerdict b = ordering_claim(r, "b", "", f1, {"rope", "deberta", "t5", "absolute"});
   ClaimVerdict v = a;
-  v.metric = a.metric + "; " + b.metric + " of the synthetic " + r.config.task + " task";
+  v.metric = a.metric + "; " + b.metric + " of the synthetic " + r.config.of<TaskSettings>().kind + " task";
   v.measured = "accuracy: " + a.measured + " — F1: " + b.measured;
   v.verdict = a.verdict == "contradicted" || b.verdict == "contradicted" ? "contradicted"
               : a.verdict == "supported" && b.verdict == "supported"    ? "supported"
@@ -306,10 +306,10 @@ std::string lead(const ComparisonResult& r) {
   const int64_t block = c.base.model.block_size;
   const Metric ppl = lm_metric(Quantity::Perplexity), acc = lm_metric(Quantity::Accuracy);
   std::ostringstream md;
-  const int64_t tm = c.task_multipliers.back(), xm = c.eval_multipliers.back();
+  const int64_t tm = c.of<TaskSettings>().multipliers.back(), xm = c.eval_multipliers.back();
   md << "## The article's table, measured\n\n"
      << "Perplexity and accuracy: next-token prediction on the validation split at the training length. Task "
-     << "exact match / F1: the synthetic " << c.task << " task at its training length (" << c.task_length
+     << "exact match / F1: the synthetic " << c.of<TaskSettings>().kind << " task at its training length (" << c.of<TaskSettings>().length
      << " symbols) and at " << tm << "x (token F1 is bag-of-tokens F1). Extrapolation: perplexity at " << xm
      << "x the training length (" << xm * block << " tokens) over perplexity at 1x (1.0 = no degradation; n/a = the "
      << "method cannot run there).\n\n";

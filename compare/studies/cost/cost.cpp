@@ -43,13 +43,13 @@ CostResult measure_cost(const CompareConfig& cfg) {
   std::optional<ThreadGovernor> threads;
   if (cfg.base.threads > 0) threads.emplace(cfg.base.threads);
   CostResult r;
-  r.rounds = cfg.cost_rounds;
+  r.rounds = cfg.of<CostSettings>().rounds;
   r.threads = omp_get_max_threads();
-  r.lengths = cfg.cost_lengths;
+  r.lengths = cfg.of<CostSettings>().lengths;
   const Device dev = Device::parse(cfg.base.device);
   const int64_t tokens = cfg.base.batch_size * cfg.base.model.block_size;
   std::map<std::pair<std::string, int64_t>, Bench> benches;
-  for (int64_t T : cfg.cost_lengths)
+  for (int64_t T : cfg.of<CostSettings>().lengths)
     for (const auto& m : cfg.methods) {
       Bench& b = benches[{m, T}];
       nn::GPTConfig mc = cfg.base.model;
@@ -71,8 +71,8 @@ CostResult measure_cost(const CompareConfig& cfg) {
     throw std::logic_error("cost row missing");
   };
   const LRSchedule constant{cfg.base.lr, cfg.base.lr, 0, 1, false};
-  for (int64_t round = 0; round <= cfg.cost_rounds; ++round) {
-    for (int64_t T : cfg.cost_lengths)
+  for (int64_t round = 0; round <= cfg.of<CostSettings>().rounds; ++round) {
+    for (int64_t T : cfg.of<CostSettings>().lengths)
       for (const auto& m : cfg.methods) {
         if (interrupt_requested())
           throw Interrupted(std::string("interrupted by ") + signal_name(interrupt_signal()) +
@@ -109,7 +109,7 @@ CostResult measure_cost(const CompareConfig& cfg) {
         s.seconds.push_back(step);
         s.peak_bytes = std::max<int64_t>(s.peak_bytes, static_cast<int64_t>(peak > before ? peak - before : 0));
       }
-    if (round > 0) spdlog::info("cost benchmark: round {}/{} done", round, cfg.cost_rounds);
+    if (round > 0) spdlog::info("cost benchmark: round {}/{} done", round, cfg.of<CostSettings>().rounds);
   }
   return r;
 }
@@ -194,17 +194,17 @@ void check(const ComparisonResult& r, const ValueCheck& c, const std::string&, c
   auto dot = [](const P& p, const P& key) { return json_path_key(p, key); };
   c.count(k.threads, "cost.threads");
   if (decoder) {  // every method at every --cost-lengths, attention and step, one time per round
-    c.equal(k.rounds, cfg.cost_rounds, "cost.rounds", "--cost-rounds");
-    if (k.lengths != cfg.cost_lengths) c.fail("cost.lengths", ValueCheck::list(k.lengths), "expected --cost-lengths " + ValueCheck::list(cfg.cost_lengths));
-    c.size(k.rows.size(), cfg.methods.size() * cfg.cost_lengths.size() * 2, "cost.rows",
+    c.equal(k.rounds, cfg.of<CostSettings>().rounds, "cost.rounds", "--cost-rounds");
+    if (k.lengths != cfg.of<CostSettings>().lengths) c.fail("cost.lengths", ValueCheck::list(k.lengths), "expected --cost-lengths " + ValueCheck::list(cfg.of<CostSettings>().lengths));
+    c.size(k.rows.size(), cfg.methods.size() * cfg.of<CostSettings>().lengths.size() * 2, "cost.rows",
            "one attention and one step row per method and --cost-lengths");
     for (const auto& m : cfg.methods)
-      for (int64_t T : cfg.cost_lengths)
+      for (int64_t T : cfg.of<CostSettings>().lengths)
         for (const char* what : {"attention", "step"})
           if (!k.find(m, what, T))
             c.fail("cost.rows", "", std::string("no ") + what + " row for " + m + " at T = " + std::to_string(T));
     for (size_t i = 0; i < k.rows.size(); ++i)
-      c.size(k.rows[i].seconds.size(), static_cast<size_t>(cfg.cost_rounds), at("cost.rows", i) + ".seconds", "one per round (--cost-rounds)");
+      c.size(k.rows[i].seconds.size(), static_cast<size_t>(cfg.of<CostSettings>().rounds), at("cost.rows", i) + ".seconds", "one per round (--cost-rounds)");
   }
   for (size_t i = 0; i < k.lengths.size(); ++i) c.positive(k.lengths[i], at("cost.lengths", i));
   for (size_t i = 0; i < k.rows.size(); ++i) {
@@ -282,7 +282,7 @@ std::string section(const ComparisonResult& r, const ReportDir&) {
 
 // The benchmark's models at each --cost-lengths T, with the training batch scaled to T.
 void validate(const CompareConfig& cfg) {
-  for (int64_t T : cfg.cost_lengths) {
+  for (int64_t T : cfg.of<CostSettings>().lengths) {
     TrainConfig b = cfg.base;
     b.model.block_size = T;
     b.batch_size = std::max<int64_t>(1, cfg.base.batch_size * cfg.base.model.block_size / T);
@@ -296,18 +296,18 @@ void options(opt::Table<CompareConfig>& t) {
   Rows<CompareConfig> r(t);
     r.group("Cost benchmark")
         .add(integer_list("cost_lengths", closed(1, 1 << 16), 1, 8, "Sequence lengths timed", "tokens"),
-             POSGRAD_MEMBER(cost_lengths))
+             POSGRAD_MEMBER(template of<CostSettings>().lengths))
         .add(result_neutral(integer("cost_rounds", closed(1, 1000),
                                     "Interleaved rounds (every method once per round, after a warm-up; the benchmark "
                                     "runs again on every re-run, so a re-run may change it)")),
-             POSGRAD_MEMBER(cost_rounds));
+             POSGRAD_MEMBER(template of<CostSettings>().rounds));
 }
 
 // Its values in each preset (compare_preset).
 void preset(CompareConfig& c, const std::string& name) {
   if (name == "tiny") {
-    c.cost_lengths = {16, 32};
-    c.cost_rounds = 2;
+    c.of<CostSettings>().lengths = {16, 32};
+    c.of<CostSettings>().rounds = 2;
   }
 }
 
@@ -318,13 +318,14 @@ StudyEntry cost_study() {
   e.name = CostResult::kStudy;
   e.summary = "cost benchmark: interleaved timing of one attention layer and one training step per method and length, "
               "and the allocator's peak memory";
+  e.init_settings = [](Parts& p) { p.get<CostSettings>(); };
   e.options = options;
   e.preset = preset;
   e.validate = validate;
   e.enabled = [](const CompareConfig& c) { return c.track != "encoder"; };
   e.run_experiment = [](const CompareConfig& cfg, ComparisonResult& r) {
-    spdlog::info("=== cost benchmark: {} rounds over {} methods x {} lengths ===", cfg.cost_rounds, cfg.methods.size(),
-                 cfg.cost_lengths.size());
+    spdlog::info("=== cost benchmark: {} rounds over {} methods x {} lengths ===", cfg.of<CostSettings>().rounds, cfg.methods.size(),
+                 cfg.of<CostSettings>().lengths.size());
     r.parts.get<CostResult>() = measure_cost(cfg);
   };
   e.to_json = write_part;

@@ -14,6 +14,13 @@
 
 namespace posgrad::train {
 
+// Its settings (CompareConfig::of<CostSettings>(); options --cost-*).
+struct CostSettings {
+  static constexpr const char* kStudy = "cost";
+  std::vector<int64_t> lengths = {64, 256, 1024, 2048};
+  int64_t rounds = 5;
+};
+
 // Seconds per round of one measurement.
 struct CostRow {
   std::string method, what;  // what: "attention" (one layer, forward + backward) or "step" (a training step)

@@ -12,6 +12,7 @@
 namespace posgrad::train {
 
 struct EncoderTrackConfig {
+  static constexpr const char* kStudy = "encoder";  // its place in CompareConfig::settings
   std::vector<std::string> methods;  // position encodings (empty: every registered one)
   std::vector<uint64_t> seeds = {1, 2, 3};
   std::vector<std::string> tasks = {"reversed", "marker_segment", "line_word"};

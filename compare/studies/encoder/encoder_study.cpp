@@ -96,40 +96,40 @@ void options(opt::Table<CompareConfig>& t) {
                     "pretraining, then classification and labelling tasks), or both"),
              POSGRAD_MEMBER(track))
         .add(integer("encoder_n_layer", closed(1, 64), "Encoder: transformer blocks"),
-             POSGRAD_MEMBER(encoder.n_layer))
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().n_layer))
         .add(integer("encoder_n_embd", closed(1, 4096), "Encoder: width, divisible by encoder_n_head", "channels"),
-             POSGRAD_MEMBER(encoder.n_embd))
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().n_embd))
         .add(integer("encoder_n_head", closed(1, 64), "Encoder: attention heads"),
-             POSGRAD_MEMBER(encoder.n_head))
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().n_head))
         .add(integer("encoder_length", closed(2, 4096), "Encoder: pretraining and fine-tuning length", "tokens"),
-             POSGRAD_MEMBER(encoder.length))
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().length))
         .add(integer("encoder_mlm_iters", closed(1, kMany), "Encoder: masked-LM pretraining steps", "steps"),
-             POSGRAD_MEMBER(encoder.mlm_iters))
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().mlm_iters))
         .add(integer("encoder_task_iters", closed(1, kMany), "Encoder: fine-tuning steps per task", "steps"),
-             POSGRAD_MEMBER(encoder.task_iters))
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().task_iters))
         .add(integer("encoder_batch", closed(1, 4096), "Encoder: sequences per step", "sequences"),
-             POSGRAD_MEMBER(encoder.batch))
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().batch))
         .add(real("encoder_lr", Interval{0, 1, true, true},  // (0, 1): as EncoderTrackConfig::validate
                          "Encoder: peak learning rate (pretraining and fine-tuning)"),
-             POSGRAD_MEMBER(encoder.lr))
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().lr))
         .add(integer("encoder_eval_examples", closed(1, 1 << 20),
                      "Encoder: held-out examples per task and length (and masked-LM windows per length)", "sequences"),
-             POSGRAD_MEMBER(encoder.eval_examples))
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().eval_examples))
         .add(choice_list("encoder_tasks", {"reversed", "marker_segment", "line_word"}, 3,
                          "Encoder fine-tuning tasks: reversed (was the window reversed), marker_segment (which segment "
                          "holds the marker), line_word (BIO-tag the k-th word of each line)"),
-             POSGRAD_MEMBER(encoder.tasks))
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().tasks))
         .add(integer_list("encoder_multipliers", closed(1, 64), 1, 8,
                           "Encoder evaluation lengths as multiples of encoder_length"),
-             POSGRAD_MEMBER(encoder.multipliers))
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().multipliers))
         .add(integer("encoder_segments", closed(2, 1024), "Encoder marker_segment task: segments (classes)"),
-             POSGRAD_MEMBER(encoder.segments))
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().segments))
         .add(integer("encoder_word_k", closed(1, 64), "Encoder line_word task: which word of each line is tagged"),
-             POSGRAD_MEMBER(encoder.word_k));
+             POSGRAD_MEMBER(template of<EncoderTrackConfig>().word_k));
 }
 
 // Its values in each preset (compare_preset).
-void preset(CompareConfig& c, const std::string& name) { c.encoder = encoder_track_preset(name); }
+void preset(CompareConfig& c, const std::string& name) { c.of<EncoderTrackConfig>() = encoder_track_preset(name); }
 
 }  // namespace
 
@@ -138,6 +138,7 @@ StudyEntry encoder_study() {
   e.name = EncoderTrackResult::kStudy;
   e.summary = "encoder track: bidirectional encoders pretrained by masked-LM, fine-tuned on classification and labelling "
               "tasks, scored by length (claim b where the article made it)";
+  e.init_settings = [](Parts& p) { p.get<EncoderTrackConfig>(); };
   e.options = options;
   e.preset = preset;
   e.validate = validate;

@@ -17,7 +17,7 @@ namespace posgrad::train {
 namespace fs = std::filesystem;
 
 EncoderTrackConfig encoder_track_config(const CompareConfig& cfg) {
-  EncoderTrackConfig e = cfg.encoder;
+  EncoderTrackConfig e = cfg.of<EncoderTrackConfig>();
   e.methods = cfg.methods;
   // The default --methods (every registered encoding) means every encoding the encoder can use:
   // the causal-only ones (xpos) are left out, by name in the log. Listed explicitly, one of them is

@@ -11,6 +11,7 @@
 namespace posgrad::train {
 
 struct PasskeyConfig {
+  static constexpr const char* kStudy = "passkey";  // its place in CompareConfig::settings
   // Fine-tuning steps on passkey examples at the training length (0: no passkey test). The default
   // is the budget measured for the quick preset's model (docs/presets.md), which leaves the test off.
   int64_t iters = 150;

@@ -54,7 +54,7 @@ std::string chance_text(const ComparisonResult& r) {
   for (const auto& u : r.units)
     for (const auto& [row, p] : u.parts.value<PasskeyRows>().rows) alphabet = p.grid.alphabet;
   const double size = alphabet == "digits" ? 10 : 26;
-  return alphabet + ", chance " + num(std::pow(size, -static_cast<double>(r.config.passkey.key_length)), 8);
+  return alphabet + ", chance " + num(std::pow(size, -static_cast<double>(r.config.of<PasskeyConfig>().key_length)), 8);
 }
 
 }  // namespace
@@ -122,7 +122,7 @@ void write_passkey_csv(const ComparisonResult& r, const std::string& path) {
     else if (!s.has_interval()) o << num(s.mean, 6) << "," << num(s.std, 6) << ",n/a,n/a\n";
     else o << num(s.mean, 6) << "," << num(s.std, 6) << "," << num(s.ci_low, 6) << "," << num(s.ci_high, 6) << "\n";
   };
-  const PasskeyConfig& c = r.config.passkey;
+  const PasskeyConfig& c = r.config.of<PasskeyConfig>();
   for (const auto& row : passkey_rows(r))
     for (int64_t m : c.multipliers) {
       for (double d : c.depths) line(row, m, depth_text(d), summarize(passkey_values(r, row, m, d)));
@@ -142,7 +142,7 @@ std::vector<std::string> write_passkey_plots(const ComparisonResult& r, const st
   if (rows.empty()) return drawn;
   fs::create_directories(dir);
   const std::string d = fs::absolute(dir).string();
-  const PasskeyConfig& c = r.config.passkey;
+  const PasskeyConfig& c = r.config.of<PasskeyConfig>();
   for (const auto& row : rows) {
     const std::string name = file_name(row), base = d + "/" + name;
     {
@@ -178,7 +178,7 @@ std::vector<std::string> write_passkey_plots(const ComparisonResult& r, const st
 std::string passkey_markdown(const ComparisonResult& r, const std::string& plots_dir) {
   const auto rows = passkey_rows(r);
   if (rows.empty()) return "";
-  const PasskeyConfig& c = r.config.passkey;
+  const PasskeyConfig& c = r.config.of<PasskeyConfig>();
   std::ostringstream md;
   md << "## Passkey retrieval\n\n"
      << "The test of Mohtashami & Jaggi 2023 (\"Landmark Attention\", §4.2), also used by Chen et al. 2023 "
@@ -211,7 +211,7 @@ std::vector<ClaimVerdict> judge_passkey_claims(const ComparisonResult& r) {
   std::vector<ClaimVerdict> out;
   const auto rows = passkey_rows(r);
   bool beyond = false;
-  for (int64_t m : r.config.passkey.multipliers) beyond = beyond || m > 1;
+  for (int64_t m : r.config.of<PasskeyConfig>().multipliers) beyond = beyond || m > 1;
   if (rows.empty() || !beyond) return out;
   {  // (pk1) retrieval learned at the training length does not carry beyond it.
     ClaimVerdict v;

@@ -21,7 +21,7 @@ std::string dot(const std::string& p, const std::string& k) { return json_path_k
 void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
   const std::string p = dot(path, "passkey");
   const auto& rows = u.parts.value<PasskeyRows>().rows;
-  const PasskeyConfig& k = cfg.passkey;
+  const PasskeyConfig& k = cfg.of<PasskeyConfig>();
   if (k.iters == 0) {
     if (!rows.empty()) c.fail(p, "", "holds rows, but --passkey-iters is 0 (no passkey test)");
     return;
@@ -57,13 +57,13 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
 void run(UnitContext& ctx) {
   const CompareConfig& cfg = ctx.cfg;
   auto& rows = ctx.unit.parts.get<PasskeyRows>().rows;
-  rows = run_passkey(ctx.model, ctx.data.train(), ctx.data.val(), ctx.tokenizer, cfg.passkey, ctx.method, ctx.seed, ctx.dev,
+  rows = run_passkey(ctx.model, ctx.data.train(), ctx.data.val(), ctx.tokenizer, cfg.of<PasskeyConfig>(), ctx.method, ctx.seed, ctx.dev,
                      skipped_variants(cfg));
   for (const auto& [row, tuned] : ctx.models) {
     auto copy = copy_gpt(*tuned, {}, ctx.seed ^ 0x9a55d0ULL, ctx.dev);
     PasskeyResult pr;
-    pr.final_loss = finetune_passkey(*copy, ctx.data.train(), ctx.tokenizer, cfg.passkey, ctx.seed, ctx.dev, row).final_loss;
-    pr.grid = evaluate_passkey(*copy, ctx.data.val(), ctx.tokenizer, cfg.passkey, ctx.dev);
+    pr.final_loss = finetune_passkey(*copy, ctx.data.train(), ctx.tokenizer, cfg.of<PasskeyConfig>(), ctx.seed, ctx.dev, row).final_loss;
+    pr.grid = evaluate_passkey(*copy, ctx.data.val(), ctx.tokenizer, cfg.of<PasskeyConfig>(), ctx.dev);
     rows[row] = pr;
   }
 }
@@ -76,47 +76,47 @@ void options(opt::Table<CompareConfig>& t) {
         .add(integer("passkey_iters", closed(0, kMany),
                      "Fine-tuning steps of each trained LM on passkey examples at the training length (0: no passkey test)",
                      "steps"),
-             POSGRAD_MEMBER(passkey.iters))
-        .add(real("passkey_lr", open_closed(0, 1), "Peak learning rate of the passkey fine-tuning"), POSGRAD_MEMBER(passkey.lr))
+             POSGRAD_MEMBER(template of<PasskeyConfig>().iters))
+        .add(real("passkey_lr", open_closed(0, 1), "Peak learning rate of the passkey fine-tuning"), POSGRAD_MEMBER(template of<PasskeyConfig>().lr))
         .add(integer("passkey_batch", closed(1, 4096), "Passkey examples per fine-tuning step and per scoring pass",
                      "sequences"),
-             POSGRAD_MEMBER(passkey.batch))
+             POSGRAD_MEMBER(template of<PasskeyConfig>().batch))
         .add(integer("passkey_examples", closed(1, 1 << 16), "Passkey test examples per (length, depth) cell", "sequences"),
-             POSGRAD_MEMBER(passkey.examples))
+             POSGRAD_MEMBER(template of<PasskeyConfig>().examples))
         .add(integer_list("passkey_multipliers", closed(1, 64), 1, 16,
                           "Passkey test lengths as multiples of the training length (must include 1)"),
-             POSGRAD_MEMBER(passkey.multipliers))
+             POSGRAD_MEMBER(template of<PasskeyConfig>().multipliers))
         .add(real_list("passkey_depths", closed(0, 1), 1, 21,
                        "Needle depths: the fraction of the filler before the needle (0: at the start, 1: before the question)"),
-             POSGRAD_MEMBER(passkey.depths))
+             POSGRAD_MEMBER(template of<PasskeyConfig>().depths))
         .add(integer("passkey_key_length", closed(1, 64), "Symbols of the pass key (digits, else lowercase letters)",
                      "symbols"),
-             POSGRAD_MEMBER(passkey.key_length))
+             POSGRAD_MEMBER(template of<PasskeyConfig>().key_length))
         .add(choice("passkey_template", data::passkey_template_names(),
                     "Needle and question: standard (Mohtashami & Jaggi 2023, about 100 tokens with a char tokenizer) or "
                     "short (' key K.' / ' key ', for short training contexts)"),
-             POSGRAD_MEMBER(passkey.template_name));
+             POSGRAD_MEMBER(template of<PasskeyConfig>().template_name));
 }
 
 // Its values in each preset (compare_preset).
 void preset(CompareConfig& c, const std::string& name) {
   if (name == "quick") {
-    c.passkey.iters = 0;  // off: at this size and budget no encoding learns it (docs/presets.md)
+    c.of<PasskeyConfig>().iters = 0;  // off: at this size and budget no encoding learns it (docs/presets.md)
   } else if (name == "full") {
     // The articles' passkey text fits the 128-token context (104 tokens of needle, question and key,
     // 25 of filler at 1x); a longer fine-tuning than the quick preset's, more examples per cell.
-    c.passkey.template_name = "standard";
-    c.passkey.iters = 1000;
-    c.passkey.lr = 2e-3;
-    c.passkey.examples = 32;
+    c.of<PasskeyConfig>().template_name = "standard";
+    c.of<PasskeyConfig>().iters = 1000;
+    c.of<PasskeyConfig>().lr = 2e-3;
+    c.of<PasskeyConfig>().examples = 32;
   } else if (name == "tiny") {
     // The short template with a 2-symbol key: 15 tokens, so a 17-token example keeps 2 of filler.
-    c.passkey.iters = 3;
-    c.passkey.batch = 2;
-    c.passkey.examples = 2;
-    c.passkey.multipliers = {1, 2};
-    c.passkey.depths = {0, 1};
-    c.passkey.key_length = 2;
+    c.of<PasskeyConfig>().iters = 3;
+    c.of<PasskeyConfig>().batch = 2;
+    c.of<PasskeyConfig>().examples = 2;
+    c.of<PasskeyConfig>().multipliers = {1, 2};
+    c.of<PasskeyConfig>().depths = {0, 1};
+    c.of<PasskeyConfig>().key_length = 2;
   }
 }
 
@@ -127,17 +127,18 @@ StudyEntry passkey_study() {
   e.name = PasskeyRows::kStudy;
   e.summary = "passkey retrieval: each language model fine-tuned on passkey examples at its training length, scored by "
               "length and needle depth (Mohtashami & Jaggi 2023)";
+  e.init_settings = [](Parts& p) { p.get<PasskeyConfig>(); };
   e.options = options;
   e.preset = preset;
   e.validate = [](const CompareConfig& cfg) {
-    validate_passkey(cfg.passkey, cfg.base.model.block_size);
-    if (cfg.passkey.iters > 0)
-      check_memory(cfg.base, *std::max_element(cfg.passkey.multipliers.begin(), cfg.passkey.multipliers.end()) *
+    validate_passkey(cfg.of<PasskeyConfig>(), cfg.base.model.block_size);
+    if (cfg.of<PasskeyConfig>().iters > 0)
+      check_memory(cfg.base, *std::max_element(cfg.of<PasskeyConfig>().multipliers.begin(), cfg.of<PasskeyConfig>().multipliers.end()) *
                                  cfg.base.model.block_size);
   };
-  e.enabled = [](const CompareConfig& c) { return c.passkey.iters > 0; };
+  e.enabled = [](const CompareConfig& c) { return c.of<PasskeyConfig>().iters > 0; };
   e.check_data = [](const CompareConfig& cfg, const CorpusData* d) {
-    if (d) check_passkey_data(d->dataset.train(), d->tokenizer, cfg.passkey, cfg.base.model.block_size);
+    if (d) check_passkey_data(d->dataset.train(), d->tokenizer, cfg.of<PasskeyConfig>(), cfg.base.model.block_size);
   };
   e.run_unit = run;
   e.unit_to_json = [](const UnitResult& u, json& j) { j["passkey"] = passkey_to_json(u.parts.value<PasskeyRows>().rows); };

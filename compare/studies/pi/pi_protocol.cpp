@@ -60,21 +60,21 @@ void validate_pi(const CompareConfig& cfg) {
     std::sort(v.begin(), v.end());
     return std::adjacent_find(v.begin(), v.end()) == v.end();
   };
-  POSGRAD_CHECK(unique(cfg.pi_multipliers), UsageError,
+  POSGRAD_CHECK(unique(cfg.of<PiSettings>().multipliers), UsageError,
                 "--pi-multipliers lists a multiplier twice (each length is fine-tuned once)");
-  POSGRAD_CHECK(unique(cfg.pi_scalings), UsageError, "--pi-scalings lists a scaling twice (each is fine-tuned once)");
-  if (cfg.pi_iters == 0 || std::find(cfg.methods.begin(), cfg.methods.end(), "rope") == cfg.methods.end()) return;
+  POSGRAD_CHECK(unique(cfg.of<PiSettings>().scalings), UsageError, "--pi-scalings lists a scaling twice (each is fine-tuned once)");
+  if (cfg.of<PiSettings>().iters == 0 || std::find(cfg.methods.begin(), cfg.methods.end(), "rope") == cfg.methods.end()) return;
   // A fine-tuned row is judged at its own length, which the evaluation must include: refused here,
   // not after the fine-tuning as an "inconclusive" verdict.
   std::string eval_list;
   for (int64_t m : cfg.eval_multipliers) eval_list += (eval_list.empty() ? "" : ",") + std::to_string(m);
-  for (int64_t M : cfg.pi_multipliers)
+  for (int64_t M : cfg.of<PiSettings>().multipliers)
     POSGRAD_CHECK(std::find(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end(), M) != cfg.eval_multipliers.end(),
                   UsageError, "--pi-multipliers ", M, " is not among --eval-multipliers (", eval_list, "): each fine-tuned length is judged at that length; "
                   "add it to --eval-multipliers or drop it from --pi-multipliers");
   // Each scaled copy's RoPE configuration (e.g. NTK-aware needs more than 2 rotary channels), before training.
-  for (int64_t M : cfg.pi_multipliers)
-    for (const auto& scaling : cfg.pi_scalings) {
+  for (int64_t M : cfg.of<PiSettings>().multipliers)
+    for (const auto& scaling : cfg.of<PiSettings>().scalings) {
       nn::PosEncConfig pc = method_pos_config(cfg, "rope");
       pc.set("rope_scaling", scaling);
       pc.set("rope_scaling_factor", scaling == "none" ? 1.0 : static_cast<double>(M));
@@ -86,7 +86,7 @@ void validate_pi(const CompareConfig& cfg) {
     }
   const int64_t L = cfg.base.model.block_size;
   const int64_t longest = *std::max_element(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end()) * L;
-  for (int64_t M : cfg.pi_multipliers) {
+  for (int64_t M : cfg.of<PiSettings>().multipliers) {
     TrainConfig b = cfg.base;
     b.model.pos.kind = "rope";
     b.model.block_size = M * L;
@@ -96,8 +96,8 @@ void validate_pi(const CompareConfig& cfg) {
 }
 
 void check_pi_data(const CompareConfig& cfg, int64_t L, const data::TokenSpan& train_split) {
-  if (cfg.pi_iters == 0) return;
-  for (int64_t M : cfg.pi_multipliers)
+  if (cfg.of<PiSettings>().iters == 0) return;
+  for (int64_t M : cfg.of<PiSettings>().multipliers)
     POSGRAD_CHECK(train_split.size() >= M * L + 1, ValueError, "position interpolation at ", M,
                   "x needs a training split of at least ", M * L + 1, " tokens (windows of ", M, " x ", L,
                   "), it holds ", train_split.size(), " (--pi-multipliers x --block-size; use a longer --corpus)");
@@ -109,13 +109,13 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenS
   POSGRAD_CHECK(trained.config().pos.kind == "rope", UsageError,
                 "the position-interpolation protocol fine-tunes RoPE models, got '", trained.config().pos.kind, "'");
   std::vector<PiResult> out;
-  if (cfg.pi_iters == 0) return out;
+  if (cfg.of<PiSettings>().iters == 0) return out;
   const int64_t L = trained.config().block_size;
   const TrainConfig& base = cfg.base;
   check_pi_data(cfg, L, train_split);
-  for (int64_t M : cfg.pi_multipliers) {
+  for (int64_t M : cfg.of<PiSettings>().multipliers) {
     const int64_t ctx = M * L;
-    for (const auto& scaling : cfg.pi_scalings) {
+    for (const auto& scaling : cfg.of<PiSettings>().scalings) {
       const std::string row = pi_row_name(scaling, M);
       const auto t0 = std::chrono::steady_clock::now();
       Tuned t = scaled_copy(trained, scaling, M, seed, dev);
@@ -123,18 +123,18 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenS
       PiResult r;
       r.scaling = scaling;
       r.multiplier = M;
-      r.iters = cfg.pi_iters;
+      r.iters = cfg.of<PiSettings>().iters;
       r.batch = pi_batch(cfg, M);
       // One sampler per (seed, M): every scaling at this length is fine-tuned on the same batches.
       data::BatchSampler sampler(train_split, pi_sampler_seed(seed, M));
-      spdlog::info("[rope seed {}] position interpolation: {} ({} steps of {} x {} tokens)", seed, row, cfg.pi_iters,
+      spdlog::info("[rope seed {}] position interpolation: {} ({} steps of {} x {} tokens)", seed, row, cfg.of<PiSettings>().iters,
                    r.batch, ctx);
       // Chen et al. 2023 §3.1: a linear warm-up, then a constant rate; the pretraining's optimizer settings.
       FinetuneSpec spec;
       spec.label = "position interpolation (" + row + ", rope seed " + std::to_string(seed) + ")";
-      spec.iterations = cfg.pi_iters;
-      spec.lr = cfg.pi_lr;
-      spec.warmup = tenth_warmup(cfg.pi_iters);
+      spec.iterations = cfg.of<PiSettings>().iters;
+      spec.lr = cfg.of<PiSettings>().lr;
+      spec.warmup = tenth_warmup(cfg.of<PiSettings>().iters);
       spec.schedule = FinetuneSchedule::constant;
       spec.beta1 = base.beta1;
       spec.beta2 = base.beta2;

@@ -34,6 +34,16 @@
 
 namespace posgrad::train {
 
+// Its settings (CompareConfig::of<PiSettings>(); options --pi-*): each trained "rope" model copied
+// with each scaling at factor s = M and fine-tuned at M x block_size for `iters` steps (0: off).
+struct PiSettings {
+  static constexpr const char* kStudy = "pi";
+  int64_t iters = 40;
+  double lr = 1e-4;  // the base run's final (min_lr): a small constant rate, as PI's 2e-5 for LLaMA
+  std::vector<int64_t> multipliers = {2, 4};
+  std::vector<std::string> scalings = {"none", "linear", "ntk", "yarn"};
+};
+
 // One fine-tuned row: the unit's trained RoPE model with `scaling` at factor s = multiplier,
 // fine-tuned at multiplier x block_size.
 struct PiResult {
@@ -59,9 +69,9 @@ std::string pi_row_name(const std::string& scaling, int64_t multiplier);
 // e.g. to score further tasks on it. An empty function is allowed.
 using PiCallback = std::function<void(const std::string& row, nn::GPT& tuned)>;
 
-// Runs the protocol on `trained` (a RoPE GPT; left unchanged) for every cfg.pi_multipliers x
-// cfg.pi_scalings, in that order: fine-tunes on windows of `train_split`, evaluates on `val` with
-// evaluate_lengths (compare/compare_eval.h) at cfg.eval_multipliers. cfg.pi_iters = 0: no rows.
+// Runs the protocol on `trained` (a RoPE GPT; left unchanged) for every cfg.of<PiSettings>().multipliers x
+// cfg.of<PiSettings>().scalings, in that order: fine-tunes on windows of `train_split`, evaluates on `val` with
+// evaluate_lengths (compare/compare_eval.h) at cfg.eval_multipliers. cfg.of<PiSettings>().iters = 0: no rows.
 // Errors: UsageError when `trained` is not RoPE; ValueError when train_split holds fewer than
 // M·L + 1 tokens; NonFiniteLoss naming the row; Interrupted (train/interrupt.h) after a SIGINT /
 // SIGTERM, between steps (the protocol restarts on resume: nothing of it is saved).

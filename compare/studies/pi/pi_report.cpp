@@ -71,8 +71,8 @@ std::vector<std::string> pi_rows(const ComparisonResult& r) {
       }
   // Configuration order (M, then scaling), whatever order the units were read in.
   std::vector<std::string> ordered;
-  for (int64_t M : r.config.pi_multipliers)
-    for (const auto& s : r.config.pi_scalings) {
+  for (int64_t M : r.config.of<PiSettings>().multipliers)
+    for (const auto& s : r.config.of<PiSettings>().scalings) {
       const std::string name = pi_row_name(s, M);
       if (std::find(out.begin(), out.end(), name) != out.end()) ordered.push_back(name);
     }
@@ -202,8 +202,8 @@ std::string pi_markdown(const ComparisonResult& r, bool plot_drawn) {
   md << "## Position interpolation: RoPE scaled and fine-tuned\n\n"
      << "The protocol of Chen et al. 2023 (\"Extending Context Window of Large Language Models via Positional "
      << "Interpolation\", §2.3, §3): each trained `rope` model is copied with a scaling at factor s = M, its context "
-     << "extended to M × " << block << " tokens, and fine-tuned there for " << c.pi_iters << " steps (AdamW, lr "
-     << num(c.pi_lr, 6) << " after a linear warm-up of " << std::max<int64_t>(1, c.pi_iters / 10)
+     << "extended to M × " << block << " tokens, and fine-tuned there for " << c.of<PiSettings>().iters << " steps (AdamW, lr "
+     << num(c.of<PiSettings>().lr, 6) << " after a linear warm-up of " << std::max<int64_t>(1, c.of<PiSettings>().iters / 10)
      << " steps, then constant; max(1, " << c.base.batch_size << " / M) windows of M × " << block
      << " training tokens per step), then evaluated like every other row. `rope ftMx` is plain RoPE fine-tuned at M× "
      << "(no interpolation), `rope+linear ftMx` position interpolation, `rope+ntk ftMx` static NTK-aware scaling "
@@ -259,7 +259,7 @@ ClaimVerdict paired_claim(const ComparisonResult& r, std::string id, std::string
              " ftMx (fine-tuned alike; negative supports the claim; 95% interval, Student's t)";
   int below = 0, above = 0, lengths = 0;
   std::string unclear;
-  for (int64_t M : r.config.pi_multipliers) {
+  for (int64_t M : r.config.of<PiSettings>().multipliers) {
     const std::string ra = pi_row_name(a, M), rb = pi_row_name(b, M);
     if (!is_tuned(r, ra) || !is_tuned(r, rb) || !eval_index(r.config, M)) continue;
     ++lengths;

@@ -47,18 +47,18 @@ std::vector<PiResult> pi_from(const json& j) {
 void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
   const std::string p = dot(path, "pi");
   const auto& rows = u.parts.value<PiResults>().rows;
-  const bool runs = u.method == "rope" && cfg.pi_iters > 0;
-  const size_t want = runs ? cfg.pi_multipliers.size() * cfg.pi_scalings.size() : 0;
+  const bool runs = u.method == "rope" && cfg.of<PiSettings>().iters > 0;
+  const size_t want = runs ? cfg.of<PiSettings>().multipliers.size() * cfg.of<PiSettings>().scalings.size() : 0;
   c.size(rows.size(), want, p,
          runs ? "--pi-multipliers x --pi-scalings" : "the protocol runs on rope units with --pi-iters > 0 only");
   for (size_t i = 0; i < want; ++i) {
     const PiResult& r = rows[i];
     const std::string q = at(p, i);
-    const int64_t m = cfg.pi_multipliers[i / cfg.pi_scalings.size()];
-    const std::string& s = cfg.pi_scalings[i % cfg.pi_scalings.size()];
+    const int64_t m = cfg.of<PiSettings>().multipliers[i / cfg.of<PiSettings>().scalings.size()];
+    const std::string& s = cfg.of<PiSettings>().scalings[i % cfg.of<PiSettings>().scalings.size()];
     if (r.scaling != s) c.fail(dot(q, "scaling"), ValueCheck::quoted(r.scaling), "expected " + ValueCheck::quoted(s) + " (--pi-scalings, in order)");
     c.equal(r.multiplier, m, dot(q, "multiplier"), "--pi-multipliers, in order");
-    c.equal(r.iters, cfg.pi_iters, dot(q, "iters"), "--pi-iters");
+    c.equal(r.iters, cfg.of<PiSettings>().iters, dot(q, "iters"), "--pi-iters");
     c.positive(r.batch, dot(q, "batch"));
     c.non_negative(r.first_loss, dot(q, "first_loss"));
     c.non_negative(r.final_loss, dot(q, "final_loss"));
@@ -87,35 +87,35 @@ void options(opt::Table<CompareConfig>& t) {
                      "Fine-tuning steps of each trained RoPE model per scaling and multiplier, at multiplier x "
                      "block_size tokens (Chen et al. 2023; 0: off)",
                      "steps"),
-             POSGRAD_MEMBER(pi_iters))
+             POSGRAD_MEMBER(template of<PiSettings>().iters))
         .add(real("pi_lr", open_closed(0, 1), "Learning rate of the fine-tuning (after a linear warm-up of a tenth "
                                               "of pi_iters, constant, as Chen et al. 2023 §3.1)"),
-             POSGRAD_MEMBER(pi_lr))
+             POSGRAD_MEMBER(template of<PiSettings>().lr))
         .add(integer_list("pi_multipliers", closed(2, 64), 1, 8,
                           "Fine-tuning lengths M as multiples of the training length (scaling factor s = M), each once"),
-             POSGRAD_MEMBER(pi_multipliers))
+             POSGRAD_MEMBER(template of<PiSettings>().multipliers))
         .add(choice_list("pi_scalings", {"none", "linear", "ntk", "yarn"}, 4,
                          "RoPE scalings fine-tuned, each once: none (plain RoPE), linear (position interpolation), "
                          "ntk (static NTK-aware), yarn"),
-             POSGRAD_MEMBER(pi_scalings));
+             POSGRAD_MEMBER(template of<PiSettings>().scalings));
 }
 
 // Its values in each preset (compare_preset).
 void preset(CompareConfig& c, const std::string& name) {
   if (name == "quick") {
     // 2 lengths x 4 scalings x 40 steps per rope seed (cost: docs/presets.md).
-    c.pi_iters = 40;
-    c.pi_lr = 1e-4;
-    c.pi_multipliers = {2, 4};
-    c.pi_scalings = {"none", "linear", "ntk", "yarn"};
+    c.of<PiSettings>().iters = 40;
+    c.of<PiSettings>().lr = 1e-4;
+    c.of<PiSettings>().multipliers = {2, 4};
+    c.of<PiSettings>().scalings = {"none", "linear", "ntk", "yarn"};
   } else if (name == "full") {
-    c.pi_iters = 200;  // 5x the quick budget (not timed)
-    c.pi_lr = 1e-4;
-    c.pi_multipliers = {2, 4};
+    c.of<PiSettings>().iters = 200;  // 5x the quick budget (not timed)
+    c.of<PiSettings>().lr = 1e-4;
+    c.of<PiSettings>().multipliers = {2, 4};
   } else if (name == "tiny") {
-    c.pi_iters = 3;
-    c.pi_multipliers = {2};
-    c.pi_scalings = {"none", "linear"};
+    c.of<PiSettings>().iters = 3;
+    c.of<PiSettings>().multipliers = {2};
+    c.of<PiSettings>().scalings = {"none", "linear"};
   }
 }
 
@@ -126,10 +126,11 @@ StudyEntry pi_study() {
   e.name = PiResults::kStudy;
   e.summary = "position interpolation: each RoPE model scaled and fine-tuned at Mx its training length, against NTK-aware "
               "and YaRN scaling (Chen et al. 2023 §2.3, §3; Peng et al. 2023)";
+  e.init_settings = [](Parts& p) { p.get<PiSettings>(); };
   e.options = options;
   e.preset = preset;
   e.validate = validate_pi;
-  e.enabled = [](const CompareConfig& c) { return c.pi_iters > 0; };
+  e.enabled = [](const CompareConfig& c) { return c.of<PiSettings>().iters > 0; };
   e.applies = [](const CompareConfig&, const std::string& method) { return method == "rope"; };
   e.check_data = [](const CompareConfig& cfg, const CorpusData* d) {
     if (d && contains(cfg.methods, "rope")) check_pi_data(cfg, cfg.base.model.block_size, d->dataset.train());

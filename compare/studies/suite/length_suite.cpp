@@ -74,14 +74,14 @@ std::vector<SuiteTaskResult> suite_from_json(const nlohmann::json& j) {
 
 std::vector<std::pair<int64_t, int64_t>> suite_buckets(const CompareConfig& cfg) {
   std::vector<std::pair<int64_t, int64_t>> b;
-  for (int64_t k = 1; k <= cfg.suite_max_multiplier; ++k) b.emplace_back((k - 1) * cfg.suite_length + 1, k * cfg.suite_length);
+  for (int64_t k = 1; k <= cfg.of<SuiteSettings>().max_multiplier; ++k) b.emplace_back((k - 1) * cfg.of<SuiteSettings>().length + 1, k * cfg.of<SuiteSettings>().length);
   return b;
 }
 
 void validate_length_suite(const CompareConfig& cfg) {
   // A listed method that is not among --methods is simply not run (the default lists three, and
   // --methods may name others); a listed encoding that cannot take position ids is an error.
-  for (const auto& m : cfg.suite_randomized) {
+  for (const auto& m : cfg.of<SuiteSettings>().randomized) {
     const auto pe = probe_encoding(m);
     POSGRAD_CHECK(pe->supports_position_ids(), UsageError, "--suite-randomized: '", m,
                   "' cannot be trained with randomized positions: it has no position information to randomize "
@@ -93,7 +93,7 @@ void validate_length_suite(const CompareConfig& cfg) {
                   ": its randomized positions enter the fused attention as per-token positions, which only the CPU "
                   "kernels implement; run the suite on the CPU or leave '", m, "' out of --suite-randomized");
   }
-  for (const auto& t : cfg.suite_tasks) (void)data::make_length_task(t);
+  for (const auto& t : cfg.of<SuiteSettings>().tasks) (void)data::make_length_task(t);
 }
 
 namespace {
@@ -102,10 +102,10 @@ namespace {
 nn::GPTConfig suite_model_config(const CompareConfig& cfg, const std::string& method, const data::LengthTask& task) {
   nn::GPTConfig mc;
   mc.vocab_size = task.vocab_size();
-  mc.block_size = task.max_sequence_length(cfg.suite_max_multiplier * cfg.suite_length) - 1;  // inputs: all but the last
-  mc.n_layer = cfg.task_n_layer;
-  mc.n_head = cfg.task_n_head;
-  mc.n_embd = cfg.task_n_embd;
+  mc.block_size = task.max_sequence_length(cfg.of<SuiteSettings>().max_multiplier * cfg.of<SuiteSettings>().length) - 1;  // inputs: all but the last
+  mc.n_layer = cfg.of<TaskSettings>().n_layer;
+  mc.n_head = cfg.of<TaskSettings>().n_head;
+  mc.n_embd = cfg.of<TaskSettings>().n_embd;
   mc.pos = cfg.base.model.pos;
   mc.pos.kind = method;
   return mc;
@@ -154,10 +154,10 @@ SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, ui
   nn::PositionEncoding& pe = model.position_encoding();
   FinetuneSpec spec;
   spec.label = "length suite (" + task.name() + ", " + suite_row(method, randomized) + " seed " + std::to_string(seed) + ")";
-  spec.iterations = cfg.suite_iters;
-  spec.lr = cfg.suite_lr;
-  spec.min_lr = cfg.suite_lr / 10;
-  spec.warmup = tenth_warmup(cfg.suite_iters);
+  spec.iterations = cfg.of<SuiteSettings>().iters;
+  spec.lr = cfg.of<SuiteSettings>().lr;
+  spec.min_lr = cfg.of<SuiteSettings>().lr / 10;
+  spec.warmup = tenth_warmup(cfg.of<SuiteSettings>().iters);
   spec.schedule = FinetuneSchedule::cosine;
   spec.beta1 = 0.9;
   spec.beta2 = 0.98;
@@ -167,9 +167,9 @@ SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, ui
   spec.on_interrupt = "on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation, synthetic task and suite";
   try {
     r.final_loss = finetune(model, spec, dev, [&](int64_t) {
-                     const int64_t n = 1 + static_cast<int64_t>(data_gen.next_u64() % static_cast<uint64_t>(cfg.suite_length));
+                     const int64_t n = 1 + static_cast<int64_t>(data_gen.next_u64() % static_cast<uint64_t>(cfg.of<SuiteSettings>().length));
                      data::LengthBatch b = data::make_length_batch(
-                         task, std::vector<int64_t>(static_cast<size_t>(cfg.suite_batch), n), data_gen);
+                         task, std::vector<int64_t>(static_cast<size_t>(cfg.of<SuiteSettings>().batch), n), data_gen);
                      if (randomized) pe.set_position_ids(random_positions(b.x.size(1), mc.block_size, pos_gen));
                      return std::make_pair(b.x, b.y);
                    }).final_loss;
@@ -185,7 +185,7 @@ SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, ui
     // The test examples: the same for every method and seed (a generator of the task and bucket).
     Generator test_gen(0x7e57ULL + task_index * 1009ULL + k);
     std::map<int64_t, int64_t> per_length;  // input length -> examples
-    for (int64_t i = 0; i < cfg.suite_examples; ++i) ++per_length[lo + i % (hi - lo + 1)];
+    for (int64_t i = 0; i < cfg.of<SuiteSettings>().examples; ++i) ++per_length[lo + i % (hi - lo + 1)];
     SuiteBucket b;
     b.lo = lo;
     b.hi = hi;
@@ -213,10 +213,10 @@ std::vector<SuiteTaskResult> run_length_suite(const CompareConfig& cfg, const st
                                               Device dev) {
   std::vector<SuiteTaskResult> out;
   const bool with_randomized =
-      std::find(cfg.suite_randomized.begin(), cfg.suite_randomized.end(), method) != cfg.suite_randomized.end();
-  if (cfg.suite_iters == 0) return out;
-  for (size_t i = 0; i < cfg.suite_tasks.size(); ++i) {
-    const auto task = data::make_length_task(cfg.suite_tasks[i]);
+      std::find(cfg.of<SuiteSettings>().randomized.begin(), cfg.of<SuiteSettings>().randomized.end(), method) != cfg.of<SuiteSettings>().randomized.end();
+  if (cfg.of<SuiteSettings>().iters == 0) return out;
+  for (size_t i = 0; i < cfg.of<SuiteSettings>().tasks.size(); ++i) {
+    const auto task = data::make_length_task(cfg.of<SuiteSettings>().tasks[i]);
     // The task's index in the whole suite seeds it, so a task's numbers do not depend on which others run.
     const auto& all = data::length_task_names();
     const size_t index = static_cast<size_t>(std::find(all.begin(), all.end(), task->name()) - all.begin());

@@ -31,8 +31,21 @@
 #include "tensor/dtype.h"
 #include "compare/config.h"
 #include "compare/study.h"
+#include "compare/studies/task/task.h"
 
 namespace posgrad::train {
+
+// Its settings (CompareConfig::of<SuiteSettings>(); options --suite-*; the model: the task's sizes,
+// TaskSettings in compare/studies/task/task.h). The default (quick): one task, cycle_navigation, that
+// 2-layer models learn in distribution at this budget (its cost and the other tasks' sizing:
+// docs/presets.md).
+struct SuiteSettings {
+  static constexpr const char* kStudy = "suite";
+  std::vector<std::string> tasks = {"cycle_navigation"};
+  int64_t length = 6, iters = 600, batch = 32, examples = 36, max_multiplier = 4;
+  double lr = 3e-3;
+  std::vector<std::string> randomized = {"sinusoidal", "learned", "rope"};  // where among the methods
+};
 
 // One length bucket [lo, hi] of input lengths.
 struct SuiteBucket {

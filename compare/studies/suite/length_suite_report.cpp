@@ -47,7 +47,7 @@ std::pair<std::string, bool> split_row(const std::string& row) {
 }
 
 std::string bucket_name(const CompareConfig& c, size_t k) {
-  const int64_t lo = static_cast<int64_t>(k) * c.suite_length + 1, hi = static_cast<int64_t>(k + 1) * c.suite_length;
+  const int64_t lo = static_cast<int64_t>(k) * c.of<SuiteSettings>().length + 1, hi = static_cast<int64_t>(k + 1) * c.of<SuiteSettings>().length;
   return std::to_string(lo) + "–" + std::to_string(hi) + (k == 0 ? " (train)" : "");
 }
 
@@ -86,7 +86,7 @@ std::vector<std::string> suite_rows(const ComparisonResult& r) {
 
 std::vector<std::string> suite_tasks_present(const ComparisonResult& r) {
   std::vector<std::string> out;
-  for (const auto& t : r.config.suite_tasks) {
+  for (const auto& t : r.config.of<SuiteSettings>().tasks) {
     bool any = false;
     for (const auto& u : r.units)
       for (const auto& s : u.parts.value<SuiteResult>().tasks) any = any || s.task == t;
@@ -135,8 +135,8 @@ void write_suite_csv(const ComparisonResult& r, const std::string& path) {
         for (bool sequence : {true, false}) {
           const Summary s = summarize(suite_values(r, row, task, k, sequence));
           if (!s.n) continue;
-          o << row << "," << task << "," << static_cast<int64_t>(k) * r.config.suite_length + 1 << ","
-            << static_cast<int64_t>(k + 1) * r.config.suite_length << ","
+          o << row << "," << task << "," << static_cast<int64_t>(k) * r.config.of<SuiteSettings>().length + 1 << ","
+            << static_cast<int64_t>(k + 1) * r.config.of<SuiteSettings>().length << ","
             << (sequence ? "sequence_accuracy" : "token_accuracy") << "," << s.n << "," << num(s.mean, 6) << ","
             << num(s.std, 6) << "," << num(s.ci_low, 6) << "," << num(s.ci_high, 6) << "\n";
         }
@@ -158,7 +158,7 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
   gp << "set terminal pngcairo size " << std::max(900, 480 * cols) << "," << 360 * nrows + 60 << " noenhanced font 'Sans,9'\n"
      << "set output 'suite_accuracy.png'\nset grid\nset yrange [-0.02:1.02]\nset key bottom left font ',7'\n"
      << "set multiplot layout " << nrows << "," << cols << " title \"Per-sequence accuracy vs input length\\n(bucket "
-     << "midpoint; mean and 95% interval over " << c.seeds.size() << " seeds; trained on 1.." << c.suite_length << ")\"\n";
+     << "midpoint; mean and 95% interval over " << c.seeds.size() << " seeds; trained on 1.." << c.of<SuiteSettings>().length << ")\"\n";
   int idx = 0;
   for (const auto& task : tasks) {
     std::string plot = "plot ";
@@ -170,7 +170,7 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
         const Summary s = summarize(suite_values(r, row, task, k, true));
         if (!s.n) continue;
         ++points;
-        const double mid = static_cast<double>(k) * static_cast<double>(c.suite_length) + (1.0 + static_cast<double>(c.suite_length)) / 2.0;
+        const double mid = static_cast<double>(k) * static_cast<double>(c.of<SuiteSettings>().length) + (1.0 + static_cast<double>(c.of<SuiteSettings>().length)) / 2.0;
         dat << mid << " " << s.mean << " " << (s.has_interval() ? std::max(0.0, s.ci_low) : s.mean) << " "
             << (s.has_interval() ? std::min(1.0, s.ci_high) : s.mean) << "\n";
       }
@@ -184,7 +184,7 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
       ++idx;
     }
     gp << "set title '" << task << "'\nset xlabel 'input length'\nset ylabel 'accuracy'\nset arrow from "
-       << static_cast<double>(c.suite_length) + 0.5 << ",graph 0 to " << static_cast<double>(c.suite_length) + 0.5
+       << static_cast<double>(c.of<SuiteSettings>().length) + 0.5 << ",graph 0 to " << static_cast<double>(c.of<SuiteSettings>().length) + 0.5
        << ",graph 1 nohead dt 3\n";
     if (!first) gp << plot << "\n";
     gp << "unset arrow\n";
@@ -209,9 +209,9 @@ std::string suite_markdown(const ComparisonResult& r, bool plot_drawn) {
   md << "## Length generalisation suite\n\n"
      << "Tasks of Delétang et al. 2023 (\"Neural Networks and the Chomsky Hierarchy\"), the suite Ruoss et al. 2023 "
      << "(\"Randomized Positional Encodings Boost Length Generalization of Transformers\") also use. Each task trains its "
-     << "own decoder (" << c.task_n_layer << " layers, width " << c.task_n_embd << ", " << c.task_n_head << " heads) for "
-     << c.suite_iters << " steps of " << c.suite_batch << " sequences, each step at one input length drawn uniformly from 1.."
-     << c.suite_length << "; format `[BOS] input [SEP] answer`, loss on the answer only. Scored on " << c.suite_examples
+     << "own decoder (" << c.of<TaskSettings>().n_layer << " layers, width " << c.of<TaskSettings>().n_embd << ", " << c.of<TaskSettings>().n_head << " heads) for "
+     << c.of<SuiteSettings>().iters << " steps of " << c.of<SuiteSettings>().batch << " sequences, each step at one input length drawn uniformly from 1.."
+     << c.of<SuiteSettings>().length << "; format `[BOS] input [SEP] answer`, loss on the answer only. Scored on " << c.of<SuiteSettings>().examples
      << " fixed examples per length bucket (the same for every row and seed) by the argmax at each answer position "
      << "given the true prefix: per-sequence accuracy (every answer token right; equal to greedy decoding's exact match) "
      << "and per-token accuracy (the fraction of answer tokens right, the measure of Delétang et al.). "
@@ -251,7 +251,7 @@ std::string suite_markdown(const ComparisonResult& r, bool plot_drawn) {
   }
   md << "\n";
   // Separations: pairs whose 95% intervals of the out-of-distribution mean do not overlap.
-  md << "### Separations out of distribution\n\nMean per-sequence accuracy over the buckets beyond " << c.suite_length
+  md << "### Separations out of distribution\n\nMean per-sequence accuracy over the buckets beyond " << c.of<SuiteSettings>().length
      << " (per seed, then summarised); pairs of rows whose 95% intervals do not overlap:\n\n";
   int separated = 0;
   for (const auto& task : tasks) {

@@ -23,13 +23,13 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
   const auto& tasks = u.parts.value<SuiteResult>().tasks;
   // run_length_suite: per task, the plain row, then the randomized one where the method is listed.
   std::vector<std::pair<std::string, bool>> want;
-  if (cfg.suite_iters > 0)
-    for (const auto& t : cfg.suite_tasks) {
+  if (cfg.of<SuiteSettings>().iters > 0)
+    for (const auto& t : cfg.of<SuiteSettings>().tasks) {
       want.emplace_back(t, false);
-      if (contains(cfg.suite_randomized, u.method)) want.emplace_back(t, true);
+      if (contains(cfg.of<SuiteSettings>().randomized, u.method)) want.emplace_back(t, true);
     }
   c.size(tasks.size(), want.size(), p,
-         cfg.suite_iters > 0 ? "--suite-tasks " + ValueCheck::list(cfg.suite_tasks) + ", plain and randomized rows"
+         cfg.of<SuiteSettings>().iters > 0 ? "--suite-tasks " + ValueCheck::list(cfg.of<SuiteSettings>().tasks) + ", plain and randomized rows"
                              : "--suite-iters 0: no suite");
   const auto buckets = suite_buckets(cfg);
   for (size_t i = 0; i < want.size(); ++i) {
@@ -59,8 +59,8 @@ void validate(const CompareConfig& cfg) {
     std::sort(v.begin(), v.end());
     return std::adjacent_find(v.begin(), v.end()) == v.end();
   };
-  POSGRAD_CHECK(unique(cfg.suite_tasks), UsageError, "--suite-tasks lists a task twice (each task is trained and scored once)");
-  POSGRAD_CHECK(unique(cfg.suite_randomized), UsageError, "--suite-randomized lists a method twice");
+  POSGRAD_CHECK(unique(cfg.of<SuiteSettings>().tasks), UsageError, "--suite-tasks lists a task twice (each task is trained and scored once)");
+  POSGRAD_CHECK(unique(cfg.of<SuiteSettings>().randomized), UsageError, "--suite-randomized lists a method twice");
   validate_length_suite(cfg);
 }
 
@@ -71,17 +71,17 @@ void options(opt::Table<CompareConfig>& t) {
     r.group("Length-generalisation suite")
         .add(choice_list("suite_tasks", data::length_task_names(), 16,
                          "Suite tasks (Deletang et al. 2023), each trained on lengths 1..suite_length"),
-             POSGRAD_MEMBER(suite_tasks))
+             POSGRAD_MEMBER(template of<SuiteSettings>().tasks))
         .add(integer("suite_length", closed(1, 256), "Longest training input length N of the suite", "symbols"),
-             POSGRAD_MEMBER(suite_length))
+             POSGRAD_MEMBER(template of<SuiteSettings>().length))
         .add(integer("suite_iters", closed(0, kMany), "Training steps per suite task (0: no suite)", "steps"),
-             POSGRAD_MEMBER(suite_iters))
-        .add(integer("suite_batch", closed(1, 4096), "Suite sequences per step", "sequences"), POSGRAD_MEMBER(suite_batch))
+             POSGRAD_MEMBER(template of<SuiteSettings>().iters))
+        .add(integer("suite_batch", closed(1, 4096), "Suite sequences per step", "sequences"), POSGRAD_MEMBER(template of<SuiteSettings>().batch))
         .add(integer("suite_examples", closed(1, 1 << 16), "Suite test examples per length bucket", "sequences"),
-             POSGRAD_MEMBER(suite_examples))
+             POSGRAD_MEMBER(template of<SuiteSettings>().examples))
         .add(integer("suite_max_multiplier", closed(1, 16), "Suite buckets [1,N], [N+1,2N], ... up to this multiple of N"),
-             POSGRAD_MEMBER(suite_max_multiplier))
-        .add(real("suite_lr", open_closed(0, 1), "Peak learning rate of the suite's models"), POSGRAD_MEMBER(suite_lr))
+             POSGRAD_MEMBER(template of<SuiteSettings>().max_multiplier))
+        .add(real("suite_lr", open_closed(0, 1), "Peak learning rate of the suite's models"), POSGRAD_MEMBER(template of<SuiteSettings>().lr))
         .add(
             [] {
               auto s = choice_list("suite_randomized", nn::position_encoding_kinds(), 32,
@@ -91,25 +91,25 @@ void options(opt::Table<CompareConfig>& t) {
               s.min_items = 0;
               return s;
             }(),
-            POSGRAD_MEMBER(suite_randomized));
+            POSGRAD_MEMBER(template of<SuiteSettings>().randomized));
 }
 
 // Its values in each preset (compare_preset).
 void preset(CompareConfig& c, const std::string& name) {
   if (name == "full") {
     // The six tasks a 2-layer RoPE model was learning in a sizing run (docs/presets.md).
-    c.suite_tasks = {"cycle_navigation", "reverse_string", "stack_manipulation", "duplicate_string", "odd_first",
+    c.of<SuiteSettings>().tasks = {"cycle_navigation", "reverse_string", "stack_manipulation", "duplicate_string", "odd_first",
                      "bucket_sort"};
-    c.suite_length = 8;
-    c.suite_iters = 2000;
-    c.suite_examples = 64;
+    c.of<SuiteSettings>().length = 8;
+    c.of<SuiteSettings>().iters = 2000;
+    c.of<SuiteSettings>().examples = 64;
   } else if (name == "tiny") {
-    c.suite_tasks = {"even_pairs", "reverse_string"};
-    c.suite_length = 3;
-    c.suite_iters = 3;
-    c.suite_batch = 4;
-    c.suite_examples = 3;
-    c.suite_max_multiplier = 2;
+    c.of<SuiteSettings>().tasks = {"even_pairs", "reverse_string"};
+    c.of<SuiteSettings>().length = 3;
+    c.of<SuiteSettings>().iters = 3;
+    c.of<SuiteSettings>().batch = 4;
+    c.of<SuiteSettings>().examples = 3;
+    c.of<SuiteSettings>().max_multiplier = 2;
   }
 }
 
@@ -120,10 +120,11 @@ StudyEntry suite_study() {
   e.name = SuiteResult::kStudy;
   e.summary = "length-generalisation suite: algorithmic tasks trained on lengths 1..N, scored in length buckets up to "
               "kN, with and without randomized positions (Deletang et al. 2023; Ruoss et al. 2023)";
+  e.init_settings = [](Parts& p) { p.get<SuiteSettings>(); };
   e.options = options;
   e.preset = preset;
   e.validate = validate;
-  e.enabled = [](const CompareConfig& c) { return c.suite_iters > 0; };
+  e.enabled = [](const CompareConfig& c) { return c.of<SuiteSettings>().iters > 0; };
   e.run_unit = [](UnitContext& ctx) {
     ctx.unit.parts.get<SuiteResult>().tasks = run_length_suite(ctx.cfg, ctx.method, ctx.seed, ctx.dev);
   };

@@ -27,21 +27,21 @@ using markdown::Table;
 // The task's model with each method: its memory, and the encoding's own size rules (an even
 // rotary width, xPos pairs, ...) before anything is trained. The suite's models have these sizes too.
 void validate(const CompareConfig& cfg) {
-  POSGRAD_CHECK(cfg.task_n_embd % cfg.task_n_head == 0, UsageError, "--task-n-embd (", cfg.task_n_embd,
-                ") must be divisible by --task-n-head (", cfg.task_n_head, ")");
+  POSGRAD_CHECK(cfg.of<TaskSettings>().n_embd % cfg.of<TaskSettings>().n_head == 0, UsageError, "--task-n-embd (", cfg.of<TaskSettings>().n_embd,
+                ") must be divisible by --task-n-head (", cfg.of<TaskSettings>().n_head, ")");
   auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
-  POSGRAD_CHECK(has(cfg.task_multipliers, 1), UsageError, "--task-multipliers must include 1 (the training length)");
-  // The synthetic task's model, trained on task_batch sequences of 2·cfg.task_length + 1 tokens and
+  POSGRAD_CHECK(has(cfg.of<TaskSettings>().multipliers, 1), UsageError, "--task-multipliers must include 1 (the training length)");
+  // The synthetic task's model, trained on task_batch sequences of 2·cfg.of<TaskSettings>().length + 1 tokens and
   // scored at the longest task multiplier.
   TrainConfig task_model;
-  task_model.model.n_layer = cfg.task_n_layer;
-  task_model.model.n_head = cfg.task_n_head;
-  task_model.model.n_embd = cfg.task_n_embd;
-  task_model.model.block_size = 2 * cfg.task_length + 1;
-  task_model.model.vocab_size = cfg.task_symbols + 2;
-  task_model.batch_size = std::max(cfg.task_batch, cfg.task_examples);
-  const int64_t longest_task = *std::max_element(cfg.task_multipliers.begin(), cfg.task_multipliers.end());
-  check_memory(task_model, (2 * cfg.task_length + 1) * (longest_task + 1));
+  task_model.model.n_layer = cfg.of<TaskSettings>().n_layer;
+  task_model.model.n_head = cfg.of<TaskSettings>().n_head;
+  task_model.model.n_embd = cfg.of<TaskSettings>().n_embd;
+  task_model.model.block_size = 2 * cfg.of<TaskSettings>().length + 1;
+  task_model.model.vocab_size = cfg.of<TaskSettings>().symbols + 2;
+  task_model.batch_size = std::max(cfg.of<TaskSettings>().batch, cfg.of<TaskSettings>().examples);
+  const int64_t longest_task = *std::max_element(cfg.of<TaskSettings>().multipliers.begin(), cfg.of<TaskSettings>().multipliers.end());
+  check_memory(task_model, (2 * cfg.of<TaskSettings>().length + 1) * (longest_task + 1));
   // The synthetic task's and the suite's models (the --task-n-* sizes) with each method: the encoding's
   // own size rules (an even rotary width, xPos pairs, ...) before anything is trained.
   for (const auto& m : cfg.methods) {
@@ -52,8 +52,8 @@ void validate(const CompareConfig& cfg) {
     try {
       g.validate();
     } catch (const ValueError& e) {
-      throw UsageError("--methods " + m + " in the task and suite models (--task-n-embd " + std::to_string(cfg.task_n_embd) +
-                       ", --task-n-head " + std::to_string(cfg.task_n_head) + "): " + e.what());
+      throw UsageError("--methods " + m + " in the task and suite models (--task-n-embd " + std::to_string(cfg.of<TaskSettings>().n_embd) +
+                       ", --task-n-head " + std::to_string(cfg.of<TaskSettings>().n_head) + "): " + e.what());
     }
   }
 }
@@ -74,28 +74,28 @@ void run(UnitContext& ctx) {
   const uint64_t seed = ctx.seed;
   const Device dev = ctx.dev;
   TaskResult& u = ctx.unit.parts.get<TaskResult>();
-  spdlog::info("[{} seed {}] synthetic {} task", method, seed, cfg.task);
-  const auto task = data::parse_synthetic_task(cfg.task);
-  const int64_t L = cfg.task_length;
+  spdlog::info("[{} seed {}] synthetic {} task", method, seed, cfg.of<TaskSettings>().kind);
+  const auto task = data::parse_synthetic_task(cfg.of<TaskSettings>().kind);
+  const int64_t L = cfg.of<TaskSettings>().length;
   nn::GPTConfig mc;
-  mc.vocab_size = cfg.task_symbols + 2;
+  mc.vocab_size = cfg.of<TaskSettings>().symbols + 2;
   mc.block_size = 2 * L + 1;  // the training sequence length: a learned table cannot go beyond it
-  mc.n_layer = cfg.task_n_layer;
-  mc.n_head = cfg.task_n_head;
-  mc.n_embd = cfg.task_n_embd;
+  mc.n_layer = cfg.of<TaskSettings>().n_layer;
+  mc.n_head = cfg.of<TaskSettings>().n_head;
+  mc.n_embd = cfg.of<TaskSettings>().n_embd;
   mc.pos = cfg.base.model.pos;
   mc.pos.kind = method;
   const SyntheticSeeds seeds = synthetic_seeds(seed);
   Generator init(seeds.init), drop(seeds.dropout);
   nn::GPT model(mc, init, drop);
   model.to(dev);
-  data::SyntheticTaskGenerator train_gen(task, cfg.task_symbols, seeds.train);
+  data::SyntheticTaskGenerator train_gen(task, cfg.of<TaskSettings>().symbols, seeds.train);
   FinetuneSpec spec;
   spec.label = "synthetic task (" + method + " seed " + std::to_string(seed) + ")";
-  spec.iterations = cfg.task_iters;
+  spec.iterations = cfg.of<TaskSettings>().iters;
   spec.lr = 2e-3;
   spec.min_lr = 2e-4;
-  spec.warmup = tenth_warmup(cfg.task_iters);
+  spec.warmup = tenth_warmup(cfg.of<TaskSettings>().iters);
   spec.schedule = FinetuneSchedule::cosine;
   spec.beta1 = 0.9;
   spec.beta2 = 0.98;
@@ -104,27 +104,27 @@ void run(UnitContext& ctx) {
   spec.run_dir = cfg.out_dir;
   spec.on_interrupt = "on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation and synthetic task";
   u.final_loss = finetune(model, spec, dev, [&](int64_t) {
-                   data::SyntheticBatch b = train_gen.next(cfg.task_batch, L);
+                   data::SyntheticBatch b = train_gen.next(cfg.of<TaskSettings>().batch, L);
                    return std::make_pair(b.x, b.y);
                  }).final_loss;
   const int64_t limit = model.position_encoding().max_length();
-  for (int64_t m : cfg.task_multipliers) {
+  for (int64_t m : cfg.of<TaskSettings>().multipliers) {
     const int64_t len = m * L;
     if (limit >= 0 && 2 * len + 1 > limit) {
       u.scores.emplace_back();
       continue;
     }
-    data::SyntheticTaskGenerator test_gen(task, cfg.task_symbols, 1000003 + static_cast<uint64_t>(m));
-    data::SyntheticBatch b = test_gen.next(cfg.task_examples, len);
+    data::SyntheticTaskGenerator test_gen(task, cfg.of<TaskSettings>().symbols, 1000003 + static_cast<uint64_t>(m));
+    data::SyntheticBatch b = test_gen.next(cfg.of<TaskSettings>().examples, len);
     std::vector<std::vector<int64_t>> prompts;
     const std::vector<int64_t> flat = b.prompt.to_int_vector();
     const int64_t P = b.prompt.size(1);
-    for (int64_t i = 0; i < cfg.task_examples; ++i) prompts.emplace_back(flat.begin() + i * P, flat.begin() + (i + 1) * P);
+    for (int64_t i = 0; i < cfg.of<TaskSettings>().examples; ++i) prompts.emplace_back(flat.begin() + i * P, flat.begin() + (i + 1) * P);
     const auto answers = generate(model, prompts, len, 0.0, 0, nullptr, 0, dev);
     const data::SyntheticScore s = data::score_predictions(answers, [&] {
       std::vector<std::vector<int64_t>> t;
       const std::vector<int64_t> tf = b.target.to_int_vector();
-      for (int64_t i = 0; i < cfg.task_examples; ++i) t.emplace_back(tf.begin() + i * len, tf.begin() + (i + 1) * len);
+      for (int64_t i = 0; i < cfg.of<TaskSettings>().examples; ++i) t.emplace_back(tf.begin() + i * len, tf.begin() + (i + 1) * len);
       return t;
     }());
     u.scores.push_back(TaskScore{len, s.examples, s.exact_match, s.token_f1, s.token_accuracy});
@@ -162,15 +162,15 @@ void read_part(const json& j, UnitResult& u) {
 void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
   const TaskResult& t = u.parts.value<TaskResult>();
   const std::string p = json_path_key(path, "task");
-  c.size(t.scores.size(), cfg.task_multipliers.size(), p, "one per --task-multipliers " + ValueCheck::list(cfg.task_multipliers));
+  c.size(t.scores.size(), cfg.of<TaskSettings>().multipliers.size(), p, "one per --task-multipliers " + ValueCheck::list(cfg.of<TaskSettings>().multipliers));
   for (size_t i = 0; i < t.scores.size(); ++i) {
     const std::string q = json_path_at(p, i);
     if (!t.scores[i]) {
-      if (cfg.task_multipliers[i] == 1) c.fail(q, "null", "every method is scored at the task's training length");
+      if (cfg.of<TaskSettings>().multipliers[i] == 1) c.fail(q, "null", "every method is scored at the task's training length");
       continue;
     }
     const TaskScore& s = *t.scores[i];
-    c.equal(s.length, cfg.task_multipliers[i] * cfg.task_length, json_path_key(q, "length"), "the task multiplier x --task-length");
+    c.equal(s.length, cfg.of<TaskSettings>().multipliers[i] * cfg.of<TaskSettings>().length, json_path_key(q, "length"), "the task multiplier x --task-length");
     c.count(s.examples, json_path_key(q, "examples"));
     c.fraction(s.exact_match, json_path_key(q, "exact_match"));
     c.fraction(s.token_f1, json_path_key(q, "token_f1"));
@@ -181,30 +181,30 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
 
 std::vector<Metric> metrics(const CompareConfig& c) {
   std::vector<Metric> m;
-  for (int64_t k : c.task_multipliers) m.push_back(task_metric(TaskQuantity::ExactMatch, k));
-  for (int64_t k : c.task_multipliers) m.push_back(task_metric(TaskQuantity::TokenF1, k));
+  for (int64_t k : c.of<TaskSettings>().multipliers) m.push_back(task_metric(TaskQuantity::ExactMatch, k));
+  for (int64_t k : c.of<TaskSettings>().multipliers) m.push_back(task_metric(TaskQuantity::TokenF1, k));
   return m;
 }
 
 std::optional<double> value(const CompareConfig& c, const UnitResult& u, const std::string& row, const Metric& m) {
   const TaskResult* t = u.parts.find<TaskResult>();
   if (row != u.method || !t) return std::nullopt;
-  auto it = std::find(c.task_multipliers.begin(), c.task_multipliers.end(), m.multiplier);
-  const size_t i = static_cast<size_t>(it - c.task_multipliers.begin());
-  if (it == c.task_multipliers.end() || i >= t->scores.size() || !t->scores[i]) return std::nullopt;
+  auto it = std::find(c.of<TaskSettings>().multipliers.begin(), c.of<TaskSettings>().multipliers.end(), m.multiplier);
+  const size_t i = static_cast<size_t>(it - c.of<TaskSettings>().multipliers.begin());
+  if (it == c.of<TaskSettings>().multipliers.end() || i >= t->scores.size() || !t->scores[i]) return std::nullopt;
   return static_cast<TaskQuantity>(m.quantity) == TaskQuantity::ExactMatch ? t->scores[i]->exact_match : t->scores[i]->token_f1;
 }
 
 std::string section(const ComparisonResult& r, const ReportDir&) {
   const CompareConfig& c = r.config;
   std::ostringstream md;
-  md << "## Synthetic " << c.task << " task (trained at " << c.task_length << " symbols)\n\n";
+  md << "## Synthetic " << c.of<TaskSettings>().kind << " task (trained at " << c.of<TaskSettings>().length << " symbols)\n\n";
   std::vector<std::string> th = {"method"};
-  for (int64_t k : c.task_multipliers) th.push_back("exact match / F1 at " + std::to_string(k * c.task_length));
+  for (int64_t k : c.of<TaskSettings>().multipliers) th.push_back("exact match / F1 at " + std::to_string(k * c.of<TaskSettings>().length));
   Table task(th);
   for (const auto& m : c.methods) {
     std::vector<std::string> cells = {m};
-    for (int64_t k : c.task_multipliers)
+    for (int64_t k : c.of<TaskSettings>().multipliers)
       cells.push_back(cell(summary(r, m, task_metric(TaskQuantity::ExactMatch, k)), 2) + " / " +
                       cell(summary(r, m, task_metric(TaskQuantity::TokenF1, k)), 2));
     task.row(cells);
@@ -218,40 +218,40 @@ void options(opt::Table<CompareConfig>& t) {
   using namespace opt;
   Rows<CompareConfig> r(t);
     r.group("Synthetic task")
-        .add(choice("task", {"copy", "reverse"}, "Synthetic task"), POSGRAD_MEMBER(task))
+        .add(choice("task", {"copy", "reverse"}, "Synthetic task"), POSGRAD_MEMBER(template of<TaskSettings>().kind))
         .add(integer("task_length", closed(1, 256), "Training sequence length of the task", "symbols"),
-             POSGRAD_MEMBER(task_length))
-        .add(integer("task_symbols", closed(2, 1024), "Alphabet size of the task", "symbols"), POSGRAD_MEMBER(task_symbols))
-        .add(integer("task_iters", closed(0, kMany), "Training steps of the task", "steps"), POSGRAD_MEMBER(task_iters))
-        .add(integer("task_batch", closed(1, 4096), "Task sequences per step", "sequences"), POSGRAD_MEMBER(task_batch))
+             POSGRAD_MEMBER(template of<TaskSettings>().length))
+        .add(integer("task_symbols", closed(2, 1024), "Alphabet size of the task", "symbols"), POSGRAD_MEMBER(template of<TaskSettings>().symbols))
+        .add(integer("task_iters", closed(0, kMany), "Training steps of the task", "steps"), POSGRAD_MEMBER(template of<TaskSettings>().iters))
+        .add(integer("task_batch", closed(1, 4096), "Task sequences per step", "sequences"), POSGRAD_MEMBER(template of<TaskSettings>().batch))
         .add(integer("task_examples", closed(1, 1 << 16), "Task examples scored per length", "sequences"),
-             POSGRAD_MEMBER(task_examples))
-        .add(integer("task_n_layer", closed(1, 64), "Task model: transformer blocks"), POSGRAD_MEMBER(task_n_layer))
+             POSGRAD_MEMBER(template of<TaskSettings>().examples))
+        .add(integer("task_n_layer", closed(1, 64), "Task model: transformer blocks"), POSGRAD_MEMBER(template of<TaskSettings>().n_layer))
         .add(integer("task_n_embd", closed(1, 4096), "Task model: width, divisible by task_n_head", "channels"),
-             POSGRAD_MEMBER(task_n_embd))
-        .add(integer("task_n_head", closed(1, 64), "Task model: attention heads"), POSGRAD_MEMBER(task_n_head))
+             POSGRAD_MEMBER(template of<TaskSettings>().n_embd))
+        .add(integer("task_n_head", closed(1, 64), "Task model: attention heads"), POSGRAD_MEMBER(template of<TaskSettings>().n_head))
         .add(integer_list("task_multipliers", closed(1, 16), 1, 8, "Task lengths scored, as multiples of task_length"),
-             POSGRAD_MEMBER(task_multipliers));
+             POSGRAD_MEMBER(template of<TaskSettings>().multipliers));
 }
 
 // Its values in each preset (compare_preset).
 void preset(CompareConfig& c, const std::string& name) {
   if (name == "quick") {
-    c.task_iters = 400;
+    c.of<TaskSettings>().iters = 400;
   } else if (name == "full") {
-    c.task_iters = 1500;
-    c.task_length = 12;
-    c.task_n_layer = 3;
-    c.task_examples = 128;
+    c.of<TaskSettings>().iters = 1500;
+    c.of<TaskSettings>().length = 12;
+    c.of<TaskSettings>().n_layer = 3;
+    c.of<TaskSettings>().examples = 128;
   } else if (name == "tiny") {
-    c.task_iters = 4;
-    c.task_length = 3;
-    c.task_examples = 4;
-    c.task_batch = 4;
-    c.task_n_layer = 1;
-    c.task_n_embd = 16;
-    c.task_n_head = 2;
-    c.task_multipliers = {1, 2};
+    c.of<TaskSettings>().iters = 4;
+    c.of<TaskSettings>().length = 3;
+    c.of<TaskSettings>().examples = 4;
+    c.of<TaskSettings>().batch = 4;
+    c.of<TaskSettings>().n_layer = 1;
+    c.of<TaskSettings>().n_embd = 16;
+    c.of<TaskSettings>().n_head = 2;
+    c.of<TaskSettings>().multipliers = {1, 2};
   }
 }
 
@@ -272,6 +272,7 @@ StudyEntry task_study() {
   StudyEntry e;
   e.name = TaskResult::kStudy;
   e.summary = "synthetic copy / reverse task: exact match and bag-of-tokens F1 at 1x..Nx its training length";
+  e.init_settings = [](Parts& p) { p.get<TaskSettings>(); };
   e.options = options;
   e.preset = preset;
   e.validate = validate;

@@ -18,6 +18,16 @@
 
 namespace posgrad::train {
 
+// Its settings (CompareConfig::of<TaskSettings>(); options --task, --task-*). The length-generalisation
+// suite trains models of these sizes too.
+struct TaskSettings {
+  static constexpr const char* kStudy = "task";
+  std::string kind = "copy";  // --task: copy | reverse
+  int64_t length = 8, symbols = 16, iters = 300, batch = 32, examples = 64;
+  int64_t n_layer = 2, n_embd = 64, n_head = 4;
+  std::vector<int64_t> multipliers = {1, 2, 3, 4};
+};
+
 // The task scored at one length.
 struct TaskScore {
   int64_t length = 0, examples = 0;
