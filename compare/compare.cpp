@@ -199,20 +199,23 @@ class Progress {
     unit_t0_ = Clock::now();
     label_ = u.label();
   }
+  // A unit kept from an earlier run: it took no time, so it does not count in the mean.
+  void kept() { ++kept_; }
   void step(const std::string& what) const {
     const double elapsed = seconds(t0_), before = elapsed - seconds(unit_t0_);
-    const size_t finished = started_ - 1;
-    const double left = finished ? before / static_cast<double>(finished) * static_cast<double>(total_ - finished) -
+    const size_t finished = started_ - 1, measured = finished - std::min(finished, kept_);
+    const double left = measured ? before / static_cast<double>(measured) * static_cast<double>(total_ - finished) -
                                        seconds(unit_t0_)
                                  : -1;
     spdlog::info("=== progress: unit {}/{} ({}), {}; {} elapsed, {} ===", started_, total_, label_, what,
-                 format_eta(elapsed), finished ? "about " + format_eta(std::max(0.0, left)) + " left" : "time left known after the first unit");
+                 format_eta(elapsed),
+                 measured ? "about " + format_eta(std::max(0.0, left)) + " left" : "time left known after the first unit measured");
   }
 
  private:
   using Clock = std::chrono::steady_clock;
   static double seconds(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-  size_t total_, started_ = 0;
+  size_t total_, started_ = 0, kept_ = 0;
   Clock::time_point t0_, unit_t0_;
   std::string label_;
 };
@@ -225,11 +228,12 @@ std::vector<const StudyEntry*> unit_studies(const CompareConfig& cfg, const std:
   return out;
 }
 
-UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed, const Progress* progress = nullptr) {
+UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed, Progress* progress = nullptr) {
   const std::string dir = cfg.out_dir + "/" + method + "/seed" + std::to_string(seed);
   const std::string result_path = dir + "/result.json";
   if (fs::exists(result_path)) {
     spdlog::info("[{} seed {}] finished earlier — kept", method, seed);
+    if (progress) progress->kept();
     return load_kept_unit(cfg, method, seed);
   }
   TrainConfig tc = cfg.base;
@@ -284,15 +288,17 @@ std::vector<UnitSpec> experiment_units(const CompareConfig& cfg) {
 void check_same_experiment(const CompareConfig& cfg) {
   const std::string path = cfg.out_dir + "/compare_config.json";
   if (!fs::exists(path)) return;
-  // Nothing finished yet (say an earlier attempt failed at once): nothing to mix, the new settings win.
-  // The decoder units (<method>/seed<k>/result.json) are checked against the decoder settings, the
-  // encoder track's (encoder/<method>/seed<k>/result.json) against the --encoder-* settings.
+  // Nothing finished or half-trained yet (say an earlier attempt failed at once): nothing to mix, the
+  // new settings win. The decoder units (<method>/seed<k>/result.json, or a checkpoint a resume would
+  // continue from: checkpoint/state.json) are checked against the decoder settings, the encoder
+  // track's (encoder/<method>/seed<k>/result.json) against the --encoder-* settings.
   bool decoder_finished = false, encoder_finished = false;
   std::error_code ec;
   const fs::path encoder_dir = fs::path(cfg.out_dir) / "encoder";
   for (auto it = fs::recursive_directory_iterator(cfg.out_dir, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
-    if (it->path().filename() != "result.json") continue;
+    const bool checkpoint = it->path().filename() == "state.json" && it->path().parent_path().filename() == "checkpoint";
+    if (it->path().filename() != "result.json" && !checkpoint) continue;
     const auto rel = it->path().lexically_relative(encoder_dir);
     (!rel.empty() && *rel.begin() != ".." ? encoder_finished : decoder_finished) = true;
   }
@@ -337,7 +343,7 @@ void check_same_experiment(const CompareConfig& cfg) {
   }
   if (!diff.empty())
     throw UsageError(cfg.out_dir + " holds an experiment with other settings (" + diff +
-                     "); its finished units cannot be mixed with new ones: use another --out-dir, or the same settings");
+                     "); its finished or half-trained units cannot be mixed with new ones: use another --out-dir, or the same settings");
   // What may change: the methods and seeds may grow, a track may be added (decoder or encoder -> both);
   // nothing that would drop finished results from results.json and the report.
   if ((decoder_finished && cfg.track == "encoder") || (encoder_finished && cfg.track == "decoder"))

@@ -91,8 +91,7 @@ std::vector<json> run_units_distributed(const std::vector<UnitSpec>& units, dist
     }
     ++done;
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    spdlog::info("=== {}/{} units of this process done, {:.0f} s elapsed, about {:.0f} s to go ===", done, mine, el,
-                 el / static_cast<double>(done) * static_cast<double>(mine - done));
+    spdlog::info("=== {}/{} units of this process done, {:.0f} s elapsed ===", done, mine, el);
   }
   if (n == 1) return results;
 

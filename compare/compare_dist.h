@@ -45,7 +45,7 @@ int unit_owner(size_t index, int size);
 // Runs this rank's units with run(unit), which returns the unit's result as JSON, and returns, on
 // rank 0, every unit's result in unit order; on the other ranks an empty vector. out_dir names the
 // experiment in an interruption's message. After each unit a progress line: units done of this
-// process's share, time elapsed and left.
+// process's share and the time elapsed (the runner's progress line, compare/compare.cpp, has the time left).
 std::vector<nlohmann::json> run_units_distributed(const std::vector<UnitSpec>& units, dist::Communicator& comm,
                                                   const std::string& out_dir,
                                                   const std::function<nlohmann::json(const UnitSpec&)>& run);

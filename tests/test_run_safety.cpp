@@ -326,6 +326,29 @@ TEST(RunSafety, AResultNeutralOptionMayChangeOnARerun) {
   EXPECT_NE(test::thrown_message<UsageError>([&] { train::run_compare(changed); }).find("--lr"), std::string::npos);
 }
 
+// A half-trained unit (its checkpoint, no result.json yet) would be resumed by a re-run: other
+// settings are refused then too, not mixed into its training curve.
+TEST(RunSafety, AHalfTrainedUnitIsNotResumedWithOtherSettings) {
+  TempDir d;
+  auto c = tiny(d, "a");
+  c.methods = {"rope"};
+  c.seeds = {1};
+  c.of<train::PiSettings>().iters = 0;
+  c.of<train::SuiteSettings>().iters = 0;
+  c.base.threads = 1;
+  c.base.checkpoint_interval = 2;
+  train::run_compare(c);
+  ASSERT_TRUE(std::filesystem::exists(c.out_dir + "/rope/seed1/checkpoint/state.json"));
+  std::filesystem::remove(c.out_dir + "/rope/seed1/result.json");  // as if interrupted after a checkpoint
+  auto changed = c;
+  changed.base.lr *= 2;
+  const std::string msg = test::thrown_message<UsageError>([&] { train::run_compare(changed); });
+  EXPECT_NE(msg.find("--lr"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("half-trained"), std::string::npos) << msg;
+  train::run_compare(c);  // the same settings resume it
+  EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/rope/seed1/result.json"));
+}
+
 TEST(RunSafety, ARerunMayGrowTheExperimentButNotShrinkIt) {
   TempDir d;
   auto c = tiny(d, "a");

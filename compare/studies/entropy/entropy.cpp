@@ -99,7 +99,9 @@ std::string section(const ComparisonResult& r, const ReportDir& out) {
      << "attention: 1 = attention spread evenly over the whole prefix (what position-blind attention without content "
      << "preferences does), 0 = one key. Mean over layers, heads and 8 validation windows at the training length; mean "
      << "[95% interval] over seeds. A value that falls with the query position means attention stays local while the "
-     << "prefix grows. It measures how spread attention is, not where it goes (attention by distance does that).\n\n";
+     << "prefix grows. It measures how spread attention is, not where it goes (attention by distance does that). "
+     << "With attention sinks (--attention-sinks) it is the entropy of the real keys' share, renormalised: a head "
+     << "that parks most of its weight on the sink and spreads the rest evenly still reads 1.\n\n";
   std::vector<std::string> header = {"method"};
   for (int64_t i : positions) header.push_back("query " + std::to_string(i) + " (" + std::to_string(i + 1) + " keys)");
   markdown::Table t(header);
@@ -143,6 +145,11 @@ StudyEntry entropy_study() {
     if (u.parts.find<EntropyResult>()) check_part(u, cfg, c, path);
   };
   e.value = value;
+  e.metrics = [](const CompareConfig& c) {  // results.csv: the table's four query positions
+    std::vector<Metric> m;
+    for (int64_t i : table_positions(c.base.model.block_size)) m.push_back(entropy_metric(i));
+    return m;
+  };
   e.write_files = write_files;
   e.markdown = section;
   return e;

@@ -93,8 +93,11 @@ std::string section(const ComparisonResult& r, const ReportDir& out) {
      << "The L2 norm of the gradient of the last position's next-token loss with respect to each input embedding, by "
      << "its distance from that position (8 validation windows at the training length, eval mode); mean [95% interval] "
      << "over seeds. Reach: the norm at distance " << block - 1 << " over the norm at distance 1 (1 = the signal "
-     << "reaches the oldest token as strongly as the previous one; position-blind uniform attention gives a flat "
-     << "profile in the last block). It measures where a trained model's learning signal goes, not how well it learns.\n\n";
+     << "reaches the oldest token as strongly as the previous one; for position-blind uniform attention the last block's "
+     << "input has a flat profile, the embeddings' need not). It measures where a trained model's learning signal goes, "
+     << "not how well it learns. The norms themselves are not comparable across methods whose embeddings are scaled "
+     << "differently (an absolute table added to the token embedding changes the input's scale); compare the shape "
+     << "of each profile and the reach.\n\n";
   std::vector<std::string> header = {"method"};
   const auto distances = table_distances(block);
   for (int64_t d : distances) header.push_back("distance " + std::to_string(d));
@@ -145,6 +148,12 @@ StudyEntry gradient_study() {
     if (u.parts.find<GradientResult>()) check_part(u, cfg, c, path);
   };
   e.value = value;
+  e.metrics = [](const CompareConfig& c) {  // results.csv: the table's distances and the reach
+    std::vector<Metric> m;
+    for (int64_t d : table_distances(c.base.model.block_size)) m.push_back(gradient_metric(d));
+    m.push_back(gradient_metric(0, true));
+    return m;
+  };
   e.write_files = write_files;
   e.markdown = section;
   return e;
