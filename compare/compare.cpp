@@ -228,6 +228,39 @@ std::vector<const StudyEntry*> unit_studies(const CompareConfig& cfg, const std:
   return out;
 }
 
+// The studies of one trained unit, in registry order. Each finished study's part is saved at once in
+// <unit>/studies/<study>.json, so a unit interrupted in a study resumes at that study: the parts of
+// the studies before it are read back instead of measured again. A study that derives models for
+// later ones (StudyEntry::derives_models: the PI protocol's fine-tuned copies) runs again when a study
+// after it has to, so that those models exist (its numbers are the same: every study is seeded).
+void run_unit_studies(UnitContext& ctx, const std::string& dir, Progress* progress) {
+  const auto todo = unit_studies(ctx.cfg, ctx.method);
+  std::vector<bool> keep(todo.size());
+  for (size_t i = 0; i < todo.size(); ++i) keep[i] = fs::exists(dir + "/studies/" + todo[i]->name + ".json");
+  for (size_t i = todo.size(); i-- > 0;)
+    if (todo[i]->derives_models && keep[i])
+      for (size_t j = i + 1; j < todo.size(); ++j) keep[i] = keep[i] && keep[j];
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const StudyEntry& s = *todo[i];
+    const std::string path = dir + "/studies/" + s.name + ".json";
+    if (keep[i]) {
+      spdlog::info("[{} seed {}] study {} finished earlier — kept", ctx.method, ctx.seed, s.name);
+      try {
+        if (s.unit_from_json) s.unit_from_json(opt::parse_json_limited(read_file(path), path, 256 << 20, 16), ctx.unit);
+      } catch (const std::exception& e) {
+        throw IoError(path + ": not this study's result (" + e.what() + "); delete it to measure the study again");
+      }
+      continue;
+    }
+    if (progress) progress->step("study " + s.name);
+    s.run_unit(ctx);
+    json part = json::object();
+    if (s.unit_to_json) s.unit_to_json(ctx.unit, part);
+    fs::create_directories(dir + "/studies");
+    write_file_atomic(path, part.dump(1) + "\n");
+  }
+}
+
 UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed, Progress* progress = nullptr) {
   const std::string dir = cfg.out_dir + "/" + method + "/seed" + std::to_string(seed);
   const std::string result_path = dir + "/result.json";
@@ -264,11 +297,10 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   u.val_curve = t.val_curve();
   spdlog::info("[{} seed {}] evaluating", method, seed);
   UnitContext ctx{cfg, method, seed, dev, model, t.dataset(), t.tokenizer(), u, {}};
-  for (const StudyEntry* s : unit_studies(cfg, method)) {
-    if (progress) progress->step("study " + s->name);
-    s->run_unit(ctx);
-  }
+  run_unit_studies(ctx, dir, progress);
   write_file_atomic(result_path, to_json(u).dump(1) + "\n");
+  std::error_code ec;
+  fs::remove_all(dir + "/studies", ec);  // in result.json now
   return u;
 }
 

@@ -97,6 +97,9 @@ struct StudyEntry {
   std::function<std::vector<std::pair<std::string, uint64_t>>(const CompareConfig&)> own_units;
   std::function<nlohmann::json(const CompareConfig&, const std::string& method, uint64_t seed)> run_own_unit;
   std::function<void(const CompareConfig&, const std::vector<nlohmann::json>& units, ComparisonResult&)> collect;
+  // true: run_unit puts models in UnitContext::models that later studies use (so it runs again on a
+  // resume whenever a later study does; compare/compare.cpp).
+  bool derives_models = false;
   // Once per experiment, on rank 0, after every unit (the cost benchmark).
   std::function<void(const CompareConfig&, ComparisonResult&)> run_experiment;
 

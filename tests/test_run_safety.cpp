@@ -326,6 +326,45 @@ TEST(RunSafety, AResultNeutralOptionMayChangeOnARerun) {
   EXPECT_NE(test::thrown_message<UsageError>([&] { train::run_compare(changed); }).find("--lr"), std::string::npos);
 }
 
+// A unit interrupted in a study resumes at that study: the studies it finished (<unit>/studies/<name>.json)
+// are read back, not measured again; the others are measured, with the same numbers.
+TEST(RunSafety, AUnitInterruptedInAStudyResumesAtThatStudy) {
+  TempDir d;
+  auto c = tiny(d, "a");
+  c.methods = {"rope"};
+  c.seeds = {1};
+  c.base.threads = 1;
+  train::run_compare(c);
+  const std::string unit = c.out_dir + "/rope/seed1";
+  EXPECT_FALSE(std::filesystem::exists(unit + "/studies")) << "the parts are in result.json once it is written";
+  const std::string csv = read_file(c.out_dir + "/results.csv");
+  // The state an interruption in the task study leaves: lm and attention saved, no result.json.
+  const auto j = nlohmann::json::parse(read_file(unit + "/result.json"));
+  std::filesystem::create_directories(unit + "/studies");
+  nlohmann::json lm = {{"lengths", j["lengths"]}, {"variants", j["variants"]}, {"per_position_loss", j["per_position_loss"]}};
+  nlohmann::json attention = {{"attention_by_distance", j["attention_by_distance"]}};
+  attention["attention_by_distance"][0][0] = 0.123456;  // a kept part is used as it is
+  write_file_atomic(unit + "/studies/lm.json", lm.dump());
+  write_file_atomic(unit + "/studies/attention.json", attention.dump());
+  std::filesystem::remove(unit + "/result.json");
+  train::run_compare(c);
+  const auto again = nlohmann::json::parse(read_file(unit + "/result.json"));
+  EXPECT_EQ(again["attention_by_distance"][0][0].get<double>(), 0.123456);
+  EXPECT_EQ(again["task"], j["task"]);  // measured again: the same numbers
+  auto untimed = [](nlohmann::json rows) {
+    for (auto& r : rows) r.erase("seconds");
+    return rows;
+  };
+  EXPECT_EQ(untimed(again["pi"]), untimed(j["pi"]));
+  EXPECT_EQ(read_file(c.out_dir + "/results.csv"), csv);
+  // A damaged saved part is refused, naming it.
+  std::filesystem::create_directories(unit + "/studies");
+  write_file_atomic(unit + "/studies/lm.json", "{\"lengths\": 3}");
+  std::filesystem::remove(unit + "/result.json");
+  const std::string msg = test::thrown_message<IoError>([&] { train::run_compare(c); });
+  EXPECT_NE(msg.find("studies/lm.json"), std::string::npos) << msg;
+}
+
 // A half-trained unit (its checkpoint, no result.json yet) would be resumed by a re-run: other
 // settings are refused then too, not mixed into its training curve.
 TEST(RunSafety, AHalfTrainedUnitIsNotResumedWithOtherSettings) {

@@ -82,7 +82,7 @@ PasskeyFinetune finetune_passkey(nn::GPT& model, const data::TokenSpan& train, c
   spec.beta2 = 0.98;
   spec.weight_decay = 0.0;
   spec.grad_clip = 1.0;
-  spec.on_interrupt = "on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation, synthetic task, suite and passkey";
+  spec.on_interrupt = "on resume the unit keeps its trained model and the studies it finished before this one (<unit>/studies/), and runs this study and the ones after it again";
   r.final_loss = finetune(model, spec, dev, [&](int64_t) {
                    std::vector<data::PasskeyExample> ex;
                    for (int64_t b = 0; b < cfg.batch; ++b) ex.push_back(gen.example(block + 1, depth_gen.next_unit()));

@@ -142,7 +142,7 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenS
       spec.grad_clip = base.grad_clip;
       spec.grad_accum = base.grad_accum;
       spec.run_dir = cfg.out_dir;
-      spec.on_interrupt = "on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows and position interpolation onwards";
+      spec.on_interrupt = "on resume the unit keeps its trained model and the studies it finished before this one (<unit>/studies/), and runs this study and the ones after it again";
       const FinetuneResult f = finetune(model, spec, dev, [&](int64_t) { return sampler.next(r.batch, ctx); });
       r.first_loss = f.first_loss;
       r.final_loss = f.final_loss;

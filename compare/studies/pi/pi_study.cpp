@@ -136,6 +136,7 @@ StudyEntry pi_study() {
     if (d && contains(cfg.methods, "rope")) check_pi_data(cfg, cfg.base.model.block_size, d->dataset.train());
   };
   e.run_unit = run;
+  e.derives_models = true;
   e.unit_to_json = [](const UnitResult& u, json& j) { j["pi"] = pi_json(u.parts.value<PiResults>().rows); };
   e.unit_from_json = [](const json& j, UnitResult& u) {
     if (j.contains("pi")) u.parts.get<PiResults>().rows = pi_from(j.at("pi"));  // absent: made before the protocol existed

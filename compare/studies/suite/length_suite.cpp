@@ -164,7 +164,7 @@ SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, ui
   spec.weight_decay = 0.0;
   spec.grad_clip = 1.0;
   spec.run_dir = cfg.out_dir;
-  spec.on_interrupt = "on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation, synthetic task and suite";
+  spec.on_interrupt = "on resume the unit keeps its trained model and the studies it finished before this one (<unit>/studies/), and runs this study and the ones after it again";
   try {
     r.final_loss = finetune(model, spec, dev, [&](int64_t) {
                      const int64_t n = 1 + static_cast<int64_t>(data_gen.next_u64() % static_cast<uint64_t>(cfg.of<SuiteSettings>().length));

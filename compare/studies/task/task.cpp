@@ -102,7 +102,7 @@ void run(UnitContext& ctx) {
   spec.weight_decay = 0.0;
   spec.grad_clip = 1.0;
   spec.run_dir = cfg.out_dir;
-  spec.on_interrupt = "on resume the unit keeps its trained model and runs its evaluation and every study after training again: evaluation, derived rows, position interpolation and synthetic task";
+  spec.on_interrupt = "on resume the unit keeps its trained model and the studies it finished before this one (<unit>/studies/), and runs this study and the ones after it again";
   u.final_loss = finetune(model, spec, dev, [&](int64_t) {
                    data::SyntheticBatch b = train_gen.next(cfg.of<TaskSettings>().batch, L);
                    return std::make_pair(b.x, b.y);
