@@ -156,7 +156,7 @@ std::vector<std::string> write_passkey_plots(const ComparisonResult& r, const st
       }
     }
     std::ostringstream gp;
-    gp << "set terminal pngcairo size 760,520 noenhanced font 'Sans,10'\nset output '" << name << ".png'\n"
+    gp << markdown::gnuplot_style(760, 520, 10) << "unset grid\nset output '" << name << ".png'\n"
        << "set title \"Passkey accuracy, " << row << " (mean over " << r.config.seeds.size() << " seeds; "
        << c.examples << " examples per cell)\"\nset xlabel 'length (x training length " << r.config.base.model.block_size
        << ")'\nset ylabel 'needle depth'\nset cbrange [0:1]\nset palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\n"

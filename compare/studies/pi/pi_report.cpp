@@ -152,8 +152,8 @@ bool write_pi_plot(const ComparisonResult& r, const std::string& dir) {
   const int cols = static_cast<int>(Ms.size());
   std::ofstream dat(d + "/pi_ppl_vs_length.dat");
   std::ostringstream gp;
-  gp << "set terminal pngcairo size " << std::max(900, 560 * cols) << ",480 noenhanced font 'Sans,9'\n"
-     << "set output 'pi_ppl_vs_length.png'\nset grid\nset logscale x 2\nset logscale y\nset key top left font ',8'\n"
+  gp << markdown::gnuplot_style(std::max(900, 560 * cols), 480, 9)
+     << "set output 'pi_ppl_vs_length.png'\nset logscale x 2\nset logscale y\nset key top left font ',8'\n"
      << "set multiplot layout 1," << cols << " title \"Perplexity vs length: RoPE scaled and fine-tuned at M x " << block
      << " tokens (solid) and untuned (dashed)\\n(mean and 95% interval over " << c.seeds.size() << " seeds)\"\n";
   int idx = 0;

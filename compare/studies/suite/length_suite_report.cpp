@@ -155,8 +155,8 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
   const int nrows = (static_cast<int>(tasks.size()) + cols - 1) / cols;
   std::ofstream dat(d + "/suite_accuracy.dat");
   std::ostringstream gp;
-  gp << "set terminal pngcairo size " << std::max(900, 480 * cols) << "," << 360 * nrows + 60 << " noenhanced font 'Sans,9'\n"
-     << "set output 'suite_accuracy.png'\nset grid\nset yrange [-0.02:1.02]\nset key bottom left font ',7'\n"
+  gp << markdown::gnuplot_style(std::max(900, 480 * cols), 360 * nrows + 60, 9)
+     << "set output 'suite_accuracy.png'\nset yrange [-0.02:1.02]\nset key bottom left font ',7'\n"
      << "set multiplot layout " << nrows << "," << cols << " title \"Per-sequence accuracy vs input length\\n(bucket "
      << "midpoint; mean and 95% interval over " << c.seeds.size() << " seeds; trained on 1.." << c.of<SuiteSettings>().length << ")\"\n";
   int idx = 0;
@@ -199,31 +199,13 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
   return {};
 }
 
-std::string suite_markdown(const ComparisonResult& r, bool plot_drawn) {
-  const auto tasks = suite_tasks_present(r);
-  if (tasks.empty()) return "";
+namespace {
+
+// The accuracy tables by input length, per sequence and per token.
+void accuracy_tables(std::ostringstream& md, const ComparisonResult& r, const std::vector<std::string>& tasks,
+                     const std::vector<std::string>& rows) {
   const CompareConfig& c = r.config;
-  const auto rows = suite_rows(r);
   const size_t nb = n_buckets(r);
-  std::ostringstream md;
-  md << "## Length generalisation suite\n\n"
-     << "Tasks of Delétang et al. 2023 (\"Neural Networks and the Chomsky Hierarchy\"), the suite Ruoss et al. 2023 "
-     << "(\"Randomized Positional Encodings Boost Length Generalization of Transformers\") also use. Each task trains its "
-     << "own decoder (" << c.of<TaskSettings>().n_layer << " layers, width " << c.of<TaskSettings>().n_embd << ", " << c.of<TaskSettings>().n_head << " heads) for "
-     << c.of<SuiteSettings>().iters << " steps of " << c.of<SuiteSettings>().batch << " sequences, each step at one input length drawn uniformly from 1.."
-     << c.of<SuiteSettings>().length << "; format `[BOS] input [SEP] answer`, loss on the answer only. Scored on " << c.of<SuiteSettings>().examples
-     << " fixed examples per length bucket (the same for every row and seed) by the argmax at each answer position "
-     << "given the true prefix: per-sequence accuracy (every answer token right; equal to greedy decoding's exact match) "
-     << "and per-token accuracy (the fraction of answer tokens right, the measure of Delétang et al.). "
-     << "`+randomized` rows are trained with randomized positions (Ruoss et al. 2023): each batch takes an ordered random "
-     << "subset of positions from [0, L_max), L_max the longest test sequence; evaluation uses 0..T-1. Cells: mean ± std "
-     << "[95% interval] over " << c.seeds.size() << " seeds.\n\n";
-  Table tasks_table({"task", "level", "source", "what"}, true);
-  for (const auto& t : tasks) {
-    const auto task = data::make_length_task(t);
-    tasks_table.row({t, data::chomsky_level_name(task->level()), task->source(), task->description()});
-  }
-  md << tasks_table.markdown() << "\n";
   for (bool sequence : {true, false}) {
     md << "### " << (sequence ? "Per-sequence" : "Per-token") << " accuracy by input length\n\n";
     std::vector<std::string> header = {"task", "row"};
@@ -237,7 +219,11 @@ std::string suite_markdown(const ComparisonResult& r, bool plot_drawn) {
       }
     md << t.markdown() << "\n";
   }
-  // Sizing: some row must learn the task in distribution, else the task says nothing about length.
+}
+
+// Sizing: some row must learn the task in distribution, else the task says nothing about length.
+void sizing_check(std::ostringstream& md, const ComparisonResult& r, const std::vector<std::string>& tasks,
+                  const std::vector<std::string>& rows) {
   md << "### Sizing check (in distribution, per-sequence accuracy ≥ 0.9 for some row)\n\n";
   for (const auto& task : tasks) {
     std::string best;
@@ -250,7 +236,12 @@ std::string suite_markdown(const ComparisonResult& r, bool plot_drawn) {
        << (best_v >= 0.9 ? " — sized" : " — **mis-sized at this budget: no row learns the task in distribution**") << "\n";
   }
   md << "\n";
-  // Separations: pairs whose 95% intervals of the out-of-distribution mean do not overlap.
+}
+
+// Separations: pairs whose 95% intervals of the out-of-distribution mean do not overlap.
+void separations(std::ostringstream& md, const ComparisonResult& r, const std::vector<std::string>& tasks,
+                 const std::vector<std::string>& rows) {
+  const CompareConfig& c = r.config;
   md << "### Separations out of distribution\n\nMean per-sequence accuracy over the buckets beyond " << c.of<SuiteSettings>().length
      << " (per seed, then summarised); pairs of rows whose 95% intervals do not overlap:\n\n";
   int separated = 0;
@@ -274,7 +265,11 @@ std::string suite_markdown(const ComparisonResult& r, bool plot_drawn) {
        << ", " << count << " separated pair(s)" << (pairs.empty() ? "" : ": " + pairs + (count > 6 ? "; ..." : "")) << "\n";
   }
   md << "\n" << separated << " separated pair(s) in all.\n\n";
-  // Randomized against plain.
+}
+
+// Randomized positions against plain, where the suite has randomized rows.
+void randomized_against_plain(std::ostringstream& md, const ComparisonResult& r, const std::vector<std::string>& tasks,
+                              const std::vector<std::string>& rows) {
   bool any_rnd = false;
   for (const auto& row : rows) any_rnd = any_rnd || split_row(row).second;
   if (any_rnd) {
@@ -295,6 +290,38 @@ std::string suite_markdown(const ComparisonResult& r, bool plot_drawn) {
       }
     md << t.markdown() << "\n";
   }
+}
+
+}  // namespace
+
+std::string suite_markdown(const ComparisonResult& r, bool plot_drawn) {
+  const auto tasks = suite_tasks_present(r);
+  if (tasks.empty()) return "";
+  const CompareConfig& c = r.config;
+  const auto rows = suite_rows(r);
+  std::ostringstream md;
+  md << "## Length generalisation suite\n\n"
+     << "Tasks of Delétang et al. 2023 (\"Neural Networks and the Chomsky Hierarchy\"), the suite Ruoss et al. 2023 "
+     << "(\"Randomized Positional Encodings Boost Length Generalization of Transformers\") also use. Each task trains its "
+     << "own decoder (" << c.of<TaskSettings>().n_layer << " layers, width " << c.of<TaskSettings>().n_embd << ", " << c.of<TaskSettings>().n_head << " heads) for "
+     << c.of<SuiteSettings>().iters << " steps of " << c.of<SuiteSettings>().batch << " sequences, each step at one input length drawn uniformly from 1.."
+     << c.of<SuiteSettings>().length << "; format `[BOS] input [SEP] answer`, loss on the answer only. Scored on " << c.of<SuiteSettings>().examples
+     << " fixed examples per length bucket (the same for every row and seed) by the argmax at each answer position "
+     << "given the true prefix: per-sequence accuracy (every answer token right; equal to greedy decoding's exact match) "
+     << "and per-token accuracy (the fraction of answer tokens right, the measure of Delétang et al.). "
+     << "`+randomized` rows are trained with randomized positions (Ruoss et al. 2023): each batch takes an ordered random "
+     << "subset of positions from [0, L_max), L_max the longest test sequence; evaluation uses 0..T-1. Cells: mean ± std "
+     << "[95% interval] over " << c.seeds.size() << " seeds.\n\n";
+  Table tasks_table({"task", "level", "source", "what"}, true);
+  for (const auto& t : tasks) {
+    const auto task = data::make_length_task(t);
+    tasks_table.row({t, data::chomsky_level_name(task->level()), task->source(), task->description()});
+  }
+  md << tasks_table.markdown() << "\n";
+  accuracy_tables(md, r, tasks, rows);
+  sizing_check(md, r, tasks, rows);
+  separations(md, r, tasks, rows);
+  randomized_against_plain(md, r, tasks, rows);
   if (plot_drawn) md << "![suite_accuracy](plots/suite_accuracy.png)\n\n";
   return md.str();
 }
