@@ -9,6 +9,7 @@ void add_spec(CLI::App* sub, const opt::Spec& spec, const std::string& shown_def
   std::string desc = spec.help;
   if (!spec.unit.empty()) desc += " (" + spec.unit + ")";
   desc += "; " + spec.constraint();
+  if (spec.neutral) desc += "; a re-run or resume may change it (no kept result depends on it)";
   const std::string name = spec.name;
   sub->add_option_function<std::string>(
          spec.flag(), [given, name](const std::string& v) { (*given)[name] = v; }, desc)

@@ -298,8 +298,8 @@ void options(opt::Table<CompareConfig>& t) {
         .add(integer_list("cost_lengths", closed(1, 1 << 16), 1, 8, "Sequence lengths timed", "tokens"),
              POSGRAD_MEMBER(template of<CostSettings>().lengths))
         .add(result_neutral(integer("cost_rounds", closed(1, 1000),
-                                    "Interleaved rounds (every method once per round, after a warm-up; the benchmark "
-                                    "runs again on every re-run, so a re-run may change it)")),
+                                    "Interleaved rounds (every method once per round, after a warm-up; measured again on "
+                                    "every re-run)")),
              POSGRAD_MEMBER(template of<CostSettings>().rounds));
 }
 
