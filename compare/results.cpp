@@ -13,6 +13,7 @@
 #include "data/process.h"
 #include "tensor/storage.h"
 #include "compare/options.h"
+#include "compare/rows.h"
 #include "compare/study.h"
 #include "train/options.h"
 #include "compare/value_check.h"
@@ -180,7 +181,7 @@ std::vector<std::string> rows(const ComparisonResult& r) {
   return out;
 }
 
-std::string method_of(const std::string& row) { return row.substr(0, row.find_first_of("+@ ")); }
+std::string method_of(const std::string& row) { return Row::parse(row).method; }
 
 std::vector<double> values(const ComparisonResult& r, const std::string& row, const Metric& m) {
   const StudyEntry& study = study_entry(m.study);

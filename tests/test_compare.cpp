@@ -20,6 +20,7 @@
 #include "compare/studies/cost/cost.h"
 #include "compare/studies/passkey/passkey.h"
 #include "compare/compare.h"
+#include "compare/rows.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/report.h"
 #include "compare/results.h"
@@ -327,6 +328,28 @@ TEST(Results, JsonRoundTripIsExact) {
     broken["units"][0]["parameters"] = bad;  // integers must be JSON integers: no conversion of 1e300
     EXPECT_THROW(train::comparison_from_json(broken, "broken.json"), IoError) << bad.dump();
   }
+}
+
+TEST(Rows, NamesAreSpelledAndReadInOnePlace) {
+  const std::vector<std::pair<train::Row, std::string>> cases = {
+      {{"rope", "", 0, false}, "rope"},
+      {{"rope", "+yarn", 0, false}, "rope+yarn"},
+      {{"rope", "@bf16", 0, false}, "rope@bf16"},
+      {{"rope", "+linear", 2, false}, "rope+linear ft2x"},
+      {{"rope", "", 16, false}, "rope ft16x"},
+      {{"learned", "", 0, true}, "learned+randomized"},
+  };
+  for (const auto& [row, name] : cases) {
+    EXPECT_EQ(row.name(), name);
+    const train::Row back = train::Row::parse(name);
+    EXPECT_EQ(back.name(), name);
+    EXPECT_EQ(back.method, row.method) << name;
+    EXPECT_EQ(back.variant, row.variant) << name;
+    EXPECT_EQ(back.finetune, row.finetune) << name;
+    EXPECT_EQ(back.randomized, row.randomized) << name;
+  }
+  EXPECT_EQ(train::method_of("rope+linear ft2x"), "rope");
+  EXPECT_EQ(train::method_of("kerple"), "kerple");
 }
 
 TEST(Claims, AttentionDecayCorrelation) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "compare/markdown.h"
+#include "compare/rows.h"
 #include "nn/posenc/position_encoding.h"
 #include "train/evaluate.h"
 
@@ -66,7 +67,7 @@ std::map<std::string, Lengths> evaluate_variants(nn::GPT& model, const std::stri
   std::map<std::string, Lengths> rows;
   const auto skipped = skipped_variants(cfg);  // rows this configuration cannot build: absent
   for (const std::string& suffix : variant_suffixes()) {
-    const std::string row = method + suffix;
+    const std::string row = Row{method, suffix}.name();
     if (skipped.count(row)) continue;
     if (suffix[0] == '@') {
       rows[row] = evaluate_lengths(*variant_model(model, variant_options(suffix, 1)), val, cfg, dev, nullptr);
@@ -391,7 +392,7 @@ Lengths evaluate_lengths(nn::GPT& model, const data::TokenSpan& val, const Compa
 std::vector<std::string> variant_rows(const std::string& method) {
   std::vector<std::string> rows;
   if (takes_rope_scaling(method))
-    for (const auto& s : variant_suffixes()) rows.push_back(method + s);
+    for (const auto& s : variant_suffixes()) rows.push_back(Row{method, s}.name());
   return rows;
 }
 
@@ -423,7 +424,7 @@ std::map<std::string, std::string> skipped_variants(const CompareConfig& cfg) {
           for (const auto& [name, v] : variant_options(suffix, m)) pc.set(name, v);
           pc.validate();
         } catch (const ValueError& e) {
-          out[method + suffix] = e.what();
+          out[Row{method, suffix}.name()] = e.what();
           break;
         }
       }

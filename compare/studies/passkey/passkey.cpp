@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "autograd/node.h"
+#include "compare/rows.h"
+#include "compare/studies/lm/lm.h"
 #include "data/length_tasks.h"
 #include "data/passkey.h"
 #include "train/finetune.h"
@@ -147,9 +149,10 @@ std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const dat
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return rows;
   };
-  if (method != "rope") return done();
+  if (variant_rows(method).empty()) return done();  // the encoding takes no RoPE scaling (compare/studies/lm/lm.h)
   for (const std::string scaling : {"linear", "dynamic", "yarn"}) {
-    if (skip.count("rope+" + scaling)) continue;
+    const std::string name = Row{method, "+" + scaling}.name();
+    if (skip.count(name)) continue;
     PasskeyResult r;
     r.final_loss = f.final_loss;
     r.grid.alphabet = plain.grid.alphabet;
@@ -168,7 +171,7 @@ std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const dat
       const PasskeyGrid g = evaluate_passkey(*v, val, tok, one, dev);
       r.grid.cells.insert(r.grid.cells.end(), g.cells.begin(), g.cells.end());
     }
-    rows["rope+" + scaling] = r;
+    rows[name] = r;
   }
   return done();
 }

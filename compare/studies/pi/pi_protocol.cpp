@@ -12,12 +12,13 @@
 #include "train/finetune.h"
 #include "train/optim.h"
 #include "train/options.h"
+#include "compare/rows.h"
 #include "train/trainer.h"
 
 namespace posgrad::train {
 
 std::string pi_row_name(const std::string& scaling, int64_t multiplier) {
-  return (scaling == "none" ? std::string("rope") : "rope+" + scaling) + " ft" + std::to_string(multiplier) + "x";
+  return Row{"rope", scaling == "none" ? "" : "+" + scaling, multiplier, false}.name();
 }
 
 namespace {

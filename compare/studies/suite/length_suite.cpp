@@ -8,6 +8,7 @@
 #include <map>
 
 #include "autograd/node.h"
+#include "compare/rows.h"
 #include "data/length_tasks.h"
 #include "train/finetune.h"
 #include "train/optim.h"
@@ -15,9 +16,7 @@
 
 namespace posgrad::train {
 
-std::string suite_row(const std::string& method, bool randomized) {
-  return randomized ? method + "+randomized" : method;
-}
+std::string suite_row(const std::string& method, bool randomized) { return Row{method, "", 0, randomized}.name(); }
 
 namespace {
 

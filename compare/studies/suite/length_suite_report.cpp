@@ -13,6 +13,7 @@
 #include "data/fileio.h"
 #include "data/length_tasks.h"
 #include "compare/markdown.h"
+#include "compare/rows.h"
 #include "compare/stats.h"
 
 namespace posgrad::train {
@@ -40,10 +41,10 @@ const SuiteTaskResult* find(const UnitResult& u, const std::string& task, bool r
 
 // "rope+randomized" -> ("rope", true).
 std::pair<std::string, bool> split_row(const std::string& row) {
-  const std::string suffix = "+randomized";
-  if (row.size() > suffix.size() && row.compare(row.size() - suffix.size(), suffix.size(), suffix) == 0)
-    return {row.substr(0, row.size() - suffix.size()), true};
-  return {row, false};
+  Row r = Row::parse(row);
+  const bool randomized = r.randomized;
+  r.randomized = false;
+  return {r.name(), randomized};
 }
 
 std::string bucket_name(const CompareConfig& c, size_t k) {
