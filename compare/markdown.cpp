@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 namespace posgrad::train::markdown {
 
@@ -62,6 +63,36 @@ std::vector<std::string> draw(const std::string& dir, const std::vector<std::str
 std::string gnuplot_style(int width, int height, int font) {
   return "set terminal pngcairo size " + std::to_string(width) + "," + std::to_string(height) +
          " noenhanced font 'Sans," + std::to_string(font) + "'\nset grid\nset key outside right top\n";
+}
+
+std::vector<std::string> draw_layer_panels(
+    const std::string& dir, const LayerPanels& figure,
+    const std::vector<std::pair<std::string, const std::vector<std::vector<double>>*>>& profiles) {
+  if (profiles.empty()) return {};
+  std::ofstream dat(dir + "/" + figure.name + ".dat");
+  std::ofstream gp(dir + "/" + figure.name + ".gp");
+  const int n = static_cast<int>(profiles.size());
+  const int cols = std::min(n, 4), rows = (n + cols - 1) / cols;
+  gp << gnuplot_style(420 * cols, 330 * rows, 9) << "set output '" << figure.name << ".png'\nset multiplot layout " << rows
+     << "," << cols << " title '" << figure.title << "'\n" << figure.settings;
+  int idx = 0;
+  for (const auto& [method, by_layer] : profiles) {
+    std::string plot = "plot ";
+    for (size_t l = 0; l < by_layer->size(); ++l) {
+      const auto& v = (*by_layer)[l];
+      dat << "# " << method << " layer " << l << "\n";
+      for (size_t i = 0; i < v.size(); ++i)
+        if (!figure.positive_only || v[i] > 0) dat << static_cast<int64_t>(i) + figure.x0 << " " << v[i] << "\n";
+      dat << "\n\n";
+      plot += std::string(l ? ", " : "") + "'" + figure.name + ".dat' index " + std::to_string(idx++) +
+              " with lines lw 2 title '" + (figure.label ? figure.label(l) : "layer " + std::to_string(l)) + "'";
+    }
+    gp << "set title '" << method << "'\n" << plot << "\n";
+  }
+  gp << "unset multiplot\n";
+  dat.close();
+  gp.close();
+  return draw(dir, {figure.name});
 }
 
 }  // namespace posgrad::train::markdown

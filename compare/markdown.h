@@ -3,7 +3,10 @@
 // running a gnuplot script for their plots.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compare/stats.h"
@@ -43,6 +46,20 @@ class Table {
 bool run_gnuplot(const std::string& dir, const std::string& script);
 // run_gnuplot on "<name>.gp" for each name; returns the names whose "<name>.png" it drew.
 std::vector<std::string> draw(const std::string& dir, const std::vector<std::string>& names);
+
+// A figure of one panel per method and one line per layer: profiles[i] = (method, its (layer, index)
+// values), the index plotted at x = index + x0. Writes <name>.dat and <name>.gp into dir (settings:
+// further gnuplot lines such as axes and ranges; positive_only leaves out values <= 0, for a log
+// axis; label(l) names layer l's line, default "layer l") and draws it; returns the names drawn.
+struct LayerPanels {
+  std::string name, title, settings;
+  int64_t x0 = 0;
+  bool positive_only = false;
+  std::function<std::string(size_t layer)> label;
+};
+std::vector<std::string> draw_layer_panels(
+    const std::string& dir, const LayerPanels& figure,
+    const std::vector<std::pair<std::string, const std::vector<std::vector<double>>*>>& profiles);
 
 // The house style of every plot: the PNG terminal at width x height pixels with a font of `font`
 // points, without enhanced text (method names such as "rope+yarn" stay literal), a grid, the key

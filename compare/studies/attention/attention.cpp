@@ -30,35 +30,15 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
 
 // One panel per method, a line per layer.
 std::vector<std::string> write_files(const ComparisonResult& r, const ReportDir& out) {
-  const auto& methods = r.config.methods;
-  std::ofstream dat(out.plots + "/attention_distance.dat");
-  std::ofstream gp(out.plots + "/attention_distance.gp");
-  const int n = static_cast<int>(methods.size());
-  const int cols = std::min(n, 4), rows_ = (n + cols - 1) / cols;
-  gp << markdown::gnuplot_style(420 * cols, 330 * rows_, 9) << "set output 'attention_distance.png'\nset multiplot layout "
-     << rows_ << "," << cols << " title 'Mean attention weight vs query-key distance (per layer, first seed)'\n"
-     << "set logscale y\nset xlabel 'distance'\nset key inside right top\n";
-  int idx = 0;
-  for (const auto& m : methods) {
-    const UnitResult* u = first_unit(r, m);
-    if (!u) continue;
-    const auto& a = u->parts.value<AttentionResult>().by_distance;
-    std::string plot = "plot ";
-    for (size_t l = 0; l < a.size(); ++l) {
-      dat << "# " << m << " layer " << l << "\n";
-      for (size_t k = 0; k < a[l].size(); ++k)
-        if (a[l][k] > 0) dat << k << " " << a[l][k] << "\n";
-      dat << "\n\n";
-      plot += std::string(l ? ", " : "") + "'attention_distance.dat' index " + std::to_string(idx) +
-              " with lines lw 2 title 'layer " + std::to_string(l) + "'";
-      ++idx;
-    }
-    gp << "set title '" << m << "'\n" << plot << "\n";
-  }
-  gp << "unset multiplot\n";
-  dat.close();
-  gp.close();
-  return markdown::draw(out.plots, {"attention_distance"});
+  std::vector<std::pair<std::string, const std::vector<std::vector<double>>*>> profiles;
+  for (const auto& m : r.config.methods)
+    if (const UnitResult* u = first_unit(r, m)) profiles.emplace_back(m, &u->parts.value<AttentionResult>().by_distance);
+  markdown::LayerPanels f;
+  f.name = "attention_distance";
+  f.title = "Mean attention weight vs query-key distance (per layer, first seed)";
+  f.settings = "set logscale y\nset xlabel 'distance'\nset key inside right top\n";
+  f.positive_only = true;
+  return markdown::draw_layer_panels(out.plots, f, profiles);
 }
 
 }  // namespace

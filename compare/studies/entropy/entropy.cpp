@@ -59,34 +59,17 @@ std::vector<int64_t> table_positions(int64_t block) {
 }
 
 std::vector<std::string> write_files(const ComparisonResult& r, const ReportDir& out) {
-  const auto& methods = r.config.methods;
-  std::ofstream dat(out.plots + "/attention_entropy.dat");
-  std::ofstream gp(out.plots + "/attention_entropy.gp");
-  const int n = static_cast<int>(methods.size());
-  const int cols = std::min(n, 4), rows_ = (n + cols - 1) / cols;
-  gp << markdown::gnuplot_style(420 * cols, 330 * rows_, 9) << "set output 'attention_entropy.png'\nset multiplot layout "
-     << rows_ << "," << cols << " title 'Attention entropy / log(i+1) by query position i (per layer, first seed; 1 = uniform)'\n"
-     << "set yrange [0:1.05]\nset xlabel 'query position'\nset key inside right bottom\n";
-  int idx = 0;
-  for (const auto& m : methods) {
+  std::vector<std::pair<std::string, const std::vector<std::vector<double>>*>> profiles;
+  for (const auto& m : r.config.methods) {
     const UnitResult* u = first_unit(r, m);
-    const EntropyResult* e = u ? u->parts.find<EntropyResult>() : nullptr;
-    if (!e) continue;
-    std::string plot = "plot ";
-    for (size_t l = 0; l < e->by_position.size(); ++l) {
-      dat << "# " << m << " layer " << l << "\n";
-      for (size_t i = 0; i < e->by_position[l].size(); ++i) dat << i + 1 << " " << e->by_position[l][i] << "\n";
-      dat << "\n\n";
-      plot += std::string(l ? ", " : "") + "'attention_entropy.dat' index " + std::to_string(idx) +
-              " with lines lw 2 title 'layer " + std::to_string(l) + "'";
-      ++idx;
-    }
-    gp << "set title '" << m << "'\n" << plot << "\n";
+    if (const EntropyResult* e = u ? u->parts.find<EntropyResult>() : nullptr) profiles.emplace_back(m, &e->by_position);
   }
-  gp << "unset multiplot\n";
-  dat.close();
-  gp.close();
-  markdown::draw(out.plots, {"attention_entropy"});
+  markdown::LayerPanels f;
+  f.name = "attention_entropy";
+  f.title = "Attention entropy / log(i+1) by query position i (per layer, first seed; 1 = uniform)";
+  f.settings = "set yrange [0:1.05]\nset xlabel 'query position'\nset key inside right bottom\n";
+  f.x0 = 1;  // index k is query position k + 1
+  markdown::draw_layer_panels(out.plots, f, profiles);
   return {};
 }
 

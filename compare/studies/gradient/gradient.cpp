@@ -52,36 +52,18 @@ std::vector<int64_t> table_distances(int64_t block) {
 }
 
 std::vector<std::string> write_files(const ComparisonResult& r, const ReportDir& out) {
-  const auto& methods = r.config.methods;
-  std::ofstream dat(out.plots + "/gradient_distance.dat");
-  std::ofstream gp(out.plots + "/gradient_distance.gp");
-  const int n = static_cast<int>(methods.size());
-  const int cols = std::min(n, 4), rows_ = (n + cols - 1) / cols;
-  gp << markdown::gnuplot_style(420 * cols, 330 * rows_, 9) << "set output 'gradient_distance.png'\nset multiplot layout "
-     << rows_ << "," << cols
-     << " title 'Gradient norm of the last position loss wrt each block input, by distance (first seed)'\n"
-     << "set logscale y\nset xlabel 'distance from the last position'\nset key inside right top\n";
-  int idx = 0;
-  for (const auto& m : methods) {
+  std::vector<std::pair<std::string, const std::vector<std::vector<double>>*>> profiles;
+  for (const auto& m : r.config.methods) {
     const UnitResult* u = first_unit(r, m);
-    const GradientResult* g = u ? u->parts.find<GradientResult>() : nullptr;
-    if (!g) continue;
-    std::string plot = "plot ";
-    for (size_t l = 0; l < g->by_distance.size(); ++l) {
-      dat << "# " << m << " layer " << l << "\n";
-      for (size_t d = 0; d < g->by_distance[l].size(); ++d)
-        if (g->by_distance[l][d] > 0) dat << d << " " << g->by_distance[l][d] << "\n";
-      dat << "\n\n";
-      plot += std::string(l ? ", " : "") + "'gradient_distance.dat' index " + std::to_string(idx) + " with lines lw 2 title '" +
-              (l ? "block " + std::to_string(l) + " input" : std::string("embeddings")) + "'";
-      ++idx;
-    }
-    gp << "set title '" << m << "'\n" << plot << "\n";
+    if (const GradientResult* g = u ? u->parts.find<GradientResult>() : nullptr) profiles.emplace_back(m, &g->by_distance);
   }
-  gp << "unset multiplot\n";
-  dat.close();
-  gp.close();
-  markdown::draw(out.plots, {"gradient_distance"});
+  markdown::LayerPanels f;
+  f.name = "gradient_distance";
+  f.title = "Gradient norm of the last position loss wrt each block input, by distance (first seed)";
+  f.settings = "set logscale y\nset xlabel 'distance from the last position'\nset key inside right top\n";
+  f.positive_only = true;
+  f.label = [](size_t l) { return l ? "block " + std::to_string(l) + " input" : std::string("embeddings"); };
+  markdown::draw_layer_panels(out.plots, f, profiles);
   return {};
 }
 
