@@ -33,7 +33,7 @@ struct UnitSpec {
   std::string method;
   uint64_t seed = 0;
   std::string study;
-  std::string label() const;  // "rope seed 2", "encoder: rope seed 2"
+  std::string label() const;  // rope seed 2, encoder: rope seed 2
 };
 
 // Every unit of the experiment, in the single-process order: for each seed, each method.

@@ -7,7 +7,7 @@
 // structs — never from JSON paths.
 //
 // A metric is typed (its study, quantity and evaluation multiplier); values() gathers it over the
-// seeds of one row ("rope", or a row of a study such as "rope+yarn" or "rope@bf16").
+// seeds of one row (`rope`, or a row of a study such as "rope+yarn" or "rope@bf16").
 #pragma once
 
 #include <cstdint>

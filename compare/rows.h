@@ -19,7 +19,7 @@ struct Row {
   int64_t finetune = 0;     // M > 0: fine-tuned at M x the training length (with `variant`'s scaling)
   bool randomized = false;  // trained with randomized positions (Ruoss et al. 2023)
 
-  // "<method><variant>[ ft<M>x][+randomized]": "rope", "rope+yarn", "rope@bf16", "rope+linear ft2x",
+  // "<method><variant>[ ft<M>x][+randomized]": `rope`, "rope+yarn", "rope@bf16", "rope+linear ft2x",
   // "rope ft4x", "learned+randomized".
   std::string name() const;
   // The inverse of name() for every name it writes; a name it does not write reads as a method with

@@ -83,7 +83,7 @@ TEST(PiProtocol, FineTunesScaledCopiesAndIsBitReproducible) {
     EXPECT_FALSE(tuned.is_training()) << row;
     const std::string scaling = o.text("rope_scaling");
     const int64_t M = row.find("ft2x") != std::string::npos ? 2 : 4;
-    EXPECT_EQ(row, train::pi_row_name(scaling, M));  // the copy carries the row's scaling ...
+    EXPECT_EQ(row, train::pi_row_name("rope", scaling, M));  // the copy carries the row's scaling ...
     EXPECT_EQ(o.real("rope_scaling_factor"), scaling == "none" ? 1.0 : static_cast<double>(M)) << row;  // ... at s = M
   });
   const std::vector<std::string> rows = {"rope ft2x", "rope+linear ft2x", "rope+ntk ft2x", "rope+yarn ft2x",

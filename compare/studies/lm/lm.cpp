@@ -34,12 +34,6 @@ const std::vector<std::string>& variant_suffixes() {
   return s;
 }
 
-bool takes_rope_scaling(const std::string& method) {
-  for (const auto& spec : nn::position_encoding_entry(method).options)
-    if (spec.name == "rope_scaling") return true;
-  return false;
-}
-
 // The registered encodings that take a RoPE scaling, "a, b" (those whose units have derived rows).
 std::string scaling_kinds() {
   std::string out;
@@ -394,6 +388,12 @@ std::vector<std::string> variant_rows(const std::string& method) {
   if (takes_rope_scaling(method))
     for (const auto& s : variant_suffixes()) rows.push_back(Row{method, s}.name());
   return rows;
+}
+
+bool takes_rope_scaling(const std::string& method) {
+  for (const auto& spec : nn::position_encoding_entry(method).options)
+    if (spec.name == "rope_scaling") return true;
+  return false;
 }
 
 std::vector<std::string> rope_scaling_methods(const CompareConfig& cfg) {

@@ -72,6 +72,9 @@ std::map<std::string, std::string> skipped_variants(const CompareConfig& cfg);
 // The position-encoding configuration of this experiment's `method` models (its sizes and the
 // --rope-* and other encoding options), for checking a scaled copy's options before anything is trained.
 nn::PosEncConfig method_pos_config(const CompareConfig& cfg, const std::string& method);
+// Whether the registered encoding `method` takes the RoPE scalings (linear, dynamic, yarn, ntk): its
+// PosEncEntry lists the option rope_scaling. Throws UsageError for an unregistered name.
+bool takes_rope_scaling(const std::string& method);
 // The methods of cfg whose encoding takes the RoPE scalings (linear, dynamic, yarn, ntk).
 std::vector<std::string> rope_scaling_methods(const CompareConfig& cfg);
 

@@ -53,7 +53,7 @@ struct PasskeyFinetune {
   double seconds = 0;     // wall time, informational
 };
 
-// One row of a unit's results: the fine-tuned model ("rope") or an evaluation-time variant of it
+// One row of a unit's results: the fine-tuned model (`rope`) or an evaluation-time variant of it
 // ("rope+yarn"); variants share the fine-tuning's final loss.
 struct PasskeyResult {
   double final_loss = 0;
@@ -77,7 +77,7 @@ struct PasskeyRows {
 // from the model's own). ValueError (data/passkey.h) when the tokenizer cannot write the template or
 // block_size + 1 is too short for the template; NonFiniteLoss "passkey fine-tuning (<row> seed <seed>):
 // ..." naming the step; Interrupted (train/interrupt.h) when a stop signal arrives. `row` names the
-// result row in those messages ("rope", "rope+linear ft2x"; "": none).
+// result row in those messages (`rope`, "rope+linear ft2x"; "": none).
 PasskeyFinetune finetune_passkey(nn::GPT& model, const data::TokenSpan& train, const data::Tokenizer& tok,
                                  const PasskeyConfig& cfg, uint64_t seed, Device dev, const std::string& row = "");
 
@@ -98,7 +98,7 @@ std::unique_ptr<nn::GPT> copy_gpt(const nn::GPT& model, const std::vector<std::p
                                   uint64_t dropout_seed, Device dev);
 
 // The comparison's passkey test for one (method, seed): a copy of the trained `model` fine-tuned
-// (finetune_passkey on `train`) and scored (evaluate_passkey on `val`); for "rope" also the
+// (finetune_passkey on `train`) and scored (evaluate_passkey on `val`); for `rope` also the
 // evaluation-time scalings of the fine-tuned model as rows "rope+linear", "rope+dynamic" and
 // "rope+yarn" (linear and YaRN at s = multiplier per length; dynamic NTK at s = 1, growing its
 // base with the length itself; at 1x all three are the plain model), as rope_variants in

@@ -9,6 +9,8 @@
 
 #include "data/fileio.h"
 #include "compare/markdown.h"
+#include "compare/rows.h"
+#include "compare/studies/lm/lm.h"
 #include "compare/studies/pi/pi_protocol.h"
 #include "compare/stats.h"
 
@@ -68,15 +70,15 @@ std::vector<std::string> passkey_rows(const ComparisonResult& r) {
   };
   for (const auto& m : r.config.methods) {
     if (present(m)) out.push_back(m);
-    if (m == "rope")
-      for (const char* s : {"rope+linear", "rope+dynamic", "rope+yarn"})
-        if (present(s)) out.push_back(s);
+    if (takes_rope_scaling(m))
+      for (const char* s : {"+linear", "+dynamic", "+yarn"})
+        if (const std::string row = Row{m, s}.name(); present(row)) out.push_back(row);
   }
   // The position-interpolation protocol's fine-tuned rows ("rope+linear ft2x", compare/studies/pi/pi_protocol.h),
   // in the order the protocol ran them.
   for (const auto& u : r.units)
     for (const auto& p : u.parts.value<PiResults>().rows)
-      if (const std::string row = pi_row_name(p.scaling, p.multiplier);
+      if (const std::string row = pi_row_name(u.method, p.scaling, p.multiplier);
           present(row) && std::find(out.begin(), out.end(), row) == out.end())
         out.push_back(row);
   return out;
@@ -253,10 +255,12 @@ std::vector<ClaimVerdict> judge_passkey_claims(const ComparisonResult& r) {
     v.claim = "Scaling RoPE for the longer context (position interpolation, dynamic NTK, YaRN) retrieves the passkey "
               "beyond the training length where plain RoPE does not (Chen et al. 2023 §3.3; Peng et al. 2023 §4)";
     v.metric = "passkey accuracy, mean over the lengths > 1x and the depths, rope+<scaling> − rope (no fine-tuning at the longer lengths)";
-    const auto base = passkey_beyond_values(r, "rope");
+    const std::string paper_method = "rope";  // the papers' claim is about RoPE
+    const auto base = passkey_beyond_values(r, paper_method);
     int up = 0, down = 0, none = 0;
     std::string measured;
-    for (const char* s : {"rope+linear", "rope+dynamic", "rope+yarn"}) {
+    for (const std::string& s : {Row{paper_method, "+linear"}.name(), Row{paper_method, "+dynamic"}.name(),
+                                Row{paper_method, "+yarn"}.name()}) {
       const auto a = passkey_beyond_values(r, s);
       if (a.empty() || base.empty()) continue;
       const WelchTest w = welch_test(a, base);

@@ -52,7 +52,7 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
 
 // The unit's own rows (the method, its evaluation-time scalings), then the passkey fine-tuning and
 // scoring of each model an earlier study derived (the position-interpolation rows "rope+linear
-// ft2x": same steps, examples and seed as the untuned model, so that "rope" against "rope+linear
+// ft2x": same steps, examples and seed as the untuned model, so that `rope` against "rope+linear
 // ft2x" in the passkey table is before / after the protocol).
 void run(UnitContext& ctx) {
   const CompareConfig& cfg = ctx.cfg;

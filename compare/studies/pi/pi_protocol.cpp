@@ -17,8 +17,8 @@
 
 namespace posgrad::train {
 
-std::string pi_row_name(const std::string& scaling, int64_t multiplier) {
-  return Row{"rope", scaling == "none" ? "" : "+" + scaling, multiplier, false}.name();
+std::string pi_row_name(const std::string& method, const std::string& scaling, int64_t multiplier) {
+  return Row{method, scaling == "none" ? "" : "+" + scaling, multiplier, false}.name();
 }
 
 namespace {
@@ -64,7 +64,8 @@ void validate_pi(const CompareConfig& cfg) {
   POSGRAD_CHECK(unique(cfg.of<PiSettings>().multipliers), UsageError,
                 "--pi-multipliers lists a multiplier twice (each length is fine-tuned once)");
   POSGRAD_CHECK(unique(cfg.of<PiSettings>().scalings), UsageError, "--pi-scalings lists a scaling twice (each is fine-tuned once)");
-  if (cfg.of<PiSettings>().iters == 0 || std::find(cfg.methods.begin(), cfg.methods.end(), "rope") == cfg.methods.end()) return;
+  const std::vector<std::string> methods = rope_scaling_methods(cfg);
+  if (cfg.of<PiSettings>().iters == 0 || methods.empty()) return;
   // A fine-tuned row is judged at its own length, which the evaluation must include: refused here,
   // not after the fine-tuning as an "inconclusive" verdict.
   std::string eval_list;
@@ -74,22 +75,25 @@ void validate_pi(const CompareConfig& cfg) {
                   UsageError, "--pi-multipliers ", M, " is not among --eval-multipliers (", eval_list, "): each fine-tuned length is judged at that length; "
                   "add it to --eval-multipliers or drop it from --pi-multipliers");
   // Each scaled copy's RoPE configuration (e.g. NTK-aware needs more than 2 rotary channels), before training.
+  for (const auto& method : methods)
   for (int64_t M : cfg.of<PiSettings>().multipliers)
     for (const auto& scaling : cfg.of<PiSettings>().scalings) {
-      nn::PosEncConfig pc = method_pos_config(cfg, "rope");
+      nn::PosEncConfig pc = method_pos_config(cfg, method);
       pc.set("rope_scaling", scaling);
       pc.set("rope_scaling_factor", scaling == "none" ? 1.0 : static_cast<double>(M));
       try {
         pc.validate();
       } catch (const ValueError& e) {
-        throw UsageError("--pi-scalings " + scaling + " at --pi-multipliers " + std::to_string(M) + ": " + e.what());
+        throw UsageError("--pi-scalings " + scaling + " at --pi-multipliers " + std::to_string(M) + ": " + e.what() +
+                         " (the " + method + " models)");
       }
     }
   const int64_t L = cfg.base.model.block_size;
   const int64_t longest = *std::max_element(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end()) * L;
+  for (const auto& method : methods)
   for (int64_t M : cfg.of<PiSettings>().multipliers) {
     TrainConfig b = cfg.base;
-    b.model.pos.kind = "rope";
+    b.model.pos.kind = method;
     b.model.block_size = M * L;
     b.batch_size = pi_batch(cfg, M);
     check_memory(b, longest);
@@ -107,8 +111,10 @@ void check_pi_data(const CompareConfig& cfg, int64_t L, const data::TokenSpan& t
 std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenSpan& train_split,
                                       const data::TokenSpan& val, const CompareConfig& cfg, uint64_t seed, Device dev,
                                       const PiCallback& on_row) {
-  POSGRAD_CHECK(trained.config().pos.kind == "rope", UsageError,
-                "the position-interpolation protocol fine-tunes RoPE models, got '", trained.config().pos.kind, "'");
+  const std::string method = trained.config().pos.kind;
+  POSGRAD_CHECK(takes_rope_scaling(method), UsageError,
+                "the position-interpolation protocol fine-tunes models whose encoding takes a RoPE scaling (",
+                "rope_scaling), got '", method, "'");
   std::vector<PiResult> out;
   if (cfg.of<PiSettings>().iters == 0) return out;
   const int64_t L = trained.config().block_size;
@@ -117,7 +123,7 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenS
   for (int64_t M : cfg.of<PiSettings>().multipliers) {
     const int64_t ctx = M * L;
     for (const auto& scaling : cfg.of<PiSettings>().scalings) {
-      const std::string row = pi_row_name(scaling, M);
+      const std::string row = pi_row_name(method, scaling, M);
       const auto t0 = std::chrono::steady_clock::now();
       Tuned t = scaled_copy(trained, scaling, M, seed, dev);
       nn::GPT& model = *t.model;
@@ -128,11 +134,11 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenS
       r.batch = pi_batch(cfg, M);
       // One sampler per (seed, M): every scaling at this length is fine-tuned on the same batches.
       data::BatchSampler sampler(train_split, pi_sampler_seed(seed, M));
-      spdlog::info("[rope seed {}] position interpolation: {} ({} steps of {} x {} tokens)", seed, row, cfg.of<PiSettings>().iters,
+      spdlog::info("[{} seed {}] position interpolation: {} ({} steps of {} x {} tokens)", method, seed, row, cfg.of<PiSettings>().iters,
                    r.batch, ctx);
       // Chen et al. 2023 §3.1: a linear warm-up, then a constant rate; the pretraining's optimizer settings.
       FinetuneSpec spec;
-      spec.label = "position interpolation (" + row + ", rope seed " + std::to_string(seed) + ")";
+      spec.label = "position interpolation (" + row + ", " + method + " seed " + std::to_string(seed) + ")";
       spec.iterations = cfg.of<PiSettings>().iters;
       spec.lr = cfg.of<PiSettings>().lr;
       spec.warmup = tenth_warmup(cfg.of<PiSettings>().iters);

@@ -34,7 +34,7 @@
 
 namespace posgrad::train {
 
-// Its settings (CompareConfig::of<PiSettings>(); options --pi-*): each trained "rope" model copied
+// Its settings (CompareConfig::of<PiSettings>(); options --pi-*): each trained `rope` model copied
 // with each scaling at factor s = M and fine-tuned at M x block_size for `iters` steps (0: off).
 struct PiSettings {
   static constexpr const char* kStudy = "pi";
@@ -62,17 +62,19 @@ struct PiResults {
   std::vector<PiResult> rows;
 };
 
-// "rope ft2x" (scaling none), "rope+linear ft2x".
-std::string pi_row_name(const std::string& scaling, int64_t multiplier);
+// The row of `method` fine-tuned at `multiplier` x with `scaling` (compare/rows.h): "rope ft2x"
+// (scaling none), "rope+linear ft2x".
+std::string pi_row_name(const std::string& method, const std::string& scaling, int64_t multiplier);
 
 // Called once per row after it is fine-tuned and evaluated, with the fine-tuned model (eval mode),
 // e.g. to score further tasks on it. An empty function is allowed.
 using PiCallback = std::function<void(const std::string& row, nn::GPT& tuned)>;
 
-// Runs the protocol on `trained` (a RoPE GPT; left unchanged) for every cfg.of<PiSettings>().multipliers x
+// Runs the protocol on `trained` (a GPT whose encoding takes the RoPE scalings, takes_rope_scaling in
+// compare/studies/lm/lm.h; left unchanged) for every cfg.of<PiSettings>().multipliers x
 // cfg.of<PiSettings>().scalings, in that order: fine-tunes on windows of `train_split`, evaluates on `val` with
 // evaluate_lengths (compare/compare_eval.h) at cfg.eval_multipliers. cfg.of<PiSettings>().iters = 0: no rows.
-// Errors: UsageError when `trained` is not RoPE; ValueError when train_split holds fewer than
+// Errors: UsageError when `trained`'s encoding takes no RoPE scaling; ValueError when train_split holds fewer than
 // M·L + 1 tokens; NonFiniteLoss naming the row; Interrupted (train/interrupt.h) after a SIGINT /
 // SIGTERM, between steps (the protocol restarts on resume: nothing of it is saved).
 std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenSpan& train_split,

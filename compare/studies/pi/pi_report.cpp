@@ -9,6 +9,8 @@
 
 #include "data/fileio.h"
 #include "compare/markdown.h"
+#include "compare/rows.h"
+#include "compare/studies/lm/lm.h"
 #include "compare/studies/pi/pi_protocol.h"
 #include "compare/stats.h"
 
@@ -22,9 +24,12 @@ using markdown::num;
 
 const PiResult* find_row(const UnitResult& u, const std::string& row) {
   for (const auto& p : u.parts.value<PiResults>().rows)
-    if (pi_row_name(p.scaling, p.multiplier) == row) return &p;
+    if (pi_row_name(u.method, p.scaling, p.multiplier) == row) return &p;
   return nullptr;
 }
+
+// Whether unit u is one of the models the row `row` ("rope+linear ft2x", `rope`) was derived from.
+bool of_row(const UnitResult& u, const std::string& row) { return u.method == Row::parse(row).method; }
 
 std::optional<size_t> eval_index(const CompareConfig& c, int64_t m) {
   const auto it = std::find(c.eval_multipliers.begin(), c.eval_multipliers.end(), m);
@@ -48,7 +53,7 @@ std::optional<double> tuned_value(const ComparisonResult& r, const UnitResult& u
 
 const PiResult* first_result(const ComparisonResult& r, const std::string& row) {
   for (const auto& u : r.units)
-    if (u.method == "rope")
+    if (of_row(u, row))
       if (const PiResult* p = find_row(u, row)) return p;
   return nullptr;
 }
@@ -64,26 +69,28 @@ std::string interval(const Summary& s, int prec) {
 std::vector<std::string> pi_rows(const ComparisonResult& r) {
   std::vector<std::string> out;
   for (const auto& u : r.units)
-    if (u.method == "rope")
-      for (const auto& p : u.parts.value<PiResults>().rows) {
-        const std::string name = pi_row_name(p.scaling, p.multiplier);
-        if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
-      }
-  // Configuration order (M, then scaling), whatever order the units were read in.
-  std::vector<std::string> ordered;
-  for (int64_t M : r.config.of<PiSettings>().multipliers)
-    for (const auto& s : r.config.of<PiSettings>().scalings) {
-      const std::string name = pi_row_name(s, M);
-      if (std::find(out.begin(), out.end(), name) != out.end()) ordered.push_back(name);
+    for (const auto& p : u.parts.value<PiResults>().rows) {
+      const std::string name = pi_row_name(u.method, p.scaling, p.multiplier);
+      if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
     }
+  // Configuration order (method, M, then scaling), whatever order the units were read in.
+  std::vector<std::string> ordered;
+  for (const auto& method : rope_scaling_methods(r.config))
+    for (int64_t M : r.config.of<PiSettings>().multipliers)
+      for (const auto& s : r.config.of<PiSettings>().scalings) {
+        const std::string name = pi_row_name(method, s, M);
+        if (std::find(out.begin(), out.end(), name) != out.end()) ordered.push_back(name);
+      }
   return ordered;
 }
 
 std::vector<std::string> pi_untuned_rows(const ComparisonResult& r) {
   std::vector<std::string> out;
   const auto all = rows(r);
-  for (const std::string row : {"rope", "rope+linear", "rope+yarn", "rope+dynamic"})
-    if (std::find(all.begin(), all.end(), row) != all.end()) out.push_back(row);
+  for (const auto& method : rope_scaling_methods(r.config))
+    for (const std::string variant : {"", "+linear", "+yarn", "+dynamic"})
+      if (const std::string row = Row{method, variant}.name(); std::find(all.begin(), all.end(), row) != all.end())
+        out.push_back(row);
   return out;
 }
 
@@ -92,7 +99,7 @@ std::vector<double> pi_values(const ComparisonResult& r, const std::string& row,
   std::vector<double> v;
   for (uint64_t seed : r.config.seeds)
     for (const auto& u : r.units)
-      if (u.method == "rope" && u.seed == seed)
+      if (of_row(u, row) && u.seed == seed)
         if (auto x = tuned_value(r, u, row, m, q)) v.push_back(*x);
   return v;
 }
@@ -102,7 +109,7 @@ std::vector<double> pi_paired_differences(const ComparisonResult& r, const std::
   std::vector<double> d;
   for (uint64_t seed : r.config.seeds)
     for (const auto& u : r.units)
-      if (u.method == "rope" && u.seed == seed) {
+      if (of_row(u, a) && u.seed == seed) {
         const auto x = tuned_value(r, u, a, m, Quantity::Perplexity), y = tuned_value(r, u, b, m, Quantity::Perplexity);
         if (x && y) d.push_back(*x - *y);
       }
@@ -127,8 +134,10 @@ void write_pi_csv(const ComparisonResult& r, const std::string& path) {
           else o << "n/a,n/a\n";
         }
     };
-    for (const auto& row : pi_untuned_rows(r))
-      emit(row, 0, row == "rope" ? "none" : row.substr(row.find('+') + 1));
+    for (const auto& row : pi_untuned_rows(r)) {
+      const std::string variant = Row::parse(row).variant;  // "" or "+<scaling>"
+      emit(row, 0, variant.empty() ? "none" : variant.substr(1));
+    }
     for (const auto& row : tuned) {
       const PiResult* p = first_result(r, row);
       emit(row, p->multiplier, p->scaling);
@@ -223,7 +232,7 @@ std::string pi_markdown(const ComparisonResult& r, bool plot_drawn) {
     std::vector<double> last;
     for (uint64_t seed : c.seeds)
       for (const auto& u : r.units)
-        if (u.method == "rope" && u.seed == seed)
+        if (of_row(u, row) && u.seed == seed)
           if (const PiResult* p = find_row(u, row)) last.push_back(p->final_loss);
     const int64_t M = first_result(r, row)->multiplier;
     std::vector<std::string> cells = {row, std::to_string(M * block), markdown::cell(summarize(last), 4)};
@@ -236,7 +245,7 @@ std::string pi_markdown(const ComparisonResult& r, bool plot_drawn) {
   int pairs = 0;
   for (const auto& row : tuned) {
     const PiResult* p = first_result(r, row);
-    const std::string plain = pi_row_name("none", p->multiplier);
+    const std::string plain = pi_row_name(Row::parse(row).method, "none", p->multiplier);
     if (p->scaling == "none" || !is_tuned(r, plain)) continue;
     const Summary s = summarize(pi_paired_differences(r, row, plain, p->multiplier));
     d.row({std::to_string(p->multiplier * block), row + " − " + plain, interval(s, 3), std::to_string(s.n)});
@@ -249,18 +258,21 @@ std::string pi_markdown(const ComparisonResult& r, bool plot_drawn) {
 
 namespace {
 
+// The papers' claims are about RoPE: the method they are judged on.
+const char* const kPaperMethod = "rope";
+
 // "rope+<a> ftMx" has lower perplexity at M× than "rope+<b> ftMx" at every fine-tuning length M,
 // judged on the per-seed differences' 95% interval.
 ClaimVerdict paired_claim(const ComparisonResult& r, std::string id, std::string claim, const std::string& a,
                           const std::string& b) {
   ClaimVerdict v{std::move(id), std::move(claim), "", "", "inconclusive", ""};
-  auto scaled = [](const std::string& s) { return s == "none" ? std::string("rope") : "rope+" + s; };
+  auto scaled = [](const std::string& s) { return Row{kPaperMethod, s == "none" ? "" : "+" + s}.name(); };
   v.metric = "perplexity at the fine-tuning length M·L, per-seed difference " + scaled(a) + " ftMx − " + scaled(b) +
              " ftMx (fine-tuned alike; negative supports the claim; 95% interval, Student's t)";
   int below = 0, above = 0, lengths = 0;
   std::string unclear;
   for (int64_t M : r.config.of<PiSettings>().multipliers) {
-    const std::string ra = pi_row_name(a, M), rb = pi_row_name(b, M);
+    const std::string ra = pi_row_name(kPaperMethod, a, M), rb = pi_row_name(kPaperMethod, b, M);
     if (!is_tuned(r, ra) || !is_tuned(r, rb) || !eval_index(r.config, M)) continue;
     ++lengths;
     const Summary s = summarize(pi_paired_differences(r, ra, rb, M));

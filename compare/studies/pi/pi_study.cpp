@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "tensor/option_table.h"
+#include "compare/studies/lm/lm.h"
 #include "compare/studies/passkey/passkey.h"
 #include "compare/studies/pi/pi_protocol.h"
 #include "compare/studies/pi/pi_report.h"
@@ -15,7 +16,6 @@ namespace {
 using json = nlohmann::json;
 std::string at(const std::string& p, size_t i) { return json_path_at(p, i); }
 std::string dot(const std::string& p, const std::string& k) { return json_path_key(p, k); }
-bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 json pi_json(const std::vector<PiResult>& v) {
   json a = json::array();
@@ -47,10 +47,10 @@ std::vector<PiResult> pi_from(const json& j) {
 void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
   const std::string p = dot(path, "pi");
   const auto& rows = u.parts.value<PiResults>().rows;
-  const bool runs = u.method == "rope" && cfg.of<PiSettings>().iters > 0;
+  const bool runs = takes_rope_scaling(u.method) && cfg.of<PiSettings>().iters > 0;
   const size_t want = runs ? cfg.of<PiSettings>().multipliers.size() * cfg.of<PiSettings>().scalings.size() : 0;
   c.size(rows.size(), want, p,
-         runs ? "--pi-multipliers x --pi-scalings" : "the protocol runs on rope units with --pi-iters > 0 only");
+         runs ? "--pi-multipliers x --pi-scalings" : "the protocol runs with --pi-iters > 0 only, on units whose encoding takes a RoPE scaling");
   for (size_t i = 0; i < want; ++i) {
     const PiResult& r = rows[i];
     const std::string q = at(p, i);
@@ -131,9 +131,9 @@ StudyEntry pi_study() {
   e.preset = preset;
   e.validate = validate_pi;
   e.enabled = [](const CompareConfig& c) { return c.of<PiSettings>().iters > 0; };
-  e.applies = [](const CompareConfig&, const std::string& method) { return method == "rope"; };
+  e.applies = [](const CompareConfig&, const std::string& method) { return takes_rope_scaling(method); };
   e.check_data = [](const CompareConfig& cfg, const CorpusData* d) {
-    if (d && contains(cfg.methods, "rope")) check_pi_data(cfg, cfg.base.model.block_size, d->dataset.train());
+    if (d && !rope_scaling_methods(cfg).empty()) check_pi_data(cfg, cfg.base.model.block_size, d->dataset.train());
   };
   e.run_unit = run;
   e.derives_models = true;

@@ -39,7 +39,7 @@ const SuiteTaskResult* find(const UnitResult& u, const std::string& task, bool r
   return nullptr;
 }
 
-// "rope+randomized" -> ("rope", true).
+// "rope+randomized" -> (`rope`, true).
 std::pair<std::string, bool> split_row(const std::string& row) {
   Row r = Row::parse(row);
   const bool randomized = r.randomized;
