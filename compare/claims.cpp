@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -13,45 +14,90 @@ namespace posgrad::train {
 
 using markdown::num;
 
-
-
 std::string with_interval(const Summary& s, int prec) {
-  if (s.n == 0) return "n/a";
-  if (!s.has_interval()) return num(s.mean, prec) + " (1 seed)";
-  return num(s.mean, prec) + " [" + num(s.ci_low, prec) + ", " + num(s.ci_high, prec) + "]";
+  const std::string dropped = s.non_finite ? " (+" + std::to_string(s.non_finite) + " non-finite)" : "";
+  if (s.n == 0) return "n/a" + dropped;
+  if (!s.has_interval()) return num(s.mean, prec) + " (1 seed)" + dropped;
+  return num(s.mean, prec) + " [" + num(s.ci_low, prec) + ", " + num(s.ci_high, prec) + "]" + dropped;
+}
+
+std::string p_text(double p) {
+  if (std::isnan(p)) return "n/a";
+  if (p >= 0.001) return num(p, 3);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1e", p);
+  return buf;
 }
 
 bool has_method(const ComparisonResult& r, const std::string& m) {
   return std::find(r.config.methods.begin(), r.config.methods.end(), m) != r.config.methods.end();
 }
 
-
-Pair better(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m) {
-  Pair p{a, b};
-  const WelchTest w = welch_test(values(r, a, m), values(r, b, m));
-  p.testable = w.testable;
-  p.p = w.p;
-  const int o = significant_order(w);  // -1: a lower
-  p.outcome = m.lower_is_better() ? -o : o;
-  return p;
+std::string training_budget(const ComparisonResult& r) {
+  const TrainConfig& b = r.config.base;
+  return std::to_string(b.max_iters) + " steps of " + std::to_string(b.batch_size) + "x" +
+         std::to_string(b.model.block_size) + " tokens x " + std::to_string(r.config.seeds.size()) + " seed" +
+         (r.config.seeds.size() == 1 ? "" : "s");
 }
 
+namespace {
 
-Judgement judge_pairs(const std::vector<Pair>& pairs, const std::string& missing) {
-  if (!missing.empty()) return {"inconclusive", "not measured: " + missing};
-  std::string against, unclear;
-  for (const auto& p : pairs) {
-    const std::string name = p.a + " vs " + p.b;
-    if (!p.testable) unclear += (unclear.empty() ? "" : ", ") + name + " (fewer than 2 seeds)";
-    else if (p.outcome < 0) against += (against.empty() ? "" : ", ") + name + " (p " + num(p.p, 4) + ")";
-    else if (p.outcome == 0) unclear += (unclear.empty() ? "" : ", ") + name + " (p " + num(p.p, 3) + ")";
+// A test from a t-test whose estimate is `claimed` − `other` (diff < 0 favours the claim when
+// lower_is_better).
+Test from_t(std::string name, const WelchTest& w, bool claim_is_lower) {
+  Test t;
+  t.name = std::move(name);
+  t.testable = w.testable;
+  t.why_not = w.why;
+  t.non_finite = w.non_finite;
+  t.p = w.p;
+  if (w.testable && w.diff != 0) t.direction = (w.diff < 0) == claim_is_lower ? 1 : -1;
+  return t;
+}
+
+}  // namespace
+
+Test better(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m) {
+  return from_t(a + " vs " + b, welch_test(values(r, a, m), values(r, b, m)), m.lower_is_better());
+}
+
+Test better_paired(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m) {
+  const auto va = values_by_seed(r, a, m), vb = values_by_seed(r, b, m);
+  std::vector<double> d;
+  for (const auto& [seed, x] : va)
+    if (const auto it = vb.find(seed); it != vb.end()) d.push_back(x - it->second);
+  return from_t(a + " vs " + b + " (paired by seed)", one_sample_test(d, 0), m.lower_is_better());
+}
+
+Test beyond(const std::string& name, const std::vector<double>& v, double limit, bool claimed_below) {
+  return from_t(name, one_sample_test(v, limit), claimed_below);
+}
+
+Judgement judge_family(std::vector<Test>& tests, const std::string& missing) {
+  if (!missing.empty() || tests.empty())
+    return {kNotMeasured, "needs " + (missing.empty() ? std::string("rows that were not run") : missing), 0};
+  std::vector<double> p;
+  for (const auto& t : tests) p.push_back(t.testable ? t.p : NAN);
+  const std::vector<double> adj = holm_adjust(p);
+  const auto m = static_cast<int64_t>(tests.size());
+  std::string against, unclear, dropped;
+  for (size_t i = 0; i < tests.size(); ++i) {
+    Test& t = tests[i];
+    t.p_holm = adj[i];
+    if (t.non_finite) dropped += (dropped.empty() ? "" : ", ") + t.name + " (" + std::to_string(t.non_finite) + ")";
+    if (!t.testable) unclear += (unclear.empty() ? "" : ", ") + t.name + " (" + t.why_not + ")";
+    else if (t.direction < 0 && t.p_holm < kAlpha)
+      against += (against.empty() ? "" : ", ") + t.name + " (p " + p_text(t.p) + ", Holm " + p_text(t.p_holm) + ")";
+    else if (!(t.direction > 0 && t.p < kAlpha)) unclear += (unclear.empty() ? "" : ", ") + t.name + " (p " + p_text(t.p) + ")";
   }
-  if (!against.empty()) return {"contradicted", "significantly the other way: " + against};
-  if (!unclear.empty()) return {"inconclusive", "no significant difference for " + unclear};
-  return {"supported", "every pair differs significantly (Welch, 5%) in the claimed direction"};
+  const std::string note = dropped.empty() ? "" : "; non-finite per-seed values left out: " + dropped;
+  const std::string of = " of " + std::to_string(m);
+  if (!against.empty()) return {kContradicted, "significantly the other way after Holm over the " + std::to_string(m) + ": " + against + note, m};
+  if (!unclear.empty()) return {kInconclusive, "not significant at 5% for " + unclear + note, m};
+  return {kSupported, (m == 1 ? std::string("significant at 5% as claimed") : "all" + of + " significant at 5% as claimed") + note, m};
 }
 
-std::vector<Pair> chain_pairs(const ComparisonResult& r, const std::vector<std::string>& chain, const Metric& m,
+std::vector<Test> chain_pairs(const ComparisonResult& r, const std::vector<std::string>& chain, const Metric& m,
                               std::string& missing, const std::map<std::string, std::vector<std::string>>& groups) {
   // An inner link of the chain is expanded twice (as the better and as the worse of a pair): the
   // missing names are a set, listed once each in alphabetical order.
@@ -64,7 +110,7 @@ std::vector<Pair> chain_pairs(const ComparisonResult& r, const std::vector<std::
     if (out.empty()) absent.insert(x);
     return out;
   };
-  std::vector<Pair> pairs;
+  std::vector<Test> pairs;
   for (size_t i = 0; i + 1 < chain.size(); ++i)
     for (const auto& a : expand(chain[i]))
       for (const auto& b : expand(chain[i + 1])) pairs.push_back(better(r, a, b, m));
@@ -85,7 +131,7 @@ std::string ranking(const ComparisonResult& r, const std::vector<std::string>& r
   std::vector<std::pair<double, std::string>> by;
   for (const auto& row : rows) {
     const Summary s = summary(r, row, m);
-    if (s.n) by.emplace_back(m.lower_is_better() ? s.mean : -s.mean, row);
+    if (s.n && std::isfinite(s.mean)) by.emplace_back(m.lower_is_better() ? s.mean : -s.mean, row);
   }
   std::sort(by.begin(), by.end());
   std::string out;

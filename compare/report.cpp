@@ -87,9 +87,19 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
   for (const StudyEntry& s : studies())
     if (s.lead_markdown) md << s.lead_markdown(r);
 
-  md << "## The article's claims\n\n";
-  Table claims({"", "claim", "metric", "measured", "verdict", "why"}, /*text=*/true);
-  for (const auto& v : judge_claims(r)) claims.row({v.id, v.claim, v.metric, v.measured, "**" + v.verdict + "**", v.why});
+  md << "## The article's claims\n\n"
+     << "Each claim is judged on a family of tests at the 5% level (the `tests` column counts them): "
+     << "**contradicted** when some test is significant against the claim after Holm's adjustment over the "
+     << "family (at most a 5% chance, whatever the family's size, that a claim which holds reads contradicted); "
+     << "**supported** when every test is significant at 5% in the claimed direction (an intersection–union "
+     << "test: all must hold, so no adjustment is needed for a 5% level); **inconclusive** otherwise; **not "
+     << "measured** when the rows it needs were not run. A verdict reads the per-seed values: its intervals "
+     << "carry the seeds' noise, not the evaluation text's. `budget` is what each per-seed value cost; "
+     << "`protocol` how long texts were scored.\n\n";
+  Table claims({"", "claim", "metric", "tests", "budget", "protocol", "measured", "verdict", "why"}, /*text=*/true);
+  for (const auto& v : judge_claims(r))
+    claims.row({v.id, v.claim, v.metric, v.family ? std::to_string(v.family) : "—", v.budget.empty() ? "—" : v.budget,
+                v.protocol.empty() ? "—" : v.protocol, v.measured, "**" + v.verdict + "**", v.why});
   md << claims.markdown() << "\n";
   for (const StudyEntry& s : studies())
     if (s.markdown) md << s.markdown(r, out);

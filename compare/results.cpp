@@ -196,6 +196,16 @@ std::vector<double> values(const ComparisonResult& r, const std::string& row, co
 
 Summary summary(const ComparisonResult& r, const std::string& row, const Metric& m) { return summarize(values(r, row, m)); }
 
+std::map<uint64_t, double> values_by_seed(const ComparisonResult& r, const std::string& row, const Metric& m) {
+  const StudyEntry& study = study_entry(m.study);
+  std::map<uint64_t, double> v;
+  const std::string method = method_of(row);
+  for (const auto& u : r.units)
+    if (u.method == method)
+      if (auto x = study.value(r.config, u, row, m)) v.emplace(u.seed, *x);
+  return v;
+}
+
 std::vector<Metric> csv_metrics(const CompareConfig& c) {
   std::vector<Metric> out;
   for (const StudyEntry& s : studies())

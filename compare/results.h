@@ -102,6 +102,9 @@ std::string method_of(const std::string& row);
 // The metric's value for each seed of `row` that has one (n/a values are left out), in seed order.
 std::vector<double> values(const ComparisonResult& r, const std::string& row, const Metric& m);
 Summary summary(const ComparisonResult& r, const std::string& row, const Metric& m);
+// The same values keyed by seed, for tests that pair two rows measured on the same seeds (a scaled
+// row and its plain model, a fine-tuned row and its base).
+std::map<uint64_t, double> values_by_seed(const ComparisonResult& r, const std::string& row, const Metric& m);
 // The metrics of results.csv, in order: each study's (StudyEntry::metrics), in registry order.
 std::vector<Metric> csv_metrics(const CompareConfig& c);
 

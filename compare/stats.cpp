@@ -64,6 +64,13 @@ double student_t_cdf(double t, double df) {
   return t >= 0 ? 1.0 - tail : tail;
 }
 
+double student_t_two_sided_p(double t, double df) {
+  POSGRAD_CHECK(df > 0, ValueError, "student_t_two_sided_p: degrees of freedom must be positive, got ", df);
+  if (std::isnan(t)) return NAN;
+  if (std::isinf(t)) return 0.0;
+  return incomplete_beta(df / 2.0, 0.5, df / (df + t * t));
+}
+
 double student_t_quantile(double p, double df) {
   POSGRAD_CHECK(p > 0 && p < 1, ValueError, "student_t_quantile: p must be in (0, 1), got ", p);
   if (p < 0.5) return -student_t_quantile(1.0 - p, df);
@@ -76,8 +83,18 @@ double student_t_quantile(double p, double df) {
   return 0.5 * (lo + hi);
 }
 
-Summary summarize(const std::vector<double>& v) {
+std::vector<double> finite_values(const std::vector<double>& v, int64_t* dropped) {
+  std::vector<double> out;
+  out.reserve(v.size());
+  for (double x : v)
+    if (std::isfinite(x)) out.push_back(x);
+  if (dropped) *dropped += static_cast<int64_t>(v.size() - out.size());
+  return out;
+}
+
+Summary summarize(const std::vector<double>& values) {
   Summary s;
+  const std::vector<double> v = finite_values(values, &s.non_finite);
   s.n = static_cast<int64_t>(v.size());
   if (v.empty()) {
     s.mean = s.std = s.ci_low = s.ci_high = NAN;
@@ -99,33 +116,77 @@ Summary summarize(const std::vector<double>& v) {
   return s;
 }
 
+namespace {
+
+WelchTest untestable(WelchTest w, const char* why) {
+  w.testable = false;
+  w.p = w.t = w.ci_low = w.ci_high = NAN;
+  w.why = why;
+  return w;
+}
+
+}  // namespace
+
 WelchTest welch_test(const std::vector<double>& a, const std::vector<double>& b) {
   WelchTest w;
-  if (a.size() < 2 || b.size() < 2) {
-    w.p = NAN;
-    return w;
-  }
   const Summary sa = summarize(a), sb = summarize(b);
-  w.testable = true;
+  w.non_finite = sa.non_finite + sb.non_finite;
+  if (sa.n < 2 || sb.n < 2) return untestable(w, "fewer than 2 seeds");
   w.diff = sa.mean - sb.mean;
   const double va = sa.std * sa.std / static_cast<double>(sa.n), vb = sb.std * sb.std / static_cast<double>(sb.n);
   const double se2 = va + vb;
-  if (se2 == 0) {  // both constant: the difference is exact
-    w.t = w.diff == 0 ? 0 : std::copysign(INFINITY, w.diff);
-    w.df = static_cast<double>(sa.n + sb.n - 2);
-    w.p = w.diff == 0 ? 1.0 : 0.0;
-    w.ci_low = w.ci_high = w.diff;
-    return w;
-  }
+  if (se2 == 0) return untestable(w, "no variance on either side");
+  w.testable = true;
   const double se = std::sqrt(se2);
   w.t = w.diff / se;
   // Welch–Satterthwaite
   w.df = se2 * se2 / (va * va / static_cast<double>(sa.n - 1) + vb * vb / static_cast<double>(sb.n - 1));
-  w.p = 2.0 * (1.0 - student_t_cdf(std::fabs(w.t), w.df));
+  w.p = student_t_two_sided_p(w.t, w.df);
   const double half = student_t_quantile(0.975, w.df) * se;
   w.ci_low = w.diff - half;
   w.ci_high = w.diff + half;
   return w;
+}
+
+WelchTest one_sample_test(const std::vector<double>& d, double mu) {
+  WelchTest w;
+  const Summary s = summarize(d);
+  w.non_finite = s.non_finite;
+  if (s.n < 2) return untestable(w, "fewer than 2 seeds");
+  w.diff = s.mean - mu;
+  if (s.std == 0) return untestable(w, "no variance");
+  w.testable = true;
+  const double se = s.std / std::sqrt(static_cast<double>(s.n));
+  w.t = w.diff / se;
+  w.df = static_cast<double>(s.n - 1);
+  w.p = student_t_two_sided_p(w.t, w.df);
+  w.ci_low = s.ci_low - mu;
+  w.ci_high = s.ci_high - mu;
+  return w;
+}
+
+std::vector<double> holm_adjust(const std::vector<double>& p) {
+  const size_t m = p.size();
+  std::vector<size_t> order;
+  for (size_t i = 0; i < m; ++i)
+    if (!std::isnan(p[i])) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
+  std::vector<double> adj(m, NAN);
+  double running = 0;
+  for (size_t j = 0; j < order.size(); ++j) {
+    running = std::max(running, std::min(1.0, static_cast<double>(m - j) * p[order[j]]));
+    adj[order[j]] = running;
+  }
+  return adj;
+}
+
+Proportion wilson_interval(int64_t successes, int64_t n, double z) {
+  POSGRAD_CHECK(n > 0 && successes >= 0 && successes <= n, ValueError,
+                "wilson_interval: need 0 <= successes <= n and n > 0, got ", successes, " of ", n);
+  const double nn = static_cast<double>(n), p = static_cast<double>(successes) / nn, z2 = z * z;
+  const double centre = (p + z2 / (2 * nn)) / (1 + z2 / nn);
+  const double half = z / (1 + z2 / nn) * std::sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
+  return {p, std::max(0.0, centre - half), std::min(1.0, centre + half)};
 }
 
 int significant_order(const WelchTest& w, double alpha) {

@@ -4,11 +4,16 @@
 // Welch (1947), "The generalization of 'Student's' problem when several different population
 // variances are involved"; the Welch–Satterthwaite degrees of freedom. Student's t distribution
 // through the regularized incomplete beta function, I_x(a, b) by its continued fraction (DLMF
-// 8.17.22, evaluated with the modified Lentz method). Deliberately not here: multiple-comparison
-// corrections (the report states how many comparisons it makes), non-parametric tests.
+// 8.17.22, evaluated with the modified Lentz method). Holm's (1979) step-down adjustment of a family
+// of p-values, and Wilson's (1927) score interval of a binomial proportion.
+//
+// Values that are not finite (a diverged run's inf perplexity, a NaN) are no measurement: every
+// function here leaves them out and says how many it left out (Summary::non_finite,
+// WelchTest::non_finite), never throws on them.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace posgrad::train {
@@ -17,26 +22,58 @@ namespace posgrad::train {
 double incomplete_beta(double a, double b, double x);
 // P(T <= t) for Student's t with df > 0 degrees of freedom.
 double student_t_cdf(double t, double df);
+// P(|T| >= |t|), the two-sided p-value, from the tail directly: I_{df/(df+t²)}(df/2, 1/2) (DLMF
+// 8.17.1 with Abramowitz & Stegun 26.7.1), so it stays exact far below 1e-16 where 2(1 − cdf)
+// would round to 0. t = ±inf: 0; NaN: NaN. ValueError for df <= 0.
+double student_t_two_sided_p(double t, double df);
 // The p-quantile of Student's t (0 < p < 1), by bisection on the CDF to 1e-12.
 double student_t_quantile(double p, double df);
 
-// n values -> mean, sample standard deviation (n - 1 in the denominator), and the 95% interval
-// mean ± t(0.975, n - 1) · std / sqrt(n). n = 0: everything NaN; n = 1: std 0, interval NaN.
+// The finite values -> their count n, mean, sample standard deviation (n - 1 in the denominator),
+// and the 95% interval mean ± t(0.975, n - 1) · std / sqrt(n); non_finite counts the values left
+// out. n = 0: everything NaN; n = 1: std 0, interval NaN.
 struct Summary {
-  int64_t n = 0;
+  int64_t n = 0, non_finite = 0;
   double mean = 0, std = 0, ci_low = 0, ci_high = 0;
   bool has_interval() const { return n >= 2; }
 };
 Summary summarize(const std::vector<double>& values);
 
-// Welch's t-test of mean(a) - mean(b). Two-sided p-value; 95% interval of the difference.
-// Fewer than 2 values on a side: not testable (testable false, p NaN). Both sides without
-// variance: p = 0 when the means differ, 1 when they are equal (a deterministic quantity).
+// The finite values of v, in order; *dropped (when given) += how many were not finite.
+std::vector<double> finite_values(const std::vector<double>& v, int64_t* dropped = nullptr);
+
+// Welch's t-test of mean(a) - mean(b) on their finite values (non_finite: how many were left out).
+// Two-sided p-value (student_t_two_sided_p); 95% interval of the difference. Not testable (testable
+// false, p NaN, `why` says which) with fewer than 2 finite values on a side, or when neither side
+// varies: a constant group ([1, 1, 1] against [0.875, 0.875, 0.875], accuracies of 8 examples) gives
+// no estimate of the noise, and a t-test on it would call any difference exact.
 struct WelchTest {
   bool testable = false;
   double diff = 0, t = 0, df = 0, p = 1, ci_low = 0, ci_high = 0;
+  int64_t non_finite = 0;
+  std::string why;  // when not testable: "fewer than 2 seeds" | "no variance on either side"
 };
 WelchTest welch_test(const std::vector<double>& a, const std::vector<double>& b);
+
+// One-sample t-test of mean(d) − mu on the finite values of d (paired differences, ratios against a
+// threshold): diff = mean − mu, df = n − 1, the 95% interval of the mean − mu. Not testable with
+// fewer than 2 finite values or no variance (as welch_test).
+WelchTest one_sample_test(const std::vector<double>& d, double mu = 0);
+
+// Holm's (1979) step-down adjusted p-values of a family, in the input's order: with the testable
+// p-values sorted p_(1) <= ... <= p_(m), adj_(i) = max_{j <= i} min(1, (m − j + 1) · p_(j)). m counts
+// every entry, a NaN one (a test that could not be made) too, so an untestable member still costs
+// its share of the error rate; NaN entries stay NaN. Rejecting where adj < alpha keeps the
+// probability of any false rejection in the family at most alpha, under any dependence.
+std::vector<double> holm_adjust(const std::vector<double>& p);
+
+// Wilson's score interval of a binomial proportion: `successes` of `n` trials, at the two-sided
+// level of z (1.959964: 95%). Stays inside [0, 1] and is not empty at 0 or n successes (Wilson 1927;
+// Brown, Cai & DasGupta 2001). ValueError unless 0 <= successes <= n, n > 0.
+struct Proportion {
+  double p = 0, low = 0, high = 0;
+};
+Proportion wilson_interval(int64_t successes, int64_t n, double z = 1.959963984540054);
 
 // -1: a significantly lower than b, +1: significantly higher, 0: no significant difference (or
 // not testable), at the two-sided level alpha.

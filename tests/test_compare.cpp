@@ -70,7 +70,9 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   for (const char id : std::string("abcdefghijk")) EXPECT_NE(md.find(std::string("| ") + id + " | "), std::string::npos) << id;
   for (const char* id : {"| s1 | ", "| s2 | ", "| p1 | ", "| p2 | ", "| p3 | ", "| pk1 | ", "| pk2 | "})
     EXPECT_NE(md.find(id), std::string::npos) << id;
-  EXPECT_EQ(count(md, "**supported**") + count(md, "**contradicted**") + count(md, "**inconclusive**"), 18u);
+  EXPECT_EQ(count(md, "| **supported** |") + count(md, "| **contradicted** |") + count(md, "| **inconclusive** |") +
+                count(md, "| **not measured** |"),
+            18u);
   // Passkey retrieval: its section, and passkey.csv with every method and RoPE's scaled rows at
   // 1x and 2x (learned n/a beyond its table), per depth and the mean over depths.
   EXPECT_NE(md.find("## Passkey retrieval"), std::string::npos);
@@ -271,8 +273,8 @@ TEST(Claims, ExtrapolationThresholdsAndMissingMethods) {
   const auto v = train::judge_claims(r);
   EXPECT_EQ(verdict(v, "e"), "supported");     // growth well under 10%
   EXPECT_EQ(verdict(v, "f"), "contradicted");  // RoPE doubles its perplexity at 4x
-  EXPECT_EQ(verdict(v, "a"), "inconclusive");  // deberta and the absolute methods were not run
-  EXPECT_EQ(verdict(v, "j"), "inconclusive");  // nothing at 2048 tokens
+  EXPECT_EQ(verdict(v, "a"), "not measured");  // deberta and the absolute methods were not run
+  EXPECT_EQ(verdict(v, "j"), "not measured");  // nothing at 2048 tokens
 }
 
 TEST(Claims, ParameterCountsAreExact) {

@@ -24,13 +24,32 @@ using markdown::Table;
 // "Absolute" in the article's claims: the sinusoidal and learned encodings (each must be beaten).
 const std::map<std::string, std::vector<std::string>> kGroups = {{"absolute", {"sinusoidal", "learned"}}};
 
+// The evaluation protocol of the length claims: how many windows each length's perplexity rests on.
+std::string length_protocol(const ComparisonResult& r, int64_t k) {
+  const int64_t ctx = k * r.config.base.model.block_size;
+  const int64_t windows = std::max<int64_t>(1, r.config.eval_tokens / ctx);
+  return "non-overlapping windows of the validation text, " + std::to_string(windows) + " of " + std::to_string(ctx) +
+         " tokens at " + std::to_string(k) + "x (intervals: seed noise only)";
+}
+
+ClaimVerdict verdict_of(std::string id, std::string claim, std::string metric, std::string measured_text,
+                        const Judgement& j, std::string budget, std::string protocol = "") {
+  ClaimVerdict v{std::move(id), std::move(claim), std::move(metric), std::move(measured_text), j.verdict, j.why};
+  v.family = j.family;
+  v.budget = std::move(budget);
+  v.protocol = std::move(protocol);
+  return v;
+}
+
+std::string better_text(const Metric& m) { return m.name() + (m.lower_is_better() ? " (lower is better)" : " (higher is better)"); }
+
 ClaimVerdict ordering_claim(const ComparisonResult& r, std::string id, std::string claim, const Metric& m,
-                            const std::vector<std::string>& chain) {
+                            const std::vector<std::string>& chain, std::string protocol = "") {
   std::string missing;
-  const auto pairs = chain_pairs(r, chain, m, missing, kGroups);
-  const Judgement j = judge_pairs(pairs, missing);
-  return {std::move(id), std::move(claim), m.name() + (m.lower_is_better() ? " (lower is better)" : " (higher is better)"),
-          measured(r, {"rope", "deberta", "t5", "sinusoidal", "learned"}, m), j.verdict, j.why};
+  auto tests = chain_pairs(r, chain, m, missing, kGroups);
+  return verdict_of(std::move(id), std::move(claim), better_text(m),
+                    measured(r, {"rope", "deberta", "t5", "sinusoidal", "learned"}, m), judge_family(tests, missing),
+                    training_budget(r), std::move(protocol));
 }
 
 int64_t longest_with_values(const ComparisonResult& r, const std::string& row) {
@@ -43,72 +62,62 @@ int64_t longest_with_values(const ComparisonResult& r, const std::string& row) {
 // "handles longer sequences": perplexity grows by less than `limit` from 1x to the longest length.
 ClaimVerdict extrapolates(const ComparisonResult& r, std::string id, std::string claim, const std::string& method) {
   constexpr double kLimit = 1.10;
-  ClaimVerdict v{std::move(id), std::move(claim), "", "", "inconclusive", ""};
-  if (!has_method(r, method)) {
-    v.why = "not measured: add " + method + " to --methods";
-    return v;
-  }
+  if (!has_method(r, method))
+    return verdict_of(std::move(id), std::move(claim), "", "n/a", {kNotMeasured, "needs " + method + " in --methods"}, "");
   const int64_t k = longest_with_values(r, method);
   const Metric m = lm_metric(Quantity::PerplexityRatio, k);
-  v.metric = m.name() + ": perplexity at " + std::to_string(k) + "x the training length / at 1x; threshold " +
-             num(kLimit, 2) + " (less than 10% growth)";
   std::string all;
   for (int64_t x : r.config.eval_multipliers)
     if (x != 1) all += (all.empty() ? "" : "; ") + std::to_string(x) + "x " + with_interval(summary(r, method, lm_metric(Quantity::PerplexityRatio, x)), 2);
-  v.measured = all;
-  const Summary s = summary(r, method, m);
-  if (k == 1 || s.n == 0) {
-    v.why = "no evaluation beyond the training length";
-  } else if (!s.has_interval()) {
-    v.why = "one seed: no interval";
-  } else if (s.ci_high < kLimit) {
-    v.verdict = "supported";
-    v.why = "the whole 95% interval of the growth at " + std::to_string(k) + "x is below " + num(kLimit, 2);
-  } else if (s.ci_low > kLimit) {
-    v.verdict = "contradicted";
-    v.why = "perplexity grows by more than 10% at " + std::to_string(k) + "x (interval above " + num(kLimit, 2) + ")";
-  } else {
-    v.why = "the interval of the growth contains the threshold";
-  }
-  return v;
+  const std::string metric = m.name() + ": perplexity at " + std::to_string(k) + "x the training length / at 1x; threshold " +
+                             num(kLimit, 2) + " (less than 10% growth)";
+  std::vector<Test> tests;
+  if (k > 1) tests.push_back(beyond("growth at " + std::to_string(k) + "x below " + num(kLimit, 2), values(r, method, m), kLimit, true));
+  const Judgement j = judge_family(tests, k == 1 ? "an evaluation beyond the training length (--eval-multipliers)" : "");
+  return verdict_of(std::move(id), std::move(claim), metric, all.empty() ? "n/a" : all, j, training_budget(r),
+                    k > 1 ? length_protocol(r, k) : "");
 }
 
 ClaimVerdict claim_b(const ComparisonResult& r) {
   const Metric acc = lm_metric(Quantity::Accuracy);
   const Metric f1 = task_metric(TaskQuantity::TokenF1, 1);
-  ClaimVerdict a = ordering_claim(r, "b", "accuracy and F1: RoPE > DeBERTa > T5 > absolute", acc,
-                                  {"rope", "deberta", "t5", "absolute"});
-  ClaimVerdict b = ordering_claim(r, "b", "", f1, {"rope", "deberta", "t5", "absolute"});
-  ClaimVerdict v = a;
-  v.metric = a.metric + "; " + b.metric + " of the synthetic " + r.config.of<TaskSettings>().kind + " task";
-  v.measured = "accuracy: " + a.measured + " — F1: " + b.measured;
-  v.verdict = a.verdict == "contradicted" || b.verdict == "contradicted" ? "contradicted"
-              : a.verdict == "supported" && b.verdict == "supported"    ? "supported"
-                                                                        : "inconclusive";
-  v.why = "accuracy: " + a.why + "; F1: " + b.why;
-  return v;
+  const std::vector<std::string> chain = {"rope", "deberta", "t5", "absolute"};
+  std::string missing_acc, missing_f1;
+  auto tests = chain_pairs(r, chain, acc, missing_acc, kGroups);
+  for (auto& t : chain_pairs(r, chain, f1, missing_f1, kGroups)) {
+    t.name = "F1 " + t.name;
+    tests.push_back(std::move(t));
+  }
+  std::string missing = missing_acc;
+  if (!missing_f1.empty()) missing += (missing.empty() ? "" : "; ") + ("F1 of " + missing_f1);
+  const Judgement j = judge_family(tests, missing);
+  const std::string metric = better_text(acc) + "; " + better_text(f1) + " of the synthetic " +
+                             r.config.of<TaskSettings>().kind + " task (one family: both orderings)";
+  const std::vector<std::string> shown = {"rope", "deberta", "t5", "sinusoidal", "learned"};
+  return verdict_of("b", "accuracy and F1: RoPE > DeBERTa > T5 > absolute", metric,
+                    "accuracy: " + measured(r, shown, acc) + " — F1: " + measured(r, shown, f1), j, training_budget(r));
 }
 
 ClaimVerdict claim_c(const ComparisonResult& r) {
   const int64_t k = r.config.eval_multipliers.back();
   ClaimVerdict v = ordering_claim(r, "c", "extrapolation: RoPE > DeBERTa > T5 > absolute",
-                                  lm_metric(Quantity::PerplexityRatio, k), {"rope", "deberta", "t5", "absolute"});
+                                  lm_metric(Quantity::PerplexityRatio, k), {"rope", "deberta", "t5", "absolute"},
+                                  length_protocol(r, k));
   v.why += " (learned positions cannot run beyond their table, so 'absolute' is sinusoidal here)";
   return v;
 }
 
 ClaimVerdict claim_d(const ComparisonResult& r) {
   const Metric ppl = lm_metric(Quantity::Perplexity);
-  std::string missing;
-  std::vector<Pair> pairs;
+  std::vector<Test> tests;
   for (const std::string rel : {"t5", "deberta", "rope", "alibi"})
     for (const auto& abs : kGroups.at("absolute"))
-      if (has_method(r, rel) && has_method(r, abs)) pairs.push_back(better(r, rel, abs, ppl));
-  if (pairs.empty()) missing = "relative and absolute methods";
-  const Judgement j = judge_pairs(pairs, missing);
-  return {"d", "relative encodings (T5, DeBERTa, RoPE, ALiBi) beat absolute ones (sinusoidal, learned)",
-                 ppl.name() + " (lower is better)",
-                 measured(r, {"t5", "deberta", "rope", "alibi", "sinusoidal", "learned"}, ppl), j.verdict, j.why};
+      if (has_method(r, rel) && has_method(r, abs)) tests.push_back(better(r, rel, abs, ppl));
+  const Judgement j = judge_family(tests, tests.empty() ? "a relative (t5, deberta, rope, alibi) and an absolute "
+                                                          "(sinusoidal, learned) method in --methods" : "");
+  return verdict_of("d", "relative encodings (T5, DeBERTa, RoPE, ALiBi) beat absolute ones (sinusoidal, learned)",
+                    better_text(ppl), measured(r, {"t5", "deberta", "rope", "alibi", "sinusoidal", "learned"}, ppl), j,
+                    training_budget(r));
 }
 
 ClaimVerdict claim_g(const ComparisonResult& r) {
@@ -159,8 +168,11 @@ ClaimVerdict claim_h(const ComparisonResult& r) {
     if (clearly(b, a) || clearly(c, b)) ++against;
     else if (clearly(a, b) && clearly(b, c)) ++holds;
   }
+  v.family = lengths;
+  v.budget = std::to_string(cost.rounds) + " interleaved rounds per length";
   if (lengths == 0) {
-    v.why = "not measured: needs t5, rope and deberta in --methods";
+    v.verdict = kNotMeasured;
+    v.why = "needs t5, rope and deberta in --methods";
   } else if (against) {
     v.verdict = "contradicted";
     v.why = "at " + std::to_string(against) + " of " + std::to_string(lengths) +
@@ -184,7 +196,8 @@ ClaimVerdict claim_i(const ComparisonResult& r) {
     if (!x.empty()) v.measured += (v.measured.empty() ? "" : "; ") + m + " " + num(x.front(), 0);
   }
   if (!p.count("t5") || !p.count("rope") || !p.count("deberta")) {
-    v.why = "not measured: needs t5, rope and deberta in --methods";
+    v.verdict = kNotMeasured;
+    v.why = "needs t5, rope and deberta in --methods";
   } else {
     // The claim ranks the article's encodings; others measured here (ALiBi, KERPLE, ...) are
     // reported beside the verdict but do not decide it.
@@ -206,7 +219,7 @@ ClaimVerdict claim_i(const ComparisonResult& r) {
 }
 
 ClaimVerdict claim_j(const ComparisonResult& r) {
-  ClaimVerdict v{"j", "beyond 2048 tokens RoPE is the best choice", "", "", "inconclusive", ""};
+  const std::string claim = "beyond 2048 tokens RoPE is the best choice";
   const int64_t block = r.config.base.model.block_size;
   int64_t k = 0;
   for (int64_t x : r.config.eval_multipliers)
@@ -214,47 +227,55 @@ ClaimVerdict claim_j(const ComparisonResult& r) {
       k = x;
       break;
     }
-  if (k == 0 || !has_method(r, "rope")) {
-    v.metric = "perplexity at >= 2048 tokens";
-    v.why = k == 0 ? "not measured: the longest evaluation is shorter than 2048 tokens (raise --eval-multipliers)"
-                   : "not measured: add rope to --methods";
-  } else {
-    const Metric m = lm_metric(Quantity::Perplexity, k);
-    v.metric = m.name() + " (" + std::to_string(k * block) + " tokens; lower is better)";
-    std::vector<std::string> others;
-    for (const auto& row : rows(r))
-      if (row != "rope" && !values(r, row, m).empty()) others.push_back(row);
-    std::vector<Pair> pairs;
-    for (const auto& o : others) pairs.push_back(better(r, "rope", o, m));
-    std::vector<std::string> shown = {"rope"};
-    shown.insert(shown.end(), others.begin(), others.end());
-    v.measured = measured(r, shown, m);
-    const Judgement j = judge_pairs(pairs, others.empty() ? "no other method runs there" : "");
-    v.verdict = j.verdict;
-    v.why = j.why + " (plain RoPE against every other row, its scaled variants included)";
-  }
-  return v;
+  if (k == 0 || !has_method(r, "rope"))
+    return verdict_of("j", claim, "perplexity at >= 2048 tokens", "n/a",
+                      {kNotMeasured, k == 0 ? "an evaluation at 2048 tokens or more (raise --eval-multipliers)"
+                                            : "rope in --methods"},
+                      "");
+  const Metric m = lm_metric(Quantity::Perplexity, k);
+  std::vector<std::string> others;
+  for (const auto& row : rows(r))
+    if (row != "rope" && !values(r, row, m).empty()) others.push_back(row);
+  // RoPE's own variants (rope+yarn, rope@bf16) are measured on the same models: paired by seed.
+  std::vector<Test> tests;
+  for (const auto& o : others)
+    tests.push_back(method_of(o) == "rope" ? better_paired(r, "rope", o, m) : better(r, "rope", o, m));
+  std::vector<std::string> shown = {"rope"};
+  shown.insert(shown.end(), others.begin(), others.end());
+  Judgement j = judge_family(tests, others.empty() ? "another row evaluated at " + std::to_string(k * block) + " tokens" : "");
+  j.why += " (plain RoPE against every other row, its scaled variants included)";
+  return verdict_of("j", claim, m.name() + " (" + std::to_string(k * block) + " tokens; lower is better)",
+                    measured(r, shown, m), j, training_budget(r), length_protocol(r, k));
 }
 
 ClaimVerdict claim_k(const ComparisonResult& r) {
-  ClaimVerdict v{"k", "position-encoding arithmetic runs in half precision without loss", "", "", "inconclusive", ""};
+  const std::string claim = "position-encoding arithmetic runs in half precision without loss";
   constexpr double kLimit = 1.01;
   const int64_t k = longest_with_values(r, "rope");
   const int64_t len = k * r.config.base.model.block_size;
-  v.metric = "RoPE perplexity with its angle arithmetic in bf16 / fp16 over fp32, at " + std::to_string(len) +
-             " tokens; threshold " + num(kLimit, 2) + " (1% worse)";
+  const std::string metric = "RoPE perplexity with its angle arithmetic in bf16 / fp16 over fp32, per seed, at " +
+                             std::to_string(len) + " tokens; threshold " + num(kLimit, 2) + " (1% worse)";
   const Metric m = lm_metric(Quantity::Perplexity, k);
-  const auto base = values(r, "rope", m);
-  std::vector<std::string> above, inside;
+  const auto base = values_by_seed(r, "rope", m);
+  std::string measured_text;
+  std::vector<Test> tests;
   for (const std::string prec : {"bf16", "fp16"}) {
-    const auto half = values(r, "rope@" + prec, m);
-    std::vector<double> ratio;
-    for (size_t i = 0; i < std::min(base.size(), half.size()); ++i) ratio.push_back(half[i] / base[i]);
-    const Summary s = summarize(ratio);
-    v.measured += (v.measured.empty() ? "" : "; ") + prec + " " + with_interval(s, 4);
-    if (s.n < 2) inside.push_back(prec + " (fewer than 2 seeds)");
-    else if (s.ci_low > kLimit) above.push_back(prec);
-    else if (!(s.ci_high < kLimit)) inside.push_back(prec);
+    std::vector<double> ratio;  // paired by seed: the same model evaluated both ways
+    for (const auto& [seed, half] : values_by_seed(r, "rope@" + prec, m))
+      if (const auto it = base.find(seed); it != base.end()) ratio.push_back(half / it->second);
+    if (ratio.empty()) continue;
+    measured_text += (measured_text.empty() ? "" : "; ") + prec + " " + with_interval(summarize(ratio), 4);
+    // The claim: no loss, i.e. the ratio is below 1.01. A ratio identical on every seed (the rounded
+    // arithmetic changed no perplexity digit) is no noise estimate but an exact answer: compared as is.
+    Test t = beyond(prec + " / fp32 below " + num(kLimit, 2), ratio, kLimit, true);
+    if (ratio.size() >= 2 && std::all_of(ratio.begin(), ratio.end(), [&](double x) { return x == ratio[0]; })) {
+      t.testable = true;
+      t.why_not.clear();
+      t.p = ratio[0] == kLimit ? 1.0 : 0.0;
+      t.direction = ratio[0] < kLimit ? 1 : ratio[0] > kLimit ? -1 : 0;
+      t.name += " (the same ratio on every seed)";
+    }
+    tests.push_back(std::move(t));
   }
   // ALiBi's bias -m_h d in bf16: distances that collapse onto their neighbour's bias (computed exactly).
   const auto slopes = nn::alibi_slopes(r.config.base.model.n_head);
@@ -263,23 +284,12 @@ ClaimVerdict claim_k(const ComparisonResult& r) {
     if (nn::round_to_bf16(nn::round_to_bf16(slopes.back()) * nn::round_to_bf16(static_cast<double>(d))) ==
         nn::round_to_bf16(nn::round_to_bf16(slopes.back()) * nn::round_to_bf16(static_cast<double>(d + 1))))
       ++collapsed;
-  v.measured += "; ALiBi bias of the last head in bf16: " + std::to_string(collapsed) + " of " +
-                std::to_string(len - 2) + " distances share their neighbour's value (bf16 holds integers exactly "
-                "only up to 256, fp16 up to 2048)";
-  if (base.empty()) {
-    v.why = "not measured: add rope to --methods";
-  } else if (!above.empty()) {
-    v.verdict = "contradicted";
-    std::string a;
-    for (const auto& x : above) a += (a.empty() ? "" : ", ") + x;
-    v.why = "RoPE in " + a + " is worse by more than 1% (whole interval above " + num(kLimit, 2) + ")";
-  } else if (inside.empty()) {
-    v.verdict = "supported";
-    v.why = "RoPE loses less than 1% in both formats (ALiBi and T5 were not evaluated through the model)";
-  } else {
-    v.why = "the interval contains the 1% threshold for " + inside.front();
-  }
-  return v;
+  measured_text += (measured_text.empty() ? "" : "; ") + std::string("ALiBi bias of the last head in bf16: ") +
+                   std::to_string(collapsed) + " of " + std::to_string(len - 2) +
+                   " distances share their neighbour's value (bf16 holds integers exactly only up to 256, fp16 up to 2048)";
+  Judgement j = judge_family(tests, base.empty() ? "rope in --methods" : tests.empty() ? "the rope@bf16 and rope@fp16 rows" : "");
+  if (j.verdict == kSupported) j.why += " (ALiBi and T5 were not evaluated through the model)";
+  return verdict_of("k", claim, metric, measured_text, j, training_budget(r), length_protocol(r, k));
 }
 
 std::vector<ClaimVerdict> claims(const ComparisonResult& r) {
