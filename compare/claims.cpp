@@ -44,8 +44,8 @@ namespace {
 
 // A test from a t-test whose estimate is `claimed` − `other` (diff < 0 favours the claim when
 // lower_is_better).
-Test from_t(std::string name, const WelchTest& w, bool claim_is_lower) {
-  Test t;
+ClaimTest from_t(std::string name, const WelchTest& w, bool claim_is_lower) {
+  ClaimTest t;
   t.name = std::move(name);
   t.testable = w.testable;
   t.why_not = w.why;
@@ -57,11 +57,11 @@ Test from_t(std::string name, const WelchTest& w, bool claim_is_lower) {
 
 }  // namespace
 
-Test better(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m) {
+ClaimTest better(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m) {
   return from_t(a + " vs " + b, welch_test(values(r, a, m), values(r, b, m)), m.lower_is_better());
 }
 
-Test better_paired(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m) {
+ClaimTest better_paired(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m) {
   const auto va = values_by_seed(r, a, m), vb = values_by_seed(r, b, m);
   std::vector<double> d;
   for (const auto& [seed, x] : va)
@@ -69,11 +69,11 @@ Test better_paired(const ComparisonResult& r, const std::string& a, const std::s
   return from_t(a + " vs " + b + " (paired by seed)", one_sample_test(d, 0), m.lower_is_better());
 }
 
-Test beyond(const std::string& name, const std::vector<double>& v, double limit, bool claimed_below) {
+ClaimTest beyond(const std::string& name, const std::vector<double>& v, double limit, bool claimed_below) {
   return from_t(name, one_sample_test(v, limit), claimed_below);
 }
 
-Judgement judge_family(std::vector<Test>& tests, const std::string& missing) {
+Judgement judge_family(std::vector<ClaimTest>& tests, const std::string& missing) {
   if (!missing.empty() || tests.empty())
     return {kNotMeasured, "needs " + (missing.empty() ? std::string("rows that were not run") : missing), 0};
   std::vector<double> p;
@@ -82,7 +82,7 @@ Judgement judge_family(std::vector<Test>& tests, const std::string& missing) {
   const auto m = static_cast<int64_t>(tests.size());
   std::string against, unclear, dropped;
   for (size_t i = 0; i < tests.size(); ++i) {
-    Test& t = tests[i];
+    ClaimTest& t = tests[i];
     t.p_holm = adj[i];
     if (t.non_finite) dropped += (dropped.empty() ? "" : ", ") + t.name + " (" + std::to_string(t.non_finite) + ")";
     if (!t.testable) unclear += (unclear.empty() ? "" : ", ") + t.name + " (" + t.why_not + ")";
@@ -97,7 +97,7 @@ Judgement judge_family(std::vector<Test>& tests, const std::string& missing) {
   return {kSupported, (m == 1 ? std::string("significant at 5% as claimed") : "all" + of + " significant at 5% as claimed") + note, m};
 }
 
-std::vector<Test> chain_pairs(const ComparisonResult& r, const std::vector<std::string>& chain, const Metric& m,
+std::vector<ClaimTest> chain_pairs(const ComparisonResult& r, const std::vector<std::string>& chain, const Metric& m,
                               std::string& missing, const std::map<std::string, std::vector<std::string>>& groups) {
   // An inner link of the chain is expanded twice (as the better and as the worse of a pair): the
   // missing names are a set, listed once each in alphabetical order.
@@ -110,7 +110,7 @@ std::vector<Test> chain_pairs(const ComparisonResult& r, const std::vector<std::
     if (out.empty()) absent.insert(x);
     return out;
   };
-  std::vector<Test> pairs;
+  std::vector<ClaimTest> pairs;
   for (size_t i = 0; i + 1 < chain.size(); ++i)
     for (const auto& a : expand(chain[i]))
       for (const auto& b : expand(chain[i + 1])) pairs.push_back(better(r, a, b, m));

@@ -62,7 +62,7 @@ bool has_method(const ComparisonResult& r, const std::string& method);
 std::string training_budget(const ComparisonResult& r);
 
 // One test of a claim's family.
-struct Test {
+struct ClaimTest {
   std::string name;       // "rope vs deberta", "bf16 / fp32 below 1.01"
   bool testable = false;
   std::string why_not;    // when not testable: the test's reason ("fewer than 2 seeds", "no variance ...")
@@ -73,12 +73,12 @@ struct Test {
 };
 
 // "a is better than b" on metric m: Welch on the two rows' per-seed values.
-Test better(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m);
+ClaimTest better(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m);
 // "a is better than b" on the per-seed differences a − b of the seeds both rows have (a row and a
 // variant of the same models: scaled against plain, randomized against plain, fine-tuned rows).
-Test better_paired(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m);
+ClaimTest better_paired(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m);
 // "the values lie below `limit`" (claimed_below) or above it: a one-sample t-test of mean − limit.
-Test beyond(const std::string& name, const std::vector<double>& values, double limit, bool claimed_below);
+ClaimTest beyond(const std::string& name, const std::vector<double>& values, double limit, bool claimed_below);
 
 struct Judgement {
   std::string verdict, why;
@@ -86,11 +86,11 @@ struct Judgement {
 };
 // The family's verdict by the rules at the top of this header; fills each test's p_holm. `missing`
 // not empty (or no test): not measured, with "needs <missing>".
-Judgement judge_family(std::vector<Test>& tests, const std::string& missing);
+Judgement judge_family(std::vector<ClaimTest>& tests, const std::string& missing);
 // The pairs of an ordering: chain[i] better than chain[i + 1], each link a row or the name of a group
 // in `groups` (every member of the group with values takes part). The links without values are
 // appended to `missing`, once each in alphabetical order.
-std::vector<Test> chain_pairs(const ComparisonResult& r, const std::vector<std::string>& chain, const Metric& m,
+std::vector<ClaimTest> chain_pairs(const ComparisonResult& r, const std::vector<std::string>& chain, const Metric& m,
                               std::string& missing, const std::map<std::string, std::vector<std::string>>& groups = {});
 // "rope 4.3 [4.2, 4.4]; t5 ..." for the rows whose method is configured; "n/a" when none is.
 std::string measured(const ComparisonResult& r, const std::vector<std::string>& rows, const Metric& m);

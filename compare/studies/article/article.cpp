@@ -71,7 +71,7 @@ ClaimVerdict extrapolates(const ComparisonResult& r, std::string id, std::string
     if (x != 1) all += (all.empty() ? "" : "; ") + std::to_string(x) + "x " + with_interval(summary(r, method, lm_metric(Quantity::PerplexityRatio, x)), 2);
   const std::string metric = m.name() + ": perplexity at " + std::to_string(k) + "x the training length / at 1x; threshold " +
                              num(kLimit, 2) + " (less than 10% growth)";
-  std::vector<Test> tests;
+  std::vector<ClaimTest> tests;
   if (k > 1) tests.push_back(beyond("growth at " + std::to_string(k) + "x below " + num(kLimit, 2), values(r, method, m), kLimit, true));
   const Judgement j = judge_family(tests, k == 1 ? "an evaluation beyond the training length (--eval-multipliers)" : "");
   return verdict_of(std::move(id), std::move(claim), metric, all.empty() ? "n/a" : all, j, training_budget(r),
@@ -109,7 +109,7 @@ ClaimVerdict claim_c(const ComparisonResult& r) {
 
 ClaimVerdict claim_d(const ComparisonResult& r) {
   const Metric ppl = lm_metric(Quantity::Perplexity);
-  std::vector<Test> tests;
+  std::vector<ClaimTest> tests;
   for (const std::string rel : {"t5", "deberta", "rope", "alibi"})
     for (const auto& abs : kGroups.at("absolute"))
       if (has_method(r, rel) && has_method(r, abs)) tests.push_back(better(r, rel, abs, ppl));
@@ -237,7 +237,7 @@ ClaimVerdict claim_j(const ComparisonResult& r) {
   for (const auto& row : rows(r))
     if (row != "rope" && !values(r, row, m).empty()) others.push_back(row);
   // RoPE's own variants (rope+yarn, rope@bf16) are measured on the same models: paired by seed.
-  std::vector<Test> tests;
+  std::vector<ClaimTest> tests;
   for (const auto& o : others)
     tests.push_back(method_of(o) == "rope" ? better_paired(r, "rope", o, m) : better(r, "rope", o, m));
   std::vector<std::string> shown = {"rope"};
@@ -258,7 +258,7 @@ ClaimVerdict claim_k(const ComparisonResult& r) {
   const Metric m = lm_metric(Quantity::Perplexity, k);
   const auto base = values_by_seed(r, "rope", m);
   std::string measured_text;
-  std::vector<Test> tests;
+  std::vector<ClaimTest> tests;
   for (const std::string prec : {"bf16", "fp16"}) {
     std::vector<double> ratio;  // paired by seed: the same model evaluated both ways
     for (const auto& [seed, half] : values_by_seed(r, "rope@" + prec, m))
@@ -267,7 +267,7 @@ ClaimVerdict claim_k(const ComparisonResult& r) {
     measured_text += (measured_text.empty() ? "" : "; ") + prec + " " + with_interval(summarize(ratio), 4);
     // The claim: no loss, i.e. the ratio is below 1.01. A ratio identical on every seed (the rounded
     // arithmetic changed no perplexity digit) is no noise estimate but an exact answer: compared as is.
-    Test t = beyond(prec + " / fp32 below " + num(kLimit, 2), ratio, kLimit, true);
+    ClaimTest t = beyond(prec + " / fp32 below " + num(kLimit, 2), ratio, kLimit, true);
     if (ratio.size() >= 2 && std::all_of(ratio.begin(), ratio.end(), [&](double x) { return x == ratio[0]; })) {
       t.testable = true;
       t.why_not.clear();
