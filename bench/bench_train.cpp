@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   CLI::App app{"posgrad training throughput per position encoding"};
   std::string size = "compare", device = "cpu", methods;
   for (const auto& k : nn::position_encoding_kinds()) methods += (methods.empty() ? "" : ",") + k;
-  int64_t steps = 10, warmup = 2, batch = 0, threads = 0;
+  int64_t steps = 10, warmup = 2, batch = 0, threads = 0, context = 0;
   bool profile = false;
   app.add_option("--size", size, "compare | nanogpt | cpu | gpt2")
       ->check(CLI::IsMember({"compare", "nanogpt", "cpu", "gpt2"}))
@@ -86,6 +86,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "Timed steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->capture_default_str();
+  app.add_option("--context", context, "Sequence length T of each step (0: the size's default; the comparison's cost "
+                                      "benchmark runs the nanogpt size at its --cost-lengths)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
   app.add_option("--batch", batch, "Sequences per step (0: the size's default)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
   app.add_option("--threads", threads,
@@ -135,6 +138,7 @@ int main(int argc, char** argv) {
     } else {
       throw ValueError("unknown --size '" + size + "' (compare, nanogpt, cpu, gpt2)");
     }
+    if (context) mc.block_size = context;
     Device dev = Device::parse(device);
     train::ThreadGovernor governor(threads);
     std::printf("# threads=%d%s\n", governor.threads(), governor.adaptive() ? " (following the load)" : "");

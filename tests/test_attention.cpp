@@ -9,6 +9,9 @@
 // test_op_registry).
 #include <gtest/gtest.h>
 #include <omp.h>
+#ifdef __SSE2__
+#include <xmmintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -565,4 +568,53 @@ TEST(AttentionPositions, CudaRefusesPerTokenPositionsByName) {
   m.query_positions = m.key_positions = {0, 3, 7, 9};
   expect_error<DeviceError>([&] { attention(q, q, q, m, true, 0.5); },
                             "per-token positions (randomized positions) have no CUDA kernel");
+}
+
+// A steep distance bias (ALiBi-like, slope 0.8 over 300 keys) makes far keys' probabilities and
+// their products with a small upstream gradient subnormal. The kernels flush those to zero
+// (tensor/kernels/cpu/denormals.h: they cost a microcode assist each) and restore the thread's
+// floating-point control afterwards; the gradients stay those of the double-precision reference.
+TEST(Attention, SubnormalProductsAreFlushedAndTheThreadStateRestored) {
+  Generator g(31);
+  const int64_t H = 2, Tq = 1, Tk = 300, D = 8;
+  auto in = [&](const Shape& s, DType dt) { return randn(s, g, dt); };
+  const Tensor q64 = in({1, H, Tq, D}, DType::Float64), k64 = in({1, H, Tk, D}, DType::Float64),
+               v64 = in({1, H, Tk, D}, DType::Float64);
+  std::vector<double> bias(static_cast<size_t>(H * (Tq + Tk - 1)));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t d = 0; d < Tq + Tk - 1; ++d) bias[h * (Tq + Tk - 1) + d] = -0.8 * (h + 1) * static_cast<double>(Tk - 1 - d);
+  ScoreModifier m64;
+  m64.kind = ScoreBias::Distance;
+  m64.bias_by_distance = Tensor::from_vector(bias, {H, Tq + Tk - 1}, DType::Float64);
+  ScoreModifier m32 = m64;
+  m32.bias_by_distance = m64.bias_by_distance.to(DType::Float32);
+  auto grads = [&](DType dt, const ScoreModifier& m, bool fused) {
+    Tensor q = q64.to(dt).detach().set_requires_grad(true), k = k64.to(dt).detach().set_requires_grad(true),
+           v = v64.to(dt).detach().set_requires_grad(true);
+    // The query is the last position (q_offset Tk - 1); the upstream gradient is scaled by 1e-20.
+    Tensor o = fused ? attention(q, k, v, m, true, 0.35, Tk - 1) : attention_reference(q, k, v, m, true, 0.35, Tk - 1);
+    sum(o * 1e-20).backward();
+    return TensorList{q.grad(), k.grad(), v.grad()};
+  };
+#ifdef __SSE2__
+  const unsigned before = _mm_getcsr();
+#endif
+  const TensorList f = grads(DType::Float32, m32, true);
+#ifdef __SSE2__
+  // The calling thread's MXCSR controls (rounding, FTZ, DAZ, masks) are as they were; the low six
+  // bits are the sticky exception flags that any float operation may raise.
+  EXPECT_EQ(_mm_getcsr() & ~0x3Fu, before & ~0x3Fu);
+#endif
+  const TensorList ref = grads(DType::Float64, m64, false);
+  for (size_t i = 0; i < 3; ++i) {
+    int64_t subnormal = 0;
+    for (double x : f[i].to_vector()) subnormal += std::fpclassify(static_cast<float>(x)) == FP_SUBNORMAL;
+    EXPECT_EQ(subnormal, 0) << "gradient " << i;
+    // Absolute agreement at the scale of the largest gradient entry (the flushed ones are < 2^-126).
+    EXPECT_LE(max_abs_diff(f[i].to(DType::Float64), ref[i]), 1e-5 * max_abs(ref[i])) << "gradient " << i;
+  }
+  // The double reference has entries in float's subnormal range: the case does produce them.
+  int64_t tiny = 0;
+  for (double x : ref[2].to_vector()) tiny += x != 0 && std::fabs(x) < 1.1754943508222875e-38;
+  EXPECT_GT(tiny, 0);
 }

@@ -65,6 +65,7 @@
 #include <limits>
 #include <vector>
 
+#include "tensor/kernels/cpu/denormals.h"
 #include "tensor/kernels/cpu/nan_max.h"
 #include "tensor/kernels/cpu/vec_math.h"
 #include "tensor/kernels/kernels.h"
@@ -384,6 +385,7 @@ void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v
   // task's arithmetic is independent of which thread runs it.
 #pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
   for (int64_t task = 0; task < B * H * nqb; ++task) {
+    const FlushDenormals ftz;  // far keys' probabilities are subnormal under a strong bias (denormals.h)
     const int64_t bh = task / nqb, i0 = (task % nqb) * kBlockQ;
     const int64_t nq = std::min(kBlockQ, Tq - i0);
     T* buf = thread_buffer<T>(static_cast<size_t>(kBlockQ * kBlockK + kBlockQ * D + 2 * kBlockQ));
@@ -461,6 +463,7 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
 
 #pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
   for (int64_t bh = 0; bh < B * H; ++bh) {
+    const FlushDenormals ftz;  // P and its products with dO, V and K (denormals.h)
     const int64_t h = bh % H;
     T* buf = thread_buffer<T>(static_cast<size_t>(2 * kBlockQ * kBlockK));
     T* P = buf;                         // (kBlockQ, kBlockK) probabilities
@@ -621,6 +624,7 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
   T* sums = scratch + L.sums;
 #pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
   for (int64_t bh = 0; bh < B * H; ++bh) {
+    const FlushDenormals ftz;  // as in the forward pass (denormals.h)
     T* P = thread_buffer<T>(static_cast<size_t>(kBlockQ * kBlockK));
     T* dst = sums + bh * nd;
     std::fill(dst, dst + nd, T(0));
