@@ -273,25 +273,48 @@ TEST(ArticleClaims, EF_ExtrapolationThreshold) {
   expect(short_eval.r, "e", kNotMeasured, "an evaluation beyond the training length");
 }
 
-TEST(ArticleClaims, H_CostOrder) {
-  auto with_cost = [](double t5, double rope, double deberta) {
+TEST(ArticleClaims, H_CostOrderOnPairedRatios) {
+  // Per-round times: a slow spell (round 2, 1.5x) hits every method alike and divides out of the
+  // ratios, which decide the claim.
+  auto with_cost = [](double t5, double rope, double deberta, std::vector<double> rope_jitter = {1.0, 1.01, 0.99}) {
     Synthetic s({"t5", "rope", "deberta"});
     CostResult& c = s.r.parts.get<CostResult>();
     c.rounds = 3;
+    c.threads = 1;
     c.lengths = {64};
-    auto row = [&](const std::string& m, double sec) {
-      c.rows.push_back(CostRow{m, "step", 64, 4, {sec, sec * 1.01, sec * 0.99}, 0, 0});
+    const std::vector<double> mood = {1.0, 1.5, 1.0};
+    auto row = [&](const std::string& m, double sec, std::vector<double> jitter) {
+      std::vector<double> times;
+      for (size_t i = 0; i < 3; ++i) times.push_back(sec * mood[i] * jitter[i]);
+      c.rows.push_back(CostRow{m, "step", 64, 4, times, 0, 0});
     };
-    row("t5", t5);
-    row("rope", rope);
-    row("deberta", deberta);
+    row("t5", t5, {1, 1, 1});
+    row("rope", rope, rope_jitter);
+    row("deberta", deberta, {1, 1, 1});
     return s;
   };
-  expect(with_cost(0.010, 0.012, 0.020).r, "h", kSupported, "t5 < rope < deberta");
-  expect(with_cost(0.012, 0.010, 0.020).r, "h", kContradicted, "reversed");
-  expect(with_cost(0.010, 0.0101, 0.020).r, "h", kInconclusive, "inside the noise");
+  expect(with_cost(0.010, 0.012, 0.020).r, "h", kSupported, "all of 2 significant");
+  expect(with_cost(0.012, 0.010, 0.020).r, "h", kContradicted, "t5/rope step at T=64 below 1");
+  expect(with_cost(0.010, 0.010, 0.020, {1.0, 1.03, 0.97}).r, "h", kInconclusive, "t5/rope step at T=64 below 1 (p ");
   Synthetic none({"t5", "rope", "deberta"});
-  expect(none.r, "h", kNotMeasured, "needs t5, rope and deberta");
+  expect(none.r, "h", kNotMeasured, "t5, rope and deberta in --methods");
+  const auto all = judge_claims(with_cost(0.010, 0.012, 0.020).r);
+  EXPECT_EQ(claim(all, "h").family, 2);
+  EXPECT_EQ(claim(all, "h").budget, "3 interleaved rounds per length, 1 threads");
+}
+
+TEST(CostBenchmark, LogRatiosArePairedByRound) {
+  CostResult c;
+  c.rows.push_back(CostRow{"a", "step", 64, 1, {1.0, 2.0, 4.0}, 0, 0});
+  c.rows.push_back(CostRow{"b", "step", 64, 1, {2.0, 4.0, 8.0}, 0, 0});
+  c.rows.push_back(CostRow{"c", "step", 64, 1, {2.0, 4.0}, 0, 0});
+  const auto lr = c.log_ratios("a", "b", "step", 64);
+  ASSERT_EQ(lr.size(), 3u);
+  for (double x : lr) EXPECT_DOUBLE_EQ(x, std::log(0.5));  // the machine's mood divides out
+  EXPECT_TRUE(c.log_ratios("a", "c", "step", 64).empty());  // round counts differ
+  EXPECT_TRUE(c.log_ratios("a", "x", "step", 64).empty());
+  EXPECT_EQ(ratio_text(lr), "0.500 [0.500, 0.500]");
+  EXPECT_EQ(ratio_text({}), "n/a");
 }
 
 TEST(ArticleClaims, I_ParameterCounts) {

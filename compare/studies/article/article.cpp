@@ -149,41 +149,28 @@ ClaimVerdict claim_g(const ComparisonResult& r) {
   return v;
 }
 
+// Cost: at every length, t5's training step is cheaper than rope's and rope's than deberta's, each
+// on the per-round time ratio (paired by round, compare/studies/cost/cost.h): 2 tests per length.
 ClaimVerdict claim_h(const ComparisonResult& r) {
-  ClaimVerdict v{"h", "cost: T5 cheapest, DeBERTa dearest, RoPE in between", "", "", "inconclusive", ""};
   const CostResult& cost = r.parts.value<CostResult>();
-  const double noise = cost.noise();
-  v.metric = "median time of a training step (interleaved benchmark), per length; noise " + num(100 * noise, 1) +
-             "% (median min-max spread)";
-  int against = 0, holds = 0, lengths = 0;
+  std::vector<ClaimTest> tests;
+  std::string measured_text;
   for (int64_t T : cost.lengths) {
-    const CostRow *t5 = cost.find("t5", "step", T), *rope = cost.find("rope", "step", T),
-                  *deb = cost.find("deberta", "step", T);
-    if (!t5 || !rope || !deb) continue;
-    ++lengths;
-    const double a = t5->median(), b = rope->median(), c = deb->median();
-    v.measured += (v.measured.empty() ? "" : "; ") + std::string("T=") + std::to_string(T) + ": t5 " + num(1e3 * a, 1) +
-                  " ms, rope " + num(1e3 * b, 1) + " ms, deberta " + num(1e3 * c, 1) + " ms";
-    auto clearly = [&](double x, double y) { return x < y * (1 - noise); };  // x below y beyond the noise
-    if (clearly(b, a) || clearly(c, b)) ++against;
-    else if (clearly(a, b) && clearly(b, c)) ++holds;
+    const auto t5_rope = cost.log_ratios("t5", "rope", "step", T), rope_deb = cost.log_ratios("rope", "deberta", "step", T);
+    if (t5_rope.empty() || rope_deb.empty()) continue;
+    const std::string at = " at T=" + std::to_string(T);
+    measured_text += (measured_text.empty() ? "" : "; ") + std::string("T=") + std::to_string(T) + ": t5/rope " +
+                     ratio_text(t5_rope) + ", rope/deberta " + ratio_text(rope_deb);
+    tests.push_back(beyond("t5/rope step" + at + " below 1", t5_rope, 0, true));
+    tests.push_back(beyond("rope/deberta step" + at + " below 1", rope_deb, 0, true));
   }
-  v.family = lengths;
-  v.budget = std::to_string(cost.rounds) + " interleaved rounds per length";
-  if (lengths == 0) {
-    v.verdict = kNotMeasured;
-    v.why = "needs t5, rope and deberta in --methods";
-  } else if (against) {
-    v.verdict = "contradicted";
-    v.why = "at " + std::to_string(against) + " of " + std::to_string(lengths) +
-            " lengths the order is reversed by more than the noise";
-  } else if (holds == lengths) {
-    v.verdict = "supported";
-    v.why = "at every length t5 < rope < deberta by more than the noise";
-  } else {
-    v.why = "some differences are inside the noise";
-  }
-  return v;
+  return verdict_of("h", "cost: T5 cheapest, DeBERTa dearest, RoPE in between",
+                    "training-step time ratios t5/rope and rope/deberta per length, paired by round of the interleaved "
+                    "benchmark (geometric mean [95% interval]); below 1 supports the claim",
+                    measured_text.empty() ? "n/a" : measured_text,
+                    judge_family(tests, tests.empty() ? "t5, rope and deberta in --methods and --cost-rounds > 0" : ""),
+                    std::to_string(cost.rounds) + " interleaved rounds per length, " + std::to_string(cost.threads) +
+                        " threads");
 }
 
 ClaimVerdict claim_i(const ComparisonResult& r) {

@@ -142,6 +142,23 @@ const CostRow* CostResult::find(const std::string& method, const std::string& wh
   return nullptr;
 }
 
+std::vector<double> CostResult::log_ratios(const std::string& method, const std::string& reference,
+                                           const std::string& what, int64_t T) const {
+  const CostRow *a = find(method, what, T), *b = find(reference, what, T);
+  std::vector<double> out;
+  if (!a || !b || a->seconds.size() != b->seconds.size()) return out;
+  for (size_t i = 0; i < a->seconds.size(); ++i) out.push_back(std::log(a->seconds[i] / b->seconds[i]));
+  return out;
+}
+
+std::string ratio_text(const std::vector<double>& log_ratios, int prec) {
+  const Summary s = summarize(log_ratios);
+  if (s.n == 0) return "n/a";
+  if (!s.has_interval()) return markdown::num(std::exp(s.mean), prec) + " (1 round)";
+  return markdown::num(std::exp(s.mean), prec) + " [" + markdown::num(std::exp(s.ci_low), prec) + ", " +
+         markdown::num(std::exp(s.ci_high), prec) + "]";
+}
+
 namespace {
 
 using json = nlohmann::json;
@@ -222,6 +239,43 @@ void check(const ComparisonResult& r, const ValueCheck& c, const std::string&, c
   }
 }
 
+// Step and attention times relative to the first method, from the per-round ratios (paired by
+// round), with the resolution they reach.
+std::string ratio_table(const CostResult& k, const std::vector<std::string>& methods) {
+  if (methods.size() < 2 || k.lengths.empty()) return "";
+  const std::string& ref = methods.front();
+  std::vector<std::string> ch = {"method"};
+  for (int64_t T : k.lengths) {
+    ch.push_back("step / " + ref + " T=" + std::to_string(T));
+    ch.push_back("attention / " + ref + " T=" + std::to_string(T));
+  }
+  Table t(ch);
+  std::vector<double> half;  // the relative half-widths of the step ratios' intervals
+  for (size_t i = 1; i < methods.size(); ++i) {
+    std::vector<std::string> cells = {methods[i]};
+    for (int64_t T : k.lengths)
+      for (const char* what : {"step", "attention"}) {
+        const auto lr = k.log_ratios(methods[i], ref, what, T);
+        cells.push_back(ratio_text(lr));
+        const Summary s = summarize(lr);
+        if (s.has_interval() && what == std::string("step")) half.push_back(std::exp(s.ci_high - s.mean) - 1);
+      }
+    t.row(cells);
+  }
+  std::ostringstream md;
+  md << "Time relative to " << ref << " (the first of --methods), paired by round: the geometric mean of the per-round "
+     << "ratios with its 95% interval (Student's t on the log ratios over " << k.rounds << " rounds). A ratio whose "
+     << "interval excludes 1 is a resolved difference.";
+  if (!half.empty()) {
+    std::sort(half.begin(), half.end());
+    md << " Resolution: the median half-width of the step ratios' intervals is " << num(100 * half[half.size() / 2], 1)
+       << "%, so differences of about that size or larger are resolved at this number of rounds (the half-width "
+       << "shrinks as 1 / sqrt(rounds): --cost-rounds).";
+  }
+  md << "\n\n" << t.markdown() << "\n";
+  return md.str();
+}
+
 std::string section(const ComparisonResult& r, const ReportDir&) {
   const CompareConfig& c = r.config;
   const CostResult& k = r.parts.value<CostResult>();
@@ -276,6 +330,7 @@ std::string section(const ComparisonResult& r, const ReportDir&) {
        << (close.empty() ? "; every other method is dearer by more than the noise" : "; inside the noise of it: " + close)
        << "\n";
   }
+  md << "\n" << ratio_table(k, c.methods);
 
   return md.str();
 }

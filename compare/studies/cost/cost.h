@@ -41,7 +41,17 @@ struct CostResult {
   std::vector<CostRow> rows;
   double noise() const;  // the median spread over all rows: differences below it are inside the noise
   const CostRow* find(const std::string& method, const std::string& what, int64_t T) const;
+  // The per-round log ratios ln(seconds(method) / seconds(reference)) of one measurement ("step" or
+  // "attention") at T. Both were timed in the same round, one after the other, so a slow spell of
+  // the machine that hits both divides out: the ratio's spread is far below each time's. Empty when
+  // either row is absent or their round counts differ.
+  std::vector<double> log_ratios(const std::string& method, const std::string& reference, const std::string& what,
+                                 int64_t T) const;
 };
+
+// A ratio from per-round log ratios: the geometric mean exp(mean) with the 95% interval
+// exp(mean ± t · std / sqrt(n)) (Student's t on the logs), "1.23 [1.20, 1.26]"; "n/a" without rounds.
+std::string ratio_text(const std::vector<double>& log_ratios, int prec = 3);
 
 CostResult measure_cost(const CompareConfig& cfg);
 
