@@ -342,14 +342,14 @@ TEST(RunSafety, AUnitInterruptedInAStudyResumesAtThatStudy) {
   const auto j = nlohmann::json::parse(read_file(unit + "/result.json"));
   std::filesystem::create_directories(unit + "/studies");
   nlohmann::json lm = {{"lengths", j["lengths"]}, {"variants", j["variants"]}, {"per_position_loss", j["per_position_loss"]}};
-  nlohmann::json attention = {{"attention_by_distance", j["attention_by_distance"]}};
-  attention["attention_by_distance"][0][0] = 0.123456;  // a kept part is used as it is
+  nlohmann::json attention = {{"attention_over_uniform", j["attention_over_uniform"]}};
+  attention["attention_over_uniform"][0][0] = 0.123456;  // a kept part is used as it is
   write_file_atomic(unit + "/studies/lm.json", lm.dump());
   write_file_atomic(unit + "/studies/attention.json", attention.dump());
   std::filesystem::remove(unit + "/result.json");
   train::run_compare(c);
   const auto again = nlohmann::json::parse(read_file(unit + "/result.json"));
-  EXPECT_EQ(again["attention_by_distance"][0][0].get<double>(), 0.123456);
+  EXPECT_EQ(again["attention_over_uniform"][0][0].get<double>(), 0.123456);
   EXPECT_EQ(again["task"], j["task"]);  // measured again: the same numbers
   auto untimed = [](nlohmann::json rows) {
     for (auto& r : rows) r.erase("seconds");
