@@ -350,6 +350,9 @@ std::string lead(const ComparisonResult& r) {
     md << "<details><summary>pairwise p-values (row vs column)</summary>\n\n" << t.markdown() << "\n</details>\n\n";
   }
 
+  std::string symmetric;  // the encodings whose registry entry says their bias is of |i - j| alone
+  for (const auto& e : nn::position_encodings())
+    if (e.symmetric_bias) symmetric += (symmetric.empty() ? "" : ", ") + e.kind;
   md << "## What each measure reads without position information\n\n"
      << "A verdict is only as good as the difference between a measure's value and what attention blind to positions "
      << "(no position encoding, or uniform rows) reads on it. \"NoPE\" is the `none` row: a causal decoder without "
@@ -372,7 +375,7 @@ std::string lead(const ComparisonResult& r) {
      << "(nothing is rounded); only RoPE is measured.\n"
      << "- **Encoder track** (--track encoder|both): NoPE sees a multiset, so on the balanced held-out groups of "
      << "`reversed` and `marker_segment` its accuracy is exactly 1/classes and its macro-F1 at most that. A bias of "
-     << "|i − j| alone (ALiBi, KERPLE, Sandwich: the encoding's registry entry says so) with mean pooling cannot tell "
+     << "|i − j| alone (" << symmetric << ": their registry entries say so) with mean pooling cannot tell "
      << "a window from its mirror image: exactly 0.5 on `reversed` by construction, reported as structural and never "
      << "counted as evidence; on `marker_segment` it is not fixed. `line_word`'s span F1 and the masked-token "
      << "accuracy have no position-blind value.\n\n";

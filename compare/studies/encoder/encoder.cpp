@@ -1101,12 +1101,13 @@ std::string encoder_report_markdown(const EncoderTrackResult& r) {
     o << "\n";
   }
   if (!structural.empty()) {
-    o << "A bias that depends only on |i − j| (the same on both sides of the query; ALiBi, KERPLE, Sandwich) is "
-         "unchanged when a window is mirrored, so the encoder's hidden states are mirrored too and their mean is "
-         "the same: with mean pooling the model cannot tell a window of `reversed` from its reversal, gives the "
-         "pair one prediction and scores exactly 0.5 (up to rounding, which can split a pair whose two logits tie). "
-         "That score is structural, not a failure to learn, and never counts as evidence: a task on which a method "
-         "of a claim below is structural is left out of that claim for every method.\n\n";
+    o << "A bias that depends only on |i − j| (the same on both sides of the query; the encodings listed here, "
+         "whose registry entries say so) is unchanged when a window is mirrored, so the encoder's hidden states are "
+         "mirrored too and their mean is the same: with mean pooling the model cannot tell a window of `reversed` "
+         "from its reversal, gives the pair one prediction and scores exactly 0.5 (up to rounding, which can split "
+         "a pair whose two logits tie). That score is structural, not a failure to learn, and never counts as "
+         "evidence: a task on which a method of a claim below is structural is left out of that claim for every "
+         "method.\n\n";
     for (const auto& [task, m] : structural) {
       const std::vector<double> v = encoder_values(r, m, task + "/accuracy", 1);
       o << "- " << task << ": " << m << " accuracy " << cell(v, true) << " — structural (0.5 by construction"
