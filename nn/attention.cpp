@@ -75,11 +75,11 @@ Tensor CausalSelfAttention::forward(const Tensor& x, PositionEncoding& pe, int64
   return proj->forward(o.permute({0, 2, 1, 3}).reshape({B, T, n_embd}));
 }
 
-Tensor CausalSelfAttention::attention_by_distance(const Tensor& x, PositionEncoding& pe, int64_t layer,
-                                                  int64_t pos0) const {
+Tensor CausalSelfAttention::attention_over_uniform(const Tensor& x, PositionEncoding& pe, int64_t layer,
+                                                   int64_t pos0) const {
   NoGradGuard guard;
   const Heads h = heads(x, pe, layer, pos0, x.size(1), 0);
-  return attention_distance_profile(h.q, h.k, h.mod, pe.causal(), h.scale);
+  return attention_weight_over_uniform(h.q, h.k, h.mod, pe.causal(), h.scale);
 }
 
 Tensor CausalSelfAttention::attention_entropy(const Tensor& x, PositionEncoding& pe, int64_t layer,

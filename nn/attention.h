@@ -44,9 +44,11 @@ class CausalSelfAttention : public Module {
   // IndexError). The same numbers as the uncached forward over all pos0 + T tokens, row for row.
   Tensor forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0,
                  KVCacheLayer* cache = nullptr, int64_t capacity = 0) const;
-  // Diagnostics (no gradient): average attention weight per query-key distance |i - j| = 0..T-1,
-  // averaged over batch and query positions, heads kept: (H, T) float64.
-  Tensor attention_by_distance(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const;
+  // Diagnostics (no gradient): attention weight by query-key distance |i - j| = 1..T-1 over its
+  // uniform share among the keys other than the query's own (attention_weight_over_uniform: 1 =
+  // uniform attention), averaged over batch and query positions, heads kept: (H, T - 1) float64,
+  // computed on the host in float64.
+  Tensor attention_over_uniform(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const;
   // Diagnostics (no gradient): entropy in nats of each query's attention over the keys it sees,
   // averaged over the batch, heads kept: (H, T) float64 (attention_row_entropy: with sinks, over the
   // real keys only; computed on the host in float64).

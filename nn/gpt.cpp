@@ -103,26 +103,6 @@ Tensor GPT::forward(const Tensor& idx, KVCache& cache) const {
   return linear(ln_f->forward(x), wte->weight);
 }
 
-std::vector<std::vector<double>> GPT::attention_by_distance(const Tensor& idx) const {
-  NoGradGuard no_grad;
-  const int64_t T = idx.size(1);
-  std::vector<std::vector<double>> out;
-  Tensor x = drop_->forward(pos_->embed(wte->forward(idx), 0));
-  for (size_t l = 0; l < blocks->size(); ++l) {
-    const Block& b = (*blocks)[l];
-    // (H, T) -> mean over heads
-    std::vector<double> per_head = b.attn->attention_by_distance(b.ln_1->forward(x), *pos_, static_cast<int64_t>(l), 0)
-                                       .to_vector();
-    const int64_t H = static_cast<int64_t>(per_head.size()) / T;
-    std::vector<double> mean(static_cast<size_t>(T), 0.0);
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t d = 0; d < T; ++d) mean[d] += per_head[h * T + d] / static_cast<double>(H);
-    out.push_back(mean);
-    x = b.forward(x, *pos_, static_cast<int64_t>(l), 0);
-  }
-  return out;
-}
-
 void GPT::check_measurable(const char* what) const {
   POSGRAD_CHECK(!is_training() || cfg_.dropout == 0.0, ValueError, what,
                 ": the model is in training mode with dropout ", cfg_.dropout,
@@ -150,6 +130,29 @@ std::vector<std::vector<double>> GPT::attention_entropy_by_position(const Tensor
       const int64_t n = pos_->causal() ? i + 1 : T;  // keys query i sees
       row[i] = n > 1 ? e / static_cast<double>(H) / std::log(static_cast<double>(n))
                      : std::numeric_limits<double>::quiet_NaN();
+    }
+    out.push_back(std::move(row));
+    x = b.forward(x, *pos_, static_cast<int64_t>(l), 0);
+  }
+  return out;
+}
+
+std::vector<std::vector<double>> GPT::attention_over_uniform_by_distance(const Tensor& idx) const {
+  check_measurable("GPT::attention_over_uniform_by_distance");
+  NoGradGuard no_grad;
+  Tensor x = embed(idx, 0);  // no dropout: check_measurable
+  const int64_t T = idx.size(1);
+  std::vector<std::vector<double>> out;
+  for (size_t l = 0; l < blocks->size(); ++l) {
+    const Block& b = (*blocks)[l];
+    // (H, T - 1) -> mean over heads, in head order
+    const std::vector<double> per_head =
+        b.attn->attention_over_uniform(b.ln_1->forward(x), *pos_, static_cast<int64_t>(l), 0).to_vector();
+    const int64_t H = b.attn->n_head, n = T - 1;
+    std::vector<double> row(static_cast<size_t>(n), 0.0);
+    for (int64_t d = 0; d < n; ++d) {
+      for (int64_t h = 0; h < H; ++h) row[d] += per_head[h * n + d];
+      row[d] /= static_cast<double>(H);
     }
     out.push_back(std::move(row));
     x = b.forward(x, *pos_, static_cast<int64_t>(l), 0);

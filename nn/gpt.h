@@ -60,10 +60,6 @@ class GPT : public Module {
   KVCache make_kv_cache(int64_t capacity) const;
   const GPTConfig& config() const { return cfg_; }
   PositionEncoding& position_encoding() const { return *pos_; }
-  // Mean attention weight at each query-key distance 0..T-1, per layer (averaged over batch,
-  // heads and the queries that have a key at that distance), for idx int64 (B, T). No graph.
-  std::vector<std::vector<double>> attention_by_distance(const Tensor& idx) const;
-
   // Model-level measurements of how position reaches the model, for idx int64 (B, T) of T <= the
   // encoding's max_length() (IndexError), always at positions 0..T-1: ValueError with position ids
   // set on the encoding (a training option), and ValueError in training mode with dropout > 0 (call
@@ -82,6 +78,16 @@ class GPT : public Module {
   // recomputed on the host in float64 (device tensors are copied), one window at a time: O(H T^2)
   // memory beyond the forward; no graph.
   std::vector<std::vector<double>> attention_entropy_by_position(const Tensor& idx) const;
+
+  // Attention weight by query-key distance over its uniform share: (n_layer, T - 1) doubles, entry
+  // [l][d - 1] = the mean over heads h of CausalSelfAttention::attention_over_uniform's [h, d - 1]
+  // for layer l, d = 1..T-1 (attention_weight_over_uniform, autograd/ops/attention.h):
+  //   mean over the pairs (b, i, j) at distance |i - j| = d of n_i · p'_ij,
+  // p'_ij query i's attention over its n_i visible keys other than itself (n_i = i causal, T - 1
+  // bidirectional). Dimensionless: uniform attention gives exactly 1 at every d, > 1 = more than
+  // the uniform share. T = 1: rows of 0 entries. Same conditions as the entropy above (positions
+  // 0..T-1, eval mode or no dropout, any device, scores recomputed on the host in float64).
+  std::vector<std::vector<double>> attention_over_uniform_by_distance(const Tensor& idx) const;
 
   // Gradient of each window's last-position loss with respect to the residual stream.
   // targets int64 (B, T) (the batch's next tokens; only column T-1 is read: IndexError unless it

@@ -413,9 +413,11 @@ TEST(AttentionLayer, ParameterNamesAndShapes) {
   EXPECT_THROW(nn::CausalSelfAttention(10, 3, true, gen), ValueError);
 }
 
-// Average attention per distance: the (b, i) rows' probabilities sum to 1, so for each head
-// sum_d avg[d] * (#pairs at distance d) = B * T; and it matches the naive probabilities.
-TEST(AttentionLayer, AttentionByDistance) {
+// Attention over its uniform share per distance: each (b, i) row gives its n_i keys other than its
+// own (i causal, T - 1 bidirectional) n_i times their renormalised share, summing to n_i, so for each
+// head sum_d a[d] * (#pairs at distance d) = B * sum_i n_i; ALiBi's recency prior reads above 1 at
+// distance 1 and below it at the longest.
+TEST(AttentionLayer, AttentionOverUniformByDistance) {
   for (const std::string& kind : nn::position_encoding_kinds())
     for (bool causal : {true, false}) {
       if (!causal && nn::position_encoding_entry(kind).causal_only) continue;  // refused (test_posenc)
@@ -425,16 +427,17 @@ TEST(AttentionLayer, AttentionByDistance) {
       Generator gx(6);
       const int64_t B = 2, T = 11;
       Tensor x = randn({B, T, 12}, gx, DType::Float64);
-      Tensor prof = layer.attention_by_distance(x, *pe, 1, 0);
-      ASSERT_EQ(prof.shape(), (Shape{3, T}));
+      Tensor prof = layer.attention_over_uniform(x, *pe, 1, 0);
+      ASSERT_EQ(prof.shape(), (Shape{3, T - 1}));
       auto v = prof.to_vector();
       for (int64_t h = 0; h < 3; ++h) {
         double total = 0;
-        for (int64_t d = 0; d < T; ++d) total += v[h * T + d] * double(B * (T - d) * (causal || d == 0 ? 1 : 2));
-        EXPECT_NEAR(total, double(B * T), 1e-9) << kind << " head " << h;
+        for (int64_t d = 1; d < T; ++d) total += v[h * (T - 1) + d - 1] * double(B * (T - d) * (causal ? 1 : 2));
+        EXPECT_NEAR(total, double(B) * (causal ? T * (T - 1) / 2.0 : T * (T - 1.0)), 1e-9) << kind << " head " << h;
       }
-      if (kind == "alibi" && causal) {  // a steep recency prior: distance 0 gets the most
-        for (int64_t h = 0; h < 1; ++h) EXPECT_GT(v[h * T + 0], v[h * T + T - 1]);
+      if (kind == "alibi" && causal) {
+        EXPECT_GT(v[0], 1.0);      // head 0, distance 1
+        EXPECT_LT(v[T - 2], 1.0);  // head 0, distance T - 1
       }
     }
 }
@@ -554,7 +557,7 @@ TEST(AttentionPositions, ArgumentErrors) {
   expect_error<ValueError>([&] { attention(q, k, k, len, true, 0.5); }, "key_positions has 3 entries for 4 tokens");
   expect_error<ValueError>([&] { attention(q, k, k, m, true, 0.5, 2); }, "per-token positions take no query offset");
   expect_error<ValueError>([&] { attention_reference(q, k, k, m, true, 0.5, 2); }, "take no query offset");
-  expect_error<ValueError>([&] { attention_distance_profile(q, k, m, true, 0.5); }, "per-token positions");
+  expect_error<ValueError>([&] { attention_weight_over_uniform(q, k, m, true, 0.5); }, "per-token positions");
 }
 
 // The CUDA kernels have no per-token position path: the op refuses before dispatch, naming why.

@@ -4,11 +4,13 @@
 // claims table on results with known answers, and settings that must be refused.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "data/fileio.h"
+#include "nn/gpt.h"
 #include "nn/posenc/position_encoding.h"
 #include "support/claim_verdict.h"
 #include "support/compare_config.h"
@@ -61,10 +63,15 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   for (const char* v : {"rope+yarn", "rope+linear", "rope+dynamic", "rope@bf16", "rope@fp16"})
     EXPECT_NE(a.find(std::string("\n") + v + ",perplexity_x2,2,"), std::string::npos) << v;
   const std::string md = read_file(report);
-  for (const char* section : {"## Provenance", "git commit", "seed-to-seed noise", "## The article's table, measured",
-                              "## Which differences are real", "## The article's claims", "## Length extrapolation",
-                              "## Cost (interleaved benchmark", "Noise figure", "All settings"})
+  for (const char* section :
+       {"## Provenance", "git commit", "seed-to-seed noise", "## The article's table, measured",
+        "## Which differences are real", "## What each measure reads without position information",
+        "## The article's claims", "## Length extrapolation", "## Cost (interleaved benchmark", "Noise figure",
+        "## Attention by distance, over its uniform share", "All settings"})
     EXPECT_NE(md.find(section), std::string::npos) << section;
+  // The decay contrast of every method, with both seeds, in results.csv.
+  for (const auto& m : nn::position_encoding_kinds())
+    EXPECT_NE(a.find("\n" + m + ",attention_decay_contrast,2,"), std::string::npos) << m;
   // The claims table has one row per claim (a) .. (k), the suite's (s1, s2) and the position
   // interpolation protocol's (p1 .. p3), each with a verdict.
   for (const char id : std::string("abcdefghijk")) EXPECT_NE(md.find(std::string("| ") + id + " | "), std::string::npos) << id;
@@ -307,7 +314,7 @@ TEST(Results, JsonRoundTripIsExact) {
   r.units.front().parts.get<train::LmResult>().variants["rope+yarn"] = r.units.front().parts.get<train::LmResult>().lengths;
   r.units.front().parts.get<train::LmResult>().variants["rope+yarn"][2].reset();
   r.units.front().parts.get<train::TaskResult>().scores = {train::TaskScore{3, 4, 0.25, 0.5, 0.75}, std::nullopt};
-  r.units.front().parts.get<train::AttentionResult>().by_distance = {{0.5, 0.25, 0.125}};
+  r.units.front().parts.get<train::AttentionResult>().over_uniform = {{1.5, 0.75, 0.625}};
   r.units.front().parts.get<train::PasskeyRows>().rows["rope+yarn"] = {0.5, {"letters", {{1, 0.25, 4, 0.75}, {2, 0.25, 0, std::nullopt}}}};
   r.parts.get<train::CostResult>().rounds = 2;
   r.parts.get<train::CostResult>().lengths = {16};
@@ -354,9 +361,169 @@ TEST(Rows, NamesAreSpelledAndReadInOnePlace) {
   EXPECT_EQ(train::method_of("kerple"), "kerple");
 }
 
-TEST(Claims, AttentionDecayCorrelation) {
-  EXPECT_DOUBLE_EQ(train::attention_distance_correlation({{0.5, 0.3, 0.2, 0.1}}), -1.0);
-  EXPECT_DOUBLE_EQ(train::attention_distance_correlation({{0.1, 0.2, 0.3, 0.4}, {0.1, 0.2, 0.3, 0.4}}), 1.0);
+// The decay contrast C = (N - F) / (N + F) of the layers' mean profile, N over the first
+// floor((T - 1) / 2) distances, F over the rest: 0 for the uniform profile, known values otherwise.
+TEST(Claims, AttentionDecayContrastKnownValues) {
+  EXPECT_EQ(train::attention_decay_contrast({std::vector<double>(15, 1.0)}), 0.0);       // uniform: exactly 0
+  EXPECT_DOUBLE_EQ(train::attention_decay_contrast({{3, 1, 1, 1}}), 1.0 / 3.0);          // N = 2, F = 1
+  EXPECT_DOUBLE_EQ(train::attention_decay_contrast({{2, 2, 0, 0}, {0, 0, 0, 0}}), 1.0);  // layers' mean (1, 1, 0, 0)
+  EXPECT_DOUBLE_EQ(train::attention_decay_contrast({{1, 1, 3, 3}}), -0.5);               // grows: N = 1, F = 3
+  EXPECT_DOUBLE_EQ(train::attention_decay_contrast({{2, 2, 1, 1, 1}}), 1.0 / 3.0);       // T = 6: near 1..2, far 3..5
+  EXPECT_TRUE(std::isnan(train::attention_decay_contrast({{1.0}})));                     // T = 2: one distance
+  EXPECT_TRUE(std::isnan(train::attention_decay_contrast({})));
+}
+
+namespace {
+
+// A profile of 15 distances (block 16) whose decay contrast is c: 1 + c on the 7 near, 1 - c on the 8 far.
+std::vector<std::vector<double>> profile_with_contrast(double c) {
+  std::vector<double> p(15, 1.0 - c);
+  for (size_t d = 0; d < 7; ++d) p[d] = 1.0 + c;
+  return {p, p};
+}
+
+// The comparison of `synthetic` with each method's per-seed decay contrasts as attention profiles.
+train::ComparisonResult with_decay(const std::map<std::string, std::vector<double>>& contrast) {
+  std::map<std::string, std::vector<double>> ppl;
+  for (const auto& [m, v] : contrast) ppl[m] = std::vector<double>(v.size(), 4.0);
+  train::ComparisonResult r = synthetic(ppl);
+  r.config.base.model.block_size = 16;
+  for (auto& u : r.units)
+    u.parts.get<train::AttentionResult>().over_uniform = profile_with_contrast(contrast.at(u.method)[u.seed - 1]);
+  return r;
+}
+
+const train::ClaimVerdict& claim(const std::vector<train::ClaimVerdict>& all, const std::string& id) {
+  for (const auto& c : all)
+    if (c.id == id) return c;
+  throw std::logic_error("no claim " + id);
+}
+
+}  // namespace
+
+// Claim (g) on the measure that can fail: uniform attention (every profile exactly 1, contrast 0) is
+// not support, whatever NoPE reads; decay beyond NoPE's and above 0 (each by more than the margin)
+// is; growth contradicts; differences inside the margin decide nothing; rope missing is not
+// measured; one seed is inconclusive.
+TEST(Claims, DecayWithDistanceIsJudgedAgainstNoPEAndTheUniformValue) {
+  const auto g = [](const train::ComparisonResult& r) { return claim(train::judge_claims(r), "g"); };
+  // Uniform attention, for RoPE and NoPE alike: C = 0 exactly on every seed.
+  auto uniform = with_decay({{"rope", {0, 0, 0}}, {"none", {0, 0, 0}}});
+  for (auto& u : uniform.units) u.parts.get<train::AttentionResult>().over_uniform = {std::vector<double>(15, 1.0)};
+  EXPECT_EQ(train::values(uniform, "rope", train::attention_decay_metric()), (std::vector<double>{0, 0, 0}));
+  train::ClaimVerdict v = g(uniform);
+  EXPECT_EQ(v.verdict, "inconclusive") << v.why;
+  EXPECT_NE(v.why.find("contains 0, the position-blind value"), std::string::npos) << v.why;
+  EXPECT_NE(v.why.find("not significantly more local than NoPE"), std::string::npos) << v.why;
+  EXPECT_NE(v.metric.find("Family of 2 tests"), std::string::npos) << v.metric;
+  EXPECT_NE(v.metric.find("after " + std::to_string(uniform.config.base.max_iters) + " training steps"),
+            std::string::npos);
+  EXPECT_NE(v.metric.find("distances 1..7, F: 8..15"), std::string::npos) << v.metric;
+  // Uniform RoPE against a NoPE that learned some locality: RoPE is significantly less local (contradicted).
+  uniform = with_decay({{"rope", {0, 0, 0}}, {"none", {0.10, 0.11, 0.12}}});
+  for (auto& u : uniform.units)
+    if (u.method == "rope") u.parts.get<train::AttentionResult>().over_uniform = {std::vector<double>(15, 1.0)};
+  EXPECT_EQ(g(uniform).verdict, "contradicted");
+  // A decaying profile, beyond NoPE's: supported.
+  v = g(with_decay({{"rope", {0.30, 0.32, 0.31}}, {"none", {0.05, 0.07, 0.06}}}));
+  EXPECT_EQ(v.verdict, "supported") << v.why;
+  EXPECT_NE(v.measured.find("rope 0.310 ["), std::string::npos) << v.measured;
+  // Growing with distance: contradicted (interval below 0).
+  v = g(with_decay({{"rope", {-0.20, -0.22, -0.21}}, {"none", {-0.21, -0.20, -0.22}}}));
+  EXPECT_EQ(v.verdict, "contradicted") << v.why;
+  EXPECT_NE(v.why.find("grows with distance"), std::string::npos) << v.why;
+  // Decays, but as much as NoPE: inconclusive, saying so.
+  v = g(with_decay({{"rope", {0.30, 0.32, 0.31}}, {"none", {0.31, 0.30, 0.32}}}));
+  EXPECT_EQ(v.verdict, "inconclusive");
+  EXPECT_NE(v.why.find("is above the position-blind value 0 beyond the margin"), std::string::npos) << v.why;
+  EXPECT_NE(v.why.find("not significantly more local than NoPE (none) (Welch p 1.000"), std::string::npos) << v.why;
+  // Significantly above 0 and above NoPE, but by less than the margin (0.01): too small to count.
+  v = g(with_decay({{"rope", {0.004, 0.005, 0.006}}, {"none", {0, 0, 0}}}));
+  EXPECT_EQ(v.verdict, "inconclusive") << v.why;
+  EXPECT_NE(v.why.find("excludes 0 but not the margin ±0.01"), std::string::npos) << v.why;
+  EXPECT_NE(v.why.find("differs from NoPE (none) within the margin ±0.01"), std::string::npos) << v.why;
+  // ... and just as small the other way is no contradiction either.
+  EXPECT_EQ(g(with_decay({{"rope", {-0.004, -0.005, -0.006}}, {"none", {0, 0, 0}}})).verdict, "inconclusive");
+  // Decays, NoPE not run: inconclusive, not measured against it.
+  v = g(with_decay({{"rope", {0.30, 0.32, 0.31}}, {"t5", {0.30, 0.32, 0.31}}}));
+  EXPECT_EQ(v.verdict, "inconclusive");
+  EXPECT_NE(v.why.find("not measured against NoPE (none): add it to --methods"), std::string::npos) << v.why;
+  // RoPE missing: not measured.
+  v = g(with_decay({{"none", {0.05, 0.07, 0.06}}}));
+  EXPECT_EQ(v.verdict, "inconclusive");
+  EXPECT_EQ(v.why, "not measured: add rope to --methods");
+  // One seed: no interval.
+  v = g(with_decay({{"rope", {0.30}}, {"none", {0.05}}}));
+  EXPECT_EQ(v.verdict, "inconclusive");
+  EXPECT_NE(v.why.find("one seed of RoPE"), std::string::npos) << v.why;
+  // NoPE with one seed: not testable against it.
+  v = g(with_decay({{"rope", {0.30, 0.32, 0.31}}, {"none", {0.05}}}));
+  EXPECT_EQ(v.verdict, "inconclusive");
+  EXPECT_NE(v.why.find("NoPE (none) has one seed"), std::string::npos) << v.why;
+}
+
+// The stated error rates of claim (g)'s rule, by simulated null experiments (3 seeds a side, normal
+// noise): no effect at all, and the same decay with and without the encoding. False support at most
+// 2.5% (one tail of either test), false contradiction at most 5% (two tails, union bound); and the
+// rule has power where the effect is plain.
+TEST(Claims, DecayRuleErrorRatesUnderSimulatedNulls) {
+  Generator gen(2024);
+  auto normal = [&] {  // Box-Muller
+    const double u1 = 1.0 - gen.next_unit(), u2 = gen.next_unit();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::acos(-1.0) * u2);
+  };
+  auto draw = [&](double mean, double sd) {
+    std::vector<double> v;
+    for (int i = 0; i < 3; ++i) v.push_back(mean + sd * normal());
+    return v;
+  };
+  const int n = 10000;
+  for (double shared : {0.0, 0.3}) {
+    int supported = 0, contradicted = 0;
+    for (int i = 0; i < n; ++i) {
+      const auto j = train::judge_decay(draw(shared, 0.1), draw(shared, 0.1), "RoPE", "NoPE");
+      supported += j.verdict == "supported";
+      contradicted += j.verdict == "contradicted";
+    }
+    // Bounds with 4 binomial standard errors of slack at n = 10000.
+    EXPECT_LE(supported / double(n), 0.025 + 0.0063) << "shared decay " << shared;
+    EXPECT_LE(contradicted / double(n), 0.05 + 0.0088) << "shared decay " << shared;
+    EXPECT_GE(contradicted / double(n), 0.01) << "the tails are reached (the test is not vacuous)";
+  }
+  int power = 0;
+  for (int i = 0; i < 1000; ++i)
+    power += train::judge_decay(draw(0.3, 0.02), draw(0.0, 0.02), "RoPE", "NoPE").verdict == "supported";
+  EXPECT_GE(power, 990);
+}
+
+// The measure on a real model, then the claim: uniform attention in every layer (zero query/key
+// projections) gives a profile of exactly 1 and a contrast of exactly 0, which can never support (g).
+TEST(Claims, UniformAttentionModelGivesTheBaselineAndNoSupport) {
+  nn::GPTConfig c;
+  c.vocab_size = 11;
+  c.block_size = 16;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 8;
+  c.pos.kind = "rope";
+  Generator g(1), d(2);
+  nn::GPT model(c, g, d);
+  model.eval();
+  for (size_t l = 0; l < model.blocks->size(); ++l) {
+    Tensor w = (*model.blocks)[l].attn->qkv->weight.narrow(0, 0, 2 * c.n_embd);
+    nn::assign_data(w, Tensor::zeros(w.shape(), w.dtype()));
+    Tensor b = (*model.blocks)[l].attn->qkv->bias.narrow(0, 0, 2 * c.n_embd);
+    nn::assign_data(b, Tensor::zeros(b.shape(), b.dtype()));
+  }
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 3 * 16; ++i) ids.push_back((i * 7 + 3) % 11);
+  const auto profile = model.attention_over_uniform_by_distance(Tensor::from_ints(ids, {3, 16}));
+  for (const auto& layer : profile)
+    for (double v : layer) EXPECT_NEAR(v, 1.0, 1e-12);
+  EXPECT_NEAR(train::attention_decay_contrast(profile), 0.0, 1e-12);
+  auto r = with_decay({{"rope", {0, 0, 0}}, {"none", {0, 0, 0}}});
+  for (auto& u : r.units) u.parts.get<train::AttentionResult>().over_uniform = profile;
+  EXPECT_NE(verdict(train::judge_claims(r), "g"), "supported");
 }
 
 TEST(HalfPrecision, RoundingToBf16AndFp16IsToNearestEven) {

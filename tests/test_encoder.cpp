@@ -128,6 +128,45 @@ TEST(Encoder, NoPEIsPermutationEquivariantOthersAreNot) {
   }
 }
 
+// Mirroring a window (token t to position T - 1 - t) mirrors the hidden states, and so leaves the
+// mean-pooled logits unchanged, exactly for the encodings whose registry entry says their bias depends
+// on |i - j| alone (PosEncEntry::symmetric_bias) and for NoPE (no position signal at all); every other
+// bidirectional encoding tells a window from its mirror image. This is why those encodings read 0.5
+// on the `reversed` task by construction (encoder_score_is_structural).
+TEST(Encoder, MirrorEquivarianceIsTheSymmetricBiasFlag) {
+  const std::vector<int64_t> ids = {1, 4, 2, 8, 5, 7, 3, 3, 9};
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const std::vector<int64_t> mirrored(ids.rbegin(), ids.rend());
+  const Tensor a = Tensor::from_ints(ids, {1, T}), b = Tensor::from_ints(mirrored, {1, T});
+  int symmetric = 0;
+  for (const std::string& kind : nn::bidirectional_position_encoding_kinds()) {
+    Generator g(3), d(0);
+    nn::Encoder enc(tiny_encoder(kind), g, d);
+    enc.eval();
+    NoGradGuard ng;
+    const auto ha = enc.hidden(a).to_vector(), hb = enc.hidden(b).to_vector();
+    double diff = 0;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < 16; ++c) diff = std::max(diff, std::fabs(hb[t * 16 + c] - ha[(T - 1 - t) * 16 + c]));
+    const auto la = enc.sequence_logits(a).to_vector(), lb = enc.sequence_logits(b).to_vector();
+    double ldiff = 0;
+    for (size_t i = 0; i < la.size(); ++i) ldiff = std::max(ldiff, std::fabs(la[i] - lb[i]));
+    const bool flag = nn::position_encoding_entry(kind).symmetric_bias;
+    symmetric += flag;
+    if (flag || kind == "none") {
+      EXPECT_LT(diff, 1e-5) << kind << ": a bias of |i - j| alone must mirror the hidden states";
+      EXPECT_LT(ldiff, 1e-5) << kind;
+      EXPECT_EQ(train::encoder_score_is_structural(kind, "reversed"), flag) << kind;
+    } else {
+      EXPECT_GT(diff, 1e-4) << kind << " is mirror-blind but its entry does not set symmetric_bias";
+      EXPECT_FALSE(train::encoder_score_is_structural(kind, "reversed")) << kind;
+    }
+    EXPECT_FALSE(train::encoder_score_is_structural(kind, "marker_segment")) << kind;
+    EXPECT_FALSE(train::encoder_score_is_structural(kind, "line_word")) << kind;
+  }
+  EXPECT_EQ(symmetric, 3) << "ALiBi, KERPLE and Sandwich";
+}
+
 // A causal-only encoding (xPos) is refused by name by the encoder model; every other one builds.
 TEST(Encoder, CausalOnlyEncodingsAreRefused) {
   int refused = 0;
@@ -939,6 +978,54 @@ TEST(EncoderTrack, SpanF1WithoutGoldSpansIsNotAveragedIn) {
   EXPECT_NE(train::encoder_results_csv(r).find("rope,1,line_word/span_f1,1,n/a\n"), std::string::npos);
   const std::string md = train::encoder_report_markdown(r);
   EXPECT_NE(md.find("| rope | n/a | 0.700 |"), std::string::npos) << md;
+}
+
+// A structural score (a |i - j| bias on `reversed`, 0.5 by construction) is marked as such beside the
+// NoPE control, and a claim leaves that task out for every method when one of its methods is
+// structural there; a task where none is stays in.
+TEST(EncoderTrack, StructuralScoresAreMarkedBesideTheControlAndNotEvidence) {
+  train::EncoderTrackResult r;
+  r.config = train::encoder_track_preset("tiny");
+  r.config.methods = {"none", "alibi", "kerple", "rope", "deberta", "t5", "sinusoidal"};
+  r.config.seeds = {1, 2};
+  r.config.tasks = {"reversed", "marker_segment"};
+  r.config.multipliers = {1};
+  for (const auto& m : r.config.methods)
+    for (uint64_t seed : {1, 2}) {
+      train::EncoderUnitResult u;
+      u.method = m;
+      u.seed = seed;
+      u.mlm_loss = {1.0};
+      u.mlm_accuracy = {0.5};
+      const bool blind = m == "none" || m == "alibi" || m == "kerple";
+      const double rev = blind ? 0.5 : 0.9, seg = m == "none" ? 0.25 : 0.6;
+      u.tasks = {train::EncoderTaskScore{"reversed", 1, 16, 8, rev, rev},
+                 train::EncoderTaskScore{"marker_segment", 1, 16, 8, seg, seg}};
+      r.units.push_back(u);
+    }
+  const std::string md = train::encoder_report_markdown(r);
+  EXPECT_NE(md.find("### NoPE control and scores fixed by construction"), std::string::npos) << md;
+  EXPECT_NE(md.find("- reversed: NoPE accuracy 0.500 [0.500, 0.500], chance 0.500 — at chance"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- reversed: alibi accuracy 0.500 [0.500, 0.500] — structural (0.5 by construction)"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- reversed: kerple accuracy"), std::string::npos) << md;
+  EXPECT_EQ(md.find("- marker_segment: alibi"), std::string::npos) << "only reversed is structural";
+  EXPECT_EQ(md.find("- reversed: rope accuracy"), std::string::npos) << "rope tells a window from its mirror";
+  EXPECT_EQ(train::encoder_structural_tasks(r.config, {"rope", "alibi"}), std::vector<std::string>{"reversed"});
+  EXPECT_TRUE(train::encoder_structural_tasks(r.config, {"rope", "deberta", "t5", "sinusoidal"}).empty());
+  // The article's chain has no structural method: both tasks count, nothing is said to be left out.
+  for (const auto& c : train::judge_encoder_claims(r)) {
+    EXPECT_EQ(c.metric.find("left out"), std::string::npos) << c.metric;
+    EXPECT_NE(c.measured.find("rope 0.750"), std::string::npos) << c.measured;  // (0.9 + 0.6) / 2
+  }
+  // A structural score that is not at 0.5 is flagged rather than passed over.
+  for (auto& u : r.units)
+    if (u.method == "kerple") u.tasks[0].accuracy = 0.75;
+  EXPECT_NE(train::encoder_report_markdown(r).find(
+                "kerple accuracy 0.750 [0.750, 0.750] — structural (0.5 by construction; NOT at 0.5"),
+            std::string::npos);
 }
 
 // The unit's log line gives the 1x masked-token accuracy whatever the order of the multipliers; a

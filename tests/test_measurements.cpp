@@ -1,7 +1,10 @@
 // test_measurements.cpp — the model-level measurements of how position reaches a GPT: attention
-// entropy by query position (attention_row_entropy, GPT::attention_entropy_by_position) and
-// gradient flow by distance (GPT::last_position_gradients, GPT::gradient_by_distance).
-// Pinned: hand-computed entropies, one-hot attention reads 0, uniform attention reads exactly 1
+// weight by distance over its uniform share (attention_weight_over_uniform,
+// GPT::attention_over_uniform_by_distance), attention entropy by query position
+// (attention_row_entropy, GPT::attention_entropy_by_position) and gradient flow by distance
+// (GPT::last_position_gradients, GPT::gradient_by_distance).
+// Pinned: hand-computed weights and entropies, exchangeable keys read 1 in expectation, one-hot
+// attention reads 0, uniform attention reads exactly 1 on both
 // (causal, bidirectional, with sinks), the position-blind value of the gradient profile, central
 // finite differences in double for every registered encoding, parameter gradients left alone, and
 // the refusals. Every registered encoding (and each with sinks) runs both measurements.
@@ -161,6 +164,226 @@ TEST(AttentionRowEntropy, Refusals) {
   m.query_positions = {0, 2, 5};
   m.key_positions = {0, 2, 5};
   EXPECT_THROW(attention_row_entropy(q, q, m, true, 1.0), ValueError);
+}
+
+// ---- attention_weight_over_uniform (the op) ----------------------------------------------------
+
+// B = H = D = 1, T = 3, q = 1, k = (0, ln 2, ln 3), scale 1. Causal: row 1's only other key is 0
+// (share 1, times 1 key); row 2's others are keys 0, 1 with scores (0, ln 2), so (1/3, 2/3) times 2
+// keys: 2/3 at distance 2 and 4/3 at distance 1. a(1) = mean(1, 4/3) = 7/6, a(2) = 2/3.
+// Bidirectional: row 0 sees keys 1, 2 (2/5, 3/5), row 1 keys 0, 2 (1/4, 3/4), row 2 keys 0, 1 (1/3,
+// 2/3), each times 2: a(1) = mean(4/5, 1/2, 3/2, 4/3) = 31/30, a(2) = mean(6/5, 2/3) = 14/15.
+TEST(AttentionWeightOverUniform, HandComputedRows) {
+  const Tensor q = q_from({1, 1, 1}, {1, 1, 3, 1}), k = q_from({0, kLn2, kLn3}, {1, 1, 3, 1});
+  const Tensor causal = attention_weight_over_uniform(q, k, ScoreModifier{}, true, 1.0);
+  ASSERT_EQ(causal.shape(), (Shape{1, 2}));
+  EXPECT_NEAR(causal.to_vector()[0], 7.0 / 6.0, 1e-15);
+  EXPECT_NEAR(causal.to_vector()[1], 2.0 / 3.0, 1e-15);
+  const auto both = attention_weight_over_uniform(q, k, ScoreModifier{}, false, 1.0).to_vector();
+  EXPECT_NEAR(both[0], 31.0 / 30.0, 1e-15);
+  EXPECT_NEAR(both[1], 14.0 / 15.0, 1e-15);
+}
+
+// Equal scores (q = 0, no bias) are uniform attention, position-blind by construction: exactly 1 at
+// every distance, causal and bidirectional, with and without sinks (they are ignored), in float32
+// too (the scores are rebuilt in float64). T = 1 has no distance, T = 2 one.
+TEST(AttentionWeightOverUniform, UniformAttentionReadsExactlyOne) {
+  Generator g(5);
+  for (DType dt : {DType::Float64, DType::Float32})
+    for (bool causal : {true, false})
+      for (bool sinks : {false, true}) {
+        const int64_t B = 3, H = 2, T = 9, D = 4;
+        const Tensor q = Tensor::zeros({B, H, T, D}, dt), k = randn({B, H, T, D}, g, dt);
+        ScoreModifier m;
+        if (sinks) m.sinks = Tensor::from_vector(std::vector<double>{2.0, -3.0}, {H}, dt);
+        const Tensor a = attention_weight_over_uniform(q, k, m, causal, 0.5);
+        ASSERT_EQ(a.shape(), (Shape{H, T - 1}));
+        for (double v : a.to_vector())
+          EXPECT_EQ(v, 1.0) << (causal ? "causal" : "bidirectional") << (sinks ? "+sinks" : "");
+      }
+  EXPECT_EQ(
+      attention_weight_over_uniform(Tensor::zeros({1, 2, 1, 3}), randn({1, 2, 1, 3}, g), ScoreModifier{}, true, 1.0)
+          .shape(),
+      (Shape{2, 0}));
+  for (double v :
+       attention_weight_over_uniform(Tensor::zeros({2, 1, 2, 3}), randn({2, 1, 2, 3}, g), ScoreModifier{}, true, 1.0)
+           .to_vector())
+    EXPECT_EQ(v, 1.0);
+}
+
+// Position-blind but not uniform: scores q_i . k_j with q_i = k_i (every query prefers its own
+// content, as a model without positions can) and i.i.d. N(0, 1) keys. The keys other than the
+// query's own are exchangeable, so each gets its uniform share in expectation: every a(d) is 1 up to
+// sampling noise (4000 windows; the standard error is below 0.02), though P_ii is far above 1/(i + 1).
+TEST(AttentionWeightOverUniform, ExchangeableKeysReadOneInExpectation) {
+  const int64_t B = 4000, T = 8, D = 2;
+  Generator g(11);
+  const Tensor k = randn({B, 1, T, D}, g, DType::Float64);
+  for (bool causal : {true, false}) {
+    const auto a = attention_weight_over_uniform(k, k, ScoreModifier{}, causal, 1.0).to_vector();
+    ASSERT_EQ(a.size(), static_cast<size_t>(T - 1));
+    for (int64_t d = 1; d < T; ++d) EXPECT_NEAR(a[d - 1], 1.0, 0.08) << "distance " << d << (causal ? " causal" : "");
+  }
+  // ... while the share of the query's own key is not uniform: the measure leaves it out for that reason.
+  const Tensor p = softmax(matmul(k, k.transpose(-1, -2)), -1);  // bidirectional rows, T keys each
+  double self = 0;
+  const auto pv = p.to_vector();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < T; ++i) self += pv[(b * T + i) * T + i] / static_cast<double>(B * T);
+  EXPECT_GT(self, 2.0 / T) << "q_i = k_i must favour the query's own key";
+}
+
+// A distance bias -0.5 |r| (ALiBi-like) on equal content scores decays: above 1 at distance 1, below
+// it at the longest; +0.5 |r| grows the other way. The op matches scores written out by loops.
+TEST(AttentionWeightOverUniform, DistanceBiasDecaysOrGrowsAndMatchesLoops) {
+  const int64_t B = 2, H = 2, T = 7, D = 3;
+  Generator g(3);
+  const Tensor q = randn({B, H, T, D}, g, DType::Float64), k = randn({B, H, T, D}, g, DType::Float64);
+  for (double slope : {-0.5, 0.5}) {
+    ScoreModifier m;
+    m.kind = ScoreBias::Distance;
+    std::vector<double> bias;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t dd = 0; dd < 2 * T - 1; ++dd) bias.push_back(slope * std::fabs(static_cast<double>(dd - (T - 1))));
+    m.bias_by_distance = Tensor::from_vector(bias, {H, 2 * T - 1}, DType::Float64);
+    const auto flat =
+        attention_weight_over_uniform(Tensor::zeros({B, H, T, D}, DType::Float64), k, m, true, 1.0).to_vector();
+    for (int64_t h = 0; h < H; ++h) {
+      if (slope < 0) {
+        EXPECT_GT(flat[h * (T - 1)], 1.0);
+        EXPECT_LT(flat[h * (T - 1) + T - 2], 1.0);
+      } else {
+        EXPECT_LT(flat[h * (T - 1)], 1.0);
+        EXPECT_GT(flat[h * (T - 1) + T - 2], 1.0);
+      }
+    }
+    const auto qv = q.to_vector(), kv = k.to_vector();
+    for (bool causal : {true, false}) {
+      const auto got = attention_weight_over_uniform(q, k, m, causal, 0.7).to_vector();
+      for (int64_t h = 0; h < H; ++h) {
+        std::vector<double> sum(T, 0.0), count(T, 0.0);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t i = 0; i < T; ++i) {
+            std::vector<int64_t> keys;
+            for (int64_t j = 0; j < (causal ? i + 1 : T); ++j)
+              if (j != i) keys.push_back(j);
+            if (keys.empty()) continue;
+            std::vector<double> e;
+            double z = 0;
+            for (int64_t j : keys) {
+              double dot = 0;
+              for (int64_t c = 0; c < D; ++c)
+                dot += qv[((b * H + h) * T + i) * D + c] * kv[((b * H + h) * T + j) * D + c];
+              e.push_back(std::exp(0.7 * dot + bias[h * (2 * T - 1) + j - i + T - 1]));
+              z += e.back();
+            }
+            for (size_t x = 0; x < keys.size(); ++x) {
+              sum[std::abs(i - keys[x])] += static_cast<double>(keys.size()) * e[x] / z;
+              count[std::abs(i - keys[x])] += 1;
+            }
+          }
+        for (int64_t d = 1; d < T; ++d)
+          EXPECT_NEAR(got[h * (T - 1) + d - 1], sum[d] / count[d], 1e-12)
+              << "h " << h << " d " << d << " slope " << slope;
+      }
+    }
+  }
+}
+
+TEST(AttentionWeightOverUniform, Refusals) {
+  Generator g(4);
+  const Tensor q = randn({1, 1, 3, 2}, g), k = randn({1, 1, 4, 2}, g);
+  EXPECT_NE(test::thrown_message<ShapeError>([&] {
+              attention_weight_over_uniform(q, k, ScoreModifier{}, true, 1.0);
+            }).find("attention_weight_over_uniform: q and k must be the same"),
+            std::string::npos);
+  ScoreModifier m;
+  m.query_positions = {0, 2, 5};
+  m.key_positions = {0, 2, 5};
+  EXPECT_NE(test::thrown_message<ValueError>([&] {
+              attention_weight_over_uniform(q, q, m, true, 1.0);
+            }).find("per-token positions"),
+            std::string::npos);
+}
+
+// ---- GPT::attention_over_uniform_by_distance ---------------------------------------------------
+
+// Uniform attention in every layer (zero query/key projections, no score bias) reads 1 at every
+// distance, causal or bidirectional, with sinks too.
+TEST(AttentionOverUniformByDistance, UniformAttentionReadsOne) {
+  for (const std::string kind : {"none", "sinusoidal", "learned", "rope", "xpos"})
+    for (bool causal : {true, false})
+      for (bool sinks : {false, true}) {
+        if (!causal && nn::position_encoding_entry(kind).causal_only) continue;
+        Generator g(1), d(2);
+        nn::GPT model(tiny_config(kind, sinks, causal), g, d);
+        model.eval();
+        zero_query_key(model);
+        const auto a = model.attention_over_uniform_by_distance(random_ids(3, 8, 5));
+        ASSERT_EQ(a.size(), 2u);
+        for (const auto& row : a) {
+          ASSERT_EQ(row.size(), 7u);
+          for (double v : row)
+            EXPECT_NEAR(v, 1.0, 1e-12) << kind << (causal ? "" : " bidirectional") << (sinks ? "+sinks" : "");
+        }
+      }
+}
+
+// Every registered encoding at initialisation: finite weights in [0, T - 1], and each row's keys
+// other than its own share n_i between them, so sum_d a(d) (T - d) = sum_i n_i = T (T - 1) / 2
+// causal (B cancels), and with both sides 2 sum_d a(d) (T - d) = T (T - 1) bidirectionally.
+TEST(AttentionOverUniformByDistance, EveryEncodingSharesEachRowsKeys) {
+  const int64_t T = 8;
+  for (bool causal : {true, false})
+    for (const std::string& kind : causal ? nn::position_encoding_kinds() : nn::bidirectional_position_encoding_kinds())
+      for (bool sinks : {false, true}) {
+        Generator g(7), d(8);
+        nn::GPT model(tiny_config(kind, sinks, causal), g, d);
+        model.eval();
+        for (const auto& row : model.attention_over_uniform_by_distance(random_ids(2, T, 9))) {
+          ASSERT_EQ(row.size(), static_cast<size_t>(T - 1)) << kind;
+          double total = 0;
+          for (int64_t dist = 1; dist < T; ++dist) {
+            const double v = row[dist - 1];
+            EXPECT_TRUE(std::isfinite(v)) << kind;
+            EXPECT_GE(v, 0.0) << kind;
+            EXPECT_LE(v, T - 1.0) << kind;
+            total += v * static_cast<double>(T - dist) * (causal ? 1.0 : 2.0);
+          }
+          EXPECT_NEAR(total, causal ? T * (T - 1) / 2.0 : T * (T - 1.0), 1e-9) << kind << (sinks ? "+sinks" : "");
+        }
+      }
+}
+
+// Layer l's row is the mean over heads of the op on that layer's own heads.
+TEST(AttentionOverUniformByDistance, IsTheOpMeanOverHeads) {
+  auto model = double_gpt(tiny_config("t5", true));
+  const Tensor idx = random_ids(2, 8, 10);
+  const auto a = model->attention_over_uniform_by_distance(idx);
+  NoGradGuard no_grad;
+  Tensor x = model->position_encoding().embed(model->wte->forward(idx), 0);
+  for (size_t l = 0; l < 2; ++l) {
+    const nn::Block& b = (*model->blocks)[l];
+    const auto per_head =
+        b.attn->attention_over_uniform(b.ln_1->forward(x), model->position_encoding(), l, 0).to_vector();
+    ASSERT_EQ(per_head.size(), 14u);
+    for (int64_t d = 0; d < 7; ++d) EXPECT_NEAR(a[l][d], (per_head[d] + per_head[7 + d]) / 2.0, 1e-14);
+    x = b.forward(x, model->position_encoding(), l, 0);
+  }
+}
+
+TEST(AttentionOverUniformByDistance, Refusals) {
+  nn::GPTConfig c = tiny_config("learned");
+  c.dropout = 0.1;
+  Generator g(1), d(2);
+  nn::GPT model(c, g, d);  // training mode with dropout
+  EXPECT_THROW(model.attention_over_uniform_by_distance(random_ids(1, 4, 1)), ValueError);
+  model.eval();
+  EXPECT_EQ(model.attention_over_uniform_by_distance(random_ids(1, 1, 1)).front().size(), 0u);  // T = 1: no distance
+  EXPECT_THROW(model.attention_over_uniform_by_distance(random_ids(1, 9, 1)), IndexError);      // learned table of 8
+  EXPECT_THROW(model.attention_over_uniform_by_distance(Tensor::zeros({4})), ShapeError);
+  model.position_encoding().set_position_ids({0, 2, 3, 5});
+  EXPECT_THROW(model.attention_over_uniform_by_distance(random_ids(1, 4, 1)), ValueError);
 }
 
 // ---- GPT::attention_entropy_by_position --------------------------------------------------------

@@ -26,6 +26,7 @@
 #include "train/trainer.h"
 #include "compare/report.h"
 #include "compare/results.h"
+#include "compare/studies/attention/attention.h"
 #include "compare/studies/cost/cost.h"
 #include "compare/studies/passkey/passkey_config.h"
 #include "compare/studies/pi/pi_protocol.h"
@@ -342,21 +343,33 @@ TEST(RunSafety, AUnitInterruptedInAStudyResumesAtThatStudy) {
   const auto j = nlohmann::json::parse(read_file(unit + "/result.json"));
   std::filesystem::create_directories(unit + "/studies");
   nlohmann::json lm = {{"lengths", j["lengths"]}, {"variants", j["variants"]}, {"per_position_loss", j["per_position_loss"]}};
-  nlohmann::json attention = {{"attention_by_distance", j["attention_by_distance"]}};
-  attention["attention_by_distance"][0][0] = 0.123456;  // a kept part is used as it is
+  nlohmann::json attention = {{"attention_over_uniform", j["attention_over_uniform"]}};
+  attention["attention_over_uniform"][0][0] = 0.123456;  // a kept part is used as it is
   write_file_atomic(unit + "/studies/lm.json", lm.dump());
   write_file_atomic(unit + "/studies/attention.json", attention.dump());
   std::filesystem::remove(unit + "/result.json");
   train::run_compare(c);
   const auto again = nlohmann::json::parse(read_file(unit + "/result.json"));
-  EXPECT_EQ(again["attention_by_distance"][0][0].get<double>(), 0.123456);
+  EXPECT_EQ(again["attention_over_uniform"][0][0].get<double>(), 0.123456);
   EXPECT_EQ(again["task"], j["task"]);  // measured again: the same numbers
   auto untimed = [](nlohmann::json rows) {
     for (auto& r : rows) r.erase("seconds");
     return rows;
   };
   EXPECT_EQ(untimed(again["pi"]), untimed(j["pi"]));
-  EXPECT_EQ(read_file(c.out_dir + "/results.csv"), csv);
+  // results.csv is the same but for the decay contrast, which is the kept (edited) profile's.
+  const std::string row = "\nrope,attention_decay_contrast,";
+  auto without_row = [&](std::string s) {
+    const size_t at = s.find(row);
+    if (at != std::string::npos) s.erase(at, s.find('\n', at + 1) - at);
+    return s;
+  };
+  const std::string now = read_file(c.out_dir + "/results.csv");
+  EXPECT_EQ(without_row(now), without_row(csv));
+  char kept[64];
+  std::snprintf(kept, sizeof kept, "1,%.6f,",
+                train::attention_decay_contrast(again["attention_over_uniform"].get<std::vector<std::vector<double>>>()));
+  EXPECT_NE(now.find(row + kept), std::string::npos) << now;
   // A damaged saved part is refused, naming it.
   std::filesystem::create_directories(unit + "/studies");
   write_file_atomic(unit + "/studies/lm.json", "{\"lengths\": 3}");

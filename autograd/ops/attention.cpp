@@ -1,6 +1,7 @@
 // attention.cpp — the fused attention op (AttentionFn: one autograd node, forward and backward
 // kernels in tensor/kernels/cpu/attention.cpp), its naive materialising reference built from the
-// ordinary ops, and the attention diagnostics (weight by distance, row entropy).
+// ordinary ops, and the attention diagnostics (weight by distance over its uniform share, row
+// entropy), computed on the host in float64 from the reference's scores.
 //
 // A distance bias arrives as a tensor (H, Tq + Tk - 1) and goes to the kernels as it is; its
 // gradient comes back as a tensor of the same shape. For content-position terms the modifier's
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "autograd/ops.h"
@@ -375,72 +377,25 @@ Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, co
   return matmul(p, v);
 }
 
-Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal,
-                                  double scale) {
-  NoGradGuard guard;
-  POSGRAD_CHECK(q.dim() == 4 && q.shape() == k.shape(), ShapeError,
-                "attention_distance_profile: q and k must be the same (B, H, T, D), got ", shape_str(q.shape()), ", ",
-                shape_str(k.shape()));
-  POSGRAD_CHECK(!mod.has_positions(), ValueError,
-                "attention_distance_profile: measures positions 0..T-1; clear the modifier's per-token positions");
-  AttentionConfig cfg = make_config(mod, q, k, causal, scale, 0);
-  const ModifierInputs in = modifier_inputs(mod);
-  const Dims d = check_inputs(q, k, k, in.bias, in.kr, in.qr, in.sinks, cfg);
-  Tensor qc = q.contiguous(), kc = k.contiguous();
-  Tensor tc = in.bias.defined() ? in.bias.contiguous() : Tensor();
-  Tensor krc = in.kr.defined() ? in.kr.contiguous() : Tensor();
-  Tensor qrc = in.qr.defined() ? in.qr.contiguous() : Tensor();
-  Tensor snc = in.sinks.defined() ? in.sinks.contiguous() : Tensor();
-  const int64_t T = d.Tq, nd = 2 * T - 1;
-  Tensor o = Tensor::empty({d.B, d.H, T, d.D}, q.dtype(), q.device());
-  Tensor stats = Tensor::empty({d.B, d.H, T, 2}, q.dtype(), q.device());
-  Tensor sums = Tensor::zeros({d.H, nd}, q.dtype(), q.device());
-  const int64_t ns = std::max(kernels::cpu::attention_scratch_elems(cfg.kind, 0, d.B, d.H, T, T, d.D, d.U),
-                              kernels::cpu::attention_scratch_elems(cfg.kind, 2, d.B, d.H, T, T, d.D, d.U));
-  Tensor scratch = Tensor::empty({std::max<int64_t>(ns, 1)}, q.dtype(), q.device());
-  const int64_t* du = cfg.ix.diag_u.empty() ? nullptr : cfg.ix.diag_u.data();
-  const int64_t* rows = cfg.ix.rows.empty() ? nullptr : cfg.ix.rows.data();
-  dispatch_floating(q.dtype(), "attention_distance_profile", [&](auto tag) {
-    using T_ = decltype(tag);
-    // The forward gives the row statistics (v = k is a stand-in: only stats is used).
-    POSGRAD_KERNEL(q.device(), attention_forward<T_>, o.data<T_>(), stats.data<T_>(), scratch.data<T_>(), qc.data<T_>(),
-                   kc.data<T_>(), kc.data<T_>(), data_or_null<T_>(tc), data_or_null<T_>(krc), data_or_null<T_>(qrc),
-                   data_or_null<T_>(snc), du, rows, d.B, d.H, T, T, d.D, d.U, int64_t(0), cfg.kind, cfg.causal,
-                   T_(cfg.scale));
-    POSGRAD_KERNEL(q.device(), attention_diagonal_sums<T_>, sums.data<T_>(), scratch.data<T_>(), qc.data<T_>(),
-                   kc.data<T_>(), stats.data<T_>(), data_or_null<T_>(tc), data_or_null<T_>(krc), data_or_null<T_>(qrc),
-                   du, rows, d.B, d.H, T, T, d.D, d.U, int64_t(0), cfg.kind, cfg.causal, T_(cfg.scale));
-  });
-  // Fold diagonals r = j - i into distances |r|; average over the (b, i, j) pairs at that distance.
-  auto sv = sums.to_vector();
-  std::vector<double> out(static_cast<size_t>(d.H * T), 0.0);
-  for (int64_t h = 0; h < d.H; ++h)
-    for (int64_t dist = 0; dist < T; ++dist) {
-      double s = 0, count = 0;
-      for (int64_t r : {-dist, dist}) {
-        if (dist == 0 && r > 0) break;  // r = 0 once
-        if (causal && r > 0) continue;
-        s += sv[h * nd + r + T - 1];
-        count += static_cast<double>(d.B * (T - dist));
-      }
-      out[h * T + dist] = count > 0 ? s / count : 0.0;
-    }
-  return Tensor::from_vector(out, {d.H, T}, DType::Float64);
-}
+namespace {
 
-Tensor attention_row_entropy(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal, double scale) {
-  NoGradGuard guard;
-  POSGRAD_CHECK(q.dim() == 4 && q.shape() == k.shape(), ShapeError,
-                "attention_row_entropy: q and k must be the same (B, H, T, D), got ", shape_str(q.shape()), ", ",
-                shape_str(k.shape()));
-  POSGRAD_CHECK(!mod.has_positions(), ValueError,
-                "attention_row_entropy: measures positions 0..T-1; clear the modifier's per-token positions");
-  // Everything on the host in float64: the scores of a row that is uniform in exact arithmetic are
-  // then equal to the last bit, and its entropy is log(n) to rounding (1e-16), whatever the model's
-  // dtype. The sinks play no part (see the header), so they are not copied.
+// The scores s(i, j) of attention_reference (the bias, the content-position terms, the scale; no
+// mask, no sinks) on the host in float64, one window at a time: fn(b, s) with s (H, T, T) row-major,
+// whatever q's dtype and device (device tensors are copied). Scores that are equal in exact
+// arithmetic are then equal to the last bit. The diagnostics below read these rows; `what` names the
+// caller in the errors (ShapeError: q, k not the same (B, H, T, D); ValueError: per-token positions).
+struct HostDims {
+  int64_t B, H, T;
+};
+HostDims for_each_host_window(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal, double scale,
+                              const char* what, const std::function<void(int64_t b, const double* s)>& fn) {
+  POSGRAD_CHECK(q.dim() == 4 && q.shape() == k.shape(), ShapeError, what,
+                ": q and k must be the same (B, H, T, D), got ", shape_str(q.shape()), ", ", shape_str(k.shape()));
+  POSGRAD_CHECK(!mod.has_positions(), ValueError, what,
+                ": measures positions 0..T-1; clear the modifier's per-token positions");
   auto host = [](const Tensor& t) { return t.defined() ? t.to(Device::cpu()).to(DType::Float64) : Tensor(); };
   ScoreModifier m = mod;
-  m.sinks = Tensor();
+  m.sinks = Tensor();  // no diagnostic reads the sink (each renormalises over the real keys)
   m.bias_by_distance = host(mod.bias_by_distance);
   m.kr = host(mod.kr);
   m.qr = host(mod.qr);
@@ -448,28 +403,92 @@ Tensor attention_row_entropy(const Tensor& q, const Tensor& k, const ScoreModifi
   const AttentionConfig cfg = make_config(m, qh, kh, causal, scale, 0);
   const ModifierInputs in = modifier_inputs(m);
   const Dims d = check_inputs(qh, kh, kh, in.bias, in.kr, in.qr, in.sinks, cfg);
-  const int64_t B = d.B, H = d.H, T = d.Tq;
-  std::vector<double> out(static_cast<size_t>(H * T), 0.0);
   Dims one = d;
   one.B = 1;
-  for (int64_t b = 0; b < B; ++b) {  // one window at a time: (1, H, T, T) scores, not (B, H, T, T)
+  for (int64_t b = 0; b < d.B; ++b) {  // (1, H, T, T) scores at a time, not (B, H, T, T)
     const std::vector<double> s =
         reference_scores(qh.narrow(0, b, 1), kh.narrow(0, b, 1), m, cfg, in, one).contiguous().to_vector();
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < T; ++i) {
-        const double* row = s.data() + (h * T + i) * T;
-        const int64_t n = causal ? i + 1 : T;  // visible keys 0 .. n-1
-        double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
-        double z = 0;
-        for (int64_t j = 0; j < n; ++j) z += std::exp(row[j] - mx);
-        // H = -sum_j p_j log p_j with log p_j = (s_j - max) - log Z: H = log Z - sum_j p_j (s_j - max).
-        double e = std::log(z);
-        for (int64_t j = 0; j < n; ++j) e -= std::exp(row[j] - mx) / z * (row[j] - mx);
-        out[h * T + i] += e / static_cast<double>(B);
-      }
+    fn(b, s.data());
   }
-  return Tensor::from_vector(out, {H, T}, DType::Float64);
+  return {d.B, d.H, d.Tq};
+}
+
+}  // namespace
+
+Tensor attention_weight_over_uniform(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal,
+                                     double scale) {
+  NoGradGuard guard;
+  std::vector<double> sum, count;
+  int64_t H = 0, T = 0;
+  const HostDims d =
+      for_each_host_window(q, k, mod, causal, scale, "attention_weight_over_uniform", [&](int64_t b, const double* s) {
+        if (b == 0) {
+          H = q.size(1);
+          T = q.size(2);
+          sum.assign(static_cast<size_t>(H * T), 0.0);
+          count.assign(static_cast<size_t>(T), 0.0);
+        }
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t i = 0; i < T; ++i) {
+            const double* row = s + (h * T + i) * T;
+            const int64_t n = causal ? i + 1 : T;  // visible keys 0 .. n-1; the others are j != i
+            if (n < 2) continue;                   // no key besides the query's own
+            double mx = -std::numeric_limits<double>::infinity();
+            for (int64_t j = 0; j < n; ++j)
+              if (j != i) mx = std::max(mx, row[j]);
+            double z = 0;
+            for (int64_t j = 0; j < n; ++j)
+              if (j != i) z += std::exp(row[j] - mx);
+            const double others = static_cast<double>(n - 1);
+            for (int64_t j = 0; j < n; ++j) {
+              if (j == i) continue;
+              const int64_t dist = i > j ? i - j : j - i;
+              // (n - 1) e / z, in that order: equal scores give e = 1, z = n - 1 exactly, so exactly 1.
+              sum[h * T + dist] += others * std::exp(row[j] - mx) / z;
+              if (h == 0) count[dist] += 1;
+            }
+          }
+      });
+  if (sum.empty()) {  // B = 0: no pair at any distance
+    sum.assign(static_cast<size_t>(d.H * d.T), 0.0);
+    count.assign(static_cast<size_t>(d.T), 0.0);
+  }
+  std::vector<double> out(static_cast<size_t>(d.H * std::max<int64_t>(d.T - 1, 0)));
+  for (int64_t h = 0; h < d.H; ++h)
+    for (int64_t dist = 1; dist < d.T; ++dist)
+      out[h * (d.T - 1) + dist - 1] =
+          count[dist] > 0 ? sum[h * d.T + dist] / count[dist] : std::numeric_limits<double>::quiet_NaN();
+  return Tensor::from_vector(out, {d.H, std::max<int64_t>(d.T - 1, 0)}, DType::Float64);
+}
+
+Tensor attention_row_entropy(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal, double scale) {
+  NoGradGuard guard;
+  std::vector<double> out;
+  int64_t B = 0, H = 0, T = 0;
+  const HostDims d =
+      for_each_host_window(q, k, mod, causal, scale, "attention_row_entropy", [&](int64_t b, const double* s) {
+        if (b == 0) {
+          B = q.size(0);
+          H = q.size(1);
+          T = q.size(2);
+          out.assign(static_cast<size_t>(H * T), 0.0);
+        }
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t i = 0; i < T; ++i) {
+            const double* row = s + (h * T + i) * T;
+            const int64_t n = causal ? i + 1 : T;  // visible keys 0 .. n-1
+            double mx = -std::numeric_limits<double>::infinity();
+            for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
+            double z = 0;
+            for (int64_t j = 0; j < n; ++j) z += std::exp(row[j] - mx);
+            // H = -sum_j p_j log p_j with log p_j = (s_j - max) - log Z: H = log Z - sum_j p_j (s_j - max).
+            double e = std::log(z);
+            for (int64_t j = 0; j < n; ++j) e -= std::exp(row[j] - mx) / z * (row[j] - mx);
+            out[h * T + i] += e / static_cast<double>(B);
+          }
+      });
+  if (out.empty()) out.assign(static_cast<size_t>(d.H * d.T), 0.0);  // B = 0
+  return Tensor::from_vector(out, {d.H, d.T}, DType::Float64);
 }
 
 }  // namespace posgrad

@@ -67,12 +67,31 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreM
 Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
                            double scale, int64_t q_offset = 0);
 
-// Non-differentiable diagnostic: average attention probability per query-key distance |i - j|,
-// averaged over batch and query positions, per head (positions 0..T-1: ValueError for a modifier
-// with per-token positions). q, k (B, H, T, D) -> (H, T) float64. With sinks the probabilities are
-// those of the real keys (the sink's share of each row is left out).
-Tensor attention_distance_profile(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal,
-                                  double scale);
+// Non-differentiable diagnostic: attention weight by query-key distance d = |i - j| = 1 .. T-1 as a
+// multiple of its uniform share among the keys other than the query's own, per head.
+// q, k (B, H, T, D) -> (H, T - 1) float64 (T = 1: (H, 0)), entry [h, d - 1] =
+//   mean over the pairs (b, i, j) with |i - j| = d that attention sees (j = i - d under the causal
+//   mask: B (T - d) pairs; bidirectionally both sides: 2 B (T - d)) of  n_i · p'_ij,
+//   p'_ij = exp s(i, j) / sum_{j' != i} exp s(i, j')   (softmax over the visible keys but the query's own),
+//   n_i = the number of those keys (i under the causal mask, T - 1 bidirectionally).
+// Dimensionless: 1 = the share uniform attention gives. p'_ij = P_ij / (1 - P_ii), the row's
+// attention without its self-attention renormalised; the query's own key is left out because it is
+// the one key a model without positions can single out (by its content, the query's own token).
+// Position-blind reading: equal scores over the visible keys (uniform attention) give exactly 1 at
+// every d (n_i e / z with e = 1, z = n_i, so 1 to the last bit); and attention whose scores over the
+// keys other than the query's own are exchangeable gives 1 in expectation, each of those n_i keys
+// receiving 1/n_i of the row on average by symmetry (e.g. the first layer of a model without
+// position encoding on i.i.d. tokens; not deeper causal layers, whose key j summarises its own
+// prefix 0..j: how decoders without position encoding learn positions, Haviv et al. 2022). Unlike the
+// plain mean of P(i, i - d), which falls with d under uniform causal attention (row i spreads over
+// i + 1 keys, and only the long rows reach far), it reads what the model does beyond the mask.
+// Entries with no pair (B = 0) are NaN. With sinks it is over the real keys alone (the sink takes the
+// same factor from every key of a row, so it cancels in p'; the sinks are ignored). Computed on the
+// host in float64 whatever q's dtype and device (the scores are attention_reference's; CUDA tensors
+// are copied), one batch element at a time: O(H T^2) memory. ValueError for a modifier with per-token
+// positions (positions 0..T-1 are measured); ShapeError for q, k of different shapes.
+Tensor attention_weight_over_uniform(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal,
+                                     double scale);
 
 // Non-differentiable diagnostic: the Shannon entropy (nats) of each query's attention distribution,
 // averaged over the batch, per head. q, k (B, H, T, D) -> (H, T) float64, entry [h, i] =

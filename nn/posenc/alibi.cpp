@@ -83,11 +83,14 @@ void alibi_op_cases(std::vector<OpCase>& out) {
 }  // namespace
 
 PosEncEntry alibi_encoding() {
-  return {"alibi", "linear distance penalty per head on the attention scores (Press et al. 2022)",
-          [](const PosEncConfig& cfg, Generator&) { return std::make_shared<AlibiEncoding>(cfg); },
-          {},
-          nullptr,
-          alibi_op_cases};
+  PosEncEntry e{"alibi",
+                "linear distance penalty per head on the attention scores (Press et al. 2022)",
+                [](const PosEncConfig& cfg, Generator&) { return std::make_shared<AlibiEncoding>(cfg); },
+                {},
+                nullptr,
+                alibi_op_cases};
+  e.symmetric_bias = true;  // a bias of |i - j| alone
+  return e;
 }
 
 }  // namespace posgrad::nn

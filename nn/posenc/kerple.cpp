@@ -118,12 +118,14 @@ void kerple_op_cases(std::vector<OpCase>& out) {
 }  // namespace
 
 PosEncEntry kerple_encoding() {
-  return {"kerple",
-          "learned logarithmic distance penalty per head, -r1 log(1 + r2 |i - j|) (KERPLE, Chi et al. 2022)",
-          [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<KerpleEncoding>(cfg, gen); },
-          {},
-          nullptr,
-          kerple_op_cases};
+  PosEncEntry e{"kerple",
+                "learned logarithmic distance penalty per head, -r1 log(1 + r2 |i - j|) (KERPLE, Chi et al. 2022)",
+                [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<KerpleEncoding>(cfg, gen); },
+                {},
+                nullptr,
+                kerple_op_cases};
+  e.symmetric_bias = true;  // a bias of |i - j| alone
+  return e;
 }
 
 }  // namespace posgrad::nn

@@ -153,6 +153,15 @@ struct PosEncEntry {
   // with causal = false (ValueError naming it), and the encoder track leaves it out of its default
   // methods and refuses it by name when listed.
   bool causal_only = false;
+  // Bidirectionally, its only position signal is a score bias b_h(|i - j|) of the distance alone,
+  // the same on both sides of the query (ALiBi's -m|i - j|, KERPLE, Sandwich). Mirroring a window
+  // (token t to position T - 1 - t) then mirrors every hidden state, so a mean-pooled encoder gives
+  // a window and its reversal the same output: the encoder track's `reversed` task reads 0.5 by
+  // construction, not for want of learning (compare/studies/encoder/encoder.h; tests/test_encoder.cpp
+  // checks the property against this flag for every bidirectional encoding). False for NoPE, which
+  // has no position signal at all (it is the order-blind control), and for every encoding whose
+  // bias or rotation depends on the sign of j - i or on absolute positions.
+  bool symmetric_bias = false;
 };
 const std::vector<PosEncEntry>& position_encodings();
 // The entry of a registered kind (ValueError naming the kind and listing the known ones otherwise).

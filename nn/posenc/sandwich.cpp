@@ -99,20 +99,23 @@ void sandwich_op_cases(std::vector<OpCase>& out) {
 
 PosEncEntry sandwich_encoding() {
   using namespace opt;
-  return {"sandwich",
-          "parameter-free bias from the cross term of sinusoidal embeddings, H/(8h) (sum_k cos(r w_k) - dbar/2) "
-          "(Sandwich, Chi et al. 2023)",
-          [](const PosEncConfig& cfg, Generator&) { return std::make_shared<SandwichEncoding>(cfg); },
-          {with_default(integer("sandwich_dbar", closed(0, 1 << 16),
-                                "Sandwich: dimension dbar of the sinusoid whose cross term is the bias (even; 0: the "
-                                "head dim; NeMo's hidden_size)"),
-                        int64_t{0})},
-          [](const PosEncConfig& cfg) {
-            const int64_t d = sandwich_dbar(cfg);
-            POSGRAD_CHECK(d >= 2 && d % 2 == 0, ValueError, "Sandwich: dbar (--sandwich-dbar, 0 = the head dim ",
-                          cfg.n_embd / cfg.n_head, ") must be even and >= 2, got ", d);
-          },
-          sandwich_op_cases};
+  PosEncEntry e{
+      "sandwich",
+      "parameter-free bias from the cross term of sinusoidal embeddings, H/(8h) (sum_k cos(r w_k) - dbar/2) "
+      "(Sandwich, Chi et al. 2023)",
+      [](const PosEncConfig& cfg, Generator&) { return std::make_shared<SandwichEncoding>(cfg); },
+      {with_default(integer("sandwich_dbar", closed(0, 1 << 16),
+                            "Sandwich: dimension dbar of the sinusoid whose cross term is the bias (even; 0: the "
+                            "head dim; NeMo's hidden_size)"),
+                    int64_t{0})},
+      [](const PosEncConfig& cfg) {
+        const int64_t d = sandwich_dbar(cfg);
+        POSGRAD_CHECK(d >= 2 && d % 2 == 0, ValueError, "Sandwich: dbar (--sandwich-dbar, 0 = the head dim ",
+                      cfg.n_embd / cfg.n_head, ") must be even and >= 2, got ", d);
+      },
+      sandwich_op_cases};
+  e.symmetric_bias = true;  // a bias of |i - j| alone
+  return e;
 }
 
 }  // namespace posgrad::nn

@@ -65,9 +65,9 @@ static train::ComparisonResult small_comparison(bool encoder) {
     // One loss per position of the per-position window, one attention profile per layer.
     for (int64_t i = 0; i < c.per_position_multiplier * c.base.model.block_size; ++i)
       u.parts.get<train::LmResult>().per_position_loss.push_back(3.0 - 0.03125 * static_cast<double>(i));
-    u.parts.get<train::AttentionResult>().by_distance.assign(static_cast<size_t>(c.base.model.n_layer), std::vector<double>{});
-    for (auto& layer : u.parts.get<train::AttentionResult>().by_distance)
-      for (int64_t d = 0; d < c.base.model.block_size; ++d) layer.push_back(0.5 / static_cast<double>(d + 1));
+    u.parts.get<train::AttentionResult>().over_uniform.assign(static_cast<size_t>(c.base.model.n_layer), std::vector<double>{});
+    for (auto& layer : u.parts.get<train::AttentionResult>().over_uniform)  // distances 1..T-1, over uniform
+      for (int64_t d = 1; d < c.base.model.block_size; ++d) layer.push_back(2.0 / static_cast<double>(d + 1));
     for (int64_t k : c.of<train::TaskSettings>().multipliers) u.parts.get<train::TaskResult>().scores.push_back(train::TaskScore{k * c.of<train::TaskSettings>().length, 4, 0.25, 0.5, 0.5});
     u.parts.get<train::TaskResult>().final_loss = 1.5;
     u.train_seconds = 1.25;

@@ -1,7 +1,10 @@
 // attention.cpp — see attention.h.
 #include "compare/studies/attention/attention.h"
 
-#include <fstream>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <sstream>
 
 #include "compare/markdown.h"
 
@@ -10,78 +13,183 @@ namespace posgrad::train {
 namespace {
 
 using json = nlohmann::json;
+constexpr double kSlack = 1e-9;  // rounding of the float64 profile at its bounds
 
 void run(UnitContext& ctx) {
   data::EvalWindows w = ctx.data.eval_windows(ctx.model.config().block_size, 8);
-  Tensor x = w.batch(0, w.size()).first.to(ctx.dev);
-  ctx.unit.parts.get<AttentionResult>().by_distance = ctx.model.attention_by_distance(x);
+  const Tensor x = w.batch(0, w.size()).first.to(ctx.dev);
+  ctx.unit.parts.get<AttentionResult>().over_uniform = ctx.model.attention_over_uniform_by_distance(x);
 }
 
 void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
-  const auto& a = u.parts.value<AttentionResult>().by_distance;
-  const std::string p = json_path_key(path, "attention_by_distance");
+  const auto& a = u.parts.value<AttentionResult>().over_uniform;
+  const std::string p = json_path_key(path, "attention_over_uniform");
+  const int64_t block = cfg.base.model.block_size;
   c.size(a.size(), static_cast<size_t>(cfg.base.model.n_layer), p, "one profile per layer (--n-layer)");
-  for (size_t l = 0; l < a.size(); ++l)
-    c.size(a[l].size(), static_cast<size_t>(cfg.base.model.block_size), json_path_at(p, l),
-           "one weight per distance 0..--block-size - 1");
-  for (size_t l = 0; l < a.size(); ++l)
-    for (size_t i = 0; i < a[l].size(); ++i) c.at_least(a[l][i], 0.0, json_path_at(json_path_at(p, l), i), "an attention weight");
+  for (size_t l = 0; l < a.size(); ++l) {
+    c.size(a[l].size(), static_cast<size_t>(block - 1), json_path_at(p, l),
+           "one weight per distance 1..--block-size - 1");
+    for (size_t i = 0; i < a[l].size(); ++i) {
+      const std::string q = json_path_at(json_path_at(p, l), i);
+      c.at_least(a[l][i], 0.0, q, "an attention weight over its uniform share");
+      if (a[l][i] > static_cast<double>(block - 1) + kSlack)
+        c.fail(q, ValueCheck::show(a[l][i]), "a weight over its uniform share 1/n is at most n <= --block-size - 1");
+    }
+  }
 }
 
-// One panel per method, a line per layer.
+std::optional<double> value(const CompareConfig&, const UnitResult& u, const std::string& row, const Metric&) {
+  const AttentionResult* a = u.parts.find<AttentionResult>();
+  if (row != u.method || !a) return std::nullopt;
+  const double c = attention_decay_contrast(a->over_uniform);
+  if (!std::isfinite(c)) return std::nullopt;
+  return c;
+}
+
+// One panel per method, a line per layer; 1 = uniform attention.
 std::vector<std::string> write_files(const ComparisonResult& r, const ReportDir& out) {
   std::vector<std::pair<std::string, const std::vector<std::vector<double>>*>> profiles;
-  for (const auto& m : r.config.methods)
-    if (const UnitResult* u = first_unit(r, m)) profiles.emplace_back(m, &u->parts.value<AttentionResult>().by_distance);
+  for (const auto& m : r.config.methods) {
+    const UnitResult* u = first_unit(r, m);
+    if (const AttentionResult* a = u ? u->parts.find<AttentionResult>() : nullptr)
+      profiles.emplace_back(m, &a->over_uniform);
+  }
   markdown::LayerPanels f;
   f.name = "attention_distance";
-  f.title = "Mean attention weight vs query-key distance (per layer, first seed)";
+  f.title = "Attention weight over its uniform share vs query-key distance (per layer, first seed; 1 = uniform)";
   f.settings = "set logscale y\nset xlabel 'distance'\nset key inside right top\n";
+  f.x0 = 1;  // index k is distance k + 1
   f.positive_only = true;
-  return markdown::draw_layer_panels(out.plots, f, profiles);
+  markdown::draw_layer_panels(out.plots, f, profiles);
+  return {};  // shown in the section, not the gallery
+}
+
+std::string section(const ComparisonResult& r, const ReportDir& out) {
+  const CompareConfig& c = r.config;
+  const int64_t T = c.base.model.block_size, h = (T - 1) / 2;
+  const Metric m = attention_decay_metric();
+  std::ostringstream md;
+  md << "## Attention by distance, over its uniform share\n\n"
+     << "For each query i, its attention over the i keys it sees besides itself, renormalised (p' = P / (1 - P_ii)), "
+     << "times i: 1 = the share uniform attention gives every key. Averaged per distance d over the queries, heads "
+     << "and 8 validation windows at the training length, then over layers: a(d). The plain mean of P(i, i - d) is "
+     << "not shown: it falls with d even for uniform attention (row i has i + 1 keys, and only long rows reach far), "
+     << "so the mask "
+     << "alone would make every method decay. The query's own key is left out: a model without positions can single it "
+     << "out by its content.\n\n"
+     << "Decay contrast C = (N - F) / (N + F), N the mean of a(d) over d = 1.." << h << ", F over d = " << h + 1 << ".."
+     << T - 1 << ": 0 for uniform attention (exactly) and for any attention blind to positions over exchangeable keys "
+     << "(in expectation), > 0 when near keys get more than their uniform share, at most 1. A decoder without position "
+     << "encoding learns some positions from the causal mask, and text is locally correlated, so NoPE may read above "
+     << "0 too: it is the control claim (g) tests against, with a margin of " << markdown::num(kDecayMargin, 2)
+     << " (differences of C smaller than that count for nothing). Mean [95% interval] over seeds.\n\n";
+  markdown::Table t({"method", "decay contrast C (0 = position-blind)"});
+  for (const auto& method : c.methods) t.row({method, markdown::bounded_cell(summary(r, method, m), 3, -1.0, 1.0)});
+  md << t.markdown() << "\n";
+  if (std::filesystem::exists(out.plots + "/attention_distance.png"))
+    md << "![attention_distance](plots/attention_distance.png)\n\n";
+  return md.str();
 }
 
 }  // namespace
 
-double attention_distance_correlation(const std::vector<std::vector<double>>& by_layer) {
-  if (by_layer.empty() || by_layer.front().size() < 2) return 0.0;
-  const size_t T = by_layer.front().size();
-  std::vector<double> d(T), w(T, 0.0);
-  for (size_t i = 0; i < T; ++i) {
-    d[i] = static_cast<double>(i);
-    for (const auto& l : by_layer) w[i] += l[i] / static_cast<double>(by_layer.size());
+double attention_decay_contrast(const std::vector<std::vector<double>>& by_layer) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  if (by_layer.empty() || by_layer.front().size() < 2) return kNaN;
+  const size_t n = by_layer.front().size(), h = n / 2;  // distances 1..n; near: 1..h = floor((T - 1) / 2)
+  double near = 0, far = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double a = 0;  // the layers' mean at distance i + 1
+    for (const auto& l : by_layer) {
+      if (l.size() != n) return kNaN;
+      a += l[i];
+    }
+    a /= static_cast<double>(by_layer.size());
+    (i < h ? near : far) += a;
   }
-  return spearman(d, w);
+  near /= static_cast<double>(h);
+  far /= static_cast<double>(n - h);
+  if (!(near + far > 0)) return kNaN;
+  return (near - far) / (near + far);
 }
 
 Metric attention_decay_metric() {
   Metric m;
   m.study = AttentionResult::kStudy;
-  m.label = "attention_distance_spearman";
+  m.label = "attention_decay_contrast";
   m.lower_better = false;
-  m.digits = 2;
+  m.digits = 3;
   return m;
+}
+
+Judgement judge_decay(const std::vector<double>& x, const std::vector<double>& control, const std::string& name,
+                      const std::string& control_name) {
+  const double m = kDecayMargin;
+  const Summary s = summarize(x), sc = summarize(control);
+  if (s.n == 0) return {"inconclusive", "not measured: no value of " + name};
+  if (!s.has_interval()) return {"inconclusive", "one seed of " + name + ": no interval (run at least 2 seeds)"};
+  const std::string interval = "[" + markdown::num(s.ci_low, 4) + ", " + markdown::num(s.ci_high, 4) + "]";
+  const std::string margin = markdown::num(m, 2);
+  const WelchTest w = welch_test(x, control);
+  const int o = significant_order(w);
+  const std::string welch = "Welch p " + markdown::num(w.p, 3) + ", difference " + markdown::num(w.diff, 4);
+  const bool up = s.ci_low > m, down = s.ci_high < -m;  // beyond the margin around the position-blind 0
+  const bool more = o > 0 && w.diff > m, less = o < 0 && w.diff < -m;
+  auto joined = [](const std::vector<std::string>& parts) {
+    std::string out;
+    for (const auto& p : parts) out += (out.empty() ? "" : "; ") + p;
+    return out;
+  };
+  std::vector<std::string> against;
+  if (down)
+    against.push_back(name + "'s attention grows with distance: its interval " + interval + " is below -" + margin +
+                      " (the position-blind value 0 less the margin)");
+  if (less) against.push_back(name + " is less local than " + control_name + " beyond the margin (" + welch + ")");
+  if (!against.empty()) return {"contradicted", joined(against)};
+  if (up && more)
+    return {"supported", name + " decays with distance: its interval " + interval + " is above " + margin +
+                             " (the position-blind value 0 plus the margin), and it is more local than " +
+                             control_name + " beyond the margin (" + welch + ")"};
+  std::vector<std::string> open;
+  if (up)
+    open.push_back(name + "'s contrast is above the position-blind value 0 beyond the margin (interval " + interval +
+                   ")");
+  else if (s.ci_low > 0 || s.ci_high < 0)
+    open.push_back(name + "'s interval " + interval + " excludes 0 but not the margin ±" + margin +
+                   ": a difference from position-blind attention too small to count");
+  else
+    open.push_back("the interval of " + name + "'s contrast " + interval + " contains 0, the position-blind value");
+  if (sc.n == 0)
+    open.push_back("not measured against " + control_name + ": add it to --methods (a decoder without position " +
+                   "encoding is the control for locality learned without positions)");
+  else if (!w.testable)
+    open.push_back(control_name + " has one seed: not testable against it");
+  else if (o != 0)
+    open.push_back(name + " differs from " + control_name + " within the margin ±" + margin + " (" + welch + ")");
+  else
+    open.push_back(name + " is not significantly more local than " + control_name + " (" + welch + ")");
+  return {"inconclusive", joined(open)};
 }
 
 StudyEntry attention_study() {
   StudyEntry e;
   e.name = AttentionResult::kStudy;
-  e.summary = "mean attention weight by query-key distance per layer, and its rank correlation with the distance (claim g; "
-              "Su et al. 2021 §3.4.3)";
+  e.summary =
+      "attention weight by query-key distance over its uniform share, per layer, and its near/far decay "
+      "contrast (claim g; Su et al. 2021 §3.4.3)";
   e.run_unit = run;
-  e.unit_to_json = [](const UnitResult& u, json& j) { j["attention_by_distance"] = u.parts.value<AttentionResult>().by_distance; };
+  e.unit_to_json = [](const UnitResult& u, json& j) {
+    j["attention_over_uniform"] = u.parts.value<AttentionResult>().over_uniform;
+  };
   e.unit_from_json = [](const json& j, UnitResult& u) {
-    auto& a = u.parts.get<AttentionResult>().by_distance;
-    for (const auto& layer : j.at("attention_by_distance")) a.push_back(json_list<double>(layer, json_real));
+    auto& a = u.parts.get<AttentionResult>().over_uniform;
+    for (const auto& layer : j.at("attention_over_uniform")) a.push_back(json_list<double>(layer, json_real));
   };
   e.check_unit = check_part;
-  e.value = [](const CompareConfig&, const UnitResult& u, const std::string& row, const Metric&) -> std::optional<double> {
-    const AttentionResult* a = u.parts.find<AttentionResult>();
-    if (row != u.method || !a || a->by_distance.empty()) return std::nullopt;
-    return attention_distance_correlation(a->by_distance);
-  };
+  e.metrics = [](const CompareConfig&) { return std::vector<Metric>{attention_decay_metric()}; };
+  e.value = value;
   e.write_files = write_files;
-  e.gallery_plots = 1;
+  e.markdown = section;
   return e;
 }
 

@@ -1,12 +1,39 @@
-// attention.h — attention weight by query-key distance of each trained unit: per layer, the mean
-// of P(i, i - d) over the rows i >= d, heads and eight validation windows at the training length
-// (GPT::attention_by_distance, nn/gpt.h), and its Spearman rank correlation with the distance, the
-// measure of claim (g) ("RoPE's influence decays with distance"; Su et al. 2021 §3.4.3).
+// attention.h — attention weight by query-key distance of each trained unit, over its uniform
+// share, and the decay statistic of claim (g) ("RoPE's influence decays with distance"; Su et al.
+// 2021 §3.4.3 derive a decaying upper bound of the rotated score with the relative distance).
 //
-// Checks of a result read back: one profile per layer (--n-layer), one finite weight >= 0 per
-// distance 0 .. --block-size - 1.
+// The profile: per layer l and distance d = 1 .. T-1 (T = --block-size),
+//   a_l(d) = mean over heads, eight validation windows b and the pairs (i, j = i - d) of  i · p'_ij,
+//   p'_ij = query i's attention over its i visible keys other than itself (P_ij / (1 - P_ii))
+// (GPT::attention_over_uniform_by_distance, nn/gpt.h; attention_weight_over_uniform,
+// autograd/ops/attention.h). Dimensionless: a multiple of the share 1/i that uniform attention
+// gives each of those keys. Why not the plain mean of P(i, i - d): row i spreads its mass over i + 1
+// keys and only the rows i >= d reach distance d, so uniform attention — no position information at
+// all — gives a mean that falls strictly with d (Spearman -1): the causal mask, not the model,
+// would decide the claim. The query's own key is left out (d = 0) because it is the one key a model
+// without positions can single out by content; with it kept, a model that attends to itself and
+// spreads the rest evenly would read as decaying.
+//
+// The decay statistic of a unit: the layers' mean profile a(d) = mean_l a_l(d), the near half of
+// the distances N = mean a(d) over d = 1 .. h and the far half F = mean a(d) over d = h+1 .. T-1,
+// h = floor((T - 1) / 2), and their contrast
+//   C = (N - F) / (N + F) = tanh(ln(N / F) / 2)   in [-1, 1], dimensionless;
+// C > 0: nearer keys get more than their uniform share relative to farther ones (decay), C < 0:
+// the reverse (growth). Position-blind readings: uniform attention gives a(d) = 1 exactly at every
+// d, so C = 0 exactly (pinned in tests/test_measurements.cpp and tests/test_compare.cpp); attention
+// whose scores over the other keys are exchangeable (a first layer without position encoding on
+// i.i.d. tokens) gives a(d) = 1 and C = 0 in expectation. A decoder without position encoding is not
+// position-blind beyond its first layer (a causal key summarises its own prefix; Haviv et al. 2022),
+// and text is locally correlated, so learned content locality also reads C > 0: claim (g) compares
+// RoPE against the measured NoPE units as well as against 0. Known confound: a head that parks its
+// weight on the first key (an attention sink) raises a(d) at the largest distances (key 0 is at
+// distance i from row i), lowering C. NaN (n/a) with fewer than two distances (T < 3).
+//
+// Checks of a result read back: one profile per layer (--n-layer), one finite weight in
+// [0, --block-size - 1] per distance 1 .. --block-size - 1 (n_i p' is at most n_i <= T - 1).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "compare/results.h"
@@ -16,14 +43,40 @@ namespace posgrad::train {
 
 struct AttentionResult {
   static constexpr const char* kStudy = "attention";
-  std::vector<std::vector<double>> by_distance;  // (layer, distance); results.json "attention_by_distance"
+  // (layer, distance - 1): a_l(d), d = 1 .. block_size - 1; results.json "attention_over_uniform"
+  std::vector<std::vector<double>> over_uniform;
 };
 
-// Spearman's rank correlation of (distance, mean attention weight), attention averaged over layers;
-// 0 with fewer than two distances.
-double attention_distance_correlation(const std::vector<std::vector<double>>& by_layer);
-// The metric of that correlation per unit (a Metric of study "attention"; higher: less decay).
+// The decay contrast C of one unit's profile (layer, distance - 1) as above; NaN with no layer or
+// fewer than two distances.
+double attention_decay_contrast(const std::vector<std::vector<double>>& by_layer);
+// The metric of that contrast per unit (a Metric of study "attention", results.csv
+// "attention_decay_contrast"; higher: more decay; 0 = position-blind).
 Metric attention_decay_metric();
+
+// The margin of claim (g)'s decision, in units of C: a contrast within ±0.01 of another (N/F within
+// about 1.02 of it) is too small a difference to count either way, however tight the seeds
+// (a statistically significant 1e-5 says nothing about decay).
+constexpr double kDecayMargin = 0.01;
+
+// The rule of claim (g): does `name` (per-seed contrasts x) decay with distance more than attention
+// without position information? A family of two tests, each two-sided at 5% (no correction), each
+// also asking for a difference beyond kDecayMargin:
+//   vs the position-blind value 0: x's 95% Student-t interval (summarize, compare/stats.h) above
+//   +margin (or below -margin);
+//   vs the control (`control_name`, the per-seed contrasts of the units without a position
+//   encoding): Welch's t-test (welch_test, significant_order) with the difference of means beyond
+//   the margin in the same direction.
+// supported: both in the claimed direction — an intersection-union rule: under no effect its rate
+//   is at most 2.5% (one tail of either test);
+// contradicted: either the other way (interval below -margin, or x significantly below the control
+//   by more than the margin) — at most 2.5% + 2.5% = 5% under no effect;
+// inconclusive otherwise: fewer than two seeds of x, the control absent or with one seed (not
+//   testable), an interval reaching inside ±margin, or no difference from the control beyond it;
+//   `why` says which, with the numbers. The rates are bounds; tests/test_compare.cpp checks them
+//   by simulated null experiments.
+Judgement judge_decay(const std::vector<double>& x, const std::vector<double>& control, const std::string& name,
+                      const std::string& control_name);
 
 StudyEntry attention_study();
 

@@ -19,6 +19,7 @@
 #include "data/mlm.h"
 #include "data/synthetic.h"
 #include "nn/encoder.h"
+#include "nn/posenc/position_encoding.h"
 #include "tensor/errors.h"
 #include "tensor/option_table.h"
 #include "compare/studies/encoder/encoder_metrics.h"
@@ -912,8 +913,10 @@ std::string cell(const std::vector<double>& v, bool unit, int prec = 3) {
 bool is_labelling(const std::string& task) { return data::is_labelling_task(data::parse_encoder_task(task)); }
 
 // Per seed of a method: the mean accuracy over the sequence tasks, or the mean F1 over every task
-// (macro-F1 of the sequence tasks, span F1 of the labelling task), at multiplier 1.
-std::vector<double> composite(const EncoderTrackResult& r, const std::string& method, bool f1) {
+// (macro-F1 of the sequence tasks, span F1 of the labelling task), at multiplier 1; the tasks in
+// `left_out` do not take part.
+std::vector<double> composite(const EncoderTrackResult& r, const std::string& method, bool f1,
+                              const std::vector<std::string>& left_out) {
   std::vector<double> out;
   for (const auto& u : r.units) {
     if (u.method != method) continue;
@@ -921,6 +924,7 @@ std::vector<double> composite(const EncoderTrackResult& r, const std::string& me
     int n = 0;
     for (const auto& s : u.tasks) {
       if (s.multiplier != 1) continue;
+      if (std::find(left_out.begin(), left_out.end(), s.task) != left_out.end()) continue;
       const double x = is_labelling(s.task) ? (f1 ? s.span_f1 : std::numeric_limits<double>::quiet_NaN())
                                             : (f1 ? s.macro_f1 : s.accuracy);
       if (!std::isfinite(x)) continue;  // n/a: not averaged in (a labelling task without gold spans)
@@ -957,14 +961,26 @@ EncoderClaim ordering(const EncoderTrackResult& r, bool f1) {
     c.why = "no absolute encoding (sinusoidal, learned) was run";
     return c;
   }
-  for (const auto& m : chain) c.measured += (c.measured.empty() ? "" : "; ") + m + " " + cell(composite(r, m, f1), true);
-  for (const auto& m : absolute) c.measured += "; " + m + " " + cell(composite(r, m, f1), true);
+  // Tasks whose score some method here has by construction leave every method's composite.
+  std::vector<std::string> compared = chain;
+  compared.insert(compared.end(), absolute.begin(), absolute.end());
+  const std::vector<std::string> left_out = encoder_structural_tasks(r.config, compared);
+  for (const auto& t : left_out) {
+    std::string who;
+    for (const auto& m : compared)
+      if (encoder_score_is_structural(m, t)) who += (who.empty() ? "" : ", ") + m;
+    c.metric +=
+        "; " + t + " left out (structural for " + who + ": a bias of |i - j| alone reads 0.5 there by construction)";
+  }
+  for (const auto& m : chain)
+    c.measured += (c.measured.empty() ? "" : "; ") + m + " " + cell(composite(r, m, f1, left_out), true);
+  for (const auto& m : absolute) c.measured += "; " + m + " " + cell(composite(r, m, f1, left_out), true);
   std::vector<std::pair<std::string, std::string>> pairs = {{"rope", "deberta"}, {"deberta", "t5"}};
   for (const auto& a : absolute) pairs.push_back({"t5", a});
   bool all = true, against = false;
   std::string why;
   for (const auto& [hi, lo] : pairs) {
-    const WelchTest w = welch_test(composite(r, hi, f1), composite(r, lo, f1));
+    const WelchTest w = welch_test(composite(r, hi, f1, left_out), composite(r, lo, f1, left_out));
     const int o = significant_order(w);
     why += (why.empty() ? "" : "; ") + hi + " − " + lo + " = " + fmt(w.diff) +
            (w.testable ? " (p " + fmt(w.p) + ")" : " (not testable)");
@@ -977,6 +993,23 @@ EncoderClaim ordering(const EncoderTrackResult& r, bool f1) {
 }
 
 }  // namespace
+
+bool encoder_score_is_structural(const std::string& method, const std::string& task) {
+  return data::parse_encoder_task(task) == data::EncoderTask::Reversed &&
+         nn::position_encoding_entry(method).symmetric_bias;
+}
+
+std::vector<std::string> encoder_structural_tasks(const EncoderTrackConfig& cfg,
+                                                  const std::vector<std::string>& methods) {
+  std::vector<std::string> out;
+  for (const auto& t : cfg.tasks)
+    for (const auto& m : methods)
+      if (encoder_score_is_structural(m, t)) {
+        out.push_back(t);
+        break;
+      }
+  return out;
+}
 
 std::vector<EncoderClaim> judge_encoder_claims(const EncoderTrackResult& r) {
   return {ordering(r, false), ordering(r, true)};
@@ -1036,9 +1069,23 @@ std::string encoder_report_markdown(const EncoderTrackResult& r) {
     }
     o << "\n";
   }
-  // NoPE control
+  // NoPE control, and the scores other encodings have by construction (encoder_score_is_structural)
+  std::vector<std::pair<std::string, std::string>> structural;  // (task, method)
+  for (const auto& task : c.tasks)
+    for (const auto& m : c.methods)
+      if (encoder_score_is_structural(m, task)) structural.emplace_back(task, m);
+  // At the level: the interval contains it, or every seed equals it.
+  auto at_level = [](const std::vector<double>& v, double level) {
+    const Summary s = summarize(v);
+    if (s.n == 0) return false;
+    if (s.has_interval() && s.ci_low <= level && level <= s.ci_high) return true;
+    return std::all_of(v.begin(), v.end(), [&](double x) { return std::fabs(x - level) < 1e-9; });
+  };
+  if (has_method(r, "none") || !structural.empty()) {
+    o << "### NoPE control" << (structural.empty() ? "" : " and scores fixed by construction") << "\n\n";
+  }
   if (has_method(r, "none")) {
-    o << "### NoPE control\n\nA bidirectional encoder without position information sees a multiset of tokens. "
+    o << "A bidirectional encoder without position information sees a multiset of tokens. "
          "The held-out examples of a sequence task come in balanced groups (every class built from one window), "
          "so an order-blind model gives a group one prediction and scores exactly the chance level 1/classes; "
          "NoPE must sit there (its interval contains it, or every seed equals it). Its macro-F1 is at most "
@@ -1046,12 +1093,25 @@ std::string encoder_report_markdown(const EncoderTrackResult& r) {
          "2 / (classes (classes + 1)) when it always predicts one class.\n\n";
     for (const auto& task : c.tasks) {
       if (is_labelling(task)) continue;
-      const Summary s = summarize(encoder_values(r, "none", task + "/accuracy", 1));
       const double ch = encoder_chance(c, task, "accuracy");
-      const bool at_chance = s.n > 0 && s.has_interval() ? (s.ci_low <= ch && ch <= s.ci_high) || std::fabs(s.mean - ch) < 1e-9
-                                                         : std::fabs(s.mean - ch) < 1e-9;
-      o << "- " << task << ": NoPE accuracy " << cell(encoder_values(r, "none", task + "/accuracy", 1), true)
-        << ", chance " << fmt(ch) << " — " << (at_chance ? "at chance" : "NOT at chance") << "\n";
+      const std::vector<double> v = encoder_values(r, "none", task + "/accuracy", 1);
+      o << "- " << task << ": NoPE accuracy " << cell(v, true) << ", chance " << fmt(ch) << " — "
+        << (at_level(v, ch) ? "at chance" : "NOT at chance") << "\n";
+    }
+    o << "\n";
+  }
+  if (!structural.empty()) {
+    o << "A bias that depends only on |i − j| (the same on both sides of the query; the encodings listed here, "
+         "whose registry entries say so) is unchanged when a window is mirrored, so the encoder's hidden states are "
+         "mirrored too and their mean is the same: with mean pooling the model cannot tell a window of `reversed` "
+         "from its reversal, gives the pair one prediction and scores exactly 0.5 (up to rounding, which can split "
+         "a pair whose two logits tie). That score is structural, not a failure to learn, and never counts as "
+         "evidence: a task on which a method of a claim below is structural is left out of that claim for every "
+         "method.\n\n";
+    for (const auto& [task, m] : structural) {
+      const std::vector<double> v = encoder_values(r, m, task + "/accuracy", 1);
+      o << "- " << task << ": " << m << " accuracy " << cell(v, true) << " — structural (0.5 by construction"
+        << (at_level(v, 0.5) ? ")" : "; NOT at 0.5: check the encoding's symmetry)") << "\n";
     }
     o << "\n";
   }

@@ -182,16 +182,32 @@ std::vector<double> encoder_values(const EncoderTrackResult& r, const std::strin
 // labelling: NaN (no chance level for span F1).
 double encoder_chance(const EncoderTrackConfig& c, const std::string& task, const std::string& metric);
 
+// Whether `method`'s score on `task` is fixed by construction rather than learned: the `reversed`
+// task (a window or its reversal, in balanced groups) with an encoding whose only position signal is
+// a bias of |i - j| alone (PosEncEntry::symmetric_bias: ALiBi, KERPLE, Sandwich). Such an encoder
+// maps the mirror image of a window to the mirror image of its hidden states, so mean pooling gives
+// a window and its reversal the same logits and the group one prediction: accuracy 0.5 exactly (in
+// exact arithmetic; rounding can split a group whose two logits tie to 1e-7). NoPE's order-blindness
+// is its own control (below), not counted here. ValueError for an unregistered method or task.
+bool encoder_score_is_structural(const std::string& method, const std::string& task);
+// The tasks of cfg.tasks on which some method of `methods` is structural (in cfg.tasks order).
+std::vector<std::string> encoder_structural_tasks(const EncoderTrackConfig& cfg,
+                                                  const std::vector<std::string>& methods);
+
 // The article's claim (b) "accuracy and F1: RoPE > DeBERTa > T5 > absolute" on the encoder track's
 // accuracy (mean over the sequence tasks) and F1 (mean of the macro-F1s and the span F1), at 1x;
-// absolute = the better of sinusoidal and learned. verdict: supported | contradicted | inconclusive.
+// absolute = the better of sinusoidal and learned. A task on which a method of the claim is
+// structural (encoder_structural_tasks) is left out of every method's composite, so that all are
+// compared on the same tasks and no score fixed by construction counts as evidence; the metric says
+// which. verdict: supported | contradicted | inconclusive.
 struct EncoderClaim {
   std::string claim, metric, measured, verdict, why;
 };
 std::vector<EncoderClaim> judge_encoder_claims(const EncoderTrackResult& r);
 
 // The markdown section of report.md: settings, MLM table, the task tables (mean [95% CI] over seeds
-// per length, chance row), the NoPE control check and the claim verdicts.
+// per length, chance row), the NoPE control check beside the structural scores (each at 0.5 or not)
+// and the claim verdicts.
 std::string encoder_report_markdown(const EncoderTrackResult& r);
 // encoder_results.csv: one row per (method, seed, metric, multiplier).
 std::string encoder_results_csv(const EncoderTrackResult& r);
