@@ -137,8 +137,11 @@ ClaimVerdict claim_g(const ComparisonResult& r) {
   const std::vector<double> rope = values(r, "rope", decay), none = values(r, "none", decay);
   v.measured = "rope " + with_interval(summarize(rope), 3) + "; none (no position encoding) " +
                with_interval(summarize(none), 3);
+  v.family = 2;
+  v.budget = training_budget(r);
   if (!has_method(r, "rope") || rope.empty()) {
-    v.why = "not measured: add rope to --methods";
+    v.verdict = kNotMeasured;
+    v.why = "needs rope in --methods";
     return v;
   }
   const Judgement j = judge_decay(rope, none, "RoPE", "NoPE (none)");

@@ -126,7 +126,7 @@ Judgement judge_decay(const std::vector<double>& x, const std::vector<double>& c
                       const std::string& control_name) {
   const double m = kDecayMargin;
   const Summary s = summarize(x), sc = summarize(control);
-  if (s.n == 0) return {"inconclusive", "not measured: no value of " + name};
+  if (s.n == 0) return {kNotMeasured, "needs a value of " + name};
   if (!s.has_interval()) return {"inconclusive", "one seed of " + name + ": no interval (run at least 2 seeds)"};
   const std::string interval = "[" + markdown::num(s.ci_low, 4) + ", " + markdown::num(s.ci_high, 4) + "]";
   const std::string margin = markdown::num(m, 2);
@@ -163,7 +163,7 @@ Judgement judge_decay(const std::vector<double>& x, const std::vector<double>& c
     open.push_back("not measured against " + control_name + ": add it to --methods (a decoder without position " +
                    "encoding is the control for locality learned without positions)");
   else if (!w.testable)
-    open.push_back(control_name + " has one seed: not testable against it");
+    open.push_back("not testable against " + control_name + " (" + w.why + ")");
   else if (o != 0)
     open.push_back(name + " differs from " + control_name + " within the margin ±" + margin + " (" + welch + ")");
   else
