@@ -94,7 +94,8 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
      << "**supported** when every test is significant at 5% in the claimed direction (an intersection–union "
      << "test: all must hold, so no adjustment is needed for a 5% level); **inconclusive** otherwise; **not "
      << "measured** when the rows it needs were not run. A verdict reads the per-seed values: its intervals "
-     << "carry the seeds' noise, not the evaluation text's. `budget` is what each per-seed value cost; "
+     << "carry the seeds' noise, not the evaluation text's (the suite's and passkey claims add a bound on their "
+     << "fixed test examples' noise, as their protocol says). `budget` is what each per-seed value cost; "
      << "`protocol` how long texts were scored.\n\n";
   Table claims({"", "claim", "metric", "tests", "budget", "protocol", "measured", "verdict", "why"}, /*text=*/true);
   for (const auto& v : judge_claims(r))

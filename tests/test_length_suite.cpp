@@ -258,15 +258,21 @@ TEST(LengthSuiteReport, TablesSizingSeparationsAndClaimsFromKnownValues) {
   EXPECT_NE(md.find("rope+randomized > alibi; rope+randomized > rope; alibi > rope"), std::string::npos) << md;
   EXPECT_EQ(md.find("suite_accuracy.png"), std::string::npos);  // no plot drawn: none referenced
   const auto claims = train::judge_suite_claims(r);
-  EXPECT_EQ(verdict(claims, "s1"), "supported");
-  EXPECT_EQ(verdict(claims, "s2"), "supported");
-  // A task no row learns is flagged; randomized worse than plain contradicts s2; plain rows that
-  // keep their accuracy contradict s1.
+  // Three examples per bucket: the claims count the test examples' noise besides the seeds'
+  // (margin_test, compare/studies/study_claims.h), and three examples cannot show a drop of 0.10 or a
+  // gain of 0.05, however the three seeds agree. The verdicts on realistic counts (36 per bucket) are
+  // known-answer tests in test_study_claims.cpp.
+  EXPECT_EQ(verdict(claims, "s1"), "inconclusive");
+  EXPECT_NE(claims[0].why.find("not significant at 5% for reverse_string alibi"), std::string::npos) << claims[0].why;
+  EXPECT_NE(claims[0].measured.find("reverse_string rope drop 0.88 ["), std::string::npos) << claims[0].measured;
+  EXPECT_EQ(verdict(claims, "s2"), "inconclusive");
+  // A task no row learns is flagged; randomized worse than plain and plain rows that keep their
+  // accuracy point against s2 and s1, but not significantly on three examples.
   auto bad = made({{"rope", {{0.90, 0.91}, {0.92, 0.92}, {0.93, 0.90}}},
                    {"rope+randomized", {{0.5, 0.20}, {0.52, 0.21}, {0.51, 0.22}}},
                    {"alibi", {{0.95, 0.95}, {0.96, 0.94}, {0.97, 0.96}}}});
-  EXPECT_EQ(verdict(train::judge_suite_claims(bad), "s1"), "contradicted");
-  EXPECT_EQ(verdict(train::judge_suite_claims(bad), "s2"), "contradicted");
+  EXPECT_EQ(verdict(train::judge_suite_claims(bad), "s1"), "inconclusive");
+  EXPECT_EQ(verdict(train::judge_suite_claims(bad), "s2"), "inconclusive");
   auto unlearned = made({{"rope", {{0.5, 0.1}, {0.6, 0.1}, {0.55, 0.1}}}});
   EXPECT_NE(train::suite_markdown(unlearned, false).find("**mis-sized"), std::string::npos);
   // Without suite results: no section, no claims.

@@ -363,7 +363,7 @@ TEST(PasskeyReport, TableCsvAndClaimsFromKnownValues) {
   const std::string md = train::passkey_markdown(r, "/nonexistent");
   EXPECT_TRUE(contains(md, "## Passkey retrieval")) << md;
   EXPECT_TRUE(contains(md, "| rope+yarn | 0.97 ± 0.06 [")) << md;
-  EXPECT_TRUE(contains(md, "| learned | 0.90 ± 0.10 [0.65, 1.15] | n/a |")) << md;
+  EXPECT_TRUE(contains(md, "| learned | 0.90 ± 0.10 [0.65, 1.00] | n/a |")) << md;  // an accuracy's interval: clipped
   EXPECT_FALSE(contains(md, ".png"));
   test::TempDir dir;
   train::write_passkey_csv(r, dir.str("passkey.csv"));
@@ -373,11 +373,15 @@ TEST(PasskeyReport, TableCsvAndClaimsFromKnownValues) {
   EXPECT_TRUE(contains(csv, "\nlearned,2,mean,0,n/a,n/a,n/a,n/a\n")) << csv;
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 3 * 2 * 3);  // rows x multipliers x (2 depths + mean)
   const auto claims = train::judge_passkey_claims(r);
+  // Two examples per cell: the claims count the test examples' noise besides the seeds' (margin_test,
+  // compare/studies/study_claims.h). RoPE's drop of 0.9 still shows; YaRN's gain of 0.7 on the same
+  // four examples beyond 1x, and RoPE keeping its accuracy within 0.1, do not. The verdicts on
+  // realistic counts are known-answer tests in test_study_claims.cpp.
   EXPECT_EQ(verdict(claims, "pk1"), "supported");  // rope drops (learned has nothing beyond 1x)
-  EXPECT_EQ(verdict(claims, "pk2"), "supported");
+  EXPECT_EQ(verdict(claims, "pk2"), "inconclusive");
   auto flat = made({{"rope", {{0.95, 0.96}, {0.96, 0.96}, {0.97, 0.97}}},
                     {"rope+yarn", {{0.95, 0.1}, {0.96, 0.0}, {0.97, 0.2}}}});
-  EXPECT_EQ(verdict(train::judge_passkey_claims(flat), "pk1"), "contradicted");
+  EXPECT_EQ(verdict(train::judge_passkey_claims(flat), "pk1"), "inconclusive");
   EXPECT_EQ(verdict(train::judge_passkey_claims(flat), "pk2"), "contradicted");
   auto unlearned = made({{"rope", {{0.1, 0.0}, {0.0, 0.0}, {0.2, 0.1}}}});
   EXPECT_EQ(verdict(train::judge_passkey_claims(unlearned), "pk1"), "inconclusive");

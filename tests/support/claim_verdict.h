@@ -9,7 +9,7 @@
 
 namespace posgrad::test {
 
-// "supported" | "contradicted" | "inconclusive", or "missing" when no claim has that id.
+// "supported" | "contradicted" | "inconclusive" | "not measured", or "missing" when no claim has that id.
 inline std::string verdict(const std::vector<train::ClaimVerdict>& claims, const std::string& id) {
   for (const auto& c : claims)
     if (c.id == id) return c.verdict;

@@ -8,7 +8,7 @@
 //   (compare/studies/encoder/encoder_metrics.h).
 // Across seeds each number gets its mean and 95% Student-t interval (compare/stats.h), and the
 // article's accuracy/F1 ordering "RoPE > DeBERTa > T5 > absolute" is judged on these measurements
-// with the same pairwise Welch rule as the decoder track's claims (compare/claims.h).
+// by the decoder track's rules (a family of pairwise Welch tests, judge_family in compare/claims.h).
 // The data order is identical for every method: pretraining windows, masks and task examples are
 // drawn from generators seeded by (seed, purpose), never by the method.
 // The model's position table covers the longest evaluation (block_size = length x max multiplier):
@@ -32,6 +32,7 @@
 #include "data/tokenizer.h"
 #include "nn/encoder.h"
 #include "compare/studies/encoder/encoder_config.h"
+#include "compare/claims.h"
 #include "compare/stats.h"
 
 namespace posgrad::train {
@@ -195,15 +196,14 @@ std::vector<std::string> encoder_structural_tasks(const EncoderTrackConfig& cfg,
                                                   const std::vector<std::string>& methods);
 
 // The article's claim (b) "accuracy and F1: RoPE > DeBERTa > T5 > absolute" on the encoder track's
-// accuracy (mean over the sequence tasks) and F1 (mean of the macro-F1s and the span F1), at 1x;
-// absolute = the better of sinusoidal and learned. A task on which a method of the claim is
-// structural (encoder_structural_tasks) is left out of every method's composite, so that all are
-// compared on the same tasks and no score fixed by construction counts as evidence; the metric says
-// which. verdict: supported | contradicted | inconclusive.
-struct EncoderClaim {
-  std::string claim, metric, measured, verdict, why;
-};
-std::vector<EncoderClaim> judge_encoder_claims(const EncoderTrackResult& r);
+// accuracy (mean over the sequence tasks) and F1 (mean of the macro-F1s and the span F1), at 1x, as
+// one claim, id "b (encoder)": one family (judge_family, compare/claims.h) of both orderings' adjacent
+// pairs, each a Welch t-test on the per-seed composites (rope vs deberta, deberta vs t5, t5 vs each
+// of sinusoidal and learned that has values). A task on which a method of the claim is structural
+// (encoder_structural_tasks) is left out of every method's composite, so that all are compared on
+// the same tasks and no score fixed by construction counts as evidence; the metric says which. A
+// link without values: not measured, naming it.
+std::vector<ClaimVerdict> judge_encoder_claims(const EncoderTrackResult& r);
 
 // The markdown section of report.md: settings, MLM table, the task tables (mean [95% CI] over seeds
 // per length, chance row), the NoPE control check beside the structural scores (each at 0.5 or not)

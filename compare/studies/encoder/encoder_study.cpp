@@ -172,7 +172,7 @@ StudyEntry encoder_study() {
   e.claims = [](const ComparisonResult& r) {
     std::vector<ClaimVerdict> out;
     if (const auto* t = r.parts.find<EncoderTrackResult>())  // claim (b) where the article made it: an encoder's tasks
-      for (const auto& v : judge_encoder_claims(*t)) out.push_back({"b (encoder)", v.claim, v.metric, v.measured, v.verdict, v.why});
+      out = judge_encoder_claims(*t);
     return out;
   };
   e.report_alone = alone;

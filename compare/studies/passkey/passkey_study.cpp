@@ -148,6 +148,7 @@ StudyEntry passkey_study() {
   e.check_unit = check_part;
   e.write_files = [](const ComparisonResult& r, const ReportDir& out) {
     write_passkey_csv(r, out.dir + "/passkey.csv");
+    write_passkey_seeds_csv(r, out.dir + "/passkey_seeds.csv");
     write_passkey_plots(r, out.plots);
     return std::vector<std::string>{};
   };

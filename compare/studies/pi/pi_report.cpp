@@ -8,11 +8,13 @@
 #include <sstream>
 
 #include "data/fileio.h"
+#include "tensor/option_table.h"
 #include "compare/markdown.h"
 #include "compare/rows.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/studies/pi/pi_protocol.h"
 #include "compare/stats.h"
+#include "compare/studies/study_claims.h"
 
 namespace posgrad::train {
 
@@ -261,43 +263,66 @@ namespace {
 // The papers' claims are about RoPE: the method they are judged on.
 const char* const kPaperMethod = "rope";
 
-// "rope+<a> ftMx" has lower perplexity at M× than "rope+<b> ftMx" at every fine-tuning length M,
-// judged on the per-seed differences' 95% interval.
+// "40 fine-tuning steps of 6 windows of 128 tokens at 2x, 3 of 256 at 4x (lr 0.0001), from models of 650
+// steps of 12x64 tokens x 3 seeds": what each per-seed value of a fine-tuned row cost, from its results.
+std::string pi_budget(const ComparisonResult& r) {
+  const int64_t block = r.config.base.model.block_size;
+  std::string per_m;
+  int64_t iters = r.config.of<PiSettings>().iters;
+  for (int64_t M : r.config.of<PiSettings>().multipliers) {
+    const PiResult* p = nullptr;  // every scaling at M has the same budget
+    for (const auto& scaling : r.config.of<PiSettings>().scalings)
+      if (!p) p = first_result(r, pi_row_name(kPaperMethod, scaling, M));
+    if (!p) continue;
+    iters = p->iters;
+    per_m += (per_m.empty() ? "" : ", ") + std::to_string(p->batch * r.config.base.grad_accum) +
+             (per_m.empty() ? " windows of " : " of ") + std::to_string(M * block) + " tokens at " + std::to_string(M) + "x";
+  }
+  return std::to_string(iters) + " fine-tuning steps" + (per_m.empty() ? "" : " of " + per_m) + " (lr " +
+         opt::format(opt::Value(r.config.of<PiSettings>().lr)) + "), from models of " + training_budget(r);
+}
+
+// How the perplexity at M·L was scored (as the article's length claims: windows of the validation text).
+std::string pi_protocol(const ComparisonResult& r, const std::vector<int64_t>& Ms) {
+  const int64_t block = r.config.base.model.block_size;
+  std::string s;
+  for (int64_t M : Ms) {
+    const int64_t ctx = M * block, windows = std::max<int64_t>(1, r.config.eval_tokens / ctx);
+    s += (s.empty() ? "" : "; ") + std::to_string(windows) + " windows of " + std::to_string(ctx) + " tokens at " +
+         std::to_string(M) + "x";
+  }
+  return s.empty() ? "" : "perplexity at the fine-tuning length on non-overlapping windows of the validation text: " + s +
+                              " (intervals: seed noise only)";
+}
+
+// "rope+<a> ftMx" has lower perplexity at M× than "rope+<b> ftMx": one test per fine-tuning length
+// M, a one-sample t-test of the per-seed differences a − b (the same trained model and batches)
+// below 0, judged as a family (judge_family).
 ClaimVerdict paired_claim(const ComparisonResult& r, std::string id, std::string claim, const std::string& a,
                           const std::string& b) {
-  ClaimVerdict v{std::move(id), std::move(claim), "", "", "inconclusive", ""};
   auto scaled = [](const std::string& s) { return Row{kPaperMethod, s == "none" ? "" : "+" + s}.name(); };
-  v.metric = "perplexity at the fine-tuning length M·L, per-seed difference " + scaled(a) + " ftMx − " + scaled(b) +
-             " ftMx (fine-tuned alike; negative supports the claim; 95% interval, Student's t)";
-  int below = 0, above = 0, lengths = 0;
-  std::string unclear;
+  const std::string metric = "perplexity at the fine-tuning length M·L, per-seed difference " + scaled(a) + " ftMx − " +
+                             scaled(b) + " ftMx (fine-tuned alike; negative supports the claim), one test per M: "
+                             "Student's t on the differences, below 0";
+  std::vector<ClaimTest> tests;
+  std::vector<int64_t> Ms;
+  std::string measured;
   for (int64_t M : r.config.of<PiSettings>().multipliers) {
     const std::string ra = pi_row_name(kPaperMethod, a, M), rb = pi_row_name(kPaperMethod, b, M);
     if (!is_tuned(r, ra) || !is_tuned(r, rb) || !eval_index(r.config, M)) continue;
-    ++lengths;
-    const Summary s = summarize(pi_paired_differences(r, ra, rb, M));
-    v.measured += (v.measured.empty() ? "" : "; ") + std::to_string(M) + "x: " + ra + " " +
-                  interval(summarize(pi_values(r, ra, M)), 3) + ", " + rb + " " +
-                  interval(summarize(pi_values(r, rb, M)), 3) + ", difference " + interval(s, 3);
-    if (!s.has_interval()) unclear += (unclear.empty() ? "" : ", ") + std::to_string(M) + "x (fewer than 2 seeds)";
-    else if (s.ci_high < 0) ++below;
-    else if (s.ci_low > 0) ++above;
-    else unclear += (unclear.empty() ? "" : ", ") + std::to_string(M) + "x (interval contains 0)";
+    Ms.push_back(M);
+    const auto d = pi_paired_differences(r, ra, rb, M);
+    measured += (measured.empty() ? "" : "; ") + std::to_string(M) + "x: " + ra + " " +
+                interval(summarize(pi_values(r, ra, M)), 3) + ", " + rb + " " + interval(summarize(pi_values(r, rb, M)), 3) +
+                ", difference " + interval(summarize(d), 3);
+    tests.push_back(beyond(std::to_string(M) + "x: " + ra + " below " + rb, d, 0.0, true));
   }
-  if (lengths == 0) {
-    v.measured = "n/a";
-    v.why = "not measured: needs rope in --methods, --pi-iters > 0, both scalings in --pi-scalings and each "
-            "--pi-multipliers value among --eval-multipliers";
-  } else if (above) {
-    v.verdict = "contradicted";
-    v.why = "at " + std::to_string(above) + " of " + std::to_string(lengths) + " lengths the whole interval is above 0";
-  } else if (below == lengths) {
-    v.verdict = "supported";
-    v.why = "at every fine-tuning length the whole interval of the difference is below 0";
-  } else {
-    v.why = "not significant at " + unclear;
-  }
-  return v;
+  const Judgement j = judge_family(tests, tests.empty() ? "rope in --methods, --pi-iters > 0, " + a + " and " + b +
+                                                              " in --pi-scalings and a --pi-multipliers value among "
+                                                              "--eval-multipliers"
+                                                        : "");
+  return claim_from(std::move(id), std::move(claim), metric, measured.empty() ? "n/a" : measured, j, pi_budget(r),
+                    pi_protocol(r, Ms));
 }
 
 }  // namespace

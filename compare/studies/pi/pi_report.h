@@ -4,7 +4,8 @@
 // the perplexity-vs-length plot (one panel per fine-tuning length), the markdown section, and the
 // protocol's claims. Differences between fine-tuned rows are paired by seed: at one seed every row
 // starts from the same trained model and sees the same fine-tuning batches (compare/studies/pi/pi_protocol.h),
-// so the per-seed difference and its 95% interval (Student's t, compare/stats.h) decide a claim.
+// so a claim is a family (judge_family, compare/claims.h) of one test per fine-tuning length M: a
+// one-sample Student t-test of the per-seed differences (beyond(), compare/claims.h) below 0.
 #pragma once
 
 #include <string>
@@ -36,7 +37,9 @@ bool write_pi_plot(const ComparisonResult& r, const std::string& dir);
 // The report's section (empty without fine-tuned rows); plot_drawn: embed the plot.
 std::string pi_markdown(const ComparisonResult& r, bool plot_drawn);
 // The protocol's claims (p1: Chen et al. 2023; p2, p3: NTK-aware and YaRN against linear); empty
-// without fine-tuned rows.
+// without fine-tuned rows. Each: "rope+<a> ftMx" below "rope+<b> ftMx" in perplexity at M·L, one test
+// per M among --pi-multipliers that both rows have and --eval-multipliers evaluates (none: not
+// measured); the budget names the fine-tuning steps and windows.
 std::vector<ClaimVerdict> judge_pi_claims(const ComparisonResult& r);
 
 }  // namespace posgrad::train

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "data/fileio.h"
@@ -15,6 +16,7 @@
 #include "compare/markdown.h"
 #include "compare/rows.h"
 #include "compare/stats.h"
+#include "compare/studies/study_claims.h"
 
 namespace posgrad::train {
 
@@ -32,6 +34,7 @@ struct Table : markdown::Table {
 
 // Accuracies: the interval is clipped to [0, 1].
 std::string cell(const Summary& s) { return markdown::bounded_cell(s, 2, 0.0, 1.0); }
+double clip01(double x) { return std::isnan(x) ? x : std::clamp(x, 0.0, 1.0); }
 
 const SuiteTaskResult* find(const UnitResult& u, const std::string& task, bool randomized) {
   for (const auto& s : u.parts.value<SuiteResult>().tasks)
@@ -59,15 +62,34 @@ size_t n_buckets(const ComparisonResult& r) {
   return n;
 }
 
-double mean_of(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? NAN : s / static_cast<double>(v.size());
+// Per seed of `row` on `task`: the per-sequence (sequence = true) or per-token accuracy, the mean
+// over buckets [first, end) (clipped to the buckets the seed has), with the examples it rests on
+// (the number of buckets x the fewest examples of one). Seeds without them are left out.
+std::map<uint64_t, Scored> suite_scored(const ComparisonResult& r, const std::string& row, const std::string& task,
+                                        size_t first, size_t end, bool sequence) {
+  const auto [method, randomized] = split_row(row);
+  std::map<uint64_t, Scored> out;
+  for (const auto& u : r.units) {
+    if (u.method != method || std::find(r.config.seeds.begin(), r.config.seeds.end(), u.seed) == r.config.seeds.end()) continue;
+    const SuiteTaskResult* s = find(u, task, randomized);
+    if (!s || s->buckets.size() <= first) continue;
+    const size_t last = std::min(end, s->buckets.size());
+    double sum = 0;
+    int64_t fewest = s->buckets[first].examples;
+    for (size_t k = first; k < last; ++k) {
+      sum += sequence ? s->buckets[k].sequence_accuracy : s->buckets[k].token_accuracy;
+      fewest = std::min(fewest, s->buckets[k].examples);
+    }
+    const auto K = static_cast<int64_t>(last - first);
+    out[u.seed] = Scored{sum / static_cast<double>(K), K * fewest};
+  }
+  return out;
 }
 
-// Per-seed mean per-token accuracy over the out-of-distribution buckets.
-std::vector<double> ood_token_values(const ComparisonResult& r, const std::string& row, const std::string& task) {
-  return suite_ood_values(r, row, task, /*sequence=*/false);
+double scored_mean(const std::map<uint64_t, Scored>& v) {
+  double s = 0;
+  for (const auto& [seed, x] : v) s += x.value;
+  return v.empty() ? NAN : s / static_cast<double>(v.size());
 }
 
 }  // namespace
@@ -130,17 +152,38 @@ void write_suite_csv(const ComparisonResult& r, const std::string& path) {
   std::ostringstream o;
   o << "row,task,lo,hi,metric,n,mean,std,ci_low,ci_high\n";
   const size_t nb = n_buckets(r);
+  const int64_t N = r.config.of<SuiteSettings>().length;
   for (const auto& task : suite_tasks_present(r))
     for (const auto& row : suite_rows(r))
       for (size_t k = 0; k < nb; ++k)
         for (bool sequence : {true, false}) {
           const Summary s = summarize(suite_values(r, row, task, k, sequence));
           if (!s.n) continue;
-          o << row << "," << task << "," << static_cast<int64_t>(k) * r.config.of<SuiteSettings>().length + 1 << ","
-            << static_cast<int64_t>(k + 1) * r.config.of<SuiteSettings>().length << ","
+          o << row << "," << task << "," << static_cast<int64_t>(k) * N + 1 << "," << static_cast<int64_t>(k + 1) * N << ","
             << (sequence ? "sequence_accuracy" : "token_accuracy") << "," << s.n << "," << num(s.mean, 6) << ","
-            << num(s.std, 6) << "," << num(s.ci_low, 6) << "," << num(s.ci_high, 6) << "\n";
+            << num(s.std, 6) << "," << num(clip01(s.ci_low), 6) << "," << num(clip01(s.ci_high), 6) << "\n";
         }
+  write_file_atomic(path, o.str());
+}
+
+void write_suite_seeds_csv(const ComparisonResult& r, const std::string& path) {
+  std::ostringstream o;
+  o << "row,task,lo,hi,seed,examples,sequence_accuracy,sequence_correct,wilson_low,wilson_high,token_accuracy\n";
+  const size_t nb = n_buckets(r);
+  const int64_t N = r.config.of<SuiteSettings>().length;
+  for (const auto& task : suite_tasks_present(r))
+    for (const auto& row : suite_rows(r))
+      for (size_t k = 0; k < nb; ++k) {
+        const auto seq = suite_scored(r, row, task, k, k + 1, true), tok = suite_scored(r, row, task, k, k + 1, false);
+        for (const auto& [seed, x] : seq) {
+          const auto w = wilson_of(x);
+          o << row << "," << task << "," << static_cast<int64_t>(k) * N + 1 << "," << static_cast<int64_t>(k + 1) * N << ","
+            << seed << "," << x.examples << "," << num(x.value, 6) << ","
+            << (w ? std::to_string(std::llround(x.value * static_cast<double>(x.examples))) : "n/a") << ","
+            << (w ? num(w->low, 6) : "n/a") << "," << (w ? num(w->high, 6) : "n/a") << "," << num(tok.at(seed).value, 6)
+            << "\n";
+        }
+      }
   write_file_atomic(path, o.str());
 }
 
@@ -202,24 +245,49 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
 
 namespace {
 
-// The accuracy tables by input length, per sequence and per token.
+// The accuracy tables by input length, per sequence and per token: the mean over seeds (its seed
+// interval clipped to [0, 1]); with one seed a per-sequence cell is that model's count with Wilson's
+// interval. Then each seed's per-sequence accuracy with Wilson's interval, folded.
 void accuracy_tables(std::ostringstream& md, const ComparisonResult& r, const std::vector<std::string>& tasks,
                      const std::vector<std::string>& rows) {
   const CompareConfig& c = r.config;
   const size_t nb = n_buckets(r);
+  std::vector<std::string> header = {"task", "row"};
+  for (size_t k = 0; k < nb; ++k) header.push_back(bucket_name(c, k));
   for (bool sequence : {true, false}) {
     md << "### " << (sequence ? "Per-sequence" : "Per-token") << " accuracy by input length\n\n";
-    std::vector<std::string> header = {"task", "row"};
-    for (size_t k = 0; k < nb; ++k) header.push_back(bucket_name(c, k));
     Table t(header);
     for (const auto& task : tasks)
       for (const auto& row : rows) {
         std::vector<std::string> cells = {task, row};
-        for (size_t k = 0; k < nb; ++k) cells.push_back(cell(summarize(suite_values(r, row, task, k, sequence))));
+        for (size_t k = 0; k < nb; ++k) {
+          const auto one = suite_scored(r, row, task, k, k + 1, sequence);
+          cells.push_back(sequence && one.size() == 1 ? wilson_text(one.begin()->second, 2)
+                                                      : cell(summarize(suite_values(r, row, task, k, sequence))));
+        }
         t.row(cells);
       }
     md << t.markdown() << "\n";
   }
+  if (c.seeds.size() < 2) return;
+  std::vector<std::string> h = {"task", "row", "seed"};
+  h.insert(h.end(), header.begin() + 2, header.end());
+  Table t(h);
+  for (const auto& task : tasks)
+    for (const auto& row : rows)
+      for (uint64_t seed : c.seeds) {
+        std::vector<std::string> cells = {task, row, std::to_string(seed)};
+        bool any = false;
+        for (size_t k = 0; k < nb; ++k) {
+          const auto one = suite_scored(r, row, task, k, k + 1, true);
+          const auto it = one.find(seed);
+          any = any || it != one.end();
+          cells.push_back(it == one.end() ? "n/a" : wilson_text(it->second, 2));
+        }
+        if (any) t.row(cells);
+      }
+  md << "<details><summary>per-sequence accuracy of each model (seed), with Wilson's 95% interval of its count</summary>\n\n"
+     << t.markdown() << "\n</details>\n\n";
 }
 
 // Sizing: some row must learn the task in distribution, else the task says nothing about length.
@@ -268,29 +336,34 @@ void separations(std::ostringstream& md, const ComparisonResult& r, const std::v
   md << "\n" << separated << " separated pair(s) in all.\n\n";
 }
 
-// Randomized positions against plain, where the suite has randomized rows.
+// Randomized positions against plain, where the suite has randomized rows: the paired difference
+// of the out-of-distribution accuracy with the interval of the claims (margin_test, margin 0).
 void randomized_against_plain(std::ostringstream& md, const ComparisonResult& r, const std::vector<std::string>& tasks,
                               const std::vector<std::string>& rows) {
   bool any_rnd = false;
   for (const auto& row : rows) any_rnd = any_rnd || split_row(row).second;
-  if (any_rnd) {
-    md << "### Randomized positions against plain (out of distribution)\n\n"
-       << "Difference of the mean out-of-distribution accuracy, randomized − plain, Welch's 95% interval and p "
-       << "(Ruoss et al. 2023 report +12.0 points of accuracy on average over their tasks and encodings).\n\n";
-    Table t({"task", "method", "per-sequence diff [95%]", "p", "per-token diff [95%]", "p"});
-    for (const auto& task : tasks)
-      for (const auto& row : rows) {
-        const auto [method, rnd] = split_row(row);
-        if (!rnd) continue;
-        const WelchTest ws = welch_test(suite_ood_values(r, row, task), suite_ood_values(r, method, task));
-        const WelchTest wt = welch_test(ood_token_values(r, row, task), ood_token_values(r, method, task));
-        auto fmt = [](const WelchTest& w) {
-          return w.testable ? num(w.diff, 3) + " [" + num(w.ci_low, 3) + ", " + num(w.ci_high, 3) + "]" : "n/a";
-        };
-        t.row({task, method, fmt(ws), ws.testable ? num(ws.p, 4) : "n/a", fmt(wt), wt.testable ? num(wt.p, 4) : "n/a"});
+  if (!any_rnd) return;
+  md << "### Randomized positions against plain (out of distribution)\n\n"
+     << "Difference of the out-of-distribution accuracy (the mean over the buckets beyond the training length), "
+     << "randomized − plain, paired by seed; its 95% interval covers the seeds' noise and a bound on the test examples' "
+     << "(the two rows are scored on the same examples), p against no difference (Ruoss et al. 2023 report +12.0 points "
+     << "of accuracy on average over their tasks and encodings).\n\n";
+  Table t({"task", "method", "per-sequence diff [95%]", "p", "per-token diff [95%]", "p"});
+  const size_t nb = n_buckets(r);
+  for (const auto& task : tasks)
+    for (const auto& row : rows) {
+      const auto [method, rnd] = split_row(row);
+      if (!rnd) continue;
+      std::vector<std::string> cells = {task, method};
+      for (bool sequence : {true, false}) {
+        const MarginTest m = margin_test("", suite_scored(r, row, task, 1, nb, sequence),
+                                         suite_scored(r, method, task, 1, nb, sequence), true, 0.0);
+        cells.push_back(margin_text(m, 3));
+        cells.push_back(m.test.testable ? p_text(m.test.p) : "n/a");
       }
-    md << t.markdown() << "\n";
-  }
+      t.row(cells);
+    }
+  md << t.markdown() << "\n";
 }
 
 }  // namespace
@@ -312,7 +385,13 @@ std::string suite_markdown(const ComparisonResult& r, bool plot_drawn) {
      << "and per-token accuracy (the fraction of answer tokens right, the measure of Delétang et al.). "
      << "`+randomized` rows are trained with randomized positions (Ruoss et al. 2023): each batch takes an ordered random "
      << "subset of positions from [0, L_max), L_max the longest test sequence; evaluation uses 0..T-1. Cells: mean ± std "
-     << "[95% interval] over " << c.seeds.size() << " seeds.\n\n";
+     << "[95% interval] over " << c.seeds.size() << " seed" << (c.seeds.size() == 1 ? "" : "s")
+     << ", the interval clipped to [0, 1]: it covers the seeds' spread alone — every seed is scored on the same "
+     << c.of<SuiteSettings>().examples << " examples per bucket, so it says nothing of how those examples were drawn. "
+     << "One model's per-sequence accuracy is a count of those examples: with one seed the cell is that count with "
+     << "Wilson's 95% interval (the examples' noise alone), and with more a folded table gives each seed's. Per-token "
+     << "accuracy is a mean of per-example fractions, not a count: no Wilson interval. Claims s1 and s2 combine both "
+     << "noises (their protocol).\n\n";
   Table tasks_table({"task", "level", "source", "what"}, true);
   for (const auto& t : tasks) {
     const auto task = data::make_length_task(t);
@@ -327,90 +406,107 @@ std::string suite_markdown(const ComparisonResult& r, bool plot_drawn) {
   return md.str();
 }
 
+namespace {
+
+// The margins of the suite's claims: the least change of per-token accuracy they claim.
+constexpr double kFailDrop = 0.10;  // s1: "fails beyond the training length"
+constexpr double kRandomizedGain = 0.05;  // s2: "raises test accuracy"
+const char* const kS1 = "Standard encodings (none, sinusoidal, learned, relative, RoPE, ALiBi) mostly fail beyond the "
+                        "training length (Delétang et al. 2023; Ruoss et al. 2023 §4)";
+const char* const kS2 = "Randomized positions raise test accuracy beyond the training length (Ruoss et al. 2023: +12.0 "
+                        "points on average)";
+
+std::string s1_metric() {
+  return "per-token accuracy, training bucket − mean of the longer buckets, paired by seed (the same model), one test "
+         "per (task, plain row) that learns the task (≥ 0.9 in distribution); margin: a drop of at least " +
+         num(kFailDrop, 2);
+}
+std::string s2_metric() {
+  return "per-token accuracy, mean of the longer buckets, <method>+randomized − <method>, paired by seed (the same "
+         "examples and training data), one test per (task, method); margin: a gain of at least " +
+         num(kRandomizedGain, 2);
+}
+
+// "600 steps of 32 sequences (lengths 1..6) per task x 3 seeds; 36 test examples per bucket".
+std::string suite_budget(const ComparisonResult& r) {
+  const SuiteSettings& s = r.config.of<SuiteSettings>();
+  const size_t n = r.config.seeds.size();
+  return std::to_string(s.iters) + " steps of " + std::to_string(s.batch) + " sequences (lengths 1.." +
+         std::to_string(s.length) + ") per task x " + std::to_string(n) + " seed" + (n == 1 ? "" : "s") + "; " +
+         std::to_string(s.examples) + " test examples per bucket";
+}
+
+std::string suite_protocol(const ComparisonResult& r) {
+  const CompareConfig& c = r.config;
+  const size_t nb = n_buckets(r);
+  const int64_t N = c.of<SuiteSettings>().length;
+  return "per-token accuracy, teacher-forced argmax; training bucket 1–" + std::to_string(N) + ", beyond: the mean of " +
+         std::to_string(nb - 1) + " bucket(s) " + std::to_string(N + 1) + "–" + std::to_string(static_cast<int64_t>(nb) * N) +
+         " (" + std::to_string(static_cast<int64_t>(nb - 1) * c.of<SuiteSettings>().examples) +
+         " examples), the same examples for every row and seed; intervals: the seeds' noise and a bound on the test "
+         "examples' (study_claims.h)";
+}
+
+// Every plain row that learns a task in distribution must lose at least kFailDrop beyond it.
+ClaimVerdict claim_s1(const ComparisonResult& r, const std::vector<std::string>& tasks, const std::vector<std::string>& rows) {
+  std::vector<ClaimTest> tests;
+  std::string measured, unlearned;
+  for (const auto& task : tasks)
+    for (const auto& row : rows) {
+      if (split_row(row).second) continue;
+      const auto in = suite_scored(r, row, task, 0, 1, false), ood = suite_scored(r, row, task, 1, n_buckets(r), false);
+      if (in.empty() || ood.empty()) continue;
+      const double learned = scored_mean(in);
+      if (learned < 0.9) {
+        unlearned += (unlearned.empty() ? "" : ", ") + task + " " + row + " " + num(learned, 2);
+        continue;
+      }
+      const MarginTest m = margin_test(task + " " + row + " drops by more than " + num(kFailDrop, 2), in, ood, false, kFailDrop);
+      measured += (measured.empty() ? "" : "; ") + task + " " + row + " drop " + margin_text(m);
+      tests.push_back(m.test);
+    }
+  if (!unlearned.empty()) measured += (measured.empty() ? "" : "; ") + std::string("not learned (< 0.9 in distribution, left out): ") + unlearned;
+  const Judgement j = tests.empty() ? Judgement{kInconclusive, "no plain row learns a task in distribution (per-token accuracy "
+                                                               "≥ 0.9) at this budget: nothing can fail beyond it", 0}
+                                    : judge_family(tests, "");
+  return claim_from("s1", kS1,
+                    s1_metric(),
+                    measured.empty() ? "n/a" : measured, j, suite_budget(r), suite_protocol(r));
+}
+
+// Every randomized row must beat its plain row beyond the training length by at least kRandomizedGain.
+ClaimVerdict claim_s2(const ComparisonResult& r, const std::vector<std::string>& tasks, const std::vector<std::string>& rows) {
+  std::vector<ClaimTest> tests;
+  std::string measured;
+  for (const auto& task : tasks)
+    for (const auto& row : rows) {
+      const auto [method, rnd] = split_row(row);
+      if (!rnd) continue;
+      const auto a = suite_scored(r, row, task, 1, n_buckets(r), false), b = suite_scored(r, method, task, 1, n_buckets(r), false);
+      if (a.empty() || b.empty()) continue;
+      const MarginTest m = margin_test(task + " " + row + " above " + method + " by more than " + num(kRandomizedGain, 2), a,
+                                       b, true, kRandomizedGain);
+      measured += (measured.empty() ? "" : "; ") + task + " " + row + " − " + method + " " + margin_text(m);
+      tests.push_back(m.test);
+    }
+  const Judgement j = judge_family(tests, tests.empty() ? "a randomized row (--suite-randomized, a method among --methods)" : "");
+  return claim_from("s2", kS2,
+                    s2_metric(),
+                    measured.empty() ? "n/a" : measured, j, suite_budget(r), suite_protocol(r));
+}
+
+}  // namespace
+
 std::vector<ClaimVerdict> judge_suite_claims(const ComparisonResult& r) {
-  std::vector<ClaimVerdict> out;
   const auto tasks = suite_tasks_present(r);
-  if (tasks.empty() || n_buckets(r) < 2) return out;
+  if (tasks.empty()) return {};
+  if (n_buckets(r) < 2) {
+    const Judgement none{kNotMeasured, "needs a bucket beyond the training length (--suite-max-multiplier 2 or more)", 0};
+    return {claim_from("s1", kS1, s1_metric(), "n/a", none, suite_budget(r)),
+            claim_from("s2", kS2, s2_metric(), "n/a", none, suite_budget(r))};
+  }
   const auto rows = suite_rows(r);
-  {  // (s1) standard encodings fail beyond N.
-    ClaimVerdict v;
-    v.id = "s1";
-    v.claim = "Standard encodings (none, sinusoidal, learned, relative, RoPE, ALiBi) mostly fail beyond the training "
-              "length (Delétang et al. 2023; Ruoss et al. 2023 §4)";
-    v.metric = "per-token accuracy, training bucket vs the mean of the longer buckets, plain rows that learn the task (≥ 0.9 in distribution)";
-    int drop = 0, hold = 0, unclear = 0;
-    std::string measured;
-    for (const auto& task : tasks)
-      for (const auto& row : rows) {
-        if (split_row(row).second) continue;
-        const auto in = suite_values(r, row, task, 0, false);
-        const auto ood = ood_token_values(r, row, task);
-        if (in.empty() || ood.empty() || mean_of(in) < 0.9) continue;
-        const WelchTest w = welch_test(ood, in);
-        const int o = significant_order(w);
-        if (o < 0) ++drop;
-        else if (!w.testable || mean_of(ood) < 0.9) ++unclear;
-        else ++hold;
-      }
-    measured = std::to_string(drop) + " (task, row) pairs drop significantly, " + std::to_string(hold) +
-               " hold ≥ 0.9 without a significant drop, " + std::to_string(unclear) + " neither";
-    v.measured = measured;
-    const int total = drop + hold + unclear;
-    if (total == 0) {
-      v.verdict = "inconclusive";
-      v.why = "no plain row learns a task in distribution";
-    } else if (2 * drop > total) {
-      v.verdict = "supported";
-      v.why = "most pairs that learn a task lose accuracy beyond it (Welch, 5%)";
-    } else if (2 * hold > total) {
-      v.verdict = "contradicted";
-      v.why = "most pairs that learn a task keep it beyond the training length";
-    } else {
-      v.verdict = "inconclusive";
-      v.why = "neither a majority of significant drops nor of held accuracy";
-    }
-    out.push_back(v);
-  }
-  {  // (s2) randomized positions help.
-    ClaimVerdict v;
-    v.id = "s2";
-    v.claim = "Randomized positions raise test accuracy beyond the training length (Ruoss et al. 2023: +12.0 points on average)";
-    v.metric = "per-token accuracy, mean of the longer buckets, <method>+randomized − <method> per task";
-    int up = 0, down = 0, none = 0;
-    std::vector<double> diffs;
-    for (const auto& task : tasks)
-      for (const auto& row : rows) {
-        const auto [method, rnd] = split_row(row);
-        if (!rnd) continue;
-        const auto a = ood_token_values(r, row, task), b = ood_token_values(r, method, task);
-        if (a.empty() || b.empty()) continue;
-        diffs.push_back(mean_of(a) - mean_of(b));
-        const int o = significant_order(welch_test(a, b));
-        (o > 0 ? up : o < 0 ? down : none)++;
-      }
-    if (diffs.empty()) {
-      v.measured = "no randomized rows";
-      v.verdict = "inconclusive";
-      v.why = "not measured (--suite-randomized)";
-    } else {
-      const double avg = mean_of(diffs);
-      v.measured = "mean difference " + num(100 * avg, 1) + " points over " + std::to_string(diffs.size()) +
-                   " (method, task) pairs; " + std::to_string(up) + " significantly higher, " + std::to_string(down) +
-                   " lower, " + std::to_string(none) + " not significant";
-      if (avg > 0 && up > down) {
-        v.verdict = "supported";
-        v.why = "the average difference is positive and significant gains outnumber losses (Welch, 5%)";
-      } else if (avg < 0 && down > up) {
-        v.verdict = "contradicted";
-        v.why = "the average difference is negative and significant losses outnumber gains";
-      } else {
-        v.verdict = "inconclusive";
-        v.why = "no clear direction at this budget";
-      }
-    }
-    out.push_back(v);
-  }
-  return out;
+  return {claim_s1(r, tasks, rows), claim_s2(r, tasks, rows)};
 }
 
 }  // namespace posgrad::train

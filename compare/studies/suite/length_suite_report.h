@@ -27,14 +27,25 @@ std::vector<double> suite_values(const ComparisonResult& r, const std::string& r
 std::vector<double> suite_ood_values(const ComparisonResult& r, const std::string& row, const std::string& task,
                                      bool sequence = true);
 
-// suite.csv: row, task, bucket lo, hi, metric, n, mean, std, ci_low, ci_high.
+// suite.csv: row, task, bucket lo, hi, metric (sequence_accuracy | token_accuracy), n (seeds), mean,
+// std, ci_low, ci_high (the seeds' 95% Student-t interval, clipped to [0, 1]; nan with one seed).
 void write_suite_csv(const ComparisonResult& r, const std::string& path);
+// suite_seeds.csv: one line per (row, task, bucket, seed): row, task, lo, hi, seed, examples,
+// sequence_accuracy, sequence_correct (its count of the examples), wilson_low, wilson_high (Wilson's
+// 95% interval of that count; n/a when the accuracy is no count of the examples), token_accuracy.
+void write_suite_seeds_csv(const ComparisonResult& r, const std::string& path);
 // plots/suite_accuracy.png (+ .gp, .dat); returns the plot names drawn (empty when there is no
 // suite or gnuplot fails: warned, not fatal).
 std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std::string& dir);
 // The report's section (empty when the run has no suite results); plot_drawn: embed the plot.
 std::string suite_markdown(const ComparisonResult& r, bool plot_drawn);
 // The suite's claims (Deletang et al. 2023, Ruoss et al. 2023); empty without suite results.
+//   s1: one test per (task, plain row) that learns the task (per-token accuracy >= 0.9 in the training
+//       bucket): in-distribution − beyond (the mean of the longer buckets), the same model, above 0.10.
+//       No such row: inconclusive. No bucket beyond the training length: not measured.
+//   s2: one test per (task, method with a +randomized row): randomized − plain beyond the training
+//       length, the same seed (same examples and training batches), above 0.05. No randomized row:
+//       not measured.
 std::vector<ClaimVerdict> judge_suite_claims(const ComparisonResult& r);
 
 }  // namespace posgrad::train

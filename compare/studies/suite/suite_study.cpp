@@ -135,6 +135,7 @@ StudyEntry suite_study() {
   e.check_unit = check_part;
   e.write_files = [](const ComparisonResult& r, const ReportDir& out) {
     write_suite_csv(r, out.dir + "/suite.csv");
+    write_suite_seeds_csv(r, out.dir + "/suite_seeds.csv");
     write_suite_plots(r, out.plots);
     return std::vector<std::string>{};
   };
