@@ -92,7 +92,12 @@ Judgement judge_family(std::vector<ClaimTest>& tests, const std::string& missing
   }
   const std::string note = dropped.empty() ? "" : "; non-finite per-seed values left out: " + dropped;
   const std::string of = " of " + std::to_string(m);
-  if (!against.empty()) return {kContradicted, "significantly the other way after Holm over the " + std::to_string(m) + ": " + against + note, m};
+  if (!against.empty())
+    return {kContradicted,
+            (m == 1 ? std::string("significantly the other way: ")
+                    : "significantly the other way after Holm over the " + std::to_string(m) + ": ") +
+                against + note,
+            m};
   if (!unclear.empty()) return {kInconclusive, "not significant at 5% for " + unclear + note, m};
   return {kSupported, (m == 1 ? std::string("significant at 5% as claimed") : "all" + of + " significant at 5% as claimed") + note, m};
 }

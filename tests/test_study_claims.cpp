@@ -269,7 +269,7 @@ TEST(StudyClaims, S2EveryVerdict) {
   // Randomized far below plain: against the claim.
   r = suite({{"rope", {of36(36, 30), of36(36, 28), of36(36, 32)}}, {"rope+randomized", plain}});
   expect(train::judge_suite_claims(r), "s2", train::kContradicted,
-         "significantly the other way after Holm over the 1: reverse_string rope+randomized above rope", 1);
+         "significantly the other way: reverse_string rope+randomized above rope", 1);
   // A gain of two examples of 36 per bucket: not shown to exceed 0.05.
   r = suite({{"rope", plain}, {"rope+randomized", {of36(36, 6), of36(36, 8), of36(36, 7)}}});
   expect(train::judge_suite_claims(r), "s2", train::kInconclusive, "not significant at 5% for reverse_string rope+randomized", 1);
@@ -341,7 +341,7 @@ TEST(StudyClaims, Pk1EveryVerdict) {
   EXPECT_TRUE(contains(pk1.protocol, "1x against the mean over 2x, 4x")) << pk1.protocol;
   // Retrieval kept at every length: against the claim.
   r = passkey({{"rope", {of8(8, 8), of8(8, 8), of8(8, 8)}}});
-  expect(train::judge_passkey_claims(r), "pk1", train::kContradicted, "significantly the other way after Holm over the 1: rope "
+  expect(train::judge_passkey_claims(r), "pk1", train::kContradicted, "significantly the other way: rope "
          "drops by more than 0.10", 1);
   // A drop of about 0.17 on 24 and 48 examples, with seeds that disagree: not shown.
   r = passkey({{"rope", {of8(8, 6), of8(7, 7), of8(8, 6)}}});
@@ -366,7 +366,7 @@ TEST(StudyClaims, Pk2EveryVerdict) {
   EXPECT_TRUE(contains(claim(claims, "pk2").metric, "a gain of at least 0.05")) << claim(claims, "pk2").metric;
   // A scaling that loses what plain RoPE keeps.
   r = passkey({{"rope", kept}, {"rope+yarn", {of8(8, 0), of8(7, 0), of8(8, 0)}}});
-  expect(train::judge_passkey_claims(r), "pk2", train::kContradicted, "significantly the other way after Holm over the 1: "
+  expect(train::judge_passkey_claims(r), "pk2", train::kContradicted, "significantly the other way: "
          "rope+yarn above rope by more than 0.05", 1);
   // One example more per cell: not shown to exceed 0.05.
   r = passkey({{"rope", lost}, {"rope+yarn", {of8(8, 2), of8(7, 1), of8(8, 2)}}});
