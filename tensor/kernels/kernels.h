@@ -16,8 +16,10 @@
 //  - The CPU and CUDA versions have the same names and signatures: kernels_decl.inc is included
 //    once into namespace cpu and once into namespace cuda, so a mismatch does not compile.
 //  - CPU kernels are templates instantiated for float and double so that every backward can be
-//    gradchecked in double precision. Reductions use a fixed order: same inputs and same thread
-//    count give bit-identical outputs.
+//    gradchecked in double precision. Reductions use a fixed order: same inputs, same thread count
+//    and same GEMM instruction-set path (gemm_internal.h; the vectorised float loops of
+//    vec_kernels.h give the same bits on each of theirs) give bit-identical outputs. README
+//    "Determinism" says what holds across machines.
 #pragma once
 
 #include <cstdint>

@@ -37,13 +37,15 @@
 //
 // Tile products go through the project GEMM (cpu/gemm.cpp), which runs single-threaded inside our
 // parallel regions (it checks omp_in_parallel) and uses its AVX-512/AVX2 micro-kernels; the
-// exponentials (float) through a vectorised exp (exp_shift_sum below).
+// exponentials (float) through a vectorised exp (exp_shift_sum below, vec_kernels.cpp).
 //
 // Parallelism and determinism: forward over (b, h, query block); backward over (b, h) — each (b, h)
 // owns its slices of dq, dk, dv and of the scratch accumulators, so nothing is shared between
 // threads; the bias and table gradients are then reduced over b in a fixed order by one thread per head.
 // Results are bit-identical whatever the thread count (small problems run on one thread; the GEMM
-// is itself thread-count independent).
+// is itself thread-count independent). Across instruction sets they follow the GEMM's path alone:
+// the exponentials give the same bits on every path (vec_kernels.h), the tile products may differ
+// in the last bits between the GEMM's AVX-512, AVX2 and scalar paths (gemm.cpp).
 //
 // Per-thread tile buffers are thread_local and only grow (the same deliberate exception to
 // "kernels allocate nothing" as the GEMM's packing buffers): their size depends on the tile and D,
@@ -67,7 +69,7 @@
 
 #include "tensor/kernels/cpu/denormals.h"
 #include "tensor/kernels/cpu/nan_max.h"
-#include "tensor/kernels/cpu/vec_math.h"
+#include "tensor/kernels/cpu/vec_kernels.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
@@ -156,22 +158,14 @@ struct Problem {
 };
 
 // x[i] <- exp((x[i] - shift) - shift2) for i < n; returns the sum of the new values. (shift2 = 0 in
-// the forward; the backward passes the row's (m, log l): the difference with m is formed first.) The exponentials are the
-// other half of the work besides the tile GEMMs (T^2 of them in forward and again in backward), so
-// float gets a vectorisable exp (vec_math.h: Cephes-style expf, relative error ~2e-7, arguments
-// below -87.3 flush to 0), compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time
-// (target_clones). double
-// keeps std::exp: it is the gradcheck precision. The sum's order is fixed by the vector width, so
-// results are reproducible on one machine (like the GEMM, they may differ between instruction sets).
-POSGRAD_VEC_CLONES float exp_shift_sum(float* x, int64_t n, float shift, float shift2) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) {
-    const float e = exp_approx((x[i] - shift) - shift2);  // (arguments are <= 0 here)
-    x[i] = e;
-    sum += e;
-  }
-  return sum;
+// the forward; the backward passes the row's (m, log l): the difference with m is formed first.) The
+// exponentials are the other half of the work besides the tile GEMMs (T^2 of them in forward and
+// again in backward), so float runs vec_kernels.cpp's loop: vec_math.h's Cephes-style expf (relative
+// error ~2e-7, arguments below -87.3 flush to 0), compiled for AVX-512, AVX2 and baseline x86-64,
+// its sum in one fixed order, so all three give the same bits. double keeps std::exp: it is the
+// gradcheck precision.
+float exp_shift_sum(float* x, int64_t n, float shift, float shift2) {
+  return exp_shift_sum_f32(x, n, shift, shift2);
 }
 
 double exp_shift_sum(double* x, int64_t n, double shift, double shift2) {

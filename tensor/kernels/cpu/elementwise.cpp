@@ -11,16 +11,16 @@
 //   div:        da = dy / b, db = -dy * ((a / b) / b) (div_tensor_other_backward), not
 //               -dy * a / (b * b), whose b * b underflows to 0 for |b| < 1e-19 (float) and gives
 //               an infinite gradient where the true one is finite.
-// The exact GELU in float32 uses the vectorisable erf and exp of vec_math.h (within 2.4 ulp of
-// erf): a training step spends a quarter of its time there with scalar libm calls. double keeps
-// std::erf / std::exp (the gradcheck precision).
+// The exact GELU in float32 runs vec_kernels.cpp's loops (vec_math.h's erf and exp, within 2.4 ulp
+// of erf, compiled per instruction set, the same bits on each): a training step spends a quarter of
+// its time there with scalar libm calls. double keeps std::erf / std::exp (the gradcheck precision).
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
-#include "tensor/kernels/cpu/vec_math.h"
+#include "tensor/kernels/cpu/vec_kernels.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/philox.h"
 
@@ -76,19 +76,6 @@ void acc1(T* dx, const T* dy, const T* x, const T* y, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * f(x ? x[i] : T(0), y ? y[i] : T(0));
 }
 
-// Exact GELU in float: y = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) and dx += dy (Phi(x) + x phi(x)).
-POSGRAD_VEC_CLONES void gelu_f32(float* y, const float* x, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + erf_approx(x[i] * float(kInvSqrt2)));
-}
-POSGRAD_VEC_CLONES void gelu_backward_f32(float* dx, const float* dy, const float* x, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    dx[i] += dy[i] * (0.5f * (1.0f + erf_approx(v * float(kInvSqrt2))) +
-                      v * float(kInvSqrt2Pi) * exp_approx(-0.5f * v * v));
-  }
-}
 // Runs f(begin, count) over [0, n) in one static chunk per thread (elementwise: the bits do not
 // depend on the split).
 template <typename F>
@@ -117,7 +104,7 @@ void unary_forward(T* y, const T* x, int64_t n, UnaryOp op, T s) {
     case UnaryOp::Relu: map1(y, x, n, [](T v) { return v > T(0) ? v : T(0); }); break;
     case UnaryOp::Gelu:
       if constexpr (std::is_same_v<T, float>) {
-        chunked(n, [&](int64_t b, int64_t c) { gelu_f32(y + b, x + b, c); });
+        chunked(n, [&](int64_t b, int64_t c) { gelu_forward_f32(y + b, x + b, c); });
       } else {
         map1(y, x, n, [](T v) { return T(0.5) * v * (T(1) + std::erf(v * T(kInvSqrt2))); });
       }

@@ -22,7 +22,9 @@
 // increasing k: the first as alpha * acc + beta * C, the rest as alpha * acc + C. K is never
 // split across threads and the block sizes do not depend on the thread count, so results are
 // bit-identical for any number of OpenMP threads. They can differ in the last bits between
-// instruction sets (FMA vs. separate multiply and add, different KC). The error bound is that
+// instruction sets (FMA vs. separate multiply and add, different KC): the scalar path's
+// `acc += a * b` is two roundings, as the build compiles with -ffp-contract=off, and the AVX2 and
+// AVX-512 paths' only FMAs are the intrinsics written in gemm_microkernels.h. The error bound is that
 // of a sequential dot product, |error| <= ~K * eps * sum_k |a_ik * b_kj|; typically ~sqrt(K) eps.
 
 #include <omp.h>

@@ -1,18 +1,27 @@
 // vec_math.h — float exp and erf written to vectorise inside `#pragma omp simd` loops (branch-free
 // selects, integer work through memcpy, no libm calls), for the kernels whose time is their
-// transcendental functions: the attention's softmax exponentials and the exact GELU. Plain IEEE
-// operations in a fixed order and no contraction into FMA (ISO C++ mode: -ffp-contract=off), so
-// every instruction set gives the same bits. double keeps std::exp / std::erf: it is the gradcheck
-// precision. Callers compile their loops for AVX-512, AVX2 and baseline x86-64 (POSGRAD_VEC_CLONES).
+// transcendental functions: the attention's softmax exponentials and the exact GELU
+// (vec_kernels.cpp, which compiles them for AVX-512, AVX2 and baseline x86-64).
+//
+// Bits: plain IEEE float operations in the written order. The build compiles with
+// -ffp-contract=off (CMakeLists.txt; GCC's C++ default, even in ISO mode, is to contract), so no
+// `a * b + c` here becomes an FMA on a path that has one, and nothing is reassociated (no
+// -ffast-math). Every lane of every instruction-set path therefore computes the same function of
+// its argument: the AVX-512, AVX2 and baseline paths give the same bits as a scalar call
+// (tests/test_isa_paths.cpp, GCC 12; Clang 14 also emits no FMA for them). A build with
+// -ffast-math or -ffp-contract=fast would not keep it. double keeps std::exp / std::erf: it is the
+// gradcheck precision.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define POSGRAD_VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+// Always inlined: a call left inside a `#pragma omp simd` loop keeps it scalar (Clang 14 declined
+// to inline erf_approx into the GELU loops on its own).
+#if defined(__GNUC__) || defined(__clang__)
+#define POSGRAD_VEC_MATH_INLINE inline __attribute__((always_inline))
 #else
-#define POSGRAD_VEC_CLONES
+#define POSGRAD_VEC_MATH_INLINE inline
 #endif
 
 namespace posgrad::kernels::cpu {
@@ -20,7 +29,7 @@ namespace posgrad::kernels::cpu {
 // e^v: Cephes-style expf (range reduction by ln 2 in two parts, degree-5 polynomial, 2^n through
 // the exponent bits); relative error ~2e-7. Arguments below -87.3 give 0, above 88 are clamped
 // (e^88 ~ 1.7e38); NaN propagates.
-inline float exp_approx(float v) {
+POSGRAD_VEC_MATH_INLINE float exp_approx(float v) {
   const bool underflow = v < -87.3f;
   v = underflow ? -87.3f : v;
   v = v > 88.0f ? 88.0f : v;
@@ -54,7 +63,7 @@ inline float exp_approx(float v) {
 //                 erfc(z) e^{z^2} on Chebyshev nodes; relative error 6e-10, the form of Abramowitz &
 //                 Stegun 7.1.26 with new coefficients);
 //   |z| >= 4:     1 (erf(4) = 1 - 1.5e-8 rounds to 1 in float). NaN stays NaN.
-inline float erf_approx(float z) {
+POSGRAD_VEC_MATH_INLINE float erf_approx(float z) {
   uint32_t zb;
   std::memcpy(&zb, &z, 4);
   const uint32_t sign = zb & 0x80000000u, ab = zb & 0x7fffffffu;

@@ -4,7 +4,8 @@
 //
 // Bit-identity: uniform is lo + (hi - lo) * u with u exact (24 bits); the multiply and add are
 // issued as separately rounded operations (__fmul_rn/__fadd_rn, never contracted into an FMA), so
-// uniform fills equal the CPU's bit for bit (in the default CPU build, which emits no FMA). Normal
+// uniform fills equal the CPU's bit for bit (the CPU build compiles with -ffp-contract=off, so its
+// multiply and add are separate too; device code elsewhere keeps nvcc's --fmad=true). Normal
 // fills use the same Box-Muller formula in double; CUDA's double log/cos may differ from glibc's
 // by an ulp, so normals agree to ~1e-16 relative (float32 results virtually always identical).
 #include "tensor/kernels/cuda/common.cuh"

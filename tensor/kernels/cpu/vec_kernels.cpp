@@ -1,0 +1,166 @@
+// vec_kernels.cpp — the float loops of vec_kernels.h, each compiled for AVX-512, AVX2 and baseline
+// x86-64, and the run-time choice between them.
+//
+// How a loop gets three compilations without three copies: its body is a lambda marked
+// POSGRAD_VEC_BODY (always_inline), handed to run_active(), which calls one of run_avx512 /
+// run_avx2 / run_baseline. Those carry GCC/Clang `target` attributes, so the body, inlined into
+// each, is vectorised there for that target (its `omp simd` loop gets 16, 8 or 4 float lanes).
+// vec_math.h's functions are plain inline code and are inlined into the body the same way. This
+// replaces `target_clones`, whose ifunc resolver cannot be overridden at run time, so tests could
+// reach only the best path of the machine they ran on.
+//
+// Not here: double precision (libm in the callers), the GEMM (gemm.cpp has its own selector).
+#include "tensor/kernels/cpu/vec_kernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "tensor/kernels/cpu/vec_math.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define POSGRAD_VEC_X86 1
+#define POSGRAD_VEC_AVX512 __attribute__((target("avx512f")))
+#define POSGRAD_VEC_AVX2 __attribute__((target("avx2")))
+#else
+#define POSGRAD_VEC_X86 0
+#endif
+
+// A loop body that must be compiled inside its caller, for the caller's instruction set.
+#define POSGRAD_VEC_BODY __attribute__((always_inline))
+
+namespace posgrad::kernels::cpu {
+
+namespace vec_detail {
+namespace {
+
+vec_isa detect_isa() {
+#if POSGRAD_VEC_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return vec_isa::avx512;
+  if (__builtin_cpu_supports("avx2")) return vec_isa::avx2;
+#endif
+  return vec_isa::baseline;
+}
+
+std::atomic<int>& active_slot() {
+  static std::atomic<int> slot{static_cast<int>(vec_best_isa())};
+  return slot;
+}
+
+#if POSGRAD_VEC_X86
+template <typename Body>
+POSGRAD_VEC_AVX512 auto run_avx512(const Body& body) {
+  return body();
+}
+template <typename Body>
+POSGRAD_VEC_AVX2 auto run_avx2(const Body& body) {
+  return body();
+}
+#endif
+template <typename Body>
+auto run_baseline(const Body& body) {
+  return body();
+}
+
+// Runs body() compiled for the active instruction set.
+template <typename Body>
+auto run_active(const Body& body) {
+#if POSGRAD_VEC_X86
+  switch (static_cast<vec_isa>(active_slot().load(std::memory_order_relaxed))) {
+    case vec_isa::avx512: return run_avx512(body);
+    case vec_isa::avx2: return run_avx2(body);
+    case vec_isa::baseline: break;
+  }
+#endif
+  return run_baseline(body);
+}
+
+}  // namespace
+
+vec_isa vec_best_isa() {
+  static const vec_isa best = detect_isa();
+  return best;
+}
+
+vec_isa vec_active_isa() { return static_cast<vec_isa>(active_slot().load(std::memory_order_relaxed)); }
+
+vec_isa vec_set_isa(vec_isa isa) {
+  const int clamped = std::min(static_cast<int>(isa), static_cast<int>(vec_best_isa()));
+  active_slot().store(clamped < 0 ? 0 : clamped, std::memory_order_relaxed);
+  return vec_active_isa();
+}
+
+const char* vec_isa_name(vec_isa isa) {
+  switch (isa) {
+    case vec_isa::avx512: return "avx512";
+    case vec_isa::avx2: return "avx2";
+    case vec_isa::baseline: return "baseline";
+  }
+  return "unknown";
+}
+
+}  // namespace vec_detail
+
+namespace {
+// 1 / sqrt 2 and 1 / sqrt(2 pi), rounded to double and then to float (the constants the float GELU
+// has always used, so its bits do not move with this file).
+constexpr float kInvSqrt2 = float(0.70710678118654752440);
+constexpr float kInvSqrt2Pi = float(0.39894228040143267794);
+// Partial sums of exp_shift_sum_f32: one per lane of the widest path, so no path reorders them.
+constexpr int kSumLanes = 16;
+}  // namespace
+
+void gelu_forward_f32(float* y, const float* x, int64_t n) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + erf_approx(x[i] * kInvSqrt2));
+  });
+}
+
+void gelu_backward_f32(float* dx, const float* dy, const float* x, int64_t n) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i];
+      dx[i] += dy[i] * (0.5f * (1.0f + erf_approx(v * kInvSqrt2)) + v * kInvSqrt2Pi * exp_approx(-0.5f * v * v));
+    }
+  });
+}
+
+float exp_shift_sum_f32(float* x, int64_t n, float shift, float shift2) {
+  return vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+    // part[l] sums the elements i = l (mod 16) in increasing i. The inner loop is one AVX-512
+    // vector, two AVX2 vectors or four SSE2 vectors: the same 16 chains on every path.
+    float part[kSumLanes] = {};
+    int64_t i = 0;
+    for (; i + kSumLanes <= n; i += kSumLanes) {
+#pragma omp simd
+      for (int l = 0; l < kSumLanes; ++l) {
+        const float e = exp_approx((x[i + l] - shift) - shift2);
+        x[i + l] = e;
+        part[l] += e;
+      }
+    }
+    // The last n - i < 16 elements: the same lanes over a zero-padded copy (the padded lanes add
+    // +0, which leaves a partial sum unchanged: they are >= +0 or NaN), so the tail stays vectorised.
+    const int64_t rem = n - i;
+    if (rem > 0) {
+      float t[kSumLanes] = {};
+      std::memcpy(t, x + i, sizeof(float) * static_cast<size_t>(rem));
+#pragma omp simd
+      for (int l = 0; l < kSumLanes; ++l) {
+        const float e = exp_approx((t[l] - shift) - shift2);
+        t[l] = e;
+        part[l] += l < rem ? e : 0.0f;
+      }
+      std::memcpy(x + i, t, sizeof(float) * static_cast<size_t>(rem));
+    }
+    for (int w = kSumLanes / 2; w > 0; w /= 2) {
+      for (int l = 0; l < w; ++l) part[l] += part[l + w];
+    }
+    return part[0];
+  });
+}
+
+}  // namespace posgrad::kernels::cpu

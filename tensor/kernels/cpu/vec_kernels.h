@@ -1,0 +1,60 @@
+// vec_kernels.h — the float loops that are compiled once per x86 instruction set (AVX-512, AVX2,
+// baseline x86-64) and picked at run time, and the private hook that forces the choice.
+//
+// What it is: the loops whose time is their transcendental functions — the exact GELU forward and
+// backward (elementwise.cpp) and the attention's exponentials with their row sum (attention.cpp) —
+// written with vec_math.h's exp and erf, plus the selector of their instruction set, exposed (like
+// the GEMM's, gemm_internal.h) so that tests and benchmarks run every path on one machine.
+// What it is not: part of the public kernel API (kernels.h's unary GELU and the attention kernels
+// call these for float; double keeps libm in the callers), nor the GEMM's selector: the two are
+// independent, and gemm_set_isa does not move this one.
+//
+// Determinism: every path performs the same IEEE float operations per element in the same order —
+// the build compiles without contraction into FMA (-ffp-contract=off) and without reassociation,
+// and exp_shift_sum_f32 adds its elements in one fixed order of 16 partial sums whatever the
+// vector width — so the three paths return the same bits (tests/test_isa_paths.cpp checks it on
+// every path the machine has, against a scalar evaluation of vec_math.h).
+#pragma once
+
+#include <cstdint>
+
+namespace posgrad::kernels::cpu {
+
+// Exact GELU in float: y[i] = 0.5 x[i] (1 + erf(x[i] / sqrt 2)) with vec_math.h's erf_approx
+// (within 2.4 ulp of erf). y, x (n); y == x allowed. No errors (NaN in, NaN out).
+void gelu_forward_f32(float* y, const float* x, int64_t n);
+
+// Its backward, accumulated: dx[i] += dy[i] (Phi(x) + x phi(x)) with
+// Phi(x) = 0.5 (1 + erf(x / sqrt 2)) and phi(x) = e^{-x^2/2} / sqrt(2 pi) (erf_approx, exp_approx).
+// dx, dy, x (n). No errors.
+void gelu_backward_f32(float* dx, const float* dy, const float* x, int64_t n);
+
+// x[i] <- e^{(x[i] - shift) - shift2} for i < n (exp_approx: relative error ~2e-7, arguments below
+// -87.3 give 0), and returns the sum of the new values, added in this order on every path: element
+// i goes to partial sum i mod 16 (in increasing i), and the 16 partial sums are then added pairwise
+// (p[l] += p[l + 8], then + 4, + 2, + 1). x (n), in place; n >= 0 (0: returns 0). No errors.
+float exp_shift_sum_f32(float* x, int64_t n, float shift, float shift2);
+
+namespace vec_detail {
+
+// The instruction sets the loops above are compiled for, in increasing order: baseline x86-64
+// (SSE2: 4 float lanes), AVX2 (8 lanes), AVX-512F (16 lanes). Elsewhere than x86-64 only baseline.
+enum class vec_isa : int { baseline = 0, avx2 = 1, avx512 = 2 };
+
+// Best instruction set of the running CPU and OS (__builtin_cpu_supports("avx512f" / "avx2"),
+// which include the OS saving the zmm / ymm state).
+vec_isa vec_best_isa();
+
+// Instruction set the loops run now (vec_best_isa() unless vec_set_isa changed it).
+vec_isa vec_active_isa();
+
+// Forces the loops onto `isa`, clamped to vec_best_isa() (a path the CPU lacks is never run);
+// returns what was set. For tests and benchmarks: do not call it while another thread runs them.
+vec_isa vec_set_isa(vec_isa isa);
+
+// "baseline", "avx2" or "avx512".
+const char* vec_isa_name(vec_isa isa);
+
+}  // namespace vec_detail
+
+}  // namespace posgrad::kernels::cpu
