@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "tensor/errors.h"
+#include "tensor/random.h"
 
 namespace posgrad::train {
 
@@ -218,6 +219,101 @@ double spearman(const std::vector<double>& x, const std::vector<double>& y) {
     syy += (ry[i] - my) * (ry[i] - my);
   }
   return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0.0;
+}
+
+namespace {
+
+// floor(u · n) for one uniform u; no draw from a single item.
+size_t draw_index(Generator& gen, size_t n) {
+  if (n == 1) return 0;
+  return std::min(n - 1, static_cast<size_t>(gen.next_unit() * static_cast<double>(n)));
+}
+
+// The type-7 quantile of sorted values.
+double quantile_sorted(const std::vector<double>& v, double p) {
+  const double h = p * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(h));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (h - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+// The percentile interval of `stat` over `resamples` draws: stat(gen) is one resample's value.
+template <typename F>
+BootstrapInterval percentile_interval(int64_t resamples, uint64_t seed, F stat) {
+  POSGRAD_CHECK(resamples >= 2, ValueError, "a bootstrap needs at least 2 resamples, got ", resamples);
+  Generator gen(seed);
+  std::vector<double> v(static_cast<size_t>(resamples));
+  for (auto& x : v) x = stat(gen);
+  std::sort(v.begin(), v.end());
+  BootstrapInterval b;
+  b.low = quantile_sorted(v, 0.025);
+  b.high = quantile_sorted(v, 0.975);
+  b.resamples = resamples;
+  return b;
+}
+
+}  // namespace
+
+BootstrapInterval bootstrap_mean(const std::vector<double>& values, int64_t resamples, uint64_t seed) {
+  int64_t dropped = 0;
+  const std::vector<double> x = finite_values(values, &dropped);
+  if (x.empty()) {
+    POSGRAD_CHECK(resamples >= 2, ValueError, "a bootstrap needs at least 2 resamples, got ", resamples);
+    BootstrapInterval b;
+    b.non_finite = dropped;
+    return b;
+  }
+  BootstrapInterval b = percentile_interval(resamples, seed, [&](Generator& gen) {
+    double sum = 0;
+    for (size_t i = 0; i < x.size(); ++i) sum += x[draw_index(gen, x.size())];
+    return sum / static_cast<double>(x.size());
+  });
+  b.non_finite = dropped;
+  return b;
+}
+
+BootstrapInterval perplexity_bootstrap(const std::vector<WindowLosses>& seeds, int64_t resamples, uint64_t seed) {
+  std::vector<const WindowLosses*> kept;
+  int64_t dropped = 0;
+  for (size_t s = 0; s < seeds.size(); ++s) {
+    const WindowLosses& w = seeds[s];
+    POSGRAD_CHECK(!w.loss.empty() && w.loss.size() == w.tokens.size(), ValueError, "perplexity bootstrap: seed ", s,
+                  " has ", w.loss.size(), " window losses and ", w.tokens.size(),
+                  " token counts (need the same, >= 1)");
+    bool finite = true;
+    for (size_t i = 0; i < w.loss.size(); ++i) {
+      POSGRAD_CHECK(w.tokens[i] >= 1, ValueError, "perplexity bootstrap: seed ", s, " window ", i, " scored ",
+                    w.tokens[i], " tokens (need >= 1)");
+      finite = finite && std::isfinite(w.loss[i]);
+    }
+    if (finite)
+      kept.push_back(&w);
+    else
+      ++dropped;
+  }
+  if (kept.empty()) {
+    POSGRAD_CHECK(resamples >= 2, ValueError, "a bootstrap needs at least 2 resamples, got ", resamples);
+    BootstrapInterval b;
+    b.non_finite = dropped;
+    return b;
+  }
+  BootstrapInterval b = percentile_interval(resamples, seed, [&](Generator& gen) {
+    double sum = 0;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const WindowLosses& w = *kept[draw_index(gen, kept.size())];
+      double loss = 0;
+      int64_t tokens = 0;
+      for (size_t j = 0; j < w.loss.size(); ++j) {
+        const size_t k = draw_index(gen, w.loss.size());
+        loss += w.loss[k];
+        tokens += w.tokens[k];
+      }
+      sum += std::exp(loss / static_cast<double>(tokens));
+    }
+    return sum / static_cast<double>(kept.size());
+  });
+  b.non_finite = dropped;
+  return b;
 }
 
 }  // namespace posgrad::train

@@ -5,13 +5,15 @@
 // variances are involved"; the Welch–Satterthwaite degrees of freedom. Student's t distribution
 // through the regularized incomplete beta function, I_x(a, b) by its continued fraction (DLMF
 // 8.17.22, evaluated with the modified Lentz method). Holm's (1979) step-down adjustment of a family
-// of p-values, and Wilson's (1927) score interval of a binomial proportion.
+// of p-values, Wilson's (1927) score interval of a binomial proportion, and percentile-bootstrap
+// intervals over seeds and over the evaluation windows within each seed.
 //
 // Values that are not finite (a diverged run's inf perplexity, a NaN) are no measurement: every
 // function here leaves them out and says how many it left out (Summary::non_finite,
 // WelchTest::non_finite), never throws on them.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -78,6 +80,42 @@ Proportion wilson_interval(int64_t successes, int64_t n, double z = 1.9599639845
 // -1: a significantly lower than b, +1: significantly higher, 0: no significant difference (or
 // not testable), at the two-sided level alpha.
 int significant_order(const WelchTest& w, double alpha = 0.05);
+
+// ---- bootstrap intervals ---------------------------------------------------------------------------
+// Percentile bootstrap (Efron & Tibshirani 1993, "An Introduction to the Bootstrap", ch. 13): the
+// statistic recomputed on `resamples` resamples drawn with replacement, the interval the 2.5% and
+// 97.5% quantiles of those values (linear interpolation between order statistics, R's type 7).
+// Draws come from a posgrad::Generator seeded with `seed` (tensor/random.h: counter-based, so the
+// interval is a pure function of the inputs and the seed, bit for bit); an index into n items is
+// floor(u · n) for one uniform u, and a draw from a single item uses no number.
+
+// A 95% bootstrap interval; low = high = NaN (resamples 0) when nothing was finite to resample.
+struct BootstrapInterval {
+  double low = NAN, high = NAN;
+  int64_t resamples = 0;
+  int64_t non_finite = 0;  // seeds (values) left out because a value was not finite
+  bool valid() const { return resamples > 0; }
+};
+
+// The mean of the finite values, resampled over the values (the seeds).
+BootstrapInterval bootstrap_mean(const std::vector<double>& values, int64_t resamples, uint64_t seed);
+
+// One seed's evaluation at one length: per window, the summed next-token loss of the targets it
+// scored (nats) and how many it scored (train/evaluate.h, EvalResult::window_loss / window_tokens).
+struct WindowLosses {
+  std::vector<double> loss;
+  std::vector<int64_t> tokens;
+};
+// The interval of the mean over seeds of each seed's perplexity exp(Σ_w loss[w] / Σ_w tokens[w]),
+// resampled in two stages (Davison & Hinkley 1997, "Bootstrap Methods and their Application", §3.8):
+// the seeds with replacement, then within each drawn seed its windows with replacement. It covers
+// both the seed-to-seed noise of training and the noise of which text was scored (the windows are
+// treated as exchangeable; neighbouring windows of one text are not independent, so if anything
+// the window part is too narrow). With one window per seed it is bootstrap_mean of the per-seed
+// perplexities (the same draws, the same interval); with one seed, a bootstrap over its windows.
+// A seed with a non-finite window loss is left out (counted). ValueError when resamples < 2, when a
+// seed has no windows or loss and tokens of different lengths, or a window scored fewer than 1 token.
+BootstrapInterval perplexity_bootstrap(const std::vector<WindowLosses>& seeds, int64_t resamples, uint64_t seed);
 
 // Spearman's rank correlation of (x, y): Pearson's correlation of their ranks, ties sharing their
 // mean rank; 0 when either has a single rank.

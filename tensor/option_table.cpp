@@ -175,6 +175,10 @@ Spec result_neutral(Spec spec) {
   spec.neutral = true;
   return spec;
 }
+Spec added_later(Spec spec, Value v) {
+  spec.absent_means = std::move(v);
+  return spec;
+}
 
 namespace detail {
 void type_mismatch(const std::string& name) {

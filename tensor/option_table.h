@@ -67,6 +67,9 @@ struct Spec {
   // an experiment may change it, and a finished unit made with another value is kept.
   bool neutral = false;
   std::optional<Value> fallback;  // the default of an option that no struct member initialises
+  // An option added after files were written without it: the value such a file stands for (what the
+  // program did before the option existed). from_json with require_all accepts its absence and sets it.
+  std::optional<Value> absent_means;
 
   std::string flag() const;        // "--rope-scaling-factor"
   std::string type_name() const;   // "INT", "FLOAT", "BOOL", "TEXT", "INT,..."
@@ -93,6 +96,8 @@ Spec choice_list(std::string name, std::vector<std::string> choices, int64_t max
 Spec with_default(Spec spec, Value v);
 Spec fixed_on_resume(Spec spec);
 Spec result_neutral(Spec spec);
+// `spec` with Spec::absent_means = v (files written before the option existed read as v).
+Spec added_later(Spec spec, Value v);
 
 // Parses the text of a value ("12", "1e-3", "true", "1,2,4") as `spec` declares it and checks its
 // range. `where` names the option in messages ("--lr", "config.json: key 'lr'"). UsageError.
@@ -269,7 +274,8 @@ nlohmann::json to_json(const Table<S>& table, const S& s) {
 
 // Sets the options named in the JSON object `j` (keys: the names, '-' accepted for '_'). An
 // unknown key is a UsageError that names the nearest known one; with require_all, so is a missing
-// one. Returns the names that were set.
+// one, unless the option has Spec::absent_means (an option added since the file was written), which
+// is then set to that value. Returns the names that were set (from the file).
 template <typename S>
 std::vector<std::string> from_json(const Table<S>& table, S& s, const nlohmann::json& j, const std::string& source,
                                    bool require_all = false) {
@@ -289,7 +295,10 @@ std::vector<std::string> from_json(const Table<S>& table, S& s, const nlohmann::
   }
   if (require_all)
     for (const auto& o : table)
-      if (!j.contains(o.spec.name)) throw UsageError(source + ": missing key '" + o.spec.name + "'");
+      if (!j.contains(o.spec.name)) {
+        if (!o.spec.absent_means) throw UsageError(source + ": missing key '" + o.spec.name + "'");
+        o.set(s, *o.spec.absent_means);
+      }
   return set;
 }
 

@@ -116,6 +116,63 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   }
 }
 
+// Both evaluation protocols end to end: the sliding rows of results.csv, the report's tables and the
+// claims' second verdict; every other row byte-identical to a run without the sliding evaluation;
+// and a results.json from before the protocol (no sliding lengths, no per-window losses, no
+// --eval-stride-fraction) still renders, with the sliding measurements not measured.
+TEST(Compare, TinyPresetMeasuresBothProtocols) {
+  TempDir d;
+  auto on = tiny(d, "on");
+  on.methods = {"learned", "t5", "rope"};
+  auto off = on;
+  off.out_dir = d.str("off");
+  off.of<train::LmSettings>().eval_stride_fraction = 0;
+  train::run_compare(on);
+  train::run_compare(off);
+  const std::string a = read_file(d.str("on/results.csv")), b = read_file(d.str("off/results.csv"));
+  std::istringstream lines(a);
+  std::string line, without;
+  while (std::getline(lines, line))
+    if (line.find("_sliding_x") == std::string::npos) without += line + "\n";
+  EXPECT_EQ(without, b) << "a row other than the sliding ones changed with the sliding evaluation";
+  for (const char* row :
+       {"\nrope,perplexity_sliding_x1,2,", "\nrope,perplexity_sliding_x4,2,", "\nt5,ppl_ratio_sliding_x2,2,",
+        "\nrope,ppl_ratio_sliding_x4,2,", "\nlearned,perplexity_sliding_x1,2,", "\nlearned,perplexity_sliding_x2,0,n/a",
+        "\nrope+yarn,perplexity_sliding_x2,0,n/a"})
+    EXPECT_NE(a.find(row), std::string::npos) << row;
+  EXPECT_EQ(b.find("_sliding_"), std::string::npos);
+  const std::string md = read_file(d.str("on/report.md"));
+  for (const char* part :
+       {"### Sliding windows", "Windows per length: 1x: 15, 2x: 7, 4x: 3 (non-overlapping: 1x: 8, 2x: 4, 4x: 2)",
+        "### Intervals over seeds and evaluation windows", "| rope | sliding |", "| rope+yarn | non-overlapping |",
+        "; under sliding windows over the same targets, stride 32: 3 windows at 4x: "})
+    EXPECT_NE(md.find(part), std::string::npos) << part;
+  EXPECT_EQ(md.find("| rope+yarn | sliding |"), std::string::npos);
+  const std::string md_off = read_file(d.str("off/report.md"));
+  EXPECT_NE(md_off.find("Sliding windows: off (`--eval-stride-fraction 0`)"), std::string::npos);
+  EXPECT_NE(md_off.find("sliding windows: off (--eval-stride-fraction 0)"), std::string::npos);
+
+  nlohmann::json j = nlohmann::json::parse(read_file(d.str("on/results.json")));
+  j["config"].erase("eval_stride_fraction");
+  for (auto& u : j["units"]) {
+    u.erase("sliding");
+    auto strip = [](nlohmann::json& ls) {
+      for (auto& l : ls)
+        if (l.is_object()) {
+          l.erase("window_loss");
+          l.erase("window_tokens");
+        }
+    };
+    strip(u["lengths"]);
+    for (auto& [name, v] : u["variants"].items()) strip(v);
+  }
+  fs::create_directories(d.str("old"));
+  std::ofstream(d.str("old/results.json")) << j.dump(1);
+  const std::string old_md = read_file(train::rerender_report(d.str("old")));
+  EXPECT_EQ(read_file(d.str("old/results.csv")), b) << "an old results.json reads as the run without sliding windows";
+  EXPECT_NE(old_md.find("| rope | non-overlapping | n/a | n/a | n/a |"), std::string::npos);
+}
+
 TEST(Compare, ReportRerendersFromResultsJsonAlone) {
   TempDir d;
   auto c = tiny(d, "a");

@@ -342,7 +342,8 @@ TEST(RunSafety, AUnitInterruptedInAStudyResumesAtThatStudy) {
   // The state an interruption in the task study leaves: lm and attention saved, no result.json.
   const auto j = nlohmann::json::parse(read_file(unit + "/result.json"));
   std::filesystem::create_directories(unit + "/studies");
-  nlohmann::json lm = {{"lengths", j["lengths"]}, {"variants", j["variants"]}, {"per_position_loss", j["per_position_loss"]}};
+  nlohmann::json lm = {{"lengths", j["lengths"]}, {"sliding", j["sliding"]}, {"variants", j["variants"]},
+                       {"per_position_loss", j["per_position_loss"]}};
   nlohmann::json attention = {{"attention_over_uniform", j["attention_over_uniform"]}};
   attention["attention_over_uniform"][0][0] = 0.123456;  // a kept part is used as it is
   write_file_atomic(unit + "/studies/lm.json", lm.dump());

@@ -3,43 +3,101 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include "autograd/ops.h"
 
 namespace posgrad::train {
 
-EvalResult evaluate_tokens(nn::GPT& model, const data::TokenSpan& tokens, int64_t context, int64_t max_windows,
-                           int64_t pos0, Device dev, int64_t batch) {
-  const data::EvalWindows windows(tokens, context, max_windows);
-  const int64_t nw = windows.size();
+namespace {
+
+// The one scoring loop of both protocols: windows of `context` input tokens starting at starts[w]
+// (inputs tokens[s, s + context), targets tokens[s + 1, s + context]), window w scoring only its
+// positions >= first[w], `batch` windows per forward pass. The loss is summed target by target in
+// window order, so the same windows give the same bits whichever protocol placed them.
+EvalResult score_windows(nn::GPT& model, const data::TokenSpan& tokens, int64_t context,
+                         const std::vector<int64_t>& starts, const std::vector<int64_t>& first, bool per_position,
+                         int64_t pos0, Device dev, int64_t batch) {
+  POSGRAD_CHECK(batch >= 1, ValueError, "evaluation batch must be >= 1 windows, got ", batch);
+  const int64_t nw = static_cast<int64_t>(starts.size());
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
   EvalResult r;
   r.context = context;
   r.windows = nw;
-  r.per_position_loss.assign(static_cast<size_t>(context), 0.0);
+  if (per_position) r.per_position_loss.assign(static_cast<size_t>(context), 0.0);
+  r.window_loss.assign(static_cast<size_t>(nw), 0.0);
+  r.window_tokens.assign(static_cast<size_t>(nw), 0);
   double loss_sum = 0, correct = 0;
   for (int64_t w0 = 0; w0 < nw; w0 += batch) {
     const int64_t b = std::min(batch, nw - w0);
-    auto [x, y] = windows.batch(w0, b);  // int64 (b, context) each
+    Tensor x = Tensor::empty({b, context}, DType::Int64);  // (b, context)
+    Tensor y = Tensor::empty({b, context}, DType::Int64);  // (b, context), x shifted by one
+    for (int64_t k = 0; k < b; ++k) {
+      const int64_t* src = tokens.data() + starts[static_cast<size_t>(w0 + k)];
+      std::memcpy(x.data<int64_t>() + k * context, src, static_cast<size_t>(context) * sizeof(int64_t));
+      std::memcpy(y.data<int64_t>() + k * context, src + 1, static_cast<size_t>(context) * sizeof(int64_t));
+    }
     const std::vector<int64_t> ys = y.to_int_vector();
     Tensor logits = model.forward(x.to(dev), pos0);
     std::vector<double> rows = cross_entropy_rows(logits, y.to(dev)).to_vector();
     std::vector<int64_t> pred = max(logits, -1).second.to_int_vector();
     for (int64_t i = 0; i < b * context; ++i) {
+      const size_t w = static_cast<size_t>(w0 + i / context);
+      const int64_t p = i % context;
+      if (p < first[w]) continue;
       loss_sum += rows[i];
-      r.per_position_loss[i % context] += rows[i];
+      r.window_loss[w] += rows[i];
+      ++r.window_tokens[w];
+      if (per_position) r.per_position_loss[p] += rows[i];
       correct += pred[i] == ys[i] ? 1.0 : 0.0;
     }
   }
   if (was_training) model.train();
-  const double n = static_cast<double>(windows.tokens());
+  for (int64_t n : r.window_tokens) r.tokens += n;
+  const double n = static_cast<double>(r.tokens);
   r.loss = loss_sum / n;
   r.perplexity = std::exp(r.loss);
   r.accuracy = correct / n;
   for (auto& v : r.per_position_loss) v /= static_cast<double>(nw);
+  return r;
+}
+
+}  // namespace
+
+EvalResult evaluate_tokens(nn::GPT& model, const data::TokenSpan& tokens, int64_t context, int64_t max_windows,
+                           int64_t pos0, Device dev, int64_t batch) {
+  const data::EvalWindows windows(tokens, context, max_windows);
+  std::vector<int64_t> starts;
+  for (int64_t k = 0; k < windows.size(); ++k) starts.push_back(windows.start(k));
+  EvalResult r =
+      score_windows(model, tokens, context, starts, std::vector<int64_t>(starts.size(), 0), true, pos0, dev, batch);
+  r.stride = context;
+  return r;
+}
+
+int64_t sliding_windows(int64_t context, int64_t stride, int64_t scored) {
+  POSGRAD_CHECK(stride >= 1 && stride <= context && context <= scored, ValueError,
+                "sliding-window evaluation needs 1 <= stride <= context <= scored targets, got stride ", stride,
+                ", context ", context, ", scored ", scored);
+  return 1 + (scored - context + stride - 1) / stride;
+}
+
+EvalResult evaluate_sliding(nn::GPT& model, const data::TokenSpan& tokens, int64_t context, int64_t stride,
+                            int64_t scored, int64_t pos0, Device dev, int64_t batch) {
+  const int64_t n = sliding_windows(context, stride, scored);
+  POSGRAD_CHECK(scored + 1 <= tokens.size(), ValueError, "sliding-window evaluation: ", scored, " scored targets need ",
+                scored + 1, " tokens, the text has ", tokens.size());
+  std::vector<int64_t> starts = {0}, first = {0};
+  for (int64_t w = 1; w < n; ++w) {
+    starts.push_back(std::min(w * stride, scored - context));
+    // The targets after the previous window's last: its last s_w - s_{w-1} positions.
+    first.push_back(context - (starts[static_cast<size_t>(w)] - starts[static_cast<size_t>(w - 1)]));
+  }
+  EvalResult r = score_windows(model, tokens, context, starts, first, false, pos0, dev, batch);
+  r.stride = stride;
   return r;
 }
 

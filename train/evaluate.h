@@ -1,6 +1,8 @@
 // evaluate.h — evaluation and sampling of a trained model: next-token loss, perplexity and accuracy
-// over deterministic, non-overlapping validation windows of any length (the length-extrapolation
-// measurements), the per-position loss inside a window, and temperature / top-k sampling.
+// over deterministic validation windows of any length (the length-extrapolation measurements) under
+// two protocols — non-overlapping windows, and sliding windows that give every scored token a long
+// context (Press et al. 2022, App. B) — the per-position loss inside a window, and temperature /
+// top-k sampling.
 #pragma once
 
 #include <string>
@@ -14,10 +16,19 @@
 namespace posgrad::train {
 
 struct EvalResult {
-  int64_t context = 0;   // evaluation window length
+  int64_t context = 0;   // evaluation window length (tokens of input per window)
   int64_t windows = 0;   // number of windows scored
+  int64_t stride = 0;    // tokens between the starts of consecutive windows (non-overlapping: context)
+  int64_t tokens = 0;    // targets scored, each once: the sum of window_tokens
+  // loss: mean next-token cross-entropy over the scored targets (nats); perplexity = exp(loss);
+  // accuracy: the fraction of scored targets that are the argmax of the logits.
   double loss = 0, perplexity = 0, accuracy = 0;
-  std::vector<double> per_position_loss;  // (context), mean over windows
+  std::vector<double> per_position_loss;  // (context), mean over windows; empty for the sliding evaluation
+  // Per window, in text order: the summed loss of the targets it scored (nats) and their count, so
+  // that the evaluation's noise over its windows can be resampled (compare/stats.h, perplexity_bootstrap).
+  // loss = sum(window_loss) / sum(window_tokens) up to rounding (loss itself sums token by token).
+  std::vector<double> window_loss;     // (windows)
+  std::vector<int64_t> window_tokens;  // (windows)
 };
 
 // Thrown when the loss, the gradient norm or the logits are NaN/Inf: training stops at that step and
@@ -51,6 +62,27 @@ struct SampleOptions {
 // ValueError when context < 1 or not even one window fits, naming both lengths.
 EvalResult evaluate_tokens(nn::GPT& model, const data::TokenSpan& tokens, int64_t context, int64_t max_windows,
                            int64_t pos0, Device dev, int64_t batch = 8);
+
+// Sliding-window evaluation (Press et al. 2022, "Train Short, Test Long", App. B; the stride scheme
+// of the Hugging Face guide "Perplexity of fixed-length models", except that the last window keeps
+// the full length): the first `scored` targets tokens[1 .. scored] are each scored exactly once, by
+// windows of `context` input tokens (C) starting at s_0 = 0 and s_w = min(w · stride, scored − C) for
+// w = 1 .. n − 1, n = sliding_windows(C, stride, scored). Window 0 scores all its C targets
+// (tokens[1 .. C]); window w >= 1 scores only the targets after the previous window's last, its last
+// s_w − s_{w−1} positions (stride of them; fewer in the last window, placed to end exactly at target
+// `scored`). So every target after the first window is predicted from at least C − stride + 1 tokens
+// of context (stride 1: all C), and every window has the full length C, like the non-overlapping
+// windows it is compared with. stride = C with scored a multiple of C places the windows of
+// evaluate_tokens(max_windows = scored / C), and the result (loss, perplexity, accuracy, window
+// sums) is bit-identical to it; per_position_loss is empty here. The cost is n forward passes of C
+// tokens instead of scored / C: for stride = C / 2, 2 · scored / C − 1, about twice as many.
+// Windows are scored `batch` at a time with positions starting at pos0, as evaluate_tokens.
+// ValueError, naming the values, unless 1 <= stride <= context <= scored <= tokens.size() − 1.
+EvalResult evaluate_sliding(nn::GPT& model, const data::TokenSpan& tokens, int64_t context, int64_t stride,
+                            int64_t scored, int64_t pos0, Device dev, int64_t batch = 8);
+// The number of windows evaluate_sliding uses: 1 + ceil((scored − context) / stride). ValueError
+// unless 1 <= stride <= context <= scored.
+int64_t sliding_windows(int64_t context, int64_t stride, int64_t scored);
 // The one decoder: continues each prompt of `prompts` (all of one length) by n tokens, together as
 // a batch. temperature 0: greedy (argmax; ties go to the lowest id); > 0: sampled from
 // softmax(logits / temperature) over the top_k most likely tokens (0: all), drawing from `gen`

@@ -12,6 +12,7 @@
 #include "compare/studies/lm/lm.h"
 #include "compare/studies/task/task.h"
 #include "nn/posenc/position_encoding.h"
+#include "train/evaluate.h"
 
 namespace posgrad::train {
 
@@ -25,11 +26,32 @@ using markdown::Table;
 const std::map<std::string, std::vector<std::string>> kGroups = {{"absolute", {"sinusoidal", "learned"}}};
 
 // The evaluation protocol of the length claims: how many windows each length's perplexity rests on.
-std::string length_protocol(const ComparisonResult& r, int64_t k) {
+std::string length_protocol(const ComparisonResult& r, int64_t k, Protocol p = Protocol::NonOverlapping) {
   const int64_t ctx = k * r.config.base.model.block_size;
   const int64_t windows = std::max<int64_t>(1, r.config.eval_tokens / ctx);
+  if (p == Protocol::Sliding) {
+    const int64_t stride = eval_stride(r.config, ctx);
+    return "sliding windows over the same targets, stride " + std::to_string(stride) + ": " +
+           std::to_string(sliding_windows(ctx, stride, windows * ctx)) + " windows at " + std::to_string(k) + "x";
+  }
   return "non-overlapping windows of the validation text, " + std::to_string(windows) + " of " + std::to_string(ctx) +
          " tokens at " + std::to_string(k) + "x (intervals: seed noise only)";
+}
+
+// A length claim under both protocols: the verdict is judge(non-overlapping), the article's protocol;
+// its protocol text ends with the verdict of the same claim on the sliding-window metrics.
+template <typename F>
+ClaimVerdict with_sliding(const ComparisonResult& r, F judge, const std::string& note = "") {
+  ClaimVerdict v = judge(Protocol::NonOverlapping);
+  if (v.protocol.empty()) return v;  // not measured: no length was read
+  if (r.config.of<LmSettings>().eval_stride_fraction == 0) {
+    v.protocol += "; sliding windows: off (--eval-stride-fraction 0)";
+    return v;
+  }
+  const ClaimVerdict s = judge(Protocol::Sliding);
+  v.protocol +=
+      "; under " + (s.protocol.empty() ? std::string("sliding windows") : s.protocol) + note + ": " + s.verdict;
+  return v;
 }
 
 ClaimVerdict verdict_of(std::string id, std::string claim, std::string metric, std::string measured_text,
@@ -52,30 +74,33 @@ ClaimVerdict ordering_claim(const ComparisonResult& r, std::string id, std::stri
                     training_budget(r), std::move(protocol));
 }
 
-int64_t longest_with_values(const ComparisonResult& r, const std::string& row) {
+int64_t longest_with_values(const ComparisonResult& r, const std::string& row, Protocol p = Protocol::NonOverlapping) {
   int64_t best = 1;
   for (int64_t k : r.config.eval_multipliers)
-    if (!values(r, row, lm_metric(Quantity::Perplexity, k)).empty()) best = std::max(best, k);
+    if (!values(r, row, lm_metric(Quantity::Perplexity, k, p)).empty()) best = std::max(best, k);
   return best;
 }
 
 // "handles longer sequences": perplexity grows by less than `limit` from 1x to the longest length.
-ClaimVerdict extrapolates(const ComparisonResult& r, std::string id, std::string claim, const std::string& method) {
+ClaimVerdict extrapolates(const ComparisonResult& r, std::string id, std::string claim, const std::string& method,
+                          Protocol p = Protocol::NonOverlapping) {
   constexpr double kLimit = 1.10;
   if (!has_method(r, method))
     return verdict_of(std::move(id), std::move(claim), "", "n/a", {kNotMeasured, "needs " + method + " in --methods"}, "");
-  const int64_t k = longest_with_values(r, method);
-  const Metric m = lm_metric(Quantity::PerplexityRatio, k);
+  const int64_t k = longest_with_values(r, method, p);
+  const Metric m = lm_metric(Quantity::PerplexityRatio, k, p);
   std::string all;
   for (int64_t x : r.config.eval_multipliers)
-    if (x != 1) all += (all.empty() ? "" : "; ") + std::to_string(x) + "x " + with_interval(summary(r, method, lm_metric(Quantity::PerplexityRatio, x)), 2);
+    if (x != 1)
+      all += (all.empty() ? "" : "; ") + std::to_string(x) + "x " +
+             with_interval(summary(r, method, lm_metric(Quantity::PerplexityRatio, x, p)), 2);
   const std::string metric = m.name() + ": perplexity at " + std::to_string(k) + "x the training length / at 1x; threshold " +
                              num(kLimit, 2) + " (less than 10% growth)";
   std::vector<ClaimTest> tests;
   if (k > 1) tests.push_back(beyond("growth at " + std::to_string(k) + "x below " + num(kLimit, 2), values(r, method, m), kLimit, true));
   const Judgement j = judge_family(tests, k == 1 ? "an evaluation beyond the training length (--eval-multipliers)" : "");
   return verdict_of(std::move(id), std::move(claim), metric, all.empty() ? "n/a" : all, j, training_budget(r),
-                    k > 1 ? length_protocol(r, k) : "");
+                    k > 1 ? length_protocol(r, k, p) : "");
 }
 
 ClaimVerdict claim_b(const ComparisonResult& r) {
@@ -98,11 +123,11 @@ ClaimVerdict claim_b(const ComparisonResult& r) {
                     "accuracy: " + measured(r, shown, acc) + " — F1: " + measured(r, shown, f1), j, training_budget(r));
 }
 
-ClaimVerdict claim_c(const ComparisonResult& r) {
+ClaimVerdict claim_c(const ComparisonResult& r, Protocol p) {
   const int64_t k = r.config.eval_multipliers.back();
   ClaimVerdict v = ordering_claim(r, "c", "extrapolation: RoPE > DeBERTa > T5 > absolute",
-                                  lm_metric(Quantity::PerplexityRatio, k), {"rope", "deberta", "t5", "absolute"},
-                                  length_protocol(r, k));
+                                  lm_metric(Quantity::PerplexityRatio, k, p), {"rope", "deberta", "t5", "absolute"},
+                                  length_protocol(r, k, p));
   v.why += " (learned positions cannot run beyond their table, so 'absolute' is sinusoidal here)";
   return v;
 }
@@ -206,7 +231,7 @@ ClaimVerdict claim_i(const ComparisonResult& r) {
   return v;
 }
 
-ClaimVerdict claim_j(const ComparisonResult& r) {
+ClaimVerdict claim_j(const ComparisonResult& r, Protocol p) {
   const std::string claim = "beyond 2048 tokens RoPE is the best choice";
   const int64_t block = r.config.base.model.block_size;
   int64_t k = 0;
@@ -220,7 +245,7 @@ ClaimVerdict claim_j(const ComparisonResult& r) {
                       {kNotMeasured, k == 0 ? "an evaluation at 2048 tokens or more (raise --eval-multipliers)"
                                             : "rope in --methods"},
                       "");
-  const Metric m = lm_metric(Quantity::Perplexity, k);
+  const Metric m = lm_metric(Quantity::Perplexity, k, p);
   std::vector<std::string> others;
   for (const auto& row : rows(r))
     if (row != "rope" && !values(r, row, m).empty()) others.push_back(row);
@@ -233,7 +258,7 @@ ClaimVerdict claim_j(const ComparisonResult& r) {
   Judgement j = judge_family(tests, others.empty() ? "another row evaluated at " + std::to_string(k * block) + " tokens" : "");
   j.why += " (plain RoPE against every other row, its scaled variants included)";
   return verdict_of("j", claim, m.name() + " (" + std::to_string(k * block) + " tokens; lower is better)",
-                    measured(r, shown, m), j, training_budget(r), length_protocol(r, k));
+                    measured(r, shown, m), j, training_budget(r), length_protocol(r, k, p));
 }
 
 ClaimVerdict claim_k(const ComparisonResult& r) {
@@ -286,14 +311,18 @@ std::vector<ClaimVerdict> claims(const ComparisonResult& r) {
   out.push_back(ordering_claim(r, "a", "perplexity: RoPE < DeBERTa < T5 < absolute", ppl,
                                {"rope", "deberta", "t5", "absolute"}));
   out.push_back(claim_b(r));
-  out.push_back(claim_c(r));
+  out.push_back(with_sliding(r, [&](Protocol p) { return claim_c(r, p); }));
   out.push_back(claim_d(r));
-  out.push_back(extrapolates(r, "e", "T5's bucketing lets it handle sequences longer than trained", "t5"));
-  out.push_back(extrapolates(r, "f", "RoPE naturally extrapolates", "rope"));
+  out.push_back(with_sliding(r, [&](Protocol p) {
+    return extrapolates(r, "e", "T5's bucketing lets it handle sequences longer than trained", "t5", p);
+  }));
+  out.push_back(
+      with_sliding(r, [&](Protocol p) { return extrapolates(r, "f", "RoPE naturally extrapolates", "rope", p); }));
   out.push_back(claim_g(r));
   out.push_back(claim_h(r));
   out.push_back(claim_i(r));
-  out.push_back(claim_j(r));
+  out.push_back(with_sliding(
+      r, [&](Protocol p) { return claim_j(r, p); }, " (RoPE's derived rows: non-overlapping only)"));
   out.push_back(claim_k(r));
   return out;
 }
