@@ -1051,18 +1051,11 @@ std::string claim_section(const EncoderTrackResult& r) {
 
 }  // namespace
 
-std::string encoder_report_markdown(const EncoderTrackResult& r) {
+namespace {
+
+// The masked-token accuracy and loss per method and length.
+void mlm_table(std::ostringstream& o, const EncoderTrackResult& r) {
   const EncoderTrackConfig& c = r.config;
-  std::ostringstream o;
-  o << "## Encoder track: masked-LM pretraining, classification and labelling\n\n";
-  o << "Bidirectional encoders (no mask; T5 with bidirectional buckets, ALiBi symmetric −m|i−j|, DeBERTa's "
-       "c2p and p2c in both directions) pretrained with BERT's masked-LM objective (15% of the tokens selected; "
-       "80% [MASK], 10% random, 10% unchanged), then fine-tuned per task with a fresh head on a copy of the "
-       "pretrained weights. "
-    << c.n_layer << " layers, " << c.n_embd << " channels, " << c.n_head << " heads; length " << c.length
-    << "; " << c.mlm_iters << " masked-LM steps and " << c.task_iters << " fine-tuning steps per task, batch "
-    << c.batch << ", lr " << c.lr << "; " << c.eval_examples << " held-out examples per task and length; seeds "
-    << c.seeds.size() << ". Cells: mean [95% Student-t interval] over seeds.\n\n";
   // MLM table
   o << "### Masked-token accuracy and loss (validation)\n\n| method |";
   for (int64_t m : c.multipliers) o << " accuracy x" << m << " |";
@@ -1077,6 +1070,11 @@ std::string encoder_report_markdown(const EncoderTrackResult& r) {
     o << "\n";
   }
   o << "\n";
+}
+
+// One table per task: its metrics per method and length, with the chance row of a sequence task.
+void task_tables(std::ostringstream& o, const EncoderTrackResult& r) {
+  const EncoderTrackConfig& c = r.config;
   // Task tables
   for (const auto& task : c.tasks) {
     const bool lab = is_labelling(task);
@@ -1105,6 +1103,11 @@ std::string encoder_report_markdown(const EncoderTrackResult& r) {
     }
     o << "\n";
   }
+}
+
+// The NoPE control and the scores other encodings have by construction (encoder_score_is_structural).
+void control_section(std::ostringstream& o, const EncoderTrackResult& r) {
+  const EncoderTrackConfig& c = r.config;
   // NoPE control, and the scores other encodings have by construction (encoder_score_is_structural)
   std::vector<std::pair<std::string, std::string>> structural;  // (task, method)
   for (const auto& task : c.tasks)
@@ -1151,6 +1154,25 @@ std::string encoder_report_markdown(const EncoderTrackResult& r) {
     }
     o << "\n";
   }
+}
+
+}  // namespace
+
+std::string encoder_report_markdown(const EncoderTrackResult& r) {
+  const EncoderTrackConfig& c = r.config;
+  std::ostringstream o;
+  o << "## Encoder track: masked-LM pretraining, classification and labelling\n\n";
+  o << "Bidirectional encoders (no mask; T5 with bidirectional buckets, ALiBi symmetric −m|i−j|, DeBERTa's "
+       "c2p and p2c in both directions) pretrained with BERT's masked-LM objective (15% of the tokens selected; "
+       "80% [MASK], 10% random, 10% unchanged), then fine-tuned per task with a fresh head on a copy of the "
+       "pretrained weights. "
+    << c.n_layer << " layers, " << c.n_embd << " channels, " << c.n_head << " heads; length " << c.length
+    << "; " << c.mlm_iters << " masked-LM steps and " << c.task_iters << " fine-tuning steps per task, batch "
+    << c.batch << ", lr " << c.lr << "; " << c.eval_examples << " held-out examples per task and length; seeds "
+    << c.seeds.size() << ". Cells: mean [95% Student-t interval] over seeds.\n\n";
+  mlm_table(o, r);
+  task_tables(o, r);
+  control_section(o, r);
   o << claim_section(r);
   return o.str();
 }
