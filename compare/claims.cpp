@@ -57,8 +57,13 @@ ClaimTest from_t(std::string name, const WelchTest& w, bool claim_is_lower) {
 
 }  // namespace
 
+ClaimTest better_values(std::string name, const std::vector<double>& a, const std::vector<double>& b,
+                        bool lower_is_better) {
+  return from_t(std::move(name), welch_test(a, b), lower_is_better);
+}
+
 ClaimTest better(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m) {
-  return from_t(a + " vs " + b, welch_test(values(r, a, m), values(r, b, m)), m.lower_is_better());
+  return better_values(a + " vs " + b, values(r, a, m), values(r, b, m), m.lower_is_better());
 }
 
 ClaimTest better_paired(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m) {

@@ -74,6 +74,9 @@ struct ClaimTest {
 
 // "a is better than b" on metric m: Welch on the two rows' per-seed values.
 ClaimTest better(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m);
+// The same on per-seed values given directly (a study's own quantities, e.g. the encoder's composites).
+ClaimTest better_values(std::string name, const std::vector<double>& a, const std::vector<double>& b,
+                        bool lower_is_better);
 // "a is better than b" on the per-seed differences a − b of the seeds both rows have (a row and a
 // variant of the same models: scaled against plain, randomized against plain, fine-tuned rows).
 ClaimTest better_paired(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m);

@@ -25,18 +25,6 @@ ClaimVerdict claim_from(std::string id, std::string claim, std::string metric, s
   return v;
 }
 
-ClaimTest better_values(std::string name, const std::vector<double>& a, const std::vector<double>& b, bool lower_is_better) {
-  const WelchTest w = welch_test(a, b);
-  ClaimTest t;
-  t.name = std::move(name);
-  t.testable = w.testable;
-  t.why_not = w.why;
-  t.non_finite = w.non_finite;
-  t.p = w.p;
-  if (w.testable && w.diff != 0) t.direction = (w.diff < 0) == lower_is_better ? 1 : -1;
-  return t;
-}
-
 std::optional<Proportion> wilson_of(const Scored& s) {
   if (s.examples <= 0 || !std::isfinite(s.value) || s.value < 0 || s.value > 1) return std::nullopt;
   const double k = s.value * static_cast<double>(s.examples);

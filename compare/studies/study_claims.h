@@ -28,10 +28,6 @@ namespace posgrad::train {
 ClaimVerdict claim_from(std::string id, std::string claim, std::string metric, std::string measured, const Judgement& j,
                         std::string budget, std::string protocol = "");
 
-// "a is better than b" on two lists of per-seed values (Welch's t-test, as better() in
-// compare/claims.h does for two rows): direction +1 when a's mean is the better one.
-ClaimTest better_values(std::string name, const std::vector<double>& a, const std::vector<double>& b, bool lower_is_better);
-
 // One model's score on a known number of test examples: a proportion (examples right / examples)
 // or a mean of per-example scores in [0, 1] (per-token accuracy: the share of each example's tokens
 // right, averaged over the examples).
