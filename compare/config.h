@@ -27,8 +27,8 @@ struct CompareConfig {
   int64_t eval_tokens = 16384;          // validation tokens scored per evaluation length
   int64_t per_position_multiplier = 4;  // window length (x block) of the per-position loss
   std::string out_dir = "runs/compare";
-  // Which models are compared: the causal decoder (the default: the decoder units), the
-  // bidirectional encoder (the encoder track's own units), or both.
+  // Which models are compared: the causal decoder (the decoder units), the bidirectional encoder
+  // (the encoder track's own units), or both (the quick and full presets; tiny: decoder).
   std::string track = "decoder";
   // Each study's settings (its struct S with S::kStudy, e.g. SuiteSettings in
   // compare/studies/suite/length_suite.h), made with their defaults by the constructor

@@ -147,8 +147,10 @@ std::vector<std::string> render(const ComparisonResult& r, const std::string& di
   };
   const ReportDir out{staging, staging + "/plots"};
   if (r.config.track == "encoder") {  // no decoder units: the one study that ran writes the report
+    // Only the studies with units of their own ran; the decoder studies' files would be empty tables
+    // and plots of no data.
     for (const StudyEntry& s : studies())
-      if (s.write_files && (!s.enabled || s.enabled(r.config))) s.write_files(r, out);
+      if (s.write_files && s.own_units && (!s.enabled || s.enabled(r.config))) s.write_files(r, out);
     std::string md;
     for (const StudyEntry& s : studies())
       if (s.report_alone && (!s.enabled || s.enabled(r.config))) md = s.report_alone(r);

@@ -5,6 +5,7 @@
 // claim may read "supported" or "contradicted" more often than the stated 5%.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -15,7 +16,7 @@
 #include "compare/compare.h"
 #include "compare/studies/cost/cost.h"
 #include "compare/studies/lm/lm.h"
-#include "compare/studies/task/task.h"
+#include "compare/studies/encoder/encoder_track.h"
 
 using namespace posgrad;
 using namespace posgrad::train;
@@ -74,13 +75,24 @@ struct Synthetic {
     for (size_t s = 0; s < v.size(); ++s) unit(m, s + 1).parts.get<LmResult>().lengths[0]->accuracy = v[s];
     return *this;
   }
-  Synthetic& f1(const std::string& m, const std::vector<double>& v) {
-    for (size_t s = 0; s < v.size(); ++s) {
-      TaskScore t;
-      t.length = r.config.of<TaskSettings>().length;
-      t.examples = 64;
-      t.token_f1 = v[s];
-      unit(m, s + 1).parts.get<TaskResult>().scores = {t};
+  // The encoder track's accuracy and macro-F1 of `m` per seed on one sequence task (marker_segment,
+  // on which no encoding is structural) at 1x: claim (b) reads them.
+  Synthetic& encoder(const std::string& m, const std::vector<double>& acc, const std::vector<double>& f1) {
+    r.config.track = "both";
+    EncoderTrackResult& e = r.parts.get<EncoderTrackResult>();
+    e.config = encoder_track_preset("tiny");
+    e.config.seeds = r.config.seeds;
+    e.config.tasks = {"marker_segment"};
+    e.config.multipliers = {1};
+    if (std::find(e.config.methods.begin(), e.config.methods.end(), m) == e.config.methods.end()) e.config.methods.push_back(m);
+    for (size_t s = 0; s < acc.size(); ++s) {
+      EncoderUnitResult u;
+      u.method = m;
+      u.seed = s + 1;
+      u.mlm_loss = {1.0};
+      u.mlm_accuracy = {0.5};
+      u.tasks = {EncoderTaskScore{"marker_segment", 1, 16, 192, acc[s], f1[s]}};
+      e.units.push_back(u);
     }
     return *this;
   }
@@ -212,25 +224,28 @@ TEST(ArticleClaims, A_PerplexityOrdering) {
   EXPECT_EQ(claim(all, "a").budget, "6 steps of 4x16 tokens x 3 seeds");
 }
 
-TEST(ArticleClaims, B_AccuracyAndF1AreOneFamily) {
+TEST(ArticleClaims, B_AccuracyAndF1OnTheEncoderTrack) {
   auto build = [](std::vector<double> rope_f1) {
     Synthetic s(kArticle);
-    s.accuracy("rope", {0.60, 0.61, 0.62}).accuracy("deberta", {0.55, 0.56, 0.57}).accuracy("t5", {0.50, 0.51, 0.52});
-    s.accuracy("sinusoidal", {0.40, 0.41, 0.42}).accuracy("learned", {0.35, 0.36, 0.37});
-    s.f1("rope", rope_f1).f1("deberta", {0.80, 0.81, 0.82}).f1("t5", {0.70, 0.71, 0.72});
-    s.f1("sinusoidal", {0.60, 0.61, 0.62}).f1("learned", {0.50, 0.51, 0.52});
+    s.encoder("rope", {0.60, 0.61, 0.62}, rope_f1).encoder("deberta", {0.55, 0.56, 0.57}, {0.80, 0.81, 0.82});
+    s.encoder("t5", {0.50, 0.51, 0.52}, {0.70, 0.71, 0.72}).encoder("sinusoidal", {0.40, 0.41, 0.42}, {0.60, 0.61, 0.62});
+    s.encoder("learned", {0.35, 0.36, 0.37}, {0.50, 0.51, 0.52});
     return s;
   };
   expect(build({0.90, 0.91, 0.92}).r, "b", kSupported, "all of 8 significant");
   expect(build({0.60, 0.61, 0.62}).r, "b", kContradicted, "F1 rope vs deberta");
   expect(build({0.70, 0.95, 0.80}).r, "b", kInconclusive, "F1 rope vs deberta (p ");
-  Synthetic no_task = build({0.9, 0.91, 0.92});
-  for (auto& u : no_task.r.units) u.parts.get<TaskResult>().scores.clear();
-  expect(no_task.r, "b", kNotMeasured, "F1 of");
-  // Every method scores the same F1 on every seed (a task that separates nothing): not testable.
-  Synthetic flat = build({1, 1, 1});
-  for (const auto& m : kArticle) flat.f1(m, {1, 1, 1});
+  // The claims table holds the encoder track's verdict itself, budget and all.
+  const auto all = judge_claims(build({0.90, 0.91, 0.92}).r);
+  EXPECT_EQ(claim(all, "b").family, 8);
+  EXPECT_NE(claim(all, "b").budget.find("masked-LM steps"), std::string::npos) << claim(all, "b").budget;
+  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const ClaimVerdict& v) { return v.id == "b"; }), 1);
+  // Every method scores the same on every seed (a task that separates nothing): not testable.
+  Synthetic flat(kArticle);
+  for (const auto& m : kArticle) flat.encoder(m, {1, 1, 1}, {1, 1, 1});
   expect(flat.r, "b", kInconclusive, "no variance on either side");
+  // Decoders only: a decoder's next-token accuracy is not the article's accuracy, nor a copy task's F1.
+  expect(ordered().r, "b", kNotMeasured, "needs the encoder track (--track both)");
 }
 
 TEST(ArticleClaims, C_ExtrapolationOrdering) {
@@ -387,13 +402,14 @@ TEST(NullExperiment, ComparativeVerdictsStayWithinTheStatedRate) {
   for (int e = 0; e < kExperiments; ++e) {
     Synthetic s(methods, 3, 64, {1, 2, 4, 8, 16, 32});
     for (const auto& m : methods) {
-      std::vector<double> ppl, acc, f1;
+      std::vector<double> ppl, acc, enc_acc, enc_f1;
       for (int i = 0; i < 3; ++i) {
         ppl.push_back(5.0 * (1 + 0.01 * noise(gen)));
         acc.push_back(0.5 + 0.005 * noise(gen));
-        f1.push_back(0.8 + 0.01 * noise(gen));
+        enc_acc.push_back(0.8 + 0.02 * noise(gen));
+        enc_f1.push_back(0.7 + 0.03 * noise(gen));
       }
-      s.ppl(m, ppl).accuracy(m, acc).f1(m, f1);
+      s.ppl(m, ppl).accuracy(m, acc).encoder(m, enc_acc, enc_f1);
       for (int64_t k : {2, 4, 8, 16, 32}) {
         std::vector<double> g;
         for (int i = 0; i < 3; ++i) g.push_back(1.5 * (1 + 0.02 * noise(gen)));

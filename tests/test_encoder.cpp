@@ -799,6 +799,25 @@ TEST(EncoderTrack, CompareCommandValidatesKeepsAndEvaluates) {
   std::filesystem::remove_all(dir);
 }
 
+// An experiment without decoder units writes the encoder track's files only: no decoder study's
+// empty tables or plots of no data, even with those studies switched on.
+TEST(EncoderTrack, EncoderAloneWritesOnlyItsFiles) {
+  POSGRAD_REQUIRE_BIN();
+  const std::string dir = ::testing::TempDir() + "/posgrad_encoder_alone";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  { std::ofstream(dir + "/corpus.txt") << tiny_corpus(); }
+  const test::Proc p = test::run_posgrad("compare --preset tiny --track encoder --methods rope --seeds 1 --encoder-tasks reversed "
+                                         "--pi-iters 2 --suite-iters 2 --corpus " + dir + "/corpus.txt --out-dir " + dir + "/run");
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/run/encoder_results.csv"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/run/report.md"));
+  for (const char* f : {"results.csv", "pi.csv", "suite.csv", "suite_seeds.csv", "passkey.csv", "plots/ppl_vs_length.png", "plots/train_loss.gp"})
+    EXPECT_FALSE(std::filesystem::exists(dir + "/run/" + f)) << f;
+  EXPECT_EQ(p.err.find("gnuplot failed"), std::string::npos) << p.err;
+  std::filesystem::remove_all(dir);
+}
+
 // The decoder checkpoint records its track; a checkpoint of another track is refused by name.
 TEST(EncoderTrack, DecoderCheckpointRecordsItsTrack) {
   POSGRAD_REQUIRE_BIN();

@@ -497,19 +497,19 @@ TEST(StudyClaims, EncoderOrderingEveryVerdict) {
   // In the claimed order, well apart: 3 pairs x (accuracy, F1).
   auto claims = train::judge_encoder_claims(encoder({{"rope", rope}, {"deberta", deberta}, {"t5", t5}, {"sinusoidal", sinusoidal}}));
   ASSERT_EQ(claims.size(), 1u);
-  expect(claims, "b (encoder)", train::kSupported, "all of 6 significant at 5% as claimed", 6);
+  expect(claims, "b", train::kSupported, "all of 6 significant at 5% as claimed", 6);
   EXPECT_TRUE(contains(claims[0].budget, "fine-tuning steps per task")) << claims[0].budget;
   EXPECT_TRUE(contains(claims[0].measured, "accuracy: rope 0.910")) << claims[0].measured;
   // T5 well above DeBERTa: against the claim.
   claims = train::judge_encoder_claims(encoder({{"rope", rope}, {"deberta", t5}, {"t5", deberta}, {"sinusoidal", sinusoidal}}));
-  expect(claims, "b (encoder)", train::kContradicted, "significantly the other way after Holm over the 6: accuracy deberta vs t5", 6);
+  expect(claims, "b", train::kContradicted, "significantly the other way after Holm over the 6: accuracy deberta vs t5", 6);
   // RoPE level with DeBERTa.
   claims = train::judge_encoder_claims(
       encoder({{"rope", {0.81, 0.80, 0.83}}, {"deberta", deberta}, {"t5", t5}, {"sinusoidal", sinusoidal}, {"learned", sinusoidal}}));
-  expect(claims, "b (encoder)", train::kInconclusive, "not significant at 5% for accuracy rope vs deberta", 8);
+  expect(claims, "b", train::kInconclusive, "not significant at 5% for accuracy rope vs deberta", 8);
   // No DeBERTa, no absolute encoding.
   claims = train::judge_encoder_claims(encoder({{"rope", rope}, {"t5", t5}}));
-  expect(claims, "b (encoder)", train::kNotMeasured, "needs deberta, absolute with values at 1x", 0);
+  expect(claims, "b", train::kNotMeasured, "needs deberta, absolute with values at 1x", 0);
 }
 
 // ---- the tables and CSVs: Wilson's interval per model, seed intervals clipped to [0, 1] ---------------

@@ -1024,7 +1024,7 @@ std::vector<ClaimVerdict> judge_encoder_claims(const EncoderTrackResult& r) {
                              std::to_string(c.eval_examples) + " held-out examples per task";
   const std::string protocol = "at the fine-tuning length " + std::to_string(c.length) +
                                " (1x); intervals: seed noise only";
-  return {claim_from("b (encoder)", "accuracy and F1: RoPE > DeBERTa > T5 > absolute",
+  return {claim_from("b", "accuracy and F1: RoPE > DeBERTa > T5 > absolute",
                      "accuracy at 1x (mean over the sequence-classification tasks; higher is better); F1 at 1x (mean of "
                      "the sequence tasks' macro-F1 and the labelling task's span F1) — one family: both orderings, "
                      "Welch's t-test per adjacent pair, each absolute encoding run" + left_text,
@@ -1035,7 +1035,7 @@ std::vector<ClaimVerdict> judge_encoder_claims(const EncoderTrackResult& r) {
 namespace {
 
 // The article's ordering claim on this track, as a table of its own (the report's claims table
-// holds it too, as "b (encoder)").
+// holds it too, as claim (b): compare/studies/article/article.h).
 std::string claim_section(const EncoderTrackResult& r) {
   std::ostringstream o;
   o << "### The article's accuracy/F1 claim on the encoder track\n\nJudged as the article's claims are (compare/claims.h): "

@@ -197,7 +197,7 @@ std::vector<std::string> encoder_structural_tasks(const EncoderTrackConfig& cfg,
 
 // The article's claim (b) "accuracy and F1: RoPE > DeBERTa > T5 > absolute" on the encoder track's
 // accuracy (mean over the sequence tasks) and F1 (mean of the macro-F1s and the span F1), at 1x, as
-// one claim, id "b (encoder)": one family (judge_family, compare/claims.h) of both orderings' adjacent
+// one claim, id "b" (the article's claims table reads it from here: compare/studies/article/article.h): one family (judge_family, compare/claims.h) of both orderings' adjacent
 // pairs, each a Welch t-test on the per-seed composites (rope vs deberta, deberta vs t5, t5 vs each
 // of sinusoidal and learned that has values). A task on which a method of the claim is structural
 // (encoder_structural_tasks) is left out of every method's composite, so that all are compared on
