@@ -141,10 +141,11 @@ void add_content_position_case(std::vector<OpCase>& out, const std::string& name
 
 namespace {
 
-// The three modifier shapes with generic data. Distance: any (H, Tq + Tk - 1) tensor, gradchecked
+// The modifier shapes with generic data. Distance: any (H, Tq + Tk - 1) tensor, gradchecked
 // (what T5, ALiBi and KERPLE compute from their parameters). ContentPosition: kr, qr (2S, H, D) and
-// the bucket c(r) = clamp(r, -S, S - 1) + S (DeBERTa's without log buckets).
-enum class Modifier { None, Distance, ContentPosition };
+// the bucket c(r) = clamp(r, -S, S - 1) + S (DeBERTa's without log buckets). Dense: any (H, Tq, Tk)
+// tensor (what FIRE computes), CPU only.
+enum class Modifier { None, Distance, ContentPosition, Dense };
 struct Spec {
   std::string name;
   Shape q, k;
@@ -190,6 +191,22 @@ void add_case(std::vector<OpCase>& out, const Spec& sp) {
         return [=](int64_t, int64_t h, int64_t i, int64_t j) { return bias[h * nd + column(i, j)]; };
       };
       break;
+    case Modifier::Dense:
+      ac.name = family + "dense/" + sp.name;
+      ac.extra_inputs = [=](Generator& g, DType t) { return TensorList{make_input({H, Tq, Tk}, g, t, true, -2.0, 2.0)}; };
+      ac.modifier = [](const TensorList& x) {
+        ScoreModifier m;
+        m.kind = ScoreBias::Dense;
+        m.bias_dense = x[3];
+        return m;
+      };
+      ac.reference_bias = [=](const TensorList& x) -> AttentionBiasFn {
+        auto bias = host(x[3]);
+        return [=](int64_t, int64_t h, int64_t i, int64_t j) { return bias[(h * Tq + i) * Tk + j]; };
+      };
+      add_attention_case(out, ac);
+      out.back().cuda = false;  // no CUDA kernel for the dense bias
+      return;
     case Modifier::ContentPosition:
       add_content_position_case(out, family + "content_position/" + sp.name, sp.q, sp.k, sp.causal, sp.q_offset,
                                 scale, 2 * kSpan, sp.c2p, sp.p2c,
@@ -276,7 +293,7 @@ void register_attention_cases(std::vector<OpCase>& out) {
     s.mod = mod;
     return s;
   };
-  for (Modifier mod : {Modifier::None, Modifier::Distance, Modifier::ContentPosition}) {
+  for (Modifier mod : {Modifier::None, Modifier::Distance, Modifier::ContentPosition, Modifier::Dense}) {
     add_case(out, spec("bidir/2x1x7x3", s2173, false, mod));
     if (mod == Modifier::None) out.back().edges = attention_edges();
     add_case(out, spec("causal/1x3x33x5", s13335, true, mod));
@@ -315,7 +332,7 @@ void register_attention_cases(std::vector<OpCase>& out) {
   // Learnable attention sinks (SPEC-positions-2 §5) with every modifier shape: bidirectional, causal
   // across a tile (T = 70 > 64), a single token, rows that see only the sink (q_offset -3), a
   // KV-cache-like window, and per-token positions.
-  for (Modifier mod : {Modifier::None, Modifier::Distance, Modifier::ContentPosition}) {
+  for (Modifier mod : {Modifier::None, Modifier::Distance, Modifier::ContentPosition, Modifier::Dense}) {
     auto with_sinks = [](Spec s) {
       s.sinks = true;
       return s;
@@ -335,7 +352,7 @@ void register_attention_cases(std::vector<OpCase>& out) {
       s.q_offset = 4;
       add_case(out, s);
     }
-    if (mod != Modifier::None) {
+    if (mod == Modifier::Distance || mod == Modifier::ContentPosition) {
       Spec s = with_sinks(spec("bidir/positions_gaps/2x3x8x5", {2, 3, 8, 5}, false, mod));
       s.positions = gaps;
       add_case(out, s);

@@ -81,7 +81,7 @@ Problem make_problem(const std::string& kind, int64_t B, int64_t H, int64_t T, i
   p.leaves.push_back(proj.w_k);
   const double scale = pe->attention_scale(D);
   p.forward = [=](bool naive) {
-    auto [qr, kr] = pe->rotate(q, k, 0);
+    auto [qr, kr] = pe->rotate(0, q, k, 0);
     const ScoreModifier m = pe->scores(0, proj, T, T, 0);
     return naive ? attention_reference(qr, kr, v, m, true, scale) : attention(qr, kr, v, m, true, scale);
   };

@@ -19,6 +19,7 @@ fixtures are committed. To regenerate (after changing the model, an encoding or 
     ./scripts/setup.sh                                  # builds build/replay_export
     python3 -m venv .venv-torch && .venv-torch/bin/pip install torch safetensors numpy
     .venv-torch/bin/python bench/make_replay_fixtures.py --build build
+    .venv-torch/bin/python bench/make_replay_fixtures.py --build build --only fire,hybrid_rn   # new variants only
 """
 import argparse
 import os
@@ -96,13 +97,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build", help="posgrad build directory (holds replay_export)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "replay"))
+    ap.add_argument("--only", default="", help="comma-separated variants to (re)write; empty: every variant")
     a = ap.parse_args()
+    only = set(filter(None, a.only.split(",")))
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([os.path.join(a.build, "replay_export"), tmp], check=True, stdout=subprocess.DEVNULL)
         os.makedirs(a.out, exist_ok=True)
         for name in sorted(os.listdir(tmp)):
+            if only and name.split(".")[0] not in only:
+                continue
             variant, out = replay(os.path.join(tmp, name))
             save_file(out, os.path.join(a.out, variant + ".safetensors"),
                       metadata={"variant": variant, "torch_version": torch.__version__,

@@ -83,6 +83,13 @@ class Attention(nn.Module):
             bias = pe.bias(T)
         elif pe.kind == "kerple":
             bias = pe.kerple_bias(T, layer)
+        elif pe.kind == "fire":
+            bias = pe.fire_bias(T, layer)
+        elif pe.kind == "hybrid":
+            if pe.hybrid_uses_rope(layer):
+                q, k = pe.rotate(q), pe.rotate(k)
+            elif pe.o.get("hybrid_temperature", True):
+                q = q * pe.nope_temperature(T).to(q.dtype)
         elif pe.kind == "deberta":
             R = pe.rel_norm(pe.rel_embeddings)                 # (2S, C), shared by all layers
             Wq, Wk, _ = self.qkv.weight.split(C)
@@ -171,6 +178,15 @@ class PosEnc(nn.Module):
             self.rel_norm = nn.LayerNorm(C, eps=1e-7)
         if kind == "alibi":
             self.register_buffer("slopes", alibi_slopes(H), persistent=False)
+        if kind == "fire":  # per layer: Linear(1, W), Linear(W, H), c, m (Li et al. 2024 listing)
+            W = o.get("fire_mlp_width", 32)
+            for l in range(L):
+                setattr(self, f"fire_w1_{l}", nn.Parameter(torch.empty(W, 1).uniform_(-1, 1)))
+                setattr(self, f"fire_b1_{l}", nn.Parameter(torch.empty(W).uniform_(-1, 1)))
+                setattr(self, f"fire_w2_{l}", nn.Parameter(torch.empty(H, W).uniform_(-W ** -0.5, W ** -0.5)))
+                setattr(self, f"fire_b2_{l}", nn.Parameter(torch.empty(H).uniform_(-W ** -0.5, W ** -0.5)))
+                setattr(self, f"fire_c_{l}", nn.Parameter(torch.full((1,), o.get("fire_init_c", 0.1))))
+                setattr(self, f"fire_m_{l}", nn.Parameter(torch.ones(1)))
         if kind == "kerple":  # per layer r1 ~ U(0, 2), r2 ~ U(0, 1), as KERPLE's GPT-NeoX code
             for l in range(L):
                 setattr(self, f"r1_{l}", nn.Parameter(torch.rand(H) * 2))
@@ -266,6 +282,33 @@ class PosEnc(nn.Module):
         i = torch.arange(T, device=r1.device)
         dist = (i[None, :] - i[:, None]).abs().to(r1.dtype)
         return -(r1[:, None, None] * torch.log(r2[:, None, None] * dist + 1))  # (H, T, T)
+
+    def fire_bias(self, T, layer):
+        """FIRE (Li et al. 2024, the paper's PyTorch listing): MLP(psi(|i - j|) / psi(max(i, L))),
+        psi(x) = log(|c| x + 1), L = |m L0|, added to the scaled scores; (H, T, T)."""
+        g = lambda n: getattr(self, f"fire_{n}_{layer}")
+        L0 = self.o.get("fire_l0", 0) or max(1, self.L0 // 4)
+        pos = torch.arange(T, dtype=torch.float32)
+        rel = (pos[:, None] - pos[None, :]).abs()
+        c, L = g("c").abs(), (g("m") * L0).abs()
+        norm = torch.log(c * torch.maximum(pos[:, None], L) + 1) + 1e-6
+        u = torch.log(c * rel + 1) / norm                                  # (T, T)
+        hidden = torch.relu(u[..., None] * g("w1")[:, 0] + g("b1"))        # (T, T, W)
+        return (hidden @ g("w2").t() + g("b2")).permute(2, 0, 1)           # (H, T, T)
+
+    def hybrid_uses_rope(self, layer):
+        """iRoPE (HF Llama 4 / SmolLM3 no_rope_layer_interval): layer l rotates iff (l + 1) % K != 0."""
+        layers = self.o.get("hybrid_layers", "")
+        if layers:
+            return layers.split(",")[layer] == "rope"
+        return (layer + 1) % self.o.get("hybrid_nope_interval", 4) != 0
+
+    def nope_temperature(self, T):
+        """Llama 4 attn_temperature_tuning: log1p(floor((p + 1) / F)) * alpha + 1 per query row."""
+        F_ = self.o.get("hybrid_temp_floor_scale", 0.0) or max(1.0, self.L0 / 4)
+        p = torch.arange(T, dtype=torch.float64)
+        tau = torch.log1p(torch.floor((p + 1) / F_)) * self.o.get("hybrid_temp_scale", 0.1) + 1
+        return tau[:, None]  # (T, 1): scales q's rows
 
     def rows(self, T):
         S = self.o["deberta_position_buckets"]

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "autograd/ops.h"
@@ -186,34 +187,67 @@ namespace {
 
 // The overall progress of this process's share of the experiment's units (compare/compare_dist.h:
 // round-robin), one line when a unit starts training and before each of its studies: units done of
-// the share, the current unit and study, time elapsed, and time left from the finished units' mean.
+// the share, the current unit and study, time elapsed, and time left. Units of different kinds (a
+// decoder unit and its studies; an encoder-track unit) take very different times, so the estimate
+// is per kind: the remaining units of each kind times that kind's mean so far; the kinds not timed
+// yet are named instead of guessed.
 class Progress {
  public:
-  explicit Progress(size_t units) : total_(units), t0_(Clock::now()) {}
+  explicit Progress(std::vector<std::string> kinds) : kinds_(std::move(kinds)), t0_(Clock::now()) {}
   void start_unit(const UnitSpec& u) {
+    finish_current();
     ++started_;
     unit_t0_ = Clock::now();
     label_ = u.label();
+    current_kept_ = false;
   }
   // A unit kept from an earlier run: it took no time, so it does not count in the mean.
-  void kept() { ++kept_; }
+  void kept() { current_kept_ = true; }
   void step(const std::string& what) const {
-    const double elapsed = seconds(t0_), before = elapsed - seconds(unit_t0_);
-    const size_t finished = started_ - 1, measured = finished - std::min(finished, kept_);
-    const double left = measured ? before / static_cast<double>(measured) * static_cast<double>(total_ - finished) -
-                                       seconds(unit_t0_)
-                                 : -1;
-    spdlog::info("=== progress: unit {}/{} ({}), {}; {} elapsed, {} ===", started_, total_, label_, what,
-                 format_eta(elapsed),
-                 measured ? "about " + format_eta(std::max(0.0, left)) + " left" : "time left known after the first unit measured");
+    const double elapsed = seconds(t0_);
+    double left = 0;
+    std::map<std::string, size_t> untimed;
+    for (size_t i = started_; i < kinds_.size(); ++i) {  // the units after the current one
+      const auto it = timed_.find(kinds_[i]);
+      if (it == timed_.end()) ++untimed[kinds_[i]];
+      else left += it->second.first / static_cast<double>(it->second.second);
+    }
+    if (started_ > 0) {  // the rest of the current unit, when its kind has a mean
+      const auto it = timed_.find(kinds_[started_ - 1]);
+      if (it != timed_.end())
+        left += std::max(0.0, it->second.first / static_cast<double>(it->second.second) - seconds(unit_t0_));
+      else if (!current_kept_)
+        ++untimed[kinds_[started_ - 1]];
+    }
+    std::string eta;
+    if (untimed.empty()) {
+      eta = "about " + format_eta(left) + " left";
+    } else {
+      std::string names;
+      for (const auto& [kind, n] : untimed)
+        names += (names.empty() ? "" : ", ") + std::to_string(n) + " " + (kind.empty() ? "decoder" : kind) + " unit" +
+                 (n == 1 ? "" : "s");
+      eta = (timed_.empty() ? std::string() : "about " + format_eta(left) + " left + ") + names + " not yet timed";
+    }
+    spdlog::info("=== progress: unit {}/{} ({}), {}; {} elapsed, {} ===", started_, kinds_.size(), label_, what,
+                 format_eta(elapsed), eta);
   }
 
  private:
   using Clock = std::chrono::steady_clock;
   static double seconds(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-  size_t total_, started_ = 0, kept_ = 0;
-  Clock::time_point t0_, unit_t0_;
+  void finish_current() {
+    if (started_ == 0 || current_kept_) return;
+    auto& [sum, n] = timed_[kinds_[started_ - 1]];
+    sum += seconds(unit_t0_);
+    ++n;
+  }
+  std::vector<std::string> kinds_;  // the study of each unit of the share, in order ("" = a decoder unit)
+  std::map<std::string, std::pair<double, size_t>> timed_;  // kind -> (seconds, units) of the finished ones
+  size_t started_ = 0;
+  bool current_kept_ = false;
   std::string label_;
+  Clock::time_point t0_, unit_t0_;
 };
 
 // The studies that run on the units of `method` in this configuration, in registry order.
@@ -438,8 +472,9 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   // Every unit over the job's processes (compare/compare_dist.h): the decoder units, then the units
   // of the studies that train their own models; rank 0 gets them all, in order.
   const std::vector<UnitSpec> units = experiment_units(cfg);
-  size_t mine = 0;
-  for (size_t i = 0; i < units.size(); ++i) mine += unit_owner(i, job.size()) == job.rank();
+  std::vector<std::string> mine;  // the study of each unit of this process's share
+  for (size_t i = 0; i < units.size(); ++i)
+    if (unit_owner(i, job.size()) == job.rank()) mine.push_back(units[i].study);
   Progress progress(mine);
   const std::vector<json> done = run_units_distributed(units, job, cfg.out_dir, [&](const UnitSpec& u) {
     progress.start_unit(u);

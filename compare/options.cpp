@@ -2,6 +2,8 @@
 // in registry order), then the training options of the decoder units.
 #include "compare/options.h"
 
+#include <algorithm>
+
 #include "compare/study.h"
 
 #include "nn/posenc/position_encoding.h"
@@ -16,7 +18,13 @@ const Table<CompareConfig>& compare_options() {
     Table<CompareConfig> t;
     Rows<CompareConfig> r(t);
     r.group("Experiment")
-        .add(choice_list("methods", nn::position_encoding_kinds(), 32, "Position encodings to compare"),
+        .add(choice_list("methods",
+                         [] {
+                           auto k = nn::position_encoding_kinds();
+                           k.push_back("all");
+                           return k;
+                         }(),
+                         32, "Position encodings to compare (all: every registered one, in registry order)"),
              POSGRAD_MEMBER(methods))
         .add(unsigned_list("seeds", 64, "Seeds; every method is trained once per seed (mean ± std over them)"),
              POSGRAD_MEMBER(seeds))
@@ -30,6 +38,20 @@ const Table<CompareConfig>& compare_options() {
              POSGRAD_MEMBER(per_position_multiplier))
         .add(result_neutral(text("out_dir", "Experiment directory (one run directory per method and seed inside)", false)),
              POSGRAD_MEMBER(out_dir));
+    // --methods all: every registered encoding; "all" stands alone.
+    for (auto& o : t)
+      if (o.spec.name == "methods") {
+        auto set = o.set;
+        o.set = [set](CompareConfig& c, Value v) {
+          auto& list = std::get<std::vector<std::string>>(v);
+          if (std::find(list.begin(), list.end(), "all") != list.end()) {
+            POSGRAD_CHECK(list.size() == 1, UsageError, "--methods: 'all' names every registered encoding and stands "
+                          "alone, got ", opt::format(v));
+            list = nn::position_encoding_kinds();
+          }
+          set(c, std::move(v));
+        };
+      }
     for (const StudyEntry& s : studies())  // each study's rows, under its group (compare/study.h)
       if (s.options) s.options(t);
     auto base = lift<CompareConfig, TrainConfig>(

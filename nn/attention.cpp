@@ -31,7 +31,7 @@ CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionE
   h.q = split_heads(0);
   h.k = split_heads(1);
   h.v = split_heads(2);
-  std::tie(h.q, h.k) = pe.rotate(h.q, h.k, pos0);
+  std::tie(h.q, h.k) = pe.rotate(layer, h.q, h.k, pos0);
   // The q/k rows of the fused weight (PyTorch layout (3C, C): rows [0, C) = q, [C, 2C) = k).
   LayerProjections lp;
   lp.w_q = qkv->weight.narrow(0, 0, C);

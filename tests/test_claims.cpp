@@ -385,6 +385,48 @@ TEST(ArticleClaims, K_HalfPrecisionPairedBySeed) {
   expect(Synthetic({"rope"}).r, "k", kNotMeasured, "rope@bf16");
 }
 
+// ---- the newer encodings' papers (compare/studies/papers/papers.h) ---------------------------------------
+
+TEST(PaperClaims, EveryVerdictOfN1ToN3) {
+  const std::vector<std::string> m = {"fire", "t5", "alibi", "kerple", "rope", "hybrid", "xpos"};
+  auto base = [&] {
+    Synthetic s(m, 3, 16, {1, 2, 4});
+    for (const auto& x : m) s.growth(x, {1.50, 1.51, 1.49}, 4);
+    return s;
+  };
+  // n1: FIRE's growth well below each comparator's (within any margin), or 20% above all of them.
+  Synthetic s = base();
+  s.growth("fire", {1.20, 1.21, 1.19}, 4);
+  expect(s.r, "n1", kSupported, "all of 3 significant");
+  s.growth("fire", {1.80, 1.81, 1.79}, 4);
+  expect(s.r, "n1", kContradicted, "fire within 5% of t5");
+  // Level with them, with seed noise: within 5% is not shown either way.
+  s.growth("fire", {1.40, 1.70, 1.55}, 4);
+  expect(s.r, "n1", kInconclusive, "not significant");
+  expect(Synthetic({"fire", "rope"}).r, "n1", kNotMeasured, "t5, alibi or kerple in --methods");
+  expect(Synthetic({"t5", "alibi"}).r, "n1", kNotMeasured, "fire in --methods");
+  EXPECT_EQ(claim(judge_claims(base().r), "n1").family, 3);
+  // n2: better growth and no worse perplexity at 1x (one family of 2).
+  s = base();
+  s.ppl("rope", {5.00, 5.02, 4.98}).ppl("hybrid", {5.00, 5.01, 4.99});  // growth kept: set before it
+  s.growth("hybrid", {1.20, 1.21, 1.19}, 4).growth("rope", {1.50, 1.51, 1.49}, 4);
+  expect(s.r, "n2", kSupported, "all of 2 significant");
+  s.ppl("hybrid", {5.50, 5.51, 5.49});  // 10% above rope's 5.0 at 1x
+  expect(s.r, "n2", kContradicted, "hybrid within 1% of rope");
+  s = base();
+  expect(s.r, "n2", kInconclusive, "hybrid vs rope");
+  expect(Synthetic({"rope"}).r, "n2", kNotMeasured, "hybrid in --methods");
+  // n3: xpos against rope.
+  s = base();
+  s.growth("xpos", {1.20, 1.21, 1.19}, 4);
+  expect(s.r, "n3", kSupported, "significant at 5% as claimed");
+  s.growth("xpos", {1.80, 1.81, 1.79}, 4);
+  expect(s.r, "n3", kContradicted, "xpos vs rope");
+  expect(Synthetic({"rope"}).r, "n3", kNotMeasured, "xpos in --methods");
+  // Without an evaluation beyond the training length nothing is read.
+  expect(Synthetic(m, 3, 16, {1}).r, "n1", kNotMeasured, "an evaluation beyond the training length");
+}
+
 // ---- the null experiment ---------------------------------------------------------------------------
 
 // Every method's per-seed values drawn from one distribution (perplexity 5 with the 1% seed noise

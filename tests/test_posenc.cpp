@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -254,7 +255,7 @@ TEST(Rope, NtkScaling) {
   plain.set("rope_scaling", std::string("none"));
   auto none = make_position_encoding(plain, g);
   Tensor q = randn({1, 2, 6, 8}, gx), k = randn({1, 2, 6, 8}, gx);
-  EXPECT_EQ(ntk1->rotate(q, k, 0).first.to_vector(), none->rotate(q, k, 0).first.to_vector());
+  EXPECT_EQ(ntk1->rotate(0, q, k, 0).first.to_vector(), none->rotate(0, q, k, 0).first.to_vector());
 }
 
 TEST(Rope, LargeDimScalings) {
@@ -397,7 +398,7 @@ TEST(Rope, ModuleConfigErrors) {
   auto pe = make_position_encoding(c, g);
   Generator gx(1);
   Tensor q = randn({1, 3, 5, 4}, gx), k = randn({1, 3, 5, 4}, gx);
-  auto [qr, kr] = pe->rotate(q, k, 0);
+  auto [qr, kr] = pe->rotate(0, q, k, 0);
   auto a = q.to_vector(), b = qr.to_vector();
   for (int64_t row = 0; row < 15; ++row)
     for (int64_t e = 2; e < 4; ++e) EXPECT_EQ(a[row * 4 + e], b[row * 4 + e]);  // pass-through channels
@@ -432,7 +433,7 @@ std::vector<double> rotate_one(const PosEncConfig& c, const std::vector<double>&
   std::vector<double> rows(static_cast<size_t>((pos + 1) * D), 0.0);
   std::copy(x.begin(), x.end(), rows.begin() + pos * D);
   Tensor q = Tensor::from_vector(rows, {1, 1, pos + 1, D}, DType::Float64);
-  auto v = pe->rotate(q, q, 0).first.to_vector();
+  auto v = pe->rotate(0, q, q, 0).first.to_vector();
   return std::vector<double>(v.begin() + pos * D, v.end());
 }
 
@@ -618,6 +619,185 @@ TEST(Xpos, CausalOnlyAndHeadDim) {
   EXPECT_THROW(make_position_encoding(c, g), ValueError);
 }
 
+// ---- FIRE (SPEC-positions-2 §1, test vectors §10.1) ----------------------------------------------------
+
+// The spec's MLP (width 4, H = 2) with c and m, L0, as differentiable double tensors.
+FireParams spec_fire(double c, double m, double L0) {
+  auto param = [](std::vector<double> v, Shape s) {
+    Tensor t = Tensor::from_vector(v, s, DType::Float64);
+    t.set_requires_grad(true);
+    return t;
+  };
+  return FireParams{param({0.5, -1, 1.5, -0.25}, {4, 1}), param({0.1, 0.2, -0.3, 0.05}, {4}),
+                    param({1, -0.5, 0.25, 2, -1, 0.75, 0.5, -0.2}, {2, 4}), param({0.01, -0.02}, {2}),
+                    param({c}, {1}), param({m}, {1}), L0};
+}
+
+std::vector<int64_t> iota(int64_t n, int64_t from = 0) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(from + i);
+  return v;
+}
+
+TEST(Fire, NormalisedDistanceSpotValues) {
+  // An identity MLP (W = 1, H = 1: ReLU(u)) reads u itself; c = 0.1, L = 512.
+  auto one = [](double v) { return Tensor::from_vector(std::vector<double>{v}, {1}, DType::Float64); };
+  FireParams id{Tensor::from_vector(std::vector<double>{1}, {1, 1}, DType::Float64), one(0),
+                Tensor::from_vector(std::vector<double>{1}, {1, 1}, DType::Float64), one(0), one(0.1), one(1), 512};
+  const std::vector<std::array<double, 3>> spots = {{1, 0, 0.02409814608},   {10, 0, 0.1752547529},
+                                                    {63, 0, 0.5026124861},   {511, 0, 0.9995149164},
+                                                    {1023, 0, 0.9999997844}, {1023, 512, 0.8524090557},
+                                                    {2047, 0, 0.9999998123}};
+  for (const auto& [i, j, u] : spots) {
+    const auto b = fire_bias(id, {int64_t(i)}, {int64_t(j)}, true).to_vector();
+    EXPECT_NEAR(b[0], u, 1e-10) << "u(" << i << ", " << j << ")";
+  }
+}
+
+TEST(Fire, SpecBiasCausalAndBidirectional) {
+  const FireParams p = spec_fire(0.1, 1.5, 3.0);  // L = 4.5
+  const auto b = fire_bias(p, iota(8), iota(8), true).to_vector();  // (2, 8, 8)
+  const double head0_row7[] = {0.90999835, 0.81002922, 0.70360613, 0.58983788, 0.46763490, 0.33564562, 0.19980864, 0.11};
+  const double head1_row5[] = {-0.02000062, -0.06253985, -0.10823293, -0.15758521, -0.21123419, 0.02};
+  for (int j = 0; j < 8; ++j) EXPECT_NEAR(b[0 * 64 + 7 * 8 + j], head0_row7[j], 5e-9) << j;
+  for (int j = 0; j < 6; ++j) EXPECT_NEAR(b[1 * 64 + 5 * 8 + j], head1_row5[j], 5e-9) << j;
+  EXPECT_NEAR(b[0 * 64 + 4 * 8 + 0], 0.82736085, 5e-9);  // a row below L: the distance bias
+  EXPECT_NEAR(b[1 * 64 + 1 * 8 + 0], -0.20587240, 5e-9);
+  // Bidirectionally: |i - j| with the query's normaliser, u(2, 7) = psi(5) / psi(4.5) > 1.
+  const auto bi = fire_bias(p, iota(8), iota(8), false).to_vector();
+  const double row2[] = {0.46435032, 0.25944662, 0.11, 0.25944662, 0.46435032, 0.65284346, 0.82736085, 0.98983265};
+  for (int j = 0; j < 8; ++j) EXPECT_NEAR(bi[2 * 8 + j], row2[j], 5e-9) << j;
+  // A key/value-cache step (queries 5..7 against keys 0..7) reads the same rows as the full window.
+  const auto step = fire_bias(p, iota(3, 5), iota(8), true).to_vector();
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < 3; ++t)
+      for (int j = 0; j <= 5 + t; ++j) EXPECT_EQ(step[(h * 3 + t) * 8 + j], b[(h * 8 + 5 + t) * 8 + j]);
+}
+
+TEST(Fire, SpecBackwardAndTieRule) {
+  // G[h, i, j] = cos(0.3 h + 0.2 i - 0.1 j) on the causal entries: the gradient of sum(G * bias).
+  auto grads = [](const FireParams& p) {
+    std::vector<double> g;
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 8; ++j) g.push_back(j <= i ? std::cos(0.3 * h + 0.2 * i - 0.1 * j) : 0.0);
+    const Tensor G = Tensor::from_vector(g, {2, 8, 8}, DType::Float64);
+    sum(fire_bias(p, iota(8), iota(8), true) * G).backward();
+  };
+  FireParams p = spec_fire(0.1, 1.5, 3.0);
+  grads(p);
+  EXPECT_NEAR(p.c.grad().to_vector()[0], 5.999043643, 1e-8);
+  EXPECT_NEAR(p.m.grad().to_vector()[0], -2.375136214, 1e-8);
+  const double dw1[] = {3.976213301, -0.001465005838, 5.090443109, 0.2339863806};
+  const double db1[] = {7.622541028, 0.9843120643, 10.32985135, 14.70059601};
+  const double dw2[] = {7.363486789, 1.4780465, 8.728896381, 0.3695116249, 4.613126035, 1.249800891, 4.708970325, 0.3124502229};
+  const auto gw1 = p.w1.grad().to_vector(), gb1 = p.b1.grad().to_vector(), gw2 = p.w2.grad().to_vector(),
+             gb2 = p.b2.grad().to_vector();
+  for (int e = 0; e < 4; ++e) {
+    EXPECT_NEAR(gw1[e], dw1[e], 1e-8) << e;
+    EXPECT_NEAR(gb1[e], db1[e], 1e-8) << e;
+  }
+  for (int e = 0; e < 8; ++e) EXPECT_NEAR(gw2[e], dw2[e], 1e-8) << e;
+  EXPECT_NEAR(gb2[0], 25.96438956, 1e-8);
+  EXPECT_NEAR(gb2[1], 18.34184853, 1e-8);
+  // L = 4 exactly: row i = 4 sits on the tie of max(i, L) and sends half its gradient to L.
+  FireParams tie = spec_fire(0.1, 1.0, 4.0);
+  grads(tie);
+  EXPECT_NEAR(tie.m.grad().to_vector()[0], -3.111330006, 1e-8);
+  EXPECT_NEAR(tie.c.grad().to_vector()[0], 5.650902155, 1e-8);
+}
+
+TEST(Fire, EncodingParametersOptionsAndDevice) {
+  PosEncConfig cfg;
+  cfg.kind = "fire";
+  cfg.n_layer = 2;
+  Generator gen(1);
+  auto enc = make_position_encoding(cfg, gen);
+  // 2W + (W + 1) H + 2 = 198 per layer at W = 32, H = 4 (SPEC-2 §1.2).
+  int64_t n = 0;
+  for (const auto& [name, t] : enc->named_parameters()) n += t.numel();
+  EXPECT_EQ(n, 2 * 198);
+  const ScoreModifier m = enc->scores(1, LayerProjections{}, 5, 5, 0);
+  EXPECT_EQ(m.kind, ScoreBias::Dense);
+  EXPECT_EQ(m.bias_dense.shape(), (Shape{4, 5, 5}));
+  EXPECT_THROW(enc->scores(2, LayerProjections{}, 5, 5, 0), IndexError);
+  // L0 = 0 means a quarter of the context (64 / 4 = 16): rows below 16 read one distance bias.
+  const auto b = enc->scores(0, LayerProjections{}, 20, 20, 0).bias_dense.to_vector();
+  EXPECT_EQ(b[(10 * 20) + 7], b[(15 * 20) + 12]);  // distance 3 below L
+  EXPECT_NE(b[(18 * 20) + 15], b[(15 * 20) + 12]);  // distance 3, row 18 > L: its own normaliser
+  EXPECT_THROW(cfg.set("fire_mlp_width", int64_t{0}), UsageError);  // the option's range [1, 4096]
+}
+
+// ---- hybrid NoPE/RoPE layers (SPEC-positions-2 §3, test vectors §10.3) --------------------------------
+
+TEST(Hybrid, LayerPatternAndTemperatureSpecVectors) {
+  auto pattern = [](int64_t n, int64_t k) {
+    std::string s;
+    for (const auto& x : hybrid_layer_kinds("", k, n)) s += x == "rope" ? "R" : "N";
+    return s;
+  };
+  EXPECT_EQ(pattern(4, 4), "RRRN");
+  EXPECT_EQ(pattern(8, 4), "RRRNRRRN");
+  EXPECT_EQ(pattern(6, 2), "RNRNRN");
+  EXPECT_EQ(pattern(3, 1), "NNN");  // K = 1: every layer NoPE
+  EXPECT_EQ(pattern(48, 4), "RRRNRRRNRRRNRRRNRRRNRRRNRRRNRRRNRRRNRRRNRRRNRRRN");
+  const std::vector<std::array<double, 3>> tau = {
+      {8190, 8192, 1},           {8191, 8192, 1.069314718}, {16383, 8192, 1.109861229}, {131071, 8192, 1.283321334},
+      {1048575, 8192, 1.48598124}, {14, 16, 1},             {15, 16, 1.069314718},      {63, 16, 1.160943791},
+      {1023, 16, 1.417438727},   {62, 64, 1},               {63, 64, 1.069314718},      {1023, 64, 1.283321334}};
+  for (const auto& [p, f, v] : tau) EXPECT_NEAR(nope_temperature(int64_t(p), 0.1, f), v, 1e-9) << p << " F " << f;
+  EXPECT_THROW(hybrid_layer_kinds("rope,none", 4, 3), ValueError);         // one per layer
+  EXPECT_THROW(hybrid_layer_kinds("rope,learned,none", 4, 3), ValueError);  // an absolute table
+  EXPECT_THROW(hybrid_layer_kinds("rope,ropes,none", 4, 3), ValueError);    // unknown kind
+  EXPECT_EQ(hybrid_layer_kinds("alibi,rope,none", 4, 3), (std::vector<std::string>{"alibi", "rope", "none"}));
+}
+
+TEST(Hybrid, EachLayerActsAsItsEncodingAndTheTemperatureScalesNopeQueries) {
+  PosEncConfig cfg;
+  cfg.kind = "hybrid";
+  cfg.n_layer = 4;
+  cfg.n_embd = 16;
+  cfg.n_head = 2;
+  cfg.block_size = 64;  // F = 16
+  Generator gen(3);
+  auto hyb = make_position_encoding(cfg, gen);
+  PosEncConfig r = cfg;
+  r.kind = "rope";
+  auto rope = make_position_encoding(r, gen);
+  Generator g(5);
+  const Tensor q = randn({1, 2, 20, 8}, g, DType::Float64), k = randn({1, 2, 20, 8}, g, DType::Float64);
+  // Layers 0-2 rotate as RoPE does; layer 3 is NoPE: keys untouched, queries scaled by tau(p).
+  for (int64_t l = 0; l < 3; ++l)
+    EXPECT_EQ(hyb->rotate(l, q, k, 0).first.to_vector(), rope->rotate(0, q, k, 0).first.to_vector()) << l;
+  const auto [q3, k3] = hyb->rotate(3, q, k, 0);
+  EXPECT_EQ(k3.to_vector(), k.to_vector());
+  const auto qv = q.to_vector(), q3v = q3.to_vector();
+  for (int64_t t = 0; t < 20; ++t)
+    for (int64_t e = 0; e < 8; ++e)
+      EXPECT_DOUBLE_EQ(q3v[(20 + t) * 8 + e], qv[(20 + t) * 8 + e] * nope_temperature(t, 0.1, 16)) << t;
+  // A key/value-cache step at positions 15..17 reads the absolute positions' temperature.
+  const Tensor q1 = q.narrow(2, 15, 3);
+  const auto step = hyb->rotate(3, q1, q1, 15).first.to_vector();
+  EXPECT_DOUBLE_EQ(step[0], qv[15 * 8] * nope_temperature(15, 0.1, 16));
+  // Off: the NoPE layer is exactly none.
+  cfg.set("hybrid_temperature", false);
+  auto plain = make_position_encoding(cfg, gen);
+  EXPECT_EQ(plain->rotate(3, q, k, 0).first.to_vector(), q.to_vector());
+  // A list with a learned bias: its parameters exist for its layers only, named by the kind.
+  cfg.set("hybrid_layers", std::string("kerple,rope,kerple,none"));
+  auto mixed = make_position_encoding(cfg, gen);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : mixed->named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"kerple.r1_0", "kerple.r2_0", "kerple.r1_1", "kerple.r2_1"}));
+  EXPECT_EQ(mixed->scores(2, LayerProjections{}, 5, 5, 0).kind, ScoreBias::Distance);
+  EXPECT_EQ(mixed->scores(1, LayerProjections{}, 5, 5, 0).kind, ScoreBias::None);
+  EXPECT_THROW(mixed->scores(4, LayerProjections{}, 5, 5, 0), IndexError);
+  // One attention scale per model: T5 unscaled beside RoPE is refused by name.
+  cfg.set("hybrid_layers", std::string("t5,rope,rope,none"));
+  cfg.set("t5_scaled", false);
+  EXPECT_THROW(make_position_encoding(cfg, gen), ValueError);
+}
+
 // ---- Sandwich (SPEC-positions-2 §7, test vectors §10.7) ---------------------------------------------
 
 TEST(Sandwich, SpecTestVectors) {
@@ -740,8 +920,8 @@ TEST(Learned, PositionBeyondTableIsAnError) {
 // ---- the registry --------------------------------------------------------------------------------
 
 TEST(Registry, EveryKindAndUnknownKind) {
-  const std::vector<std::string> expect = {"none", "sinusoidal", "learned", "t5",       "deberta",
-                                           "rope", "alibi",      "kerple",  "sandwich", "xpos"};
+  const std::vector<std::string> expect = {"none", "sinusoidal", "learned",  "t5",   "deberta", "rope",
+                                           "alibi", "kerple",    "sandwich", "xpos", "fire",    "hybrid"};
   EXPECT_EQ(position_encoding_kinds(), expect);
   for (const auto& k : expect) {
     Generator g(0);

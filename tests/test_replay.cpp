@@ -152,7 +152,7 @@ TEST_P(HfPartialRotary, RotatedQueriesAndKeysMatchTransformers) {
   EXPECT_EQ(p.rotary_dim, std::stoll(meta.at("rotated_width"))) << GetParam() << ": rotated channels";
   Generator g(0);
   auto pe = nn::make_position_encoding(c, g);
-  auto [qr, kr] = pe->rotate(q, k, 0);
+  auto [qr, kr] = pe->rotate(0, q, k, 0);
   auto [dq, mq] = diff(qr, fx.at("q_rot"));
   auto [dk, mk] = diff(kr, fx.at("k_rot"));
   EXPECT_LE(dq, 2e-6) << GetParam() << ": rotated q";

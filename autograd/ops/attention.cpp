@@ -109,6 +109,12 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
                     bias.defined() ? shape_str(bias.shape()) : std::string("undefined"));
       same_kind(bias, "bias_by_distance");
       break;
+    case ScoreBias::Dense:
+      POSGRAD_CHECK(bias.defined() && bias.dim() == 3 && bias.size(0) == H && bias.size(1) == Tq && bias.size(2) == Tk,
+                    ShapeError, "attention: bias_dense must be (H = ", H, ", Tq = ", Tq, ", Tk = ", Tk, "), got ",
+                    bias.defined() ? shape_str(bias.shape()) : std::string("undefined"));
+      same_kind(bias, "bias_dense");
+      break;
     case ScoreBias::ContentPosition: {
       POSGRAD_CHECK(kr.defined() || qr.defined(), ValueError,
                     "attention: the content-position modifier needs kr (c2p) and/or qr (p2c)");
@@ -145,6 +151,13 @@ AttentionConfig make_config(const ScoreModifier& mod, const Tensor& q, const Ten
                 "attention: the content-position modifier needs kr (c2p) and/or qr (p2c)");
   const bool shaped = q.dim() == 4 && k.dim() == 4;  // (check_inputs names a bad shape)
   if (shaped) cfg.nw = q.size(2) + k.size(2) - 1;
+  if (mod.kind == ScoreBias::Dense) {
+    POSGRAD_CHECK(!q.device().is_cuda(), DeviceError,
+                  "attention: the dense (H, Tq, Tk) bias (FIRE) has no CUDA kernel; run it on the CPU (--device cpu)");
+    POSGRAD_CHECK(!mod.has_positions(), ValueError,
+                  "attention: a dense bias is indexed by query and key; the encoding applies per-token positions when "
+                  "it builds it, so the modifier carries none");
+  }
   if (mod.has_positions()) {
     POSGRAD_CHECK(!q.device().is_cuda(), DeviceError,
                   "attention: per-token positions (randomized positions) have no CUDA kernel; train with them on "
@@ -183,6 +196,7 @@ ModifierInputs modifier_inputs(const ScoreModifier& mod) {
   ModifierInputs in;
   in.sinks = mod.sinks;
   if (mod.kind == ScoreBias::Distance) in.bias = mod.bias_by_distance;
+  if (mod.kind == ScoreBias::Dense) in.bias = mod.bias_dense;
   if (mod.kind == ScoreBias::ContentPosition) in.kr = mod.kr, in.qr = mod.qr;
   return in;
 }
@@ -320,6 +334,7 @@ Tensor reference_scores(const Tensor& q, const Tensor& k, const ScoreModifier& m
       scores = scores + bias.permute({2, 0, 1});
       break;
     }
+    case ScoreBias::Dense: scores = scores + in.bias; break;  // (H, Tq, Tk) broadcast over the batch
     case ScoreBias::ContentPosition: {
       // c2p[b,h,i,j] = C2P[b,h,i,c(i,j)] with C2P = Q Kr^T (B, H, Tq, R): a gather, written as an
       // embedding lookup into the flattened C2P. Likewise p2c with K Qr^T (B, H, Tk, R).
@@ -397,6 +412,7 @@ HostDims for_each_host_window(const Tensor& q, const Tensor& k, const ScoreModif
   ScoreModifier m = mod;
   m.sinks = Tensor();  // no diagnostic reads the sink (each renormalises over the real keys)
   m.bias_by_distance = host(mod.bias_by_distance);
+  m.bias_dense = host(mod.bias_dense);
   m.kr = host(mod.kr);
   m.qr = host(mod.qr);
   const Tensor qh = host(q), kh = host(k);

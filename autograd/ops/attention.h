@@ -17,7 +17,7 @@ namespace posgrad {
 using kernels::ScoreBias;
 
 // What a position encoding adds to the attention scores s(i,j) = scale q_i.k_j + bias_h(i,j), in
-// one of the three shapes the kernels know (kernels.h, ScoreBias). The op names no encoding.
+// one of the shapes the kernels know (kernels.h, ScoreBias). The op names no encoding.
 // Relative position r = key position - query position (T5's convention; DeBERTa's i - j = -r).
 struct ScoreModifier {
   ScoreBias kind = ScoreBias::None;
@@ -27,6 +27,13 @@ struct ScoreModifier {
   // ordinary ops (T5: a gather of its bucket table; ALiBi: slope x distance; KERPLE: its kernel),
   // so autograd carries the kernel's gradient back to the encoding's parameters.
   Tensor bias_by_distance;
+  // Dense: bias_dense (H, Tq, Tk), differentiable, same dtype and device as q: entry [h, i, j] is
+  // added to pair (i, j) of every batch element (SPEC-positions-2 §0.2, K1). For a bias that depends
+  // on the query position as well as the distance (FIRE's normaliser max(i, L)); the encoding builds
+  // it with ordinary ops and applies per-token positions itself (the modifier then carries none:
+  // ValueError otherwise). The fused op's gradient is dS summed over the batch. CPU only (DeviceError
+  // on a CUDA device). Memory: H Tq Tk elements, and as many for its gradient.
+  Tensor bias_dense;
   // ContentPosition: projected relative embeddings (R, H, D), differentiable; undefined = term off.
   // kr gives c2p = q_i . kr[c], qr gives p2c = k_j . qr[c], both scaled by `scale` (DeBERTa, spec §2.4),
   // c = bucket(r), which must lie in [0, R).

@@ -5,10 +5,23 @@
 #include <cmath>
 
 #include "compare/markdown.h"
+#include "train/evaluate.h"
 
 namespace posgrad::train {
 
 using markdown::num;
+
+std::string length_protocol(const ComparisonResult& r, int64_t k, Protocol p) {
+  const int64_t ctx = k * r.config.base.model.block_size;
+  const int64_t windows = std::max<int64_t>(1, r.config.eval_tokens / ctx);
+  if (p == Protocol::Sliding) {
+    const int64_t stride = eval_stride(r.config, ctx);
+    return "sliding windows over the same targets, stride " + std::to_string(stride) + ": " +
+           std::to_string(sliding_windows(ctx, stride, windows * ctx)) + " windows at " + std::to_string(k) + "x";
+  }
+  return "non-overlapping windows of the validation text, " + std::to_string(windows) + " of " + std::to_string(ctx) +
+         " tokens at " + std::to_string(k) + "x (intervals: seed noise only)";
+}
 
 ClaimVerdict claim_from(std::string id, std::string claim, std::string metric, std::string measured, const Judgement& j,
                         std::string budget, std::string protocol) {

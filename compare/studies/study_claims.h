@@ -20,6 +20,7 @@
 
 #include "compare/claims.h"
 #include "compare/stats.h"
+#include "compare/studies/lm/lm.h"
 
 namespace posgrad::train {
 
@@ -27,6 +28,28 @@ namespace posgrad::train {
 // family size from `j`; budget and protocol as given ("" for none).
 ClaimVerdict claim_from(std::string id, std::string claim, std::string metric, std::string measured, const Judgement& j,
                         std::string budget, std::string protocol = "");
+
+// The length protocol of a claim that reads the language-model metrics at k x the training length,
+// for its protocol column: "non-overlapping windows of the validation text, 4 of 2048 tokens at 32x
+// (intervals: seed noise only)" or the sliding windows' stride and count (compare/studies/lm/lm.h).
+std::string length_protocol(const ComparisonResult& r, int64_t k, Protocol p = Protocol::NonOverlapping);
+
+// A length claim under both protocols: the verdict is judge(Protocol::NonOverlapping) (the papers'
+// protocol); its protocol text ends with the verdict of the same claim on the sliding-window metrics
+// (or says they are off). `note` is appended to the sliding protocol's name.
+template <typename F>
+ClaimVerdict with_sliding(const ComparisonResult& r, F judge, const std::string& note = "") {
+  ClaimVerdict v = judge(Protocol::NonOverlapping);
+  if (v.protocol.empty()) return v;  // not measured: no length was read
+  if (r.config.of<LmSettings>().eval_stride_fraction == 0) {
+    v.protocol += "; sliding windows: off (--eval-stride-fraction 0)";
+    return v;
+  }
+  const ClaimVerdict s = judge(Protocol::Sliding);
+  v.protocol +=
+      "; under " + (s.protocol.empty() ? std::string("sliding windows") : s.protocol) + note + ": " + s.verdict;
+  return v;
+}
 
 // One model's score on a known number of test examples: a proportion (examples right / examples)
 // or a mean of per-example scores in [0, 1] (per-token accuracy: the share of each example's tokens

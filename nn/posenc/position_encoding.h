@@ -60,9 +60,10 @@ class PositionEncoding : public Module {
   virtual std::string kind() const = 0;
   // x (B, T, C) token embeddings of positions pos0 .. pos0+T-1 -> same shape.
   virtual Tensor embed(const Tensor& x, int64_t pos0) { (void)pos0; return x; }
-  // q, k (B, H, T, D) at positions pos0 .. pos0+T-1 -> rotated q, k.
-  virtual std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, int64_t pos0) {
-    (void)pos0;
+  // q, k (B, H, T, D) of attention layer `layer` at positions pos0 .. pos0+T-1 -> rotated q, k (or,
+  // for a per-layer choice, scaled: the hybrid encoding's NoPE-layer temperature).
+  virtual std::pair<Tensor, Tensor> rotate(int64_t layer, const Tensor& q, const Tensor& k, int64_t pos0) {
+    (void)layer, (void)pos0;
     return {q, k};
   }
   // Score modifier for attention layer `layer` between Tq queries at positions q_offset ..
@@ -104,8 +105,8 @@ class PositionEncoding : public Module {
   // until cleared (the caller sets them for a training batch and clears them before evaluation,
   // which then uses 0 .. T-1 and stays deterministic). ValueError when the encoding does not take
   // position ids.
-  void set_position_ids(std::vector<int64_t> ids);
-  void clear_position_ids() { position_ids_.clear(); }
+  virtual void set_position_ids(std::vector<int64_t> ids);
+  virtual void clear_position_ids() { position_ids_.clear(); }
   const std::vector<int64_t>& position_ids() const { return position_ids_; }
   // Whether this encoding takes position ids: every encoding that has positions (absolute tables,
   // rotations, relative biases and DeBERTa's terms); false for "none".
@@ -266,6 +267,30 @@ Tensor sandwich_bias_by_distance(int64_t dbar, int64_t n_heads, int64_t Tq, int6
 // bias_by_distance (H, Tq + Tk - 1) = -r1_h log(1 + r2_h |r_d|) from r1, r2 (H), differentiable in
 // both (ShapeError unless both are (H)). The caller keeps r1, r2 > 0.
 Tensor kerple_bias_by_distance(const Tensor& r1, const Tensor& r2, int64_t Tq, int64_t Tk, int64_t q_offset = 0);
+
+// ---- fire.cpp (FIRE, Li et al. 2024 §3; SPEC-positions-2 §1) --------------------------------------
+// One layer's FIRE parameters: w1 (W, 1), b1 (W), w2 (H, W), b2 (H), c (1), m (1), and the fixed L0.
+struct FireParams {
+  Tensor w1, b1, w2, b2, c, m;
+  double L0 = 512.0;
+};
+// The dense bias (H, Tq, Tk) of queries at positions qpos (Tq) and keys at kpos (Tk):
+//   [h, t, j] = MLP_h( ln(|c| r + 1) / (ln(|c| max(i, L) + 1) + 1e-6) ),  i = qpos[t], r = |i - kpos[j]|,
+//   L = |m L0|, MLP(u) = w2 ReLU(w1 u + b1) + b2 (spec §1.3). Differentiable in every parameter, with
+//   torch's conventions at the kinks (abs'(0) = 0; max(i, L) sends half its gradient to L on a tie,
+//   §1.5). Causal: entries with kpos[j] > qpos[t] are masked by the attention and hold an arbitrary
+//   finite value. The MLP runs once per distinct (r, normaliser) pair. ShapeError for mismatched
+//   parameter shapes or empty positions; ValueError for L0 <= 0.
+Tensor fire_bias(const FireParams& p, const std::vector<int64_t>& qpos, const std::vector<int64_t>& kpos, bool causal);
+
+// ---- hybrid.cpp (per-layer encodings, iRoPE; SPEC-positions-2 §3) ----------------------------------
+// Llama 4's NoPE-layer query temperature tau(p) = 1 + alpha ln(floor((p + 1) / F) + 1) at absolute
+// position p >= 0 (SPEC-2 §3.3; ValueError for p < 0 or F <= 0).
+double nope_temperature(int64_t p, double alpha, double floor_scale);
+// The encoding of each of n_layer layers: the comma-separated `list` (one per layer; ValueError for
+// the wrong count, an unknown kind, hybrid itself or an absolute table), or with an empty list the
+// iRoPE rule, layer l NoPE iff (l + 1) mod interval = 0, else rope (SPEC-2 §3.2; interval >= 1).
+std::vector<std::string> hybrid_layer_kinds(const std::string& list, int64_t interval, int64_t n_layer);
 
 // ---- rope.cpp (spec §3) -----------------------------------------------------------------------
 struct RopeParams {

@@ -18,12 +18,14 @@ PosEncEntry alibi_encoding();
 PosEncEntry kerple_encoding();
 PosEncEntry sandwich_encoding();
 PosEncEntry xpos_encoding();
+PosEncEntry fire_encoding();
+PosEncEntry hybrid_encoding();
 
 const std::vector<PosEncEntry>& position_encodings() {
   static const std::vector<PosEncEntry> kRegistry = {
       none_encoding(),    sinusoidal_encoding(), learned_encoding(), t5_encoding(),
       deberta_encoding(), rope_encoding(),       alibi_encoding(),      kerple_encoding(),
-      sandwich_encoding(), xpos_encoding(),
+      sandwich_encoding(), xpos_encoding(),         fire_encoding(),     hybrid_encoding(),
   };
   return kRegistry;
 }

@@ -224,7 +224,7 @@ class RopeEncoding : public PositionEncoding {
   }
   std::string kind() const override { return "rope"; }
   bool supports_position_ids() const override { return true; }
-  std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, int64_t pos0) override {
+  std::pair<Tensor, Tensor> rotate(int64_t, const Tensor& q, const Tensor& k, int64_t pos0) override {
     POSGRAD_CHECK(q.dim() == 4 && k.dim() == 4 && q.size(2) == k.size(2), ShapeError,
                   "RoPE: q, k must be (B, H, T, D) of one length, got ", shape_str(q.shape()), ", ",
                   shape_str(k.shape()));

@@ -79,7 +79,7 @@ class XposEncoding : public PositionEncoding {
   }
   std::string kind() const override { return "xpos"; }
   bool supports_position_ids() const override { return true; }
-  std::pair<Tensor, Tensor> rotate(const Tensor& q, const Tensor& k, int64_t pos0) override {
+  std::pair<Tensor, Tensor> rotate(int64_t, const Tensor& q, const Tensor& k, int64_t pos0) override {
     POSGRAD_CHECK(q.dim() == 4, ShapeError, "xPos: q must be (B, H, T, D), got ", shape_str(q.shape()));
     return apply_xpos(q, k, positions(pos0, q.size(2), "xPos rotate"), centre_, scale_base_, interleaved_);
   }

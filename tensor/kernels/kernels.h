@@ -50,8 +50,11 @@ const char* binary_op_name(BinaryOp op);
 //   None            nothing;
 //   Distance        a bias per head and diagonal j - i, given as data (H, Tq + Tk - 1): T5's bucket
 //                   table, ALiBi's slopes x distance, KERPLE's kernel, ... computed by ordinary ops;
-//   ContentPosition content-to-position / position-to-content products (DeBERTa's c2p / p2c).
-enum class ScoreBias : uint8_t { None, Distance, ContentPosition };
+//   ContentPosition content-to-position / position-to-content products (DeBERTa's c2p / p2c);
+//   Dense           a bias per head, query and key, shared over the batch, given as data (H, Tq, Tk):
+//                   a bias that depends on the query position as well as the distance (FIRE's
+//                   normaliser), computed by ordinary ops. CPU only (the CUDA kernels refuse it).
+enum class ScoreBias : uint8_t { None, Distance, ContentPosition, Dense };
 
 // Shapes of a strided copy (at most kMaxDims dims).
 inline constexpr int kMaxDims = 8;

@@ -43,6 +43,8 @@ inline std::vector<ReplayVariant> replay_variants() {
   v.push_back({"rope_prope", "rope", {{"rope_fraction", 0.5}, {"rope_partial", S("prope")}}, kReplayBlock});
   // xPos with a scale base small enough that the decay matters at T = 8 (the default 512 is ~RoPE
   // there), in both layouts.
+  // Hybrid with its NoPE layer in the 2-layer model (K = 2: R N) and the temperature past F = 2.
+  v.push_back({"hybrid_rn", "hybrid", {{"hybrid_nope_interval", int64_t{2}}}, kReplayBlock});
   v.push_back({"xpos_b4", "xpos", {{"xpos_scale_base", 4.0}}, kReplayBlock});
   v.push_back({"xpos_b4_half", "xpos", {{"xpos_scale_base", 4.0}, {"xpos_interleaved", false}}, kReplayBlock});
   // Attention sinks with no encoding, a rotation and a distance bias.

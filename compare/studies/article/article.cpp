@@ -11,6 +11,7 @@
 #include "compare/studies/cost/cost.h"
 #include "compare/studies/encoder/encoder_track.h"
 #include "compare/studies/lm/lm.h"
+#include "compare/studies/study_claims.h"
 #include "compare/studies/task/task.h"
 #include "nn/posenc/position_encoding.h"
 #include "train/evaluate.h"
@@ -27,50 +28,13 @@ using markdown::Table;
 const std::map<std::string, std::vector<std::string>> kGroups = {{"absolute", {"sinusoidal", "learned"}}};
 
 // The evaluation protocol of the length claims: how many windows each length's perplexity rests on.
-std::string length_protocol(const ComparisonResult& r, int64_t k, Protocol p = Protocol::NonOverlapping) {
-  const int64_t ctx = k * r.config.base.model.block_size;
-  const int64_t windows = std::max<int64_t>(1, r.config.eval_tokens / ctx);
-  if (p == Protocol::Sliding) {
-    const int64_t stride = eval_stride(r.config, ctx);
-    return "sliding windows over the same targets, stride " + std::to_string(stride) + ": " +
-           std::to_string(sliding_windows(ctx, stride, windows * ctx)) + " windows at " + std::to_string(k) + "x";
-  }
-  return "non-overlapping windows of the validation text, " + std::to_string(windows) + " of " + std::to_string(ctx) +
-         " tokens at " + std::to_string(k) + "x (intervals: seed noise only)";
-}
-
-// A length claim under both protocols: the verdict is judge(non-overlapping), the article's protocol;
-// its protocol text ends with the verdict of the same claim on the sliding-window metrics.
-template <typename F>
-ClaimVerdict with_sliding(const ComparisonResult& r, F judge, const std::string& note = "") {
-  ClaimVerdict v = judge(Protocol::NonOverlapping);
-  if (v.protocol.empty()) return v;  // not measured: no length was read
-  if (r.config.of<LmSettings>().eval_stride_fraction == 0) {
-    v.protocol += "; sliding windows: off (--eval-stride-fraction 0)";
-    return v;
-  }
-  const ClaimVerdict s = judge(Protocol::Sliding);
-  v.protocol +=
-      "; under " + (s.protocol.empty() ? std::string("sliding windows") : s.protocol) + note + ": " + s.verdict;
-  return v;
-}
-
-ClaimVerdict verdict_of(std::string id, std::string claim, std::string metric, std::string measured_text,
-                        const Judgement& j, std::string budget, std::string protocol = "") {
-  ClaimVerdict v{std::move(id), std::move(claim), std::move(metric), std::move(measured_text), j.verdict, j.why};
-  v.family = j.family;
-  v.budget = std::move(budget);
-  v.protocol = std::move(protocol);
-  return v;
-}
-
 std::string better_text(const Metric& m) { return m.name() + (m.lower_is_better() ? " (lower is better)" : " (higher is better)"); }
 
 ClaimVerdict ordering_claim(const ComparisonResult& r, std::string id, std::string claim, const Metric& m,
                             const std::vector<std::string>& chain, std::string protocol = "") {
   std::string missing;
   auto tests = chain_pairs(r, chain, m, missing, kGroups);
-  return verdict_of(std::move(id), std::move(claim), better_text(m),
+  return claim_from(std::move(id), std::move(claim), better_text(m),
                     measured(r, {"rope", "deberta", "t5", "sinusoidal", "learned"}, m), judge_family(tests, missing),
                     training_budget(r), std::move(protocol));
 }
@@ -87,7 +51,7 @@ ClaimVerdict extrapolates(const ComparisonResult& r, std::string id, std::string
                           Protocol p = Protocol::NonOverlapping) {
   constexpr double kLimit = 1.10;
   if (!has_method(r, method))
-    return verdict_of(std::move(id), std::move(claim), "", "n/a", {kNotMeasured, "needs " + method + " in --methods"}, "");
+    return claim_from(std::move(id), std::move(claim), "", "n/a", {kNotMeasured, "needs " + method + " in --methods"}, "");
   const int64_t k = longest_with_values(r, method, p);
   const Metric m = lm_metric(Quantity::PerplexityRatio, k, p);
   std::string all;
@@ -100,7 +64,7 @@ ClaimVerdict extrapolates(const ComparisonResult& r, std::string id, std::string
   std::vector<ClaimTest> tests;
   if (k > 1) tests.push_back(beyond("growth at " + std::to_string(k) + "x below " + num(kLimit, 2), values(r, method, m), kLimit, true));
   const Judgement j = judge_family(tests, k == 1 ? "an evaluation beyond the training length (--eval-multipliers)" : "");
-  return verdict_of(std::move(id), std::move(claim), metric, all.empty() ? "n/a" : all, j, training_budget(r),
+  return claim_from(std::move(id), std::move(claim), metric, all.empty() ? "n/a" : all, j, training_budget(r),
                     k > 1 ? length_protocol(r, k, p) : "");
 }
 
@@ -110,7 +74,7 @@ ClaimVerdict extrapolates(const ComparisonResult& r, std::string id, std::string
 // copy task's F1 was 1.000 for every method: neither is evidence for this claim.
 ClaimVerdict claim_b(const ComparisonResult& r) {
   if (const auto* t = r.parts.find<EncoderTrackResult>()) return judge_encoder_claims(*t).front();
-  return verdict_of("b", "accuracy and F1: RoPE > DeBERTa > T5 > absolute", "", "n/a",
+  return claim_from("b", "accuracy and F1: RoPE > DeBERTa > T5 > absolute", "", "n/a",
                     {kNotMeasured, "needs the encoder track (--track both): the article's accuracy and F1 are task "
                                    "scores of fine-tuned encoders"},
                     "");
@@ -133,7 +97,7 @@ ClaimVerdict claim_d(const ComparisonResult& r) {
       if (has_method(r, rel) && has_method(r, abs)) tests.push_back(better(r, rel, abs, ppl));
   const Judgement j = judge_family(tests, tests.empty() ? "a relative (t5, deberta, rope, alibi) and an absolute "
                                                           "(sinusoidal, learned) method in --methods" : "");
-  return verdict_of("d", "relative encodings (T5, DeBERTa, RoPE, ALiBi) beat absolute ones (sinusoidal, learned)",
+  return claim_from("d", "relative encodings (T5, DeBERTa, RoPE, ALiBi) beat absolute ones (sinusoidal, learned)",
                     better_text(ppl), measured(r, {"t5", "deberta", "rope", "alibi", "sinusoidal", "learned"}, ppl), j,
                     training_budget(r));
 }
@@ -183,7 +147,7 @@ ClaimVerdict claim_h(const ComparisonResult& r) {
     tests.push_back(beyond("t5/rope step" + at + " below 1", t5_rope, 0, true));
     tests.push_back(beyond("rope/deberta step" + at + " below 1", rope_deb, 0, true));
   }
-  return verdict_of("h", "cost: T5 cheapest, DeBERTa dearest, RoPE in between",
+  return claim_from("h", "cost: T5 cheapest, DeBERTa dearest, RoPE in between",
                     "training-step time ratios t5/rope and rope/deberta per length, paired by round of the interleaved "
                     "benchmark (geometric mean [95% interval]); below 1 supports the claim",
                     measured_text.empty() ? "n/a" : measured_text,
@@ -234,7 +198,7 @@ ClaimVerdict claim_j(const ComparisonResult& r, Protocol p) {
       break;
     }
   if (k == 0 || !has_method(r, "rope"))
-    return verdict_of("j", claim, "perplexity at >= 2048 tokens", "n/a",
+    return claim_from("j", claim, "perplexity at >= 2048 tokens", "n/a",
                       {kNotMeasured, k == 0 ? "an evaluation at 2048 tokens or more (raise --eval-multipliers)"
                                             : "rope in --methods"},
                       "");
@@ -250,7 +214,7 @@ ClaimVerdict claim_j(const ComparisonResult& r, Protocol p) {
   shown.insert(shown.end(), others.begin(), others.end());
   Judgement j = judge_family(tests, others.empty() ? "another row evaluated at " + std::to_string(k * block) + " tokens" : "");
   j.why += " (plain RoPE against every other row, its scaled variants included)";
-  return verdict_of("j", claim, m.name() + " (" + std::to_string(k * block) + " tokens; lower is better)",
+  return claim_from("j", claim, m.name() + " (" + std::to_string(k * block) + " tokens; lower is better)",
                     measured(r, shown, m), j, training_budget(r), length_protocol(r, k, p));
 }
 
@@ -295,7 +259,7 @@ ClaimVerdict claim_k(const ComparisonResult& r) {
                    " distances share their neighbour's value (bf16 holds integers exactly only up to 256, fp16 up to 2048)";
   Judgement j = judge_family(tests, base.empty() ? "rope in --methods" : tests.empty() ? "the rope@bf16 and rope@fp16 rows" : "");
   if (j.verdict == kSupported) j.why += " (ALiBi and T5 were not evaluated through the model)";
-  return verdict_of("k", claim, metric, measured_text, j, training_budget(r), length_protocol(r, k));
+  return claim_from("k", claim, metric, measured_text, j, training_budget(r), length_protocol(r, k));
 }
 
 std::vector<ClaimVerdict> claims(const ComparisonResult& r) {
@@ -396,10 +360,10 @@ std::string lead(const ComparisonResult& r) {
      << "(no position encoding, or uniform rows) reads on it. \"NoPE\" is the `none` row: a causal decoder without "
      << "a position encoding is not blind to positions, since the mask lets it count (Haviv et al. 2022); only its "
      << "first layer and exactly uniform attention are.\n\n"
-     << "- **Perplexity and accuracy** (claims a, b, d, j): no known position-blind value; NoPE's row is the measured "
-     << "control.\n"
-     << "- **Task token F1** (claim b): bag-of-tokens, so it ignores order: an answer with the right symbols in any "
-     << "order scores 1 (exact match does not). A model blind to order is not held below 1 by it.\n"
+     << "- **Perplexity and next-token accuracy** (claims a, d, j): no known position-blind value; NoPE's row is the "
+     << "measured control.\n"
+     << "- **Encoder accuracy and F1** (claim b): see the encoder track's bullet below; a task on which a method of "
+     << "the claim is structural leaves the claim for every method.\n"
      << "- **Perplexity growth ratio** ppl(kx)/ppl(1x) (claims c, e, f): 1.0 = no degradation, but not pinned for "
      << "position-blind attention (an average over a longer prefix changes what a bag of tokens looks like); NoPE's "
      << "row is the measured control.\n"

@@ -18,6 +18,10 @@
 //    bias (H, Tq + Tk - 1), computed by the encoding with ordinary ops (T5, ALiBi, KERPLE, ...); a
 //    tile row adds a contiguous slice of it. Its gradient is dS summed over the batch and along each
 //    diagonal (spec §1.4); autograd carries it on to the encoding's table or parameters.
+//  * Dense (FIRE, SPEC-positions-2 §0.2 K1): bias (H, Tq, Tk), shared over the batch; a tile row
+//    adds a contiguous slice of row i of bias[h]. Its gradient is dS summed over the batch: the
+//    backward then runs over heads, each thread sweeping the batch of its head in order, so that
+//    dbias[h] has one writer and a fixed summation order (parallelism min(H, threads)).
 //  * ContentPosition (DeBERTa): c2p(i, u) = scale q_i . kr[rows[u]] and p2c(j, u) = scale k_j . qr[rows[u]] are
 //    precomputed with GEMMs (the "efficient form" of spec §2.5), gathered per (i, j) inside the
 //    tile, and their gradients dc2p(i, u), dp2c(j, u) are scattered per element and turned into
@@ -132,7 +136,7 @@ struct Problem {
   ScoreBias kind;
   bool causal;
   T scale;
-  const T* bias = nullptr;                        // (H, Tq + Tk - 1) (Distance)
+  const T* bias = nullptr;                        // (H, Tq + Tk - 1) (Distance), (H, Tq, Tk) (Dense)
   const T *c2p = nullptr, *p2c = nullptr;         // (B, H, Tq, U), (B, H, Tk, U); null = term off
   const int64_t* diag_u = nullptr;                // (nw)
   // Per-token positions (null: query i at i + q_offset, key j at j). Pair (i, j) then reads entry
@@ -210,6 +214,13 @@ void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t
       const T* src = db + (j0 - (i0 + ii));
       for (int64_t jj = 0; jj < nk; ++jj) row[jj] += src[jj];
     }
+  } else if (p.kind == ScoreBias::Dense) {
+    const T* hb = p.bias + h * p.Tq * p.Tk;
+    for (int64_t ii = 0; ii < nq; ++ii) {
+      T* row = S + ii * kBlockK;
+      const T* src = hb + (i0 + ii) * p.Tk + j0;
+      for (int64_t jj = 0; jj < nk; ++jj) row[jj] += src[jj];
+    }
   } else if (p.kind == ScoreBias::ContentPosition) {
     const int64_t U = p.U;
     const T* c2p = p.c2p ? p.c2p + bh * p.Tq * U : nullptr;
@@ -259,7 +270,7 @@ Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, c
   p.k_pos = k_pos;
   p.wq = q_pos ? q_pos[Tq - 1] : Tq - 1;
   p.nw = q_pos ? q_pos[Tq - 1] + k_pos[Tk - 1] + 1 : Tq + Tk - 1;
-  if (kind == ScoreBias::Distance) {
+  if (kind == ScoreBias::Distance || kind == ScoreBias::Dense) {
     p.bias = bias;
   } else if (kind == ScoreBias::ContentPosition) {
     T* krs = scratch + L.krs;
@@ -452,11 +463,14 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
   // dc2p is needed for dq and dkr, dp2c for dk and dqr.
   T* dc2p = content_position && kr && (dq || dkr) ? scratch + L.dc2p : nullptr;
   T* dp2c = content_position && qr && (dk || dqr) ? scratch + L.dp2c : nullptr;
-  const bool want_ds = dq || dk || ddiag || dc2p || dp2c;
+  // Dense: dS summed over the batch straight into dbias[h] (the caller zeroed it or holds a sum).
+  T* ddense = (kind == ScoreBias::Dense && dbias) ? dbias : nullptr;
+  const bool want_ds = dq || dk || ddiag || dc2p || dp2c || ddense;
   T* dsink_part = scratch + L.dsink;  // (B, H)
 
-#pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
-  for (int64_t bh = 0; bh < B * H; ++bh) {
+  // The work of one (b, h): it owns the (b, h) slices of dq, dk, dv and of the scratch, and (Dense)
+  // adds into dbias[h], which the callers below give one thread per head.
+  auto one_head = [&](int64_t bh) {
     const FlushDenormals ftz;  // P and its products with dO, V and K (denormals.h)
     const int64_t h = bh % H;
     T* buf = thread_buffer<T>(static_cast<size_t>(2 * kBlockQ * kBlockK));
@@ -528,6 +542,12 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
             const T* src = dS + ii * kBlockK;
             for (int64_t jj = 0; jj < nk; ++jj) dst[jj] += src[jj];
           }
+        } else if (ddense) {  // Dense: dS into row i of dbias[h] (masked entries of dS are 0)
+          for (int64_t ii = 0; ii < nq; ++ii) {
+            T* dst = ddense + (h * Tq + i0 + ii) * Tk + j0;
+            const T* src = dS + ii * kBlockK;
+            for (int64_t jj = 0; jj < nk; ++jj) dst[jj] += src[jj];
+          }
         }
         if (dcb || dpb) {  // ContentPosition: scatter dS into the rows it came from (spec §2.5)
           for (int64_t ii = 0; ii < nq; ++ii) {
@@ -564,6 +584,14 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
       gemm<T>(dq + bh * Tq * D, dcb, scratch + L.krs + h * U * D, Tq, D, U, D, U, D, false, false, scale, T(1));
     if (dpb && dk)
       gemm<T>(dk + bh * Tk * D, dpb, scratch + L.qrs + h * U * D, Tk, D, U, D, U, D, false, false, scale, T(1));
+  };
+  if (ddense) {  // one thread per head, its batch in order: dbias[h] has one writer
+#pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t b = 0; b < B; ++b) one_head(b * H + h);
+  } else {
+#pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
+    for (int64_t bh = 0; bh < B * H; ++bh) one_head(bh);
   }
 
   // Sink gradient: the (b, h) partials summed over b in order.

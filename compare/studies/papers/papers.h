@@ -1,0 +1,30 @@
+// papers.h — the headline claims of the papers behind the encodings added since the article
+// (FIRE, hybrid NoPE/RoPE layers, xPos), each judged on the language-model study's perplexity by
+// length with the family rule of compare/claims.h. It trains and runs nothing itself: a claim whose
+// encodings are not among --methods reads "not measured" and names them.
+//
+//   n1  FIRE extrapolates at least as well as T5, ALiBi and KERPLE (Li et al., ICLR 2024, §5):
+//       non-inferiority at the longest evaluation length, FIRE's perplexity growth against each
+//       comparator's times 1 + 5% (one test per comparator among --methods).
+//   n2  NoPE every 4th layer improves extrapolation without hurting perplexity at the training length
+//       (SmolLM3's ablation; Llama 4's iRoPE): hybrid's growth below rope's, and hybrid's perplexity at
+//       1x below rope's times 1 + 1% (non-inferiority), one family of 2.
+//   n3  xPos extrapolates better than RoPE (Sun et al., ACL 2023, §4): xpos's growth below rope's.
+//
+// Each non-inferiority test is Welch's t-test of a against b x (1 + margin): "supported" says a is
+// significantly within the margin, "contradicted" that a is significantly worse than b by more than it.
+#pragma once
+
+#include <vector>
+
+#include "compare/claims.h"
+#include "compare/study.h"
+
+namespace posgrad::train {
+
+// The claims n1-n3 on a comparison (also the study's claims callback).
+std::vector<ClaimVerdict> judge_paper_claims(const ComparisonResult& r);
+
+StudyEntry papers_study();
+
+}  // namespace posgrad::train
