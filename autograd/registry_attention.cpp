@@ -144,8 +144,9 @@ namespace {
 // The modifier shapes with generic data. Distance: any (H, Tq + Tk - 1) tensor, gradchecked
 // (what T5, ALiBi and KERPLE compute from their parameters). ContentPosition: kr, qr (2S, H, D) and
 // the bucket c(r) = clamp(r, -S, S - 1) + S (DeBERTa's without log buckets). Dense: any (H, Tq, Tk)
-// tensor (what FIRE computes), CPU only.
-enum class Modifier { None, Distance, ContentPosition, Dense };
+// tensor (what FIRE computes), CPU only. Separable: any (B, H, Tq + Tk) tensor of row and column
+// terms (what FoX computes), CPU only.
+enum class Modifier { None, Distance, ContentPosition, Dense, Separable };
 struct Spec {
   std::string name;
   Shape q, k;
@@ -207,6 +208,27 @@ void add_case(std::vector<OpCase>& out, const Spec& sp) {
       add_attention_case(out, ac);
       out.back().cuda = false;  // no CUDA kernel for the dense bias
       return;
+    case Modifier::Separable: {
+      const int64_t B = sp.q[0];
+      ac.name = family + "separable/" + sp.name;
+      ac.extra_inputs = [=](Generator& g, DType t) { return TensorList{make_input({B, H, Tq + Tk}, g, t, true, -2.0, 2.0)}; };
+      ac.modifier = [](const TensorList& x) {
+        ScoreModifier m;
+        m.kind = ScoreBias::Separable;
+        m.bias_separable = x[3];
+        return m;
+      };
+      ac.reference_bias = [=](const TensorList& x) -> AttentionBiasFn {
+        auto bias = host(x[3]);
+        return [=](int64_t b, int64_t h, int64_t i, int64_t j) {
+          const double* row = bias.data() + (b * H + h) * (Tq + Tk);
+          return row[i] + row[Tq + j];
+        };
+      };
+      add_attention_case(out, ac);
+      out.back().cuda = false;  // no CUDA kernel for the separable bias
+      return;
+    }
     case Modifier::ContentPosition:
       add_content_position_case(out, family + "content_position/" + sp.name, sp.q, sp.k, sp.causal, sp.q_offset,
                                 scale, 2 * kSpan, sp.c2p, sp.p2c,
@@ -293,7 +315,8 @@ void register_attention_cases(std::vector<OpCase>& out) {
     s.mod = mod;
     return s;
   };
-  for (Modifier mod : {Modifier::None, Modifier::Distance, Modifier::ContentPosition, Modifier::Dense}) {
+  for (Modifier mod :
+       {Modifier::None, Modifier::Distance, Modifier::ContentPosition, Modifier::Dense, Modifier::Separable}) {
     add_case(out, spec("bidir/2x1x7x3", s2173, false, mod));
     if (mod == Modifier::None) out.back().edges = attention_edges();
     add_case(out, spec("causal/1x3x33x5", s13335, true, mod));
@@ -332,7 +355,8 @@ void register_attention_cases(std::vector<OpCase>& out) {
   // Learnable attention sinks (SPEC-positions-2 §5) with every modifier shape: bidirectional, causal
   // across a tile (T = 70 > 64), a single token, rows that see only the sink (q_offset -3), a
   // KV-cache-like window, and per-token positions.
-  for (Modifier mod : {Modifier::None, Modifier::Distance, Modifier::ContentPosition, Modifier::Dense}) {
+  for (Modifier mod :
+       {Modifier::None, Modifier::Distance, Modifier::ContentPosition, Modifier::Dense, Modifier::Separable}) {
     auto with_sinks = [](Spec s) {
       s.sinks = true;
       return s;

@@ -85,6 +85,8 @@ class Attention(nn.Module):
             bias = pe.kerple_bias(T, layer)
         elif pe.kind == "fire":
             bias = pe.fire_bias(T, layer)
+        elif pe.kind == "fox":
+            bias = pe.fox_bias(x, layer)
         elif pe.kind == "hybrid":
             if pe.hybrid_uses_rope(layer):
                 q, k = pe.rotate(q), pe.rotate(k)
@@ -187,6 +189,10 @@ class PosEnc(nn.Module):
                 setattr(self, f"fire_b2_{l}", nn.Parameter(torch.empty(H).uniform_(-W ** -0.5, W ** -0.5)))
                 setattr(self, f"fire_c_{l}", nn.Parameter(torch.full((1,), o.get("fire_init_c", 0.1))))
                 setattr(self, f"fire_m_{l}", nn.Parameter(torch.ones(1)))
+        if kind == "fox":  # per layer fgate_proj = Linear(C, H): w ~ N(0, 0.02^2), b = 0 (FoX _init_weights)
+            for l in range(L):
+                setattr(self, f"fox_w_{l}", nn.Parameter(torch.randn(H, C) * 0.02))
+                setattr(self, f"fox_b_{l}", nn.Parameter(torch.zeros(H)))
         if kind == "kerple":  # per layer r1 ~ U(0, 2), r2 ~ U(0, 1), as KERPLE's GPT-NeoX code
             for l in range(L):
                 setattr(self, f"r1_{l}", nn.Parameter(torch.rand(H) * 2))
@@ -295,6 +301,13 @@ class PosEnc(nn.Module):
         u = torch.log(c * rel + 1) / norm                                  # (T, T)
         hidden = torch.relu(u[..., None] * g("w1")[:, 0] + g("b1"))        # (T, T, W)
         return (hidden @ g("w2").t() + g("b2")).permute(2, 0, 1)           # (H, T, T)
+
+    def fox_bias(self, x, layer):
+        """FoX (forgetting-transformer ForgettingAttentionLayer): log f = logsigmoid(fgate_proj(x)) in
+        float32, log_lambda = cumsum over time, bias[i, j] = log_lambda_i - log_lambda_j; (B, H, T, T)."""
+        z = F.linear(x, getattr(self, f"fox_w_{layer}"), getattr(self, f"fox_b_{layer}"))  # (B, T, H)
+        lam = torch.cumsum(F.logsigmoid(z.float()), dim=1).transpose(1, 2)                # (B, H, T)
+        return lam[..., :, None] - lam[..., None, :]
 
     def hybrid_uses_rope(self, layer):
         """iRoPE (HF Llama 4 / SmolLM3 no_rope_layer_interval): layer l rotates iff (l + 1) % K != 0."""

@@ -34,6 +34,7 @@ CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionE
   std::tie(h.q, h.k) = pe.rotate(layer, h.q, h.k, pos0);
   // The q/k rows of the fused weight (PyTorch layout (3C, C): rows [0, C) = q, [C, 2C) = k).
   LayerProjections lp;
+  lp.input = x;
   lp.w_q = qkv->weight.narrow(0, 0, C);
   lp.w_k = qkv->weight.narrow(0, C, C);
   if (qkv->bias.defined()) {

@@ -387,7 +387,7 @@ TEST(ArticleClaims, K_HalfPrecisionPairedBySeed) {
 
 // ---- the newer encodings' papers (compare/studies/papers/papers.h) ---------------------------------------
 
-TEST(PaperClaims, EveryVerdictOfN1ToN3) {
+TEST(PaperClaims, EveryVerdictOfN1ToN4) {
   const std::vector<std::string> m = {"fire", "t5", "alibi", "kerple", "rope", "hybrid", "xpos"};
   auto base = [&] {
     Synthetic s(m, 3, 16, {1, 2, 4});
@@ -423,6 +423,14 @@ TEST(PaperClaims, EveryVerdictOfN1ToN3) {
   s.growth("xpos", {1.80, 1.81, 1.79}, 4);
   expect(s.r, "n3", kContradicted, "xpos vs rope");
   expect(Synthetic({"rope"}).r, "n3", kNotMeasured, "xpos in --methods");
+  // n4: fox below rope at 1x and at 4x.
+  Synthetic f({"fox", "rope"}, 3, 16, {1, 4});
+  f.ppl("fox", {4.50, 4.52, 4.51}).ppl("rope", {5.00, 5.02, 5.01});
+  f.growth("fox", {1.10, 1.11, 1.09}, 4).growth("rope", {1.50, 1.51, 1.49}, 4);
+  expect(f.r, "n4", kSupported, "all of 2 significant");
+  f.ppl("fox", {5.50, 5.52, 5.51});
+  expect(f.r, "n4", kContradicted, "fox vs rope");
+  expect(Synthetic({"rope"}).r, "n4", kNotMeasured, "fox in --methods");
   // Without an evaluation beyond the training length nothing is read.
   expect(Synthetic(m, 3, 16, {1}).r, "n1", kNotMeasured, "an evaluation beyond the training length");
 }

@@ -256,6 +256,18 @@ TEST(Cli, UnknownOptionsAndConfigKeysNameTheNearest) {
   EXPECT_TRUE(contains(p.err, "is not a regular file")) << p.err;
 }
 
+// An encoding without a CUDA attention kernel is refused on --device cuda before anything is built,
+// naming it; --methods all stands alone.
+TEST(Cli, CpuOnlyEncodingsAndMethodsAll) {
+  Proc p = run_posgrad("train --dry-run --pos fire --device cuda");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_NE(p.err.find("the fire position encoding has no CUDA attention kernel; use --device cpu"), std::string::npos)
+      << p.err;
+  p = run_posgrad("compare --preset tiny --methods all,rope --dry-run");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_NE(p.err.find("'all' names every registered encoding and stands alone"), std::string::npos) << p.err;
+}
+
 TEST(Cli, SubcommandsResolveTheirOwnPresets) {
   POSGRAD_REQUIRE_BIN();
   // --dry-run loads the corpus (every refusal of the real run): a corpus here, without the passkey

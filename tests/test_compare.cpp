@@ -75,12 +75,12 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   // The claims table has one row per claim (a) .. (k), the newer encodings' papers' (n1 .. n3), the
   // suite's (s1, s2), the position interpolation protocol's (p1 .. p3) and passkey's, each with a verdict.
   for (const char id : std::string("abcdefghijk")) EXPECT_NE(md.find(std::string("| ") + id + " | "), std::string::npos) << id;
-  for (const char* id : {"| n1 | ", "| n2 | ", "| n3 | ", "| s1 | ", "| s2 | ", "| p1 | ", "| p2 | ", "| p3 | ", "| pk1 | ",
+  for (const char* id : {"| n1 | ", "| n2 | ", "| n3 | ", "| n4 | ", "| s1 | ", "| s2 | ", "| p1 | ", "| p2 | ", "| p3 | ", "| pk1 | ",
                          "| pk2 | "})
     EXPECT_NE(md.find(id), std::string::npos) << id;
   EXPECT_EQ(count(md, "| **supported** |") + count(md, "| **contradicted** |") + count(md, "| **inconclusive** |") +
                 count(md, "| **not measured** |"),
-            21u);
+            22u);
   // The tiny preset runs the decoders only: claim (b) says what it needs.
   EXPECT_NE(md.find("needs the encoder track (--track both)"), std::string::npos);
   // Passkey retrieval: its section, and passkey.csv with every method and RoPE's scaled rows at

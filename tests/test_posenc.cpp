@@ -728,6 +728,80 @@ TEST(Fire, EncodingParametersOptionsAndDevice) {
   EXPECT_THROW(cfg.set("fire_mlp_width", int64_t{0}), UsageError);  // the option's range [1, 4096]
 }
 
+// ---- FoX (SPEC-positions-2 §4, test vectors §10.4) ----------------------------------------------------
+
+// gen(shape, s) of SPEC-2 §0.1: 0.5 sin(1 + s + 0.7 i0 + 1.3 i1 + 0.37 i2 + 0.91 i3), float64.
+Tensor spec_gen(const Shape& shape, double s) {
+  static const double coef[] = {0.7, 1.3, 0.37, 0.91, 0.23};
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t f = 0; f < n; ++f) {
+    double acc = 1.0 + s;
+    int64_t rest = f;
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      acc += coef[d] * static_cast<double>(rest % shape[d]);
+      rest /= shape[d];
+    }
+    v[f] = 0.5 * std::sin(acc);
+  }
+  return Tensor::from_vector(v, shape, DType::Float64);
+}
+
+TEST(Fox, SpecTestVectors) {
+  // z = 4 gen((2, 2, 5), 3): the gates' prefix, the bias F_i - F_j, the output and dLoss/dz.
+  Tensor z = spec_gen({2, 2, 5}, 3.0) * 4.0;
+  z.set_requires_grad(true);
+  const Tensor F = fox_log_forget_prefix(z);
+  const double want_F[] = {-1.712550135, -3.737955536, -5.864212129, -7.855045342, -9.506983523};
+  const auto Fv = F.to_vector();
+  for (int t = 0; t < 5; ++t) EXPECT_NEAR(Fv[t], want_F[t], 1e-9) << t;
+  const Tensor q = spec_gen({2, 2, 5, 4}, 0), k = spec_gen({2, 2, 5, 4}, 1), v = spec_gen({2, 2, 5, 4}, 2);
+  ScoreModifier m;
+  m.kind = ScoreBias::Separable;
+  m.bias_separable = cat({F, -F}, -1);
+  const Tensor O = attention(q, k, v, m, true, 0.5);
+  const double o_last[] = {-0.4678776496, -0.4068661924, -0.0315471428, 0.3681423428};  // O[0, 0, 4, :]
+  const auto ov = O.to_vector();
+  for (int e = 0; e < 4; ++e) EXPECT_NEAR(ov[4 * 4 + e], o_last[e], 1e-9) << e;
+  sum(O * spec_gen({2, 2, 5, 4}, 4)).backward();
+  const auto dz = z.grad().to_vector();
+  const double want_dz[4][5] = {{-2.843540861e-18, -0.02080828019, -0.02200787975, -0.0214963764, -0.01779520288},
+                                {-1.166907985e-17, -0.02830369457, -0.04209352228, -0.03568161833, -0.01427851926},
+                                {0, -0.01892813756, -0.02598288537, -0.03030509408, -0.0198272697},
+                                {0, -0.04418472308, -0.04083321819, -0.02223506257, -0.007622954629}};
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t < 5; ++t) EXPECT_NEAR(dz[r * 5 + t], want_dz[r][t], 1e-10) << r << " " << t;
+  // F_i cancels in each row: the same output with the column term alone.
+  ScoreModifier c = m;
+  c.bias_separable = cat({Tensor::zeros({2, 2, 5}, DType::Float64), -F.detach()}, -1);
+  const auto oc = attention(q, k, v, c, true, 0.5).to_vector();
+  for (size_t i = 0; i < ov.size(); ++i) EXPECT_NEAR(oc[i], ov[i], 1e-14) << i;
+}
+
+TEST(Fox, EncodingIsCausalCpuOnlyAndReadsTheLayerInput) {
+  PosEncConfig cfg;
+  cfg.kind = "fox";
+  cfg.n_layer = 2;
+  cfg.n_embd = 8;
+  cfg.n_head = 2;
+  Generator gen(2);
+  auto enc = make_position_encoding(cfg, gen);
+  EXPECT_FALSE(enc->supports_kv_cache());
+  EXPECT_TRUE(position_encoding_entry("fox").causal_only);
+  EXPECT_TRUE(position_encoding_entry("fox").cpu_only);
+  LayerProjections lp;
+  EXPECT_THROW(enc->scores(0, lp, 4, 4, 0), ValueError);  // no layer input
+  Generator g(4);
+  lp.input = randn({3, 4, 8}, g);
+  const ScoreModifier m = enc->scores(1, lp, 4, 4, 0);
+  EXPECT_EQ(m.kind, ScoreBias::Separable);
+  EXPECT_EQ(m.bias_separable.shape(), (Shape{3, 2, 8}));
+  EXPECT_THROW(enc->scores(1, lp, 1, 4, 3), ShapeError);  // a key/value-cache step
+  cfg.causal = false;
+  EXPECT_THROW(cfg.validate(), ValueError);  // causal only
+}
+
 // ---- hybrid NoPE/RoPE layers (SPEC-positions-2 §3, test vectors §10.3) --------------------------------
 
 TEST(Hybrid, LayerPatternAndTemperatureSpecVectors) {
@@ -920,8 +994,8 @@ TEST(Learned, PositionBeyondTableIsAnError) {
 // ---- the registry --------------------------------------------------------------------------------
 
 TEST(Registry, EveryKindAndUnknownKind) {
-  const std::vector<std::string> expect = {"none", "sinusoidal", "learned",  "t5",   "deberta", "rope",
-                                           "alibi", "kerple",    "sandwich", "xpos", "fire",    "hybrid"};
+  const std::vector<std::string> expect = {"none",   "sinusoidal", "learned", "t5",   "deberta", "rope", "alibi",
+                                           "kerple", "sandwich",   "xpos",    "fire", "hybrid",  "fox"};
   EXPECT_EQ(position_encoding_kinds(), expect);
   for (const auto& k : expect) {
     Generator g(0);

@@ -30,11 +30,14 @@ void TrainConfig::validate() const {
   opt::check_all(train_options(), *this);
   model.validate();
   POSGRAD_CHECK(min_lr <= lr, UsageError, "--min-lr (", min_lr, ") must not exceed --lr (", lr, ")");
+  Device dev = Device::cpu();
   try {
-    (void)Device::parse(device);
+    dev = Device::parse(device);
   } catch (const Error& e) {
     throw UsageError(std::string("--device: ") + e.what());
   }
+  POSGRAD_CHECK(!(dev.is_cuda() && nn::position_encoding_entry(model.pos.kind).cpu_only), UsageError, "--device ",
+                device, ": the ", model.pos.kind, " position encoding has no CUDA attention kernel; use --device cpu");
   check_memory(*this, model.block_size);
 }
 

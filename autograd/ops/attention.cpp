@@ -115,6 +115,13 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
                     bias.defined() ? shape_str(bias.shape()) : std::string("undefined"));
       same_kind(bias, "bias_dense");
       break;
+    case ScoreBias::Separable:
+      POSGRAD_CHECK(bias.defined() && bias.dim() == 3 && bias.size(0) == B && bias.size(1) == H &&
+                        bias.size(2) == Tq + Tk,
+                    ShapeError, "attention: bias_separable must be (B = ", B, ", H = ", H, ", Tq + Tk = ", Tq + Tk,
+                    "), got ", bias.defined() ? shape_str(bias.shape()) : std::string("undefined"));
+      same_kind(bias, "bias_separable");
+      break;
     case ScoreBias::ContentPosition: {
       POSGRAD_CHECK(kr.defined() || qr.defined(), ValueError,
                     "attention: the content-position modifier needs kr (c2p) and/or qr (p2c)");
@@ -151,12 +158,13 @@ AttentionConfig make_config(const ScoreModifier& mod, const Tensor& q, const Ten
                 "attention: the content-position modifier needs kr (c2p) and/or qr (p2c)");
   const bool shaped = q.dim() == 4 && k.dim() == 4;  // (check_inputs names a bad shape)
   if (shaped) cfg.nw = q.size(2) + k.size(2) - 1;
-  if (mod.kind == ScoreBias::Dense) {
-    POSGRAD_CHECK(!q.device().is_cuda(), DeviceError,
-                  "attention: the dense (H, Tq, Tk) bias (FIRE) has no CUDA kernel; run it on the CPU (--device cpu)");
-    POSGRAD_CHECK(!mod.has_positions(), ValueError,
-                  "attention: a dense bias is indexed by query and key; the encoding applies per-token positions when "
-                  "it builds it, so the modifier carries none");
+  if (mod.kind == ScoreBias::Dense || mod.kind == ScoreBias::Separable) {
+    const char* what = mod.kind == ScoreBias::Dense ? "the dense (H, Tq, Tk) bias (FIRE)" : "the separable (B, H, Tq + Tk) bias (FoX)";
+    POSGRAD_CHECK(!q.device().is_cuda(), DeviceError, "attention: ", what,
+                  " has no CUDA kernel; run it on the CPU (--device cpu)");
+    POSGRAD_CHECK(!mod.has_positions(), ValueError, "attention: ", what,
+                  " is indexed by query and key; the encoding applies per-token positions when it builds it, so the "
+                  "modifier carries none");
   }
   if (mod.has_positions()) {
     POSGRAD_CHECK(!q.device().is_cuda(), DeviceError,
@@ -197,6 +205,7 @@ ModifierInputs modifier_inputs(const ScoreModifier& mod) {
   in.sinks = mod.sinks;
   if (mod.kind == ScoreBias::Distance) in.bias = mod.bias_by_distance;
   if (mod.kind == ScoreBias::Dense) in.bias = mod.bias_dense;
+  if (mod.kind == ScoreBias::Separable) in.bias = mod.bias_separable;
   if (mod.kind == ScoreBias::ContentPosition) in.kr = mod.kr, in.qr = mod.qr;
   return in;
 }
@@ -335,6 +344,9 @@ Tensor reference_scores(const Tensor& q, const Tensor& k, const ScoreModifier& m
       break;
     }
     case ScoreBias::Dense: scores = scores + in.bias; break;  // (H, Tq, Tk) broadcast over the batch
+    case ScoreBias::Separable:  // a[b, h, i] + c[b, h, j]
+      scores = scores + in.bias.narrow(2, 0, Tq).reshape({B, H, Tq, 1}) + in.bias.narrow(2, Tq, Tk).reshape({B, H, 1, Tk});
+      break;
     case ScoreBias::ContentPosition: {
       // c2p[b,h,i,j] = C2P[b,h,i,c(i,j)] with C2P = Q Kr^T (B, H, Tq, R): a gather, written as an
       // embedding lookup into the flattened C2P. Likewise p2c with K Qr^T (B, H, Tk, R).
@@ -413,6 +425,7 @@ HostDims for_each_host_window(const Tensor& q, const Tensor& k, const ScoreModif
   m.sinks = Tensor();  // no diagnostic reads the sink (each renormalises over the real keys)
   m.bias_by_distance = host(mod.bias_by_distance);
   m.bias_dense = host(mod.bias_dense);
+  m.bias_separable = host(mod.bias_separable);
   m.kr = host(mod.kr);
   m.qr = host(mod.qr);
   const Tensor qh = host(q), kh = host(k);
@@ -422,8 +435,10 @@ HostDims for_each_host_window(const Tensor& q, const Tensor& k, const ScoreModif
   Dims one = d;
   one.B = 1;
   for (int64_t b = 0; b < d.B; ++b) {  // (1, H, T, T) scores at a time, not (B, H, T, T)
+    ModifierInputs in_b = in;  // a per-(b, h) bias: this batch element's rows
+    if (m.kind == ScoreBias::Separable) in_b.bias = in.bias.narrow(0, b, 1);
     const std::vector<double> s =
-        reference_scores(qh.narrow(0, b, 1), kh.narrow(0, b, 1), m, cfg, in, one).contiguous().to_vector();
+        reference_scores(qh.narrow(0, b, 1), kh.narrow(0, b, 1), m, cfg, in_b, one).contiguous().to_vector();
     fn(b, s.data());
   }
   return {d.B, d.H, d.Tq};

@@ -34,6 +34,11 @@ struct ScoreModifier {
   // ValueError otherwise). The fused op's gradient is dS summed over the batch. CPU only (DeviceError
   // on a CUDA device). Memory: H Tq Tk elements, and as many for its gradient.
   Tensor bias_dense;
+  // Separable: bias_separable (B, H, Tq + Tk) = [a | c], differentiable, same dtype and device as q:
+  // pair (i, j) of batch element b and head h gains a[b, h, i] + c[b, h, j] (SPEC-positions-2 §0.2,
+  // K2; FoX's F_i - F_j: a = F, c = -F). The fused op's gradient is the row sums of dS into a and its
+  // column sums into c. No per-token positions (ValueError); CPU only (DeviceError). Memory: B H (Tq + Tk).
+  Tensor bias_separable;
   // ContentPosition: projected relative embeddings (R, H, D), differentiable; undefined = term off.
   // kr gives c2p = q_i . kr[c], qr gives p2c = k_j . qr[c], both scaled by `scale` (DeBERTa, spec §2.4),
   // c = bucket(r), which must lie in [0, R).

@@ -21,7 +21,7 @@ namespace posgrad::train {
 const std::vector<StudyEntry>& studies() {
   static const std::vector<StudyEntry> all = {
       article_study(),    // the article's table and claims (a)-(k), from the studies below
-      papers_study(),     // the newer encodings' papers' claims (n1-n3), from the lm study
+      papers_study(),     // the newer encodings' papers' claims (n1-n4), from the lm study
       lm_study(),         // perplexity and accuracy by length, per-position loss, evaluation-time RoPE scalings
       attention_study(),  // attention weight by query-key distance
       task_study(),       // the synthetic copy / reverse task

@@ -14,8 +14,10 @@
 //
 // Cost: the MLP runs once per distinct (distance, normaliser) pair of the window, not per (b, h, i,
 // j): the rows below L share one table of distances, each row beyond L has its own (about T^2 / 2
-// pairs causally). At T = 2048 with L = 16 that is 2.1M pairs of W = 32 hidden units per layer (a
-// 268 MB float32 hidden activation while it is built), then an (H, T, T) bias of 64 MB for 4 heads.
+// pairs causally). At T = 2048 with L = 16 that is 2.1M pairs of W = 32 hidden units per layer: 268 MB
+// per float32 (P, W) intermediate, three of which a training step keeps for the backward, then an
+// (H, T, T) bias of 64 MB for 4 heads (the cost benchmark measured a 4.8 GB peak at T = 2048 for 4
+// layers, a step 11x RoPE's; docs/positions.md §7).
 // The fused attention has no CUDA kernel for the dense bias: CPU only.
 //
 // Gradients: all through ordinary ops (autograd), to W1, b1, W2, b2, c and m. The two kinks of the
@@ -316,6 +318,7 @@ PosEncEntry fire_encoding() {
        later(real("fire_init_c", closed(-1e6, 1e6), "FIRE: initial c of psi(x) = ln(|c| x + 1)"), 0.1)},
       nullptr,
       fire_op_cases};
+  e.cpu_only = true;  // the dense bias has no CUDA kernel
   return e;
 }
 

@@ -48,7 +48,7 @@ std::vector<std::string> hybrid_layer_kinds(const std::string& list, int64_t int
     POSGRAD_CHECK(k != "hybrid", ValueError, "hybrid position encoding: --hybrid-layers cannot name hybrid itself");
     POSGRAD_CHECK(k != "sinusoidal" && k != "learned", ValueError, "hybrid position encoding: --hybrid-layers names ",
                   k, ", an absolute table added to the token embeddings once per model, not per layer; list "
-                  "encodings that act inside attention (none, rope, xpos, t5, alibi, kerple, sandwich, deberta, fire)");
+                  "encodings that act inside attention (none, rope, xpos, t5, alibi, kerple, sandwich, deberta, fire, fox)");
     (void)position_encoding_entry(k);  // ValueError naming an unknown kind and listing the known ones
   }
   return kinds;

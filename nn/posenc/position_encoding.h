@@ -51,6 +51,9 @@ struct PosEncConfig {
 // (DeBERTa with share_att_key). Weights are (C, C) in PyTorch layout, biases (C) or undefined.
 struct LayerProjections {
   Tensor w_q, b_q, w_k, b_k;
+  // The layer's input x (B, T, C), the normed hidden state that feeds q, k and v (FoX's forget gates
+  // read it); undefined where a caller has none.
+  Tensor input;
   // The device the layer runs on: that of its weights (the CPU when none are given).
   Device device() const { return w_q.defined() ? w_q.device() : Device::cpu(); }
 };
@@ -163,6 +166,9 @@ struct PosEncEntry {
   // has no position signal at all (it is the order-blind control), and for every encoding whose
   // bias or rotation depends on the sign of j - i or on absolute positions.
   bool symmetric_bias = false;
+  // Its attention path has no CUDA kernel (FIRE's dense bias): a CUDA forward is a DeviceError naming
+  // it, and a configuration with --device cuda a UsageError before anything is built.
+  bool cpu_only = false;
 };
 const std::vector<PosEncEntry>& position_encodings();
 // The entry of a registered kind (ValueError naming the kind and listing the known ones otherwise).
@@ -282,6 +288,15 @@ struct FireParams {
 //   finite value. The MLP runs once per distinct (r, normaliser) pair. ShapeError for mismatched
 //   parameter shapes or empty positions; ValueError for L0 <= 0.
 Tensor fire_bias(const FireParams& p, const std::vector<int64_t>& qpos, const std::vector<int64_t>& kpos, bool causal);
+
+// ---- fox.cpp (Forgetting Transformer, Lin et al. 2025; SPEC-positions-2 §4) -------------------------
+// F (B, H, T) = the inclusive prefix sum over T of ln sigmoid(z) for gate logits z (B, H, T), computed
+// stably and summed in double; differentiable (dz = sigmoid(-z) x the reverse prefix sum of dF).
+// ShapeError unless 3-d; DeviceError on a CUDA device.
+Tensor fox_log_forget_prefix(const Tensor& z);
+// FoX's separable bias (B, H, 2T) = [F | -F] of the gates z = x w^T + b for the layer input x (B, T, C),
+// w (H, C), b (H): the fused attention adds F_i - F_j (ScoreBias::Separable). ShapeError on shapes.
+Tensor fox_separable_bias(const Tensor& x, const Tensor& w, const Tensor& b);
 
 // ---- hybrid.cpp (per-layer encodings, iRoPE; SPEC-positions-2 §3) ----------------------------------
 // Llama 4's NoPE-layer query temperature tau(p) = 1 + alpha ln(floor((p + 1) / F) + 1) at absolute

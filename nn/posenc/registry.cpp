@@ -20,12 +20,14 @@ PosEncEntry sandwich_encoding();
 PosEncEntry xpos_encoding();
 PosEncEntry fire_encoding();
 PosEncEntry hybrid_encoding();
+PosEncEntry fox_encoding();
 
 const std::vector<PosEncEntry>& position_encodings() {
   static const std::vector<PosEncEntry> kRegistry = {
       none_encoding(),    sinusoidal_encoding(), learned_encoding(), t5_encoding(),
       deberta_encoding(), rope_encoding(),       alibi_encoding(),      kerple_encoding(),
       sandwich_encoding(), xpos_encoding(),         fire_encoding(),     hybrid_encoding(),
+      fox_encoding(),
   };
   return kRegistry;
 }
@@ -94,7 +96,7 @@ void add_distance_bias_cases(std::vector<OpCase>& out, const std::string& kind,
 void PositionEncoding::set_position_ids(std::vector<int64_t> ids) {
   POSGRAD_CHECK(supports_position_ids(), ValueError, "the ", kind(),
                 " position encoding does not take position ids (randomized positions need an encoding that has "
-                "positions: sinusoidal, learned, rope, xpos, t5, alibi, kerple, sandwich, deberta)");
+                "positions: sinusoidal, learned, rope, xpos, t5, alibi, kerple, sandwich, deberta, fire, hybrid)");
   for (size_t i = 0; i < ids.size(); ++i)
     POSGRAD_CHECK(ids[i] >= 0 && (i == 0 || ids[i] > ids[i - 1]), ValueError, "position ids must be >= 0 and strictly "
                   "increasing, got ", ids[i], " at index ", i, i == 0 ? "" : detail::concat(" after ", ids[i - 1]));

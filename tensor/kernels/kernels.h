@@ -53,8 +53,10 @@ const char* binary_op_name(BinaryOp op);
 //   ContentPosition content-to-position / position-to-content products (DeBERTa's c2p / p2c);
 //   Dense           a bias per head, query and key, shared over the batch, given as data (H, Tq, Tk):
 //                   a bias that depends on the query position as well as the distance (FIRE's
-//                   normaliser), computed by ordinary ops. CPU only (the CUDA kernels refuse it).
-enum class ScoreBias : uint8_t { None, Distance, ContentPosition, Dense };
+//                   normaliser), computed by ordinary ops. CPU only (the CUDA kernels refuse it);
+//   Separable       a per-(batch, head) row term plus column term a[i] + c[j], given as data
+//                   (B, H, Tq + Tk) = [a | c]: FoX's F_i - F_j (SPEC-positions-2 §0.2, K2). CPU only.
+enum class ScoreBias : uint8_t { None, Distance, ContentPosition, Dense, Separable };
 
 // Shapes of a strided copy (at most kMaxDims dims).
 inline constexpr int kMaxDims = 8;

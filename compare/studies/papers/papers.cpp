@@ -90,19 +90,40 @@ ClaimVerdict xpos_claim(const ComparisonResult& r, Protocol p) {
                     training_budget(r), k > 1 ? length_protocol(r, k, p) : "");
 }
 
+ClaimVerdict fox_claim(const ComparisonResult& r, Protocol p) {
+  const int64_t k = r.config.eval_multipliers.back();
+  const Metric at1 = lm_metric(Quantity::Perplexity), far = lm_metric(Quantity::Perplexity, k, p);
+  std::string missing = missing_of(r, {"fox", "rope"});
+  if (missing.empty() && k == 1) missing = "an evaluation beyond the training length (--eval-multipliers)";
+  std::vector<ClaimTest> tests;
+  if (missing.empty()) {
+    tests.push_back(better(r, "fox", "rope", at1));
+    ClaimTest t = better(r, "fox", "rope", far);
+    t.name += " at " + std::to_string(k) + "x";
+    tests.push_back(std::move(t));
+  }
+  const Judgement j = judge_family(tests, missing);
+  return claim_from("n4", "FoX beats RoPE on perplexity at and beyond the training length (Lin et al. 2025 §4)",
+                    at1.name() + " and " + far.name() + " (lower is better): fox below rope at both, Welch; one family of 2",
+                    "1x: " + measured(r, {"fox", "rope"}, at1) + " — " + std::to_string(k) + "x: " +
+                        measured(r, {"fox", "rope"}, far),
+                    j, training_budget(r), k > 1 ? length_protocol(r, k, p) : "");
+}
+
 }  // namespace
 
 std::vector<ClaimVerdict> judge_paper_claims(const ComparisonResult& r) {
   return {with_sliding(r, [&](Protocol p) { return fire_claim(r, p); }),
           with_sliding(r, [&](Protocol p) { return hybrid_claim(r, p); }),
-          with_sliding(r, [&](Protocol p) { return xpos_claim(r, p); })};
+          with_sliding(r, [&](Protocol p) { return xpos_claim(r, p); }),
+          with_sliding(r, [&](Protocol p) { return fox_claim(r, p); })};
 }
 
 StudyEntry papers_study() {
   StudyEntry e;
   e.name = "papers";
-  e.summary = "the headline claims of the newer encodings' papers (FIRE, hybrid NoPE/RoPE layers, xPos), judged on "
-              "perplexity by length";
+  e.summary = "the headline claims of the newer encodings' papers (FIRE, hybrid NoPE/RoPE layers, xPos, FoX), judged "
+              "on perplexity by length";
   e.claims = judge_paper_claims;
   // Which encodings ran, and why the quick preset's choice is what it is (issue of the default's budget).
   e.settings_markdown = [](const ComparisonResult& r) {
@@ -112,7 +133,7 @@ StudyEntry papers_study() {
       if (!has_method(r, k)) left += (left.empty() ? "" : ", ") + k;
     return "- methods: " + ran + (left.empty() ? " (every registered encoding)" : "; not run: " + left) +
            ". The quick preset runs the article's eight encodings, which keeps it within 20 minutes on 2 cores; the "
-           "newer ones (sandwich, xpos, fire, hybrid; claims n1-n3) are --methods choices, and --methods all or the "
+           "newer ones (sandwich, xpos, fire, hybrid, fox; claims n1-n4) are --methods choices, and --methods all or the "
            "full preset runs every registered encoding\n";
   };
   return e;

@@ -1,5 +1,5 @@
 // papers.h — the headline claims of the papers behind the encodings added since the article
-// (FIRE, hybrid NoPE/RoPE layers, xPos), each judged on the language-model study's perplexity by
+// (FIRE, hybrid NoPE/RoPE layers, xPos, FoX), each judged on the language-model study's perplexity by
 // length with the family rule of compare/claims.h. It trains and runs nothing itself: a claim whose
 // encodings are not among --methods reads "not measured" and names them.
 //
@@ -10,6 +10,8 @@
 //       (SmolLM3's ablation; Llama 4's iRoPE): hybrid's growth below rope's, and hybrid's perplexity at
 //       1x below rope's times 1 + 1% (non-inferiority), one family of 2.
 //   n3  xPos extrapolates better than RoPE (Sun et al., ACL 2023, §4): xpos's growth below rope's.
+//   n4  FoX beats RoPE on perplexity at and beyond the training length (Lin et al., ICLR 2025, §4):
+//       fox's perplexity below rope's at 1x and at the longest evaluation length, one family of 2.
 //
 // Each non-inferiority test is Welch's t-test of a against b x (1 + margin): "supported" says a is
 // significantly within the margin, "contradicted" that a is significantly worse than b by more than it.
@@ -22,7 +24,7 @@
 
 namespace posgrad::train {
 
-// The claims n1-n3 on a comparison (also the study's claims callback).
+// The claims n1-n4 on a comparison (also the study's claims callback).
 std::vector<ClaimVerdict> judge_paper_claims(const ComparisonResult& r);
 
 StudyEntry papers_study();

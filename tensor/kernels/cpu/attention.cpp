@@ -22,6 +22,9 @@
 //    adds a contiguous slice of row i of bias[h]. Its gradient is dS summed over the batch: the
 //    backward then runs over heads, each thread sweeping the batch of its head in order, so that
 //    dbias[h] has one writer and a fixed summation order (parallelism min(H, threads)).
+//  * Separable (FoX, SPEC-positions-2 §0.2 K2): bias (B, H, Tq + Tk) = [a | c] per (b, h), the score
+//    of (i, j) gains a[i] + c[j]. Its gradient is the row sums of dS into a and the column sums into
+//    c, each (b, h) written by the thread that owns it.
 //  * ContentPosition (DeBERTa): c2p(i, u) = scale q_i . kr[rows[u]] and p2c(j, u) = scale k_j . qr[rows[u]] are
 //    precomputed with GEMMs (the "efficient form" of spec §2.5), gathered per (i, j) inside the
 //    tile, and their gradients dc2p(i, u), dp2c(j, u) are scattered per element and turned into
@@ -136,7 +139,7 @@ struct Problem {
   ScoreBias kind;
   bool causal;
   T scale;
-  const T* bias = nullptr;                        // (H, Tq + Tk - 1) (Distance), (H, Tq, Tk) (Dense)
+  const T* bias = nullptr;                        // (H, Tq + Tk - 1) (Distance), (H, Tq, Tk) (Dense), (B, H, Tq + Tk) (Separable)
   const T *c2p = nullptr, *p2c = nullptr;         // (B, H, Tq, U), (B, H, Tk, U); null = term off
   const int64_t* diag_u = nullptr;                // (nw)
   // Per-token positions (null: query i at i + q_offset, key j at j). Pair (i, j) then reads entry
@@ -221,6 +224,14 @@ void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t
       const T* src = hb + (i0 + ii) * p.Tk + j0;
       for (int64_t jj = 0; jj < nk; ++jj) row[jj] += src[jj];
     }
+  } else if (p.kind == ScoreBias::Separable) {
+    const T* a = p.bias + bh * (p.Tq + p.Tk);
+    const T* c = a + p.Tq + j0;
+    for (int64_t ii = 0; ii < nq; ++ii) {
+      T* row = S + ii * kBlockK;
+      const T ai = a[i0 + ii];
+      for (int64_t jj = 0; jj < nk; ++jj) row[jj] += ai + c[jj];
+    }
   } else if (p.kind == ScoreBias::ContentPosition) {
     const int64_t U = p.U;
     const T* c2p = p.c2p ? p.c2p + bh * p.Tq * U : nullptr;
@@ -270,7 +281,7 @@ Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, c
   p.k_pos = k_pos;
   p.wq = q_pos ? q_pos[Tq - 1] : Tq - 1;
   p.nw = q_pos ? q_pos[Tq - 1] + k_pos[Tk - 1] + 1 : Tq + Tk - 1;
-  if (kind == ScoreBias::Distance || kind == ScoreBias::Dense) {
+  if (kind == ScoreBias::Distance || kind == ScoreBias::Dense || kind == ScoreBias::Separable) {
     p.bias = bias;
   } else if (kind == ScoreBias::ContentPosition) {
     T* krs = scratch + L.krs;
@@ -465,7 +476,9 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
   T* dp2c = content_position && qr && (dk || dqr) ? scratch + L.dp2c : nullptr;
   // Dense: dS summed over the batch straight into dbias[h] (the caller zeroed it or holds a sum).
   T* ddense = (kind == ScoreBias::Dense && dbias) ? dbias : nullptr;
-  const bool want_ds = dq || dk || ddiag || dc2p || dp2c || ddense;
+  // Separable: row sums of dS into dbias[bh, i], column sums into dbias[bh, Tq + j].
+  T* dsep = (kind == ScoreBias::Separable && dbias) ? dbias : nullptr;
+  const bool want_ds = dq || dk || ddiag || dc2p || dp2c || ddense || dsep;
   T* dsink_part = scratch + L.dsink;  // (B, H)
 
   // The work of one (b, h): it owns the (b, h) slices of dq, dk, dv and of the scratch, and (Dense)
@@ -541,6 +554,18 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
             T* dst = ddg + (j0 - (i0 + ii) + Tq - 1);
             const T* src = dS + ii * kBlockK;
             for (int64_t jj = 0; jj < nk; ++jj) dst[jj] += src[jj];
+          }
+        } else if (dsep) {  // Separable: row and column sums of dS (masked entries are 0)
+          T* da = dsep + bh * (Tq + Tk);
+          T* dc = da + Tq + j0;
+          for (int64_t ii = 0; ii < nq; ++ii) {
+            const T* src = dS + ii * kBlockK;
+            T rs = 0;
+            for (int64_t jj = 0; jj < nk; ++jj) {
+              rs += src[jj];
+              dc[jj] += src[jj];
+            }
+            da[i0 + ii] += rs;
           }
         } else if (ddense) {  // Dense: dS into row i of dbias[h] (masked entries of dS are 0)
           for (int64_t ii = 0; ii < nq; ++ii) {

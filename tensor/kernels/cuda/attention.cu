@@ -106,7 +106,8 @@ __device__ T score(const Attn<T>& a, const T* qi, const T* kj, int64_t h, int64_
       if (a.qr) r += a.scale * dot(kj, a.qr + (c * a.H + h) * a.D, a.D);  // p2c
       return r;
     }
-    case ScoreBias::Dense: return s;  // refused by make_attn before any launch
+    case ScoreBias::Dense:
+    case ScoreBias::Separable: return s;  // refused by make_attn before any launch
   }
   return s;
 }
@@ -393,6 +394,8 @@ Attn<T> make_attn(const T* q, const T* k, const T* v, const T* bias, const T* kr
   POSGRAD_CHECK(kind != ScoreBias::Distance || bias, ValueError, what, ": a distance bias needs its (H, Tq + Tk - 1) data");
   POSGRAD_CHECK(kind != ScoreBias::Dense, DeviceError, what,
                 ": the dense (H, Tq, Tk) bias (FIRE) has no CUDA kernel; run it on the CPU (--device cpu)");
+  POSGRAD_CHECK(kind != ScoreBias::Separable, DeviceError, what,
+                ": the separable (B, H, Tq + Tk) bias (FoX) has no CUDA kernel; run it on the CPU (--device cpu)");
   POSGRAD_CHECK(U < (int64_t(1) << 30), ValueError, what, ": U = ", U, " too large");
   const bool cp = kind == ScoreBias::ContentPosition;
   return Attn<T>{q,      k,    v,  kind == ScoreBias::Distance ? bias : nullptr, cp ? kr : nullptr, cp ? qr : nullptr,
