@@ -81,6 +81,15 @@ TEST(CudaCli, TrainEvalSampleCompareOnCuda) {
   EXPECT_EQ(run("train --preset tiny --device cuda --corpus " + corpus + " --out-dir " + dir + "/r"), 0);
   EXPECT_EQ(run("eval --device cuda --run " + dir + "/r --contexts 16,32 --windows 2"), 0);
   EXPECT_EQ(run("sample --device cuda --run " + dir + "/r --tokens 10"), 0);
-  EXPECT_EQ(run("compare --preset tiny --device cuda --corpus " + corpus + " --out-dir " + dir + "/c"), 0);
+  // The tiny preset runs every encoding; those without a CUDA attention kernel (FIRE, FoX) are refused
+  // by name before anything trains, and the others compare on the GPU.
+  EXPECT_NE(run("compare --preset tiny --device cuda --corpus " + corpus + " --out-dir " + dir + "/refused"), 0);
+  EXPECT_FALSE(fs::exists(dir + "/refused/compare_config.json"));
+  std::string gpu_methods;
+  for (const auto& kind : nn::position_encoding_kinds())
+    if (!nn::position_encoding_entry(kind).cpu_only) gpu_methods += (gpu_methods.empty() ? "" : ",") + kind;
+  EXPECT_EQ(run("compare --preset tiny --device cuda --methods " + gpu_methods + " --corpus " + corpus + " --out-dir " +
+                dir + "/c"),
+            0);
   fs::remove_all(dir);
 }

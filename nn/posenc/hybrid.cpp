@@ -180,16 +180,16 @@ void hybrid_op_cases(std::vector<OpCase>& out) {
   c.inputs = [](Generator& g, DType t) {
     return TensorList{make_input({1, 2, 20, 3}, g, t), make_input({1, 2, 20, 3}, g, t), make_input({1, 2, 20, 3}, g, t)};
   };
-  auto tau = [](DType t) {
+  auto tau = [](const Tensor& like) {  // on q's device and in its dtype (the CUDA sweep runs it too)
     std::vector<double> v;
     for (int64_t p = 0; p < 20; ++p) v.push_back(nope_temperature(p, 0.1, 16));
-    return Tensor::from_vector(v, {1, 1, 20, 1}, t);
+    return Tensor::from_vector(v, {1, 1, 20, 1}, like.dtype()).to(like.device());
   };
   c.fn = [tau](const TensorList& x) {
-    return attention(x[0] * tau(x[0].dtype()), x[1], x[2], ScoreModifier{}, true, 1.0 / std::sqrt(3.0));
+    return attention(x[0] * tau(x[0]), x[1], x[2], ScoreModifier{}, true, 1.0 / std::sqrt(3.0));
   };
   c.reference = [tau](const TensorList& x) {
-    return attention_reference(x[0] * tau(x[0].dtype()), x[1], x[2], ScoreModifier{}, true, 1.0 / std::sqrt(3.0));
+    return attention_reference(x[0] * tau(x[0]), x[1], x[2], ScoreModifier{}, true, 1.0 / std::sqrt(3.0));
   };
   out.push_back(c);
 }
