@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "cli/options.h"
+
 namespace posgrad::cli {
 
 void add_train(CLI::App& app);
@@ -19,7 +21,7 @@ void add_compare(CLI::App& app);
 void add_report(CLI::App& app);  // re-renders a finished comparison
 void add_fill_mask(CLI::App& app);  // an encoder of the comparison's encoder track fills masks
 
-// Refuses (UsageError, exit 2) a subcommand that runs in one process (eval, sample, fill-mask,
+// Refuses (CommandLineError, exit 2) a subcommand that runs in one process (eval, sample, fill-mask,
 // report) when a launcher started several: each would do the same work and write the same files.
 void require_single_process(const std::string& subcommand);
 

@@ -32,7 +32,7 @@ std::string exit_status_help() {
 void require_single_process(const std::string& subcommand) {
   const auto& w = dist::world();
   if (w.size() > 1)
-    throw UsageError("posgrad " + subcommand + " runs in one process, and this is one of " + std::to_string(w.size()) +
+    throw CommandLineError("posgrad " + subcommand + " runs in one process, and this is one of " + std::to_string(w.size()) +
                      " started by a launcher (mpirun, srun), which would all do the same work and write the same files: "
                      "run it without the launcher");
 }
@@ -49,6 +49,16 @@ int fail(int status, const std::string& what) {
   else fmt::print(stderr, "posgrad: error: {}\n", what);
   std::fflush(stderr);
   posgrad::dist::abort_world(status);
+  return status;
+}
+
+// An error every rank reaches alike before any collective (the command line cannot be parsed: CLI11's
+// ParseError and cli::CommandLineError): rank 0 says it and every rank ends normally with the status. No
+// MPI_Abort, which can end the job before the launcher has forwarded the message (Open MPI 4.1 drops
+// an aborting rank's late stderr), and the launcher's exit status is the ranks' common one.
+int fail_on_every_rank(int status, const std::string& what) {
+  if (posgrad::dist::world().is_root()) fmt::print(stderr, "posgrad: error: {}\n", what);
+  std::fflush(stderr);
   return status;
 }
 
@@ -96,7 +106,9 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return fail(2, std::string(e.what()) + " (see --help)");
+    return fail_on_every_rank(2, std::string(e.what()) + " (see --help)");
+  } catch (const cli::CommandLineError& e) {
+    return fail_on_every_rank(2, e.what());
   } catch (const train::Interrupted& e) {
     // Shell-quoted, so that the line can be pasted whatever the directory is called.
     auto quote = [](const std::string& s) {

@@ -39,13 +39,13 @@ void check_extras(CLI::App* sub) {
   if (extras.empty()) return;
   const std::string& bad = extras.front();
   const std::string where = "posgrad " + sub->get_name();
-  if (bad.size() < 2 || bad[0] != '-') throw UsageError(where + ": unexpected argument '" + bad + "'");
+  if (bad.size() < 2 || bad[0] != '-') throw CommandLineError(where + ": unexpected argument '" + bad + "'");
   std::string name = bad.substr(0, bad.find('='));
   std::vector<std::string> known;
   for (const CLI::Option* o : sub->get_options())
     for (const auto& l : o->get_lnames()) known.push_back("--" + l);
   const std::string near = opt::nearest(name, known);
-  throw UsageError(where + ": unknown option '" + name + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+  throw CommandLineError(where + ": unknown option '" + name + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"));
 }
 
 std::string describe(const std::vector<std::pair<std::string, opt::Value>>& values) {

@@ -63,8 +63,15 @@ void apply_values(const opt::Table<S>& table, S& s, const std::vector<std::pair<
   for (const auto& [name, v] : values) opt::find(table, name)->set(s, v);
 }
 
+// A usage error in the command line itself (an unknown option or argument, a subcommand that refuses a
+// launcher): every rank of a job raises it alike, before any collective, so the job ends without
+// MPI_Abort (main.cpp) and rank 0 alone prints it.
+struct CommandLineError : UsageError {
+  using UsageError::UsageError;
+};
+
 // Lets `sub` collect unknown arguments instead of CLI11 rejecting them, so that check_extras can
-// name the nearest known option. Call check_extras first thing in the callback.
+// name the nearest known option (CommandLineError). Call check_extras first thing in the callback.
 void collect_extras(CLI::App* sub);
 void check_extras(CLI::App* sub);
 

@@ -197,6 +197,12 @@ test::Proc run_launched(const std::string& args, const test::TempDir& cwd) {
   return p;
 }
 
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST(MpiLaunch, TrainWritesOnceResumesAndRefusesASmallBatch) {
@@ -234,7 +240,8 @@ TEST(MpiLaunch, TrainWritesOnceResumesAndRefusesASmallBatch) {
 }
 
 // eval, sample, fill-mask and report run in one process: under a launcher each rank would do the same
-// work and write the same files, so they refuse (usage error, 2) before reading anything.
+// work and write the same files, so they refuse (usage error, 2) before reading anything. Every rank
+// refuses alike, so the job ends without MPI_Abort (which can lose the message) and rank 0 says it once.
 TEST(MpiLaunch, SingleProcessCommandsRefuseALauncher) {
   if (!dist::mpi_built() || std::string(POSGRAD_TEST_MPIEXEC).empty()) GTEST_SKIP() << "built without MPI";
   POSGRAD_REQUIRE_BIN();
@@ -243,7 +250,13 @@ TEST(MpiLaunch, SingleProcessCommandsRefuseALauncher) {
                            "fill-mask --run somewhere --text 'a_c' --mask-char _"}) {
     const test::Proc p = run_launched(args, d);
     EXPECT_EQ(p.status, 2) << args << "\n" << p.err;
-    EXPECT_NE(p.err.find("runs in one process"), std::string::npos) << args << "\n" << p.err;
+    EXPECT_EQ(count_of(p.err, "runs in one process"), 1u) << args << "\n" << p.err;
+    EXPECT_EQ(count_of(p.err, "MPI_ABORT"), 0u) << args << "\n" << p.err;
     EXPECT_FALSE(std::filesystem::exists(d.str("somewhere"))) << args;
   }
+  // A command line that cannot be parsed fails alike on every rank: the same normal ending.
+  const test::Proc p = run_launched("train --no-such-option 3", d);
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_EQ(count_of(p.err, "--no-such-option"), 1u) << p.err;
+  EXPECT_EQ(count_of(p.err, "MPI_ABORT"), 0u) << p.err;
 }
