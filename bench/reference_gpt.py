@@ -87,6 +87,8 @@ class Attention(nn.Module):
             bias = pe.fire_bias(T, layer)
         elif pe.kind == "fox":
             bias = pe.fox_bias(x, layer)
+        elif pe.kind == "cope":
+            bias = pe.cope_bias(q, k, layer, scale)
         elif pe.kind == "hybrid":
             if pe.hybrid_uses_rope(layer):
                 q, k = pe.rotate(q), pe.rotate(k)
@@ -193,6 +195,10 @@ class PosEnc(nn.Module):
             for l in range(L):
                 setattr(self, f"fox_w_{l}", nn.Parameter(torch.randn(H, C) * 0.02))
                 setattr(self, f"fox_b_{l}", nn.Parameter(torch.zeros(H)))
+        if kind == "cope":  # per layer E (D, P) = 0, shared by the heads (RAM ContextPosSelfAttn pos_emb)
+            P = o.get("cope_positions", 0) or T + 1
+            for l in range(L):
+                setattr(self, f"cope_E_{l}", nn.Parameter(torch.zeros(C // H, P)))
         if kind == "kerple":  # per layer r1 ~ U(0, 2), r2 ~ U(0, 1), as KERPLE's GPT-NeoX code
             for l in range(L):
                 setattr(self, f"r1_{l}", nn.Parameter(torch.rand(H) * 2))
@@ -308,6 +314,21 @@ class PosEnc(nn.Module):
         z = F.linear(x, getattr(self, f"fox_w_{layer}"), getattr(self, f"fox_b_{layer}"))  # (B, T, H)
         lam = torch.cumsum(F.logsigmoid(z.float()), dim=1).transpose(1, 2)                # (B, H, T)
         return lam[..., :, None] - lam[..., None, :]
+
+    def cope_bias(self, q, k, layer, scale):
+        """CoPE (Golovneva et al. 2024 §3, the RAM code's placement of 1/sqrt(D)): gates sigmoid(q.k scale)
+        on the keys j <= i, positions their suffix sums clamped to P - 1, the logit q.E interpolated
+        between floor and ceil; returned as the bias added to the scaled scores, (B, H, T, T)."""
+        E = getattr(self, f"cope_E_{layer}")
+        T = q.shape[2]
+        keep = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+        gates = torch.sigmoid(q @ k.transpose(-2, -1) * scale).masked_fill(~keep, 0.0)
+        pos = gates.flip(-1).cumsum(-1).flip(-1).clamp(max=E.shape[1] - 1)
+        lo, hi = pos.floor().long(), pos.ceil().long()
+        w = pos - lo
+        z = q @ E                                                          # (B, H, T, P)
+        logit = z.gather(-1, hi) * w + z.gather(-1, lo) * (1 - w)
+        return logit * (1.0 if self.o.get("cope_nodiv", False) else scale)
 
     def hybrid_uses_rope(self, layer):
         """iRoPE (HF Llama 4 / SmolLM3 no_rope_layer_interval): layer l rotates iff (l + 1) % K != 0."""

@@ -35,6 +35,8 @@ CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionE
   // The q/k rows of the fused weight (PyTorch layout (3C, C): rows [0, C) = q, [C, 2C) = k).
   LayerProjections lp;
   lp.input = x;
+  lp.q = h.q;
+  lp.k = h.k;
   lp.w_q = qkv->weight.narrow(0, 0, C);
   lp.w_k = qkv->weight.narrow(0, C, C);
   if (qkv->bias.defined()) {

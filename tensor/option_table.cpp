@@ -180,6 +180,8 @@ Spec added_later(Spec spec, Value v) {
   return spec;
 }
 
+Spec added_later_default(Spec spec, Value v) { return added_later(with_default(std::move(spec), v), v); }
+
 namespace detail {
 void type_mismatch(const std::string& name) {
   throw std::logic_error("option table: the member bound to '" + name + "' is not of the declared type");

@@ -98,6 +98,9 @@ Spec fixed_on_resume(Spec spec);
 Spec result_neutral(Spec spec);
 // `spec` with Spec::absent_means = v (files written before the option existed read as v).
 Spec added_later(Spec spec, Value v);
+// An option added after results were first written, whose default is what every earlier file meant:
+// added_later(with_default(spec, v), v) (the options of the encodings added later).
+Spec added_later_default(Spec spec, Value v);
 
 // Parses the text of a value ("12", "1e-3", "true", "1,2,4") as `spec` declares it and checks its
 // range. `where` names the option in messages ("--lr", "config.json: key 'lr'"). UsageError.

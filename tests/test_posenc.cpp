@@ -510,7 +510,9 @@ TEST(PartialRotary, RotatedVectorsInBothConventions) {
   for (int i = 0; i < 64; ++i) {
     sn += neox[i];
     sp += prope[i];
-    if ((i >= 8 && i < 32) || i >= 40) EXPECT_EQ(prope[i], x[i]) << "p-RoPE channel " << i << " is position-free";
+    if ((i >= 8 && i < 32) || i >= 40) {
+      EXPECT_EQ(prope[i], x[i]) << "p-RoPE channel " << i << " is position-free";
+    }
     changed += neox[i] != prope[i] ? 1 : 0;
   }
   EXPECT_NEAR(sn, -1.277057268, 1e-8);
@@ -802,6 +804,115 @@ TEST(Fox, EncodingIsCausalCpuOnlyAndReadsTheLayerInput) {
   EXPECT_THROW(cfg.validate(), ValueError);  // causal only
 }
 
+// ---- CoPE (SPEC-positions-2 §8, test vectors §10.8) ------------------------------------------------
+
+TEST(Cope, SpecTestVectors) {
+  // B = 1, H = 2, T = 5, d = 4, npos = 4 (the clamp acts on row 4): q = 3 gen(10), k = 3 gen(11),
+  // v = gen(12), E = gen((4, 4), 13); loss = sum(O * gen(14)).
+  Tensor q = spec_gen({1, 2, 5, 4}, 10) * 3.0, k = spec_gen({1, 2, 5, 4}, 11) * 3.0;
+  const Tensor v = spec_gen({1, 2, 5, 4}, 12);
+  Tensor E = spec_gen({4, 4}, 13);
+  for (Tensor* t : {&q, &k, &E}) t->set_requires_grad(true);
+  ScoreModifier m;
+  m.scores = cope_scores(q, k, E, 0.5);
+  // Row 4 of head 0: gates, positions 4.13, 3.27 clamped to 3 (floor = ceil = 3), 2.39, 1.53, 0.71.
+  const auto S = m.scores.to_vector();
+  const auto qv = q.to_vector(), kv = k.to_vector(), ev = E.to_vector();
+  auto dot = [&](int64_t i, int64_t j) {
+    double s = 0;
+    for (int e = 0; e < 4; ++e) s += qv[i * 4 + e] * kv[j * 4 + e];
+    return s;
+  };
+  auto z = [&](int64_t i, int64_t p) {
+    double s = 0;
+    for (int e = 0; e < 4; ++e) s += qv[i * 4 + e] * ev[e * 4 + p];
+    return s;
+  };
+  const double want_z[] = {0.48871385, -1.15922546, -1.10889676, 0.56596830};  // z[h=0] row 4
+  for (int p = 0; p < 4; ++p) EXPECT_NEAR(z(4, p), want_z[p], 1e-8) << p;
+  const double pos[] = {3, 3, 2.39034609, 1.52603677, 0.71179134};  // clamped positions of row 4
+  for (int j = 0; j < 5; ++j) {
+    const double f = std::floor(pos[j]), w = pos[j] - f;
+    const double l = w * z(4, static_cast<int64_t>(std::ceil(pos[j]))) + (1 - w) * z(4, static_cast<int64_t>(f));
+    EXPECT_NEAR(S[4 * 5 + j], 0.5 * (dot(4, j) + l), 1e-7) << j;
+  }
+  EXPECT_NEAR(1.0 / (1.0 + std::exp(-0.5 * dot(4, 4))), 0.71179134, 1e-8);  // the gate g_44
+  EXPECT_EQ(S[0 * 5 + 1], 0.0);  // a future key: 0 (masked by the attention)
+  const Tensor O = attention(q, k, v, m, true, 0.5);
+  const double want_O[5][4] = {{0.2100835184, 0.4871541802, 0.3878940965, -0.0110174743},
+                               {0.2439370332, 0.4889058945, 0.3561907961, -0.0516847203},
+                               {0.2647938889, 0.4845599699, 0.3299993549, -0.0794885671},
+                               {0.2946224602, 0.4745649347, 0.2879019628, -0.1211677227},
+                               {0.3531401107, 0.4433481749, 0.1910660051, -0.2088162779}};
+  const auto ov = O.to_vector();
+  for (int i = 0; i < 5; ++i)
+    for (int e = 0; e < 4; ++e) EXPECT_NEAR(ov[i * 4 + e], want_O[i][e], 1e-9) << i << " " << e;
+  sum(O * spec_gen({1, 2, 5, 4}, 14)).backward();
+  const double want_dE[4][4] = {{0.0083556066, 0.0460258249, 0.0043401393, -0.0587215708},
+                                {0.0277321798, 0.0978905141, -0.0265911091, -0.0990315848},
+                                {0.0256854083, 0.0741339490, -0.0369804997, -0.0628388576},
+                                {0.0037964406, -0.0068917220, -0.0188021399, 0.0218974212}};
+  const double want_dq[5][4] = {{0, 0, 0, 0},
+                                {0.0146014001, 0.0085019959, -0.0027036474, -0.0114386954},
+                                {0.0189398740, 0.0075840668, -0.0089570048, -0.0196212027},
+                                {0.0164991422, 0.0072625725, -0.0075360474, -0.0178958316},
+                                {0.0108082501, 0.0001528205, -0.0103378970, -0.0137617425}};
+  const double want_dk[5][4] = {{0.0422387270, 0.0007806231, -0.0412805187, -0.0514521089},
+                                {-0.0199403048, -0.0124148083, 0.0047012331, 0.0181855320},
+                                {-0.0087265529, 0.0002343759, 0.0090142473, 0.0108305360},
+                                {-0.0033734010, 0.0051434577, 0.0096869517, 0.0067471931},
+                                {-0.0005463234, 0.0046461512, 0.0062494346, 0.0030249766}};
+  const auto dE = E.grad().to_vector(), dq = q.grad().to_vector(), dk = k.grad().to_vector();
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 4; ++c) EXPECT_NEAR(dE[r * 4 + c], want_dE[r][c], 1e-10) << r << " " << c;
+  for (int i = 0; i < 5; ++i)
+    for (int e = 0; e < 4; ++e) {
+      EXPECT_NEAR(dq[i * 4 + e], want_dq[i][e], 1e-10) << i << " " << e;
+      EXPECT_NEAR(dk[i * 4 + e], want_dk[i][e], 1e-10) << i << " " << e;
+    }
+}
+
+TEST(Cope, EncodingStartsAsNopeAndRefusesWhatItCannotDo) {
+  PosEncConfig cfg;
+  cfg.kind = "cope";
+  cfg.n_layer = 2;
+  cfg.n_embd = 8;
+  cfg.n_head = 2;
+  cfg.block_size = 16;
+  Generator gen(2);
+  auto enc = make_position_encoding(cfg, gen);
+  EXPECT_FALSE(enc->supports_kv_cache());
+  EXPECT_FALSE(enc->supports_position_ids());
+  EXPECT_TRUE(position_encoding_entry("cope").causal_only);
+  EXPECT_TRUE(position_encoding_entry("cope").cpu_only);
+  // One zero table (D, T + 1) per layer: CoPE starts as NoPE.
+  const auto params = enc->named_parameters();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0].second.shape(), (Shape{4, 17}));
+  Generator g(4);
+  LayerProjections lp;
+  EXPECT_THROW(enc->scores(0, lp, 4, 4, 0), ValueError);  // no queries and keys
+  lp.q = randn({3, 2, 4, 4}, g, DType::Float64);
+  lp.k = randn({3, 2, 4, 4}, g, DType::Float64);
+  PosEncConfig dcfg = cfg;
+  dcfg.dtype = DType::Float64;
+  auto enc64 = make_position_encoding(dcfg, gen);
+  const ScoreModifier m = enc64->scores(1, lp, 4, 4, 0);
+  ASSERT_TRUE(m.scores.defined());
+  const Tensor v = randn({3, 2, 4, 4}, g, DType::Float64);
+  const auto with_cope = attention(lp.q, lp.k, v, m, true, 0.5).to_vector();
+  const auto nope = attention(lp.q, lp.k, v, ScoreModifier{}, true, 0.5).to_vector();
+  for (size_t i = 0; i < nope.size(); ++i) EXPECT_NEAR(with_cope[i], nope[i], 1e-14) << i;
+  EXPECT_THROW(enc64->scores(1, lp, 1, 4, 3), ShapeError);  // a key/value-cache step
+  // The materialised logits are refused beyond 2^27 entries, before anything is allocated.
+  const Tensor big = Tensor::zeros({1, 32, 2049, 1}, DType::Float32);
+  EXPECT_THROW(cope_scores(big, big, Tensor::zeros({1, 3}), 1.0), ValueError);
+  cfg.causal = false;
+  EXPECT_THROW(cfg.validate(), ValueError);  // causal only
+  cfg.causal = true;
+  EXPECT_THROW(cfg.set("cope_positions", int64_t{-1}), UsageError);
+}
+
 // ---- hybrid NoPE/RoPE layers (SPEC-positions-2 §3, test vectors §10.3) --------------------------------
 
 TEST(Hybrid, LayerPatternAndTemperatureSpecVectors) {
@@ -995,7 +1106,7 @@ TEST(Learned, PositionBeyondTableIsAnError) {
 
 TEST(Registry, EveryKindAndUnknownKind) {
   const std::vector<std::string> expect = {"none",   "sinusoidal", "learned", "t5",   "deberta", "rope", "alibi",
-                                           "kerple", "sandwich",   "xpos",    "fire", "hybrid",  "fox"};
+                                           "kerple", "sandwich",   "xpos",    "fire", "hybrid",  "fox", "cope"};
   EXPECT_EQ(position_encoding_kinds(), expect);
   for (const auto& k : expect) {
     Generator g(0);

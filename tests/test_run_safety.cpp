@@ -119,7 +119,9 @@ TEST(RunSafety, HostileDirectoryNameGetsItsPlotsAndRunsNothing) {
   for (const auto& e : fs::directory_iterator(c.out_dir + "/plots")) fs::remove(e.path());
   train::rerender_report(c.out_dir);
   EXPECT_TRUE(pwned(d).empty());
-  if (has_gnuplot()) EXPECT_TRUE(fs::exists(c.out_dir + "/plots/ppl_vs_length.png"));
+  if (has_gnuplot()) {
+    EXPECT_TRUE(fs::exists(c.out_dir + "/plots/ppl_vs_length.png"));
+  }
   // No staging folder is left behind.
   EXPECT_FALSE(fs::exists(c.out_dir + "/.report-new"));
   EXPECT_FALSE(fs::exists(c.out_dir + "/.plots-old"));
@@ -317,11 +319,13 @@ TEST(RunSafety, AResultNeutralOptionMayChangeOnARerun) {
   const auto j = nlohmann::json::parse(read_file(c.out_dir + "/results.json"));
   EXPECT_EQ(j["cost"]["rounds"].get<int64_t>(), c.of<train::CostSettings>().rounds + 1);
   EXPECT_TRUE(j["units"][0]["resumed"].get<bool>() == false);
-  for (const auto& o : train::compare_options())
-    if (o.spec.neutral)
+  for (const auto& o : train::compare_options()) {
+    if (o.spec.neutral) {
       EXPECT_TRUE(o.spec.name == "out_dir" || o.spec.name == "threads" || o.spec.name == "cost_rounds" ||
                   o.spec.name == "log_interval" || o.spec.name == "checkpoint_interval" || o.spec.name == "data_dir")
           << o.spec.name << " is marked result-neutral";
+    }
+  }
   auto changed = c;
   changed.base.lr *= 2;
   EXPECT_NE(test::thrown_message<UsageError>([&] { train::run_compare(changed); }).find("--lr"), std::string::npos);

@@ -16,6 +16,7 @@
 #include "support/test_util.h"
 #include "train/checkpoint.h"
 #include "data/fileio.h"
+#include "train/options.h"
 #include "train/presets.h"
 #include "train/safetensors.h"
 #include "train/threads.h"
@@ -219,6 +220,13 @@ TEST(Checkpoint, ResumeIsBitIdenticalForXposSandwichPRopeAndSinks) {
       "alibi + attention sinks");
 }
 
+// The newer encodings with parameters of their own (FIRE's MLP, FoX's gates, CoPE's tables) and the
+// per-layer hybrid.
+TEST(Checkpoint, ResumeIsBitIdenticalForFireHybridFoxAndCope) {
+  for (const char* kind : {"fire", "hybrid", "fox", "cope"})
+    check_resume_is_bit_identical([kind](train::TrainConfig& c) { c.model.pos.kind = kind; }, kind);
+}
+
 TEST(Checkpoint, CorruptTruncatedAndMismatchedAreErrors) {
   TempDir d;
   auto c = tiny_config(d);
@@ -335,4 +343,31 @@ TEST(Threads, TrainingIsBitIdenticalWhateverTheThreadCount) {
     EXPECT_EQ(runs[0], runs[1]) << pos << ": weights depend on the thread count";
   }
   omp_set_num_threads(saved);
+}
+
+// The encodings whose attention path materialises O(T^2) tensors count them (PosEncEntry::
+// attention_bytes): per layer with the graph in training, one layer of 8 windows in evaluation.
+TEST(MemoryEstimate, MaterialisingEncodingsCountTheirQuadraticTensors) {
+  train::TrainConfig c;
+  c.model.block_size = 256;
+  c.batch_size = 4;
+  c.model.pos.kind = "rope";
+  const train::MemoryEstimate rope = train::estimate_memory(c, 512);
+  c.model.pos.kind = "cope";
+  const train::MemoryEstimate cope = train::estimate_memory(c, 512);
+  const long double H = static_cast<long double>(c.model.n_head), L = static_cast<long double>(c.model.n_layer);
+  const long double train_entries = 4 * H * 256 * 256, eval_entries = 8 * H * 512 * 512;
+  EXPECT_NEAR(static_cast<double>(cope.activation_bytes - rope.activation_bytes),
+              static_cast<double>(L * train_entries * 32), 1.0);
+  EXPECT_NEAR(static_cast<double>(cope.evaluation_bytes - rope.evaluation_bytes), static_cast<double>(eval_entries * 16),
+              1.0);
+  c.model.pos.kind = "fire";
+  const train::MemoryEstimate fire = train::estimate_memory(c, 512);
+  EXPECT_GT(fire.activation_bytes, rope.activation_bytes);
+  // A CoPE configuration no machine holds is refused before anything is built, naming the batch size.
+  c.model.pos.kind = "cope";
+  c.model.block_size = 16384;
+  c.batch_size = 64;
+  EXPECT_NE(test::thrown_message<UsageError>([&] { train::check_memory(c, 16384); }).find("--batch-size"),
+            std::string::npos);
 }

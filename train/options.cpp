@@ -157,6 +157,15 @@ MemoryEstimate estimate_memory(const TrainConfig& c, int64_t longest_context) {
   // Evaluation: 8 windows at the longest context, no graph: a few layers' tensors plus logits.
   const LD Te = static_cast<LD>(std::max<int64_t>(longest_context, m.block_size));
   e.evaluation_bytes = 8 * Te * (8 * C + 4 * V) * 4;
+  // An encoding whose attention path materialises O(T^2) tensors (PosEncEntry::attention_bytes): every
+  // layer's with the graph in training, one layer's at a time in evaluation.
+  const auto& entry = nn::position_encoding_entry(kind);
+  if (entry.attention_bytes) {
+    nn::PosEncConfig pc = m.pos;  // with the model's sizes
+    pc.n_embd = m.n_embd, pc.n_head = m.n_head, pc.n_layer = m.n_layer, pc.block_size = m.block_size;
+    e.activation_bytes += L * entry.attention_bytes(pc, c.batch_size, m.block_size, true);
+    e.evaluation_bytes += entry.attention_bytes(pc, 8, std::max<int64_t>(longest_context, m.block_size), false);
+  }
   return e;
 }
 

@@ -75,7 +75,7 @@ struct Dims {
 
 // Validates shapes/dtypes and returns the dimensions.
 Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, const Tensor& kr,
-                  const Tensor& qr, const Tensor& sinks, const AttentionConfig& cfg) {
+                  const Tensor& qr, const Tensor& sinks, const AttentionConfig& cfg, const Tensor& scores = Tensor()) {
   POSGRAD_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, ShapeError,
                 "attention: q, k, v must be (B, H, T, D), got ", shape_str(q.shape()), ", ", shape_str(k.shape()), ", ",
                 shape_str(v.shape()));
@@ -97,6 +97,13 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
     POSGRAD_CHECK(sinks.dim() == 1 && sinks.size(0) == H, ShapeError, "attention: sinks must be (H = ", H, "), got ",
                   shape_str(sinks.shape()));
     same_kind(sinks, "sinks");
+  }
+  if (scores.defined()) {
+    POSGRAD_CHECK(scores.dim() == 4 && scores.size(0) == B && scores.size(1) == H && scores.size(2) == Tq &&
+                      scores.size(3) == Tk,
+                  ShapeError, "attention: materialised scores must be (B = ", B, ", H = ", H, ", Tq = ", Tq,
+                  ", Tk = ", Tk, "), got ", shape_str(scores.shape()));
+    same_kind(scores, "materialised scores");
   }
   int64_t U = 0;
   switch (cfg.kind) {
@@ -156,6 +163,9 @@ AttentionConfig make_config(const ScoreModifier& mod, const Tensor& q, const Ten
   POSGRAD_CHECK(std::isfinite(scale), ValueError, "attention: scale must be finite, got ", scale);
   POSGRAD_CHECK(mod.kind != ScoreBias::ContentPosition || mod.kr.defined() || mod.qr.defined(), ValueError,
                 "attention: the content-position modifier needs kr (c2p) and/or qr (p2c)");
+  POSGRAD_CHECK(!mod.scores.defined() || (mod.kind == ScoreBias::None && !mod.has_positions()), ValueError,
+                "attention: materialised scores are the whole logits: the modifier then has no other kind and no "
+                "per-token positions");
   const bool shaped = q.dim() == 4 && k.dim() == 4;  // (check_inputs names a bad shape)
   if (shaped) cfg.nw = q.size(2) + k.size(2) - 1;
   if (mod.kind == ScoreBias::Dense || mod.kind == ScoreBias::Separable) {
@@ -198,11 +208,12 @@ AttentionConfig make_config(const ScoreModifier& mod, const Tensor& q, const Ten
 
 // The modifier's tensors that the op takes as inputs, by kind (undefined where unused).
 struct ModifierInputs {
-  Tensor bias, kr, qr, sinks;
+  Tensor bias, kr, qr, sinks, scores;
 };
 ModifierInputs modifier_inputs(const ScoreModifier& mod) {
   ModifierInputs in;
   in.sinks = mod.sinks;
+  in.scores = mod.scores;
   if (mod.kind == ScoreBias::Distance) in.bias = mod.bias_by_distance;
   if (mod.kind == ScoreBias::Dense) in.bias = mod.bias_dense;
   if (mod.kind == ScoreBias::Separable) in.bias = mod.bias_separable;
@@ -307,8 +318,14 @@ std::vector<int64_t> diagonal_relative_positions(int64_t Tq, int64_t Tk, int64_t
   return r;
 }
 
+namespace {
+Tensor materialising_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod,
+                               bool causal, double scale, int64_t q_offset);
+}  // namespace
+
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
                  double scale, int64_t q_offset) {
+  if (mod.scores.defined()) return materialising_attention(q, k, v, mod, causal, scale, q_offset);
   AttentionConfig cfg = make_config(mod, q, k, causal, scale, q_offset);
   const ModifierInputs in = modifier_inputs(mod);
   return AttentionFn::apply(q, k, v, in.bias, in.kr, in.qr, in.sinks, cfg);
@@ -331,6 +348,7 @@ Tensor reference_scores(const Tensor& q, const Tensor& k, const ScoreModifier& m
   // Table row of each (i, j) (content-position terms), from the per-diagonal index the fused op uses.
   auto row_at = [&](int64_t i, int64_t j) { return cfg.ix.rows[cfg.ix.diag_u[column(i, j)]]; };
 
+  if (in.scores.defined()) return in.scores;  // materialised by the encoding: the whole logits
   Tensor scores = matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, Tq, Tk)
   switch (mod.kind) {
     case ScoreBias::None: break;
@@ -370,11 +388,15 @@ Tensor reference_scores(const Tensor& q, const Tensor& k, const ScoreModifier& m
 
 }  // namespace
 
-Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
-                           double scale, int64_t q_offset) {
+namespace {
+
+// attention_reference, and attention() for materialised scores: every (B, H, Tq, Tk) tensor built by
+// ordinary ops (scores, mask, softmax with the sink column, P V).
+Tensor materialising_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod,
+                               bool causal, double scale, int64_t q_offset) {
   AttentionConfig cfg = make_config(mod, q, k, causal, scale, q_offset);
   const ModifierInputs in = modifier_inputs(mod);
-  const Dims d = check_inputs(q, k, v, in.bias, in.kr, in.qr, in.sinks, cfg);
+  const Dims d = check_inputs(q, k, v, in.bias, in.kr, in.qr, in.sinks, cfg, in.scores);
   const int64_t B = d.B, H = d.H, Tq = d.Tq, Tk = d.Tk;
   Tensor scores = reference_scores(q, k, mod, cfg, in, d);  // (B, H, Tq, Tk)
   bool any_empty_row = false;
@@ -404,6 +426,13 @@ Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, co
   return matmul(p, v);
 }
 
+}  // namespace
+
+Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
+                           double scale, int64_t q_offset) {
+  return materialising_attention(q, k, v, mod, causal, scale, q_offset);
+}
+
 namespace {
 
 // The scores s(i, j) of attention_reference (the bias, the content-position terms, the scale; no
@@ -428,15 +457,17 @@ HostDims for_each_host_window(const Tensor& q, const Tensor& k, const ScoreModif
   m.bias_separable = host(mod.bias_separable);
   m.kr = host(mod.kr);
   m.qr = host(mod.qr);
+  m.scores = host(mod.scores);
   const Tensor qh = host(q), kh = host(k);
   const AttentionConfig cfg = make_config(m, qh, kh, causal, scale, 0);
   const ModifierInputs in = modifier_inputs(m);
-  const Dims d = check_inputs(qh, kh, kh, in.bias, in.kr, in.qr, in.sinks, cfg);
+  const Dims d = check_inputs(qh, kh, kh, in.bias, in.kr, in.qr, in.sinks, cfg, in.scores);
   Dims one = d;
   one.B = 1;
   for (int64_t b = 0; b < d.B; ++b) {  // (1, H, T, T) scores at a time, not (B, H, T, T)
     ModifierInputs in_b = in;  // a per-(b, h) bias: this batch element's rows
     if (m.kind == ScoreBias::Separable) in_b.bias = in.bias.narrow(0, b, 1);
+    if (in.scores.defined()) in_b.scores = in.scores.narrow(0, b, 1);
     const std::vector<double> s =
         reference_scores(qh.narrow(0, b, 1), kh.narrow(0, b, 1), m, cfg, in_b, one).contiguous().to_vector();
     fn(b, s.data());

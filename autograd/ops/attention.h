@@ -62,6 +62,15 @@ struct ScoreModifier {
   // no key outputs 0. Set by the attention layer (an option of the attention, not of the encoding).
   // The gradient is the fused kernel's: dsinks[h] = -sum_{b,i} P_sink[b,h,i] dO_i . O_i.
   Tensor sinks;
+  // Materialised scores (SPEC-positions-2 §0.2, K4): scores (B, H, Tq, Tk), differentiable, same dtype
+  // and device as q — the complete pre-softmax logits s(i, j), content term and scale included, built
+  // by the encoding from q and k (LayerProjections::q, k) where its positions depend on the scores of
+  // the whole row before the softmax (CoPE's gated positions), which no fused kernel case can express.
+  // Then kind must be None and the modifier carries no per-token positions (ValueError otherwise), and
+  // `scale` and q.k are not used again: attention() masks, softmaxes (with the sinks) and multiplies by
+  // v with ordinary ops, as attention_reference does, so the whole path is O(B H Tq Tk) memory and its
+  // backward is those ops' and the encoding's own. Undefined: the fused kernels.
+  Tensor scores;
 };
 
 // The relative position r = j - (i + q_offset) of each diagonal d = j - i + Tq - 1, d in
@@ -70,7 +79,8 @@ std::vector<int64_t> diagonal_relative_positions(int64_t Tq, int64_t Tk, int64_t
 
 // Fused attention (FlashAttention-style, explicit backward). q (B, H, Tq, D), k, v (B, H, Tk, D)
 // -> (B, H, Tq, D). Query i is at position i + q_offset, key j at j; `causal` hides keys with
-// j > i + q_offset (a query that sees no key outputs 0). Memory: O(B H T) beyond inputs/outputs.
+// j > i + q_offset (a query that sees no key outputs 0). Memory: O(B H T) beyond inputs/outputs;
+// with materialised scores (ScoreModifier::scores) the materialising path instead, O(B H Tq Tk).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
                  double scale, int64_t q_offset = 0);
 

@@ -103,7 +103,7 @@ Tensor fire_bias(const FireParams& w, const std::vector<int64_t>& qpos, const st
   POSGRAD_CHECK(w.c.numel() == 1 && w.m.numel() == 1, ShapeError, "FIRE: c and m must hold one value each, got ",
                 shape_str(w.c.shape()), " and ", shape_str(w.m.shape()));
   POSGRAD_CHECK(std::isfinite(w.L0) && w.L0 > 0, ValueError, "FIRE: L0 must be finite and > 0, got ", w.L0);
-  const int64_t H = w.w2.size(0), W = w.w1.size(0);
+  const int64_t W = w.w1.size(0);
   const int64_t Tq = static_cast<int64_t>(qpos.size()), Tk = static_cast<int64_t>(kpos.size());
   const DType dt = w.w1.dtype();
   const Device dev = w.w1.device();
@@ -302,23 +302,29 @@ PosEncEntry fire_encoding() {
   using namespace opt;
   // Added after experiments were first written: a results.json or config.json without the option
   // reads as its default (the encoding did not exist then, so no run used another value).
-  auto later = [](Spec s, Value v) { return added_later(with_default(std::move(s), v), v); };
   PosEncEntry e{
       "fire",
       "learned MLP of the log-distance normalised by the query position, MLP(psi(|i-j|) / psi(max(i, L))) "
       "(FIRE, Li et al. 2024); CPU only",
       [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<FireEncoding>(cfg, gen); },
-      {later(integer("fire_mlp_width", closed(1, 4096), "FIRE: hidden width W of the MLP (shared by the heads)"),
+      {added_later_default(integer("fire_mlp_width", closed(1, 4096), "FIRE: hidden width W of the MLP (shared by the heads)"),
                     int64_t{32}),
-       later(integer("fire_l0", closed(0, int64_t{1} << 30),
+       added_later_default(integer("fire_l0", closed(0, int64_t{1} << 30),
                             "FIRE: L0, the fixed length that the learned multiplier scales into the threshold L = |m L0| "
                             "of the normaliser max(i, L) (0: a quarter of the training context; the paper's listing: 512)",
                             "tokens"),
                     int64_t{0}),
-       later(real("fire_init_c", closed(-1e6, 1e6), "FIRE: initial c of psi(x) = ln(|c| x + 1)"), 0.1)},
+       added_later_default(real("fire_init_c", closed(-1e6, 1e6), "FIRE: initial c of psi(x) = ln(|c| x + 1)"), 0.1)},
       nullptr,
       fire_op_cases};
   e.cpu_only = true;  // the dense bias has no CUDA kernel
+  // The dense bias (H, T, T) and its gradient, and the MLP over the distinct (distance, normaliser)
+  // pairs, up to T^2 / 2 of them beyond L (each row past L has its own normaliser), W hidden units each
+  // (pre-activation, ReLU, and their gradients with the graph); batch-shared, so no factor B.
+  e.attention_bytes = [](const PosEncConfig& cfg, int64_t, int64_t T, bool with_graph) {
+    const long double T2 = static_cast<long double>(T) * T, W = static_cast<long double>(cfg.options.integer("fire_mlp_width"));
+    return (with_graph ? 2 : 1) * (T2 * cfg.n_head + T2 / 2 * W * 2) * 4;
+  };
   return e;
 }
 

@@ -200,27 +200,26 @@ PosEncEntry hybrid_encoding() {
   using namespace opt;
   // Added after experiments were first written: a results.json or config.json without the option
   // reads as its default (the encoding did not exist then, so no run used another value).
-  auto later = [](Spec s, Value v) { return added_later(with_default(std::move(s), v), v); };
   PosEncEntry e{
       "hybrid",
       "an encoding per layer: by default RoPE with every 4th layer NoPE (iRoPE: Llama 4, SmolLM3), and Llama 4's "
       "query temperature on the NoPE layers",
       [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<HybridEncoding>(cfg, gen); },
-      {later(text("hybrid_layers",
+      {added_later_default(text("hybrid_layers",
                          "hybrid: one encoding per layer, comma-separated (\"rope,rope,rope,none\"; encodings that act "
                          "inside attention); empty: RoPE with every --hybrid-nope-interval-th layer NoPE"),
                     std::string()),
-       later(integer("hybrid_nope_interval", closed(1, 1 << 20),
+       added_later_default(integer("hybrid_nope_interval", closed(1, 1 << 20),
                             "hybrid: K of the iRoPE pattern, layer l is NoPE iff (l + 1) mod K = 0 (HF "
                             "no_rope_layer_interval; 1: every layer NoPE)"),
                     int64_t{4}),
-       later(boolean("hybrid_temperature",
+       added_later_default(boolean("hybrid_temperature",
                             "hybrid: scale the queries of the NoPE layers by 1 + alpha ln(floor((p + 1) / F) + 1) "
                             "(Llama 4 attn_temperature_tuning)"),
                     true),
-       later(real("hybrid_temp_scale", closed(0, 100), "hybrid: alpha of the NoPE-layer temperature (Llama 4: 0.1)"),
+       added_later_default(real("hybrid_temp_scale", closed(0, 100), "hybrid: alpha of the NoPE-layer temperature (Llama 4: 0.1)"),
                     0.1),
-       later(real("hybrid_temp_floor_scale", closed(0, 1e12),
+       added_later_default(real("hybrid_temp_floor_scale", closed(0, 1e12),
                          "hybrid: F of the NoPE-layer temperature (0: a quarter of the training context; Llama 4: "
                          "8192, inert below 8191 tokens)",
                          "tokens"),

@@ -54,6 +54,10 @@ struct LayerProjections {
   // The layer's input x (B, T, C), the normed hidden state that feeds q, k and v (FoX's forget gates
   // read it); undefined where a caller has none.
   Tensor input;
+  // The layer's queries and keys (B, H, T, D) after rotate(), as the attention receives them, for an
+  // encoding that builds the whole score matrix from them (CoPE: ScoreModifier::scores); undefined
+  // where a caller has none. Without a key/value cache, the window's own T keys.
+  Tensor q, k;
   // The device the layer runs on: that of its weights (the CPU when none are given).
   Device device() const { return w_q.defined() ? w_q.device() : Device::cpu(); }
 };
@@ -169,6 +173,12 @@ struct PosEncEntry {
   // Its attention path has no CUDA kernel (FIRE's dense bias): a CUDA forward is a DeviceError naming
   // it, and a configuration with --device cuda a UsageError before anything is built.
   bool cpu_only = false;
+  // Bytes one attention layer keeps beyond the fused kernel's O(T) for a forward over B sequences of
+  // T tokens, with the graph for backward (with_graph) or without (evaluation), for the encodings whose
+  // path materialises O(T^2) tensors (FIRE's dense bias and its MLP's hidden units, CoPE's logits);
+  // null: none. train::estimate_memory adds it per layer to the training activations and once to
+  // the evaluation batch, so that an impossible configuration is refused before anything is built.
+  std::function<long double(const PosEncConfig&, int64_t B, int64_t T, bool with_graph)> attention_bytes;
 };
 const std::vector<PosEncEntry>& position_encodings();
 // The entry of a registered kind (ValueError naming the kind and listing the known ones otherwise).
@@ -297,6 +307,21 @@ Tensor fox_log_forget_prefix(const Tensor& z);
 // FoX's separable bias (B, H, 2T) = [F | -F] of the gates z = x w^T + b for the layer input x (B, T, C),
 // w (H, C), b (H): the fused attention adds F_i - F_j (ScoreBias::Separable). ShapeError on shapes.
 Tensor fox_separable_bias(const Tensor& x, const Tensor& w, const Tensor& b);
+
+// ---- cope.cpp (CoPE, Golovneva et al. 2024 §3; RAM ContextPosSelfAttn; SPEC-positions-2 §8) --------------
+// The most (B, H, T, T) entries cope_scores materialises per call (per layer): 2^27, 512 MiB per float32
+// copy of the logits; the attention path holds a few such copies (scores, probabilities, gradients).
+inline constexpr int64_t kCopeMaxScoreEntries = int64_t{1} << 27;
+// CoPE's attention logits S (B, H, T, T) of causal self-attention from q, k (B, H, T, D) and the
+// position table E (D, P) shared by the heads: a_ij = q_i.k_j, gates g_ij = sigmoid(scale a_ij) for
+// j <= i, positions p_ij = sum_{t=j..i} g_it clamped to P - 1, the positional logit
+// l_ij = w z_i[ceil p] + (1 - w) z_i[floor p] with z_i[p] = q_i.E[:, p] and w = p - floor p, and
+// S_ij = scale (a_ij + l_ij), or scale a_ij + l_ij with nodiv (SPEC-2 §8.3, the reference code's
+// placement of the scale). Entries j > i are 0 (the attention's causal mask hides them). Explicit
+// backward into q, k and E (SPEC-2 §8.4), computed in double, deterministic for any thread count.
+// ShapeError for q, k of different shapes or E not (D, P >= 1); DTypeError for mixed dtypes;
+// DeviceError on a CUDA device; ValueError for B H T^2 > kCopeMaxScoreEntries or a non-finite scale.
+Tensor cope_scores(const Tensor& q, const Tensor& k, const Tensor& E, double scale, bool nodiv = false);
 
 // ---- hybrid.cpp (per-layer encodings, iRoPE; SPEC-positions-2 §3) ----------------------------------
 // Llama 4's NoPE-layer query temperature tau(p) = 1 + alpha ln(floor((p + 1) / F) + 1) at absolute

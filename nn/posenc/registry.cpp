@@ -21,13 +21,14 @@ PosEncEntry xpos_encoding();
 PosEncEntry fire_encoding();
 PosEncEntry hybrid_encoding();
 PosEncEntry fox_encoding();
+PosEncEntry cope_encoding();
 
 const std::vector<PosEncEntry>& position_encodings() {
   static const std::vector<PosEncEntry> kRegistry = {
       none_encoding(),    sinusoidal_encoding(), learned_encoding(), t5_encoding(),
       deberta_encoding(), rope_encoding(),       alibi_encoding(),      kerple_encoding(),
       sandwich_encoding(), xpos_encoding(),         fire_encoding(),     hybrid_encoding(),
-      fox_encoding(),
+      fox_encoding(),     cope_encoding(),
   };
   return kRegistry;
 }

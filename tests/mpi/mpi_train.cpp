@@ -195,10 +195,11 @@ TEST(DistributedCompare, EncoderUnitsAreSharedToo) {
   w().barrier();
   (void)train::run_compare(both(d.str("two")), &w());
   w().barrier();
-  if (w().is_root())
+  if (w().is_root()) {
     for (const char* f : {"results.csv", "encoder_results.csv", "pi.csv", "suite.csv"})
       EXPECT_EQ(read_file(d.str(std::string("one/") + f)), read_file(d.str(std::string("two/") + f)))
           << f << " differs between 1 and 2 processes";
+  }
 }
 
 TEST(DistributedCompare, AFailedUnitIsNamedAndTheOthersAreKept) {

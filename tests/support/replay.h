@@ -47,6 +47,8 @@ inline std::vector<ReplayVariant> replay_variants() {
   v.push_back({"hybrid_rn", "hybrid", {{"hybrid_nope_interval", int64_t{2}}}, kReplayBlock});
   v.push_back({"xpos_b4", "xpos", {{"xpos_scale_base", 4.0}}, kReplayBlock});
   v.push_back({"xpos_b4_half", "xpos", {{"xpos_scale_base", 4.0}, {"xpos_interleaved", false}}, kReplayBlock});
+  // CoPE with P = 4 < T: counted positions past 3 share the table's last entry (the clamp acts).
+  v.push_back({"cope_p4", "cope", {{"cope_positions", int64_t{4}}}, kReplayBlock});
   // Attention sinks with no encoding, a rotation and a distance bias.
   v.push_back({"none_sinks", "none", {}, kReplayBlock, true});
   v.push_back({"rope_sinks", "rope", {}, kReplayBlock, true});

@@ -105,7 +105,7 @@ ClaimVerdict claim_d(const ComparisonResult& r) {
 // (g) on the decay contrast of attention over its uniform share (compare/studies/attention/
 // attention.h), which reads 0 for position-blind attention: RoPE must exceed 0 and NoPE's units.
 ClaimVerdict claim_g(const ComparisonResult& r) {
-  ClaimVerdict v{"g", "RoPE's influence decays with distance", "", "", "inconclusive", ""};
+  ClaimVerdict v{"g", "RoPE's influence decays with distance", "", "", "inconclusive", "", 0, "", ""};
   const Metric decay = attention_decay_metric();
   const int64_t T = r.config.base.model.block_size, h = (T - 1) / 2;
   std::ostringstream m;
@@ -158,7 +158,7 @@ ClaimVerdict claim_h(const ComparisonResult& r) {
 
 ClaimVerdict claim_i(const ComparisonResult& r) {
   ClaimVerdict v{"i", "parameters: T5 adds the fewest, RoPE none, DeBERTa a table", "position_parameters (exact counts)",
-                 "", "inconclusive", ""};
+                 "", "inconclusive", "", 0, "", ""};
   std::map<std::string, double> p;
   for (const auto& m : r.config.methods) {
     const auto x = values(r, m, lm_metric(Quantity::PositionParameters, 1));

@@ -133,7 +133,7 @@ StudyEntry papers_study() {
       if (!has_method(r, k)) left += (left.empty() ? "" : ", ") + k;
     return "- methods: " + ran + (left.empty() ? " (every registered encoding)" : "; not run: " + left) +
            ". The quick preset runs the article's eight encodings, which keeps it within 20 minutes on 2 cores; the "
-           "newer ones (sandwich, xpos, fire, hybrid, fox; claims n1-n4) are --methods choices, and --methods all or the "
+           "newer ones (sandwich, xpos, fire, hybrid, fox, cope; claims n1-n4) are --methods choices, and --methods all or the "
            "full preset runs every registered encoding\n";
   };
   return e;
