@@ -8,7 +8,10 @@ SPEC-positions-2 that it implements, replayed by tests/test_replay.cpp (HfRefere
   * p-RoPE: ROPE_INIT_FUNCTIONS["proportional"] (modeling_rope_utils.py, used by Gemma 4) applied
     with Gemma 4's apply_rotary_pos_emb over the whole head;
   * learnable attention sinks: gpt-oss's eager_attention_forward (models/gpt_oss/modeling_gpt_oss.py)
-    forward and backward (float64), with a causal mask.
+    forward and backward (float64), with a causal mask;
+  * Llama 4's NoPE-layer temperature: Llama4TextAttention (models/llama4/modeling_llama4.py) on a layer
+    that no_rope_layers marks NoPE, attn_temperature_tuning on, forward and backward into its input
+    (float64), past two floor_scale boundaries.
 
 Written to tests/fixtures/hf/<case>.safetensors. CI needs neither PyTorch nor transformers: the
 fixtures are committed. To regenerate:
@@ -85,6 +88,32 @@ def sinks_case(B=2, H=3, T=7, D=4):
     return t, {"scale": repr(1 / math.sqrt(D)), "causal": "true"}
 
 
+def llama4_nope_case(T=40, C=16, H=2, floor_scale=16, alpha=0.1):
+    from transformers import Llama4TextConfig
+    from transformers.models.llama4 import modeling_llama4
+    cfg = Llama4TextConfig(hidden_size=C, num_attention_heads=H, num_key_value_heads=H, head_dim=C // H,
+                           num_hidden_layers=4, no_rope_layers=[1, 1, 1, 0], attn_temperature_tuning=True,
+                           floor_scale=floor_scale, attn_scale=alpha, attention_bias=False, use_qk_norm=False)
+    cfg._attn_implementation = "eager"
+    attn = modeling_llama4.Llama4TextAttention(cfg, layer_idx=3).double()
+    assert not attn.use_rope
+    weights = {}
+    for i, (name, lin) in enumerate((("wq", attn.q_proj), ("wk", attn.k_proj), ("wv", attn.v_proj),
+                                     ("wo", attn.o_proj))):
+        with torch.no_grad():
+            lin.weight.copy_(gen(tuple(lin.weight.shape), 20.0 + i, torch.float64))
+        weights[name] = lin.weight.detach().clone()
+    x = gen((1, T, C), 19.0, torch.float64).requires_grad_(True)
+    mask = torch.full((T, T), torch.finfo(torch.float64).min, dtype=torch.float64).triu(1)[None, None]
+    out, _ = attn(x, None, mask)
+    dout = gen((1, T, C), 24.0, torch.float64)
+    (out * dout).sum().backward()
+    t = {"x": x.detach(), "out": out.detach().contiguous(), "dout": dout, "dx": x.grad}
+    t.update(weights)
+    return t, {"floor_scale": repr(floor_scale), "attn_scale": repr(alpha), "layer": "3", "n_layer": "4",
+               "n_head": str(H)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "hf"))
@@ -98,6 +127,7 @@ def main():
         "prope_d64_f0.25": proportional_case(64, 0.25),
         "prope_d32_f0.75": proportional_case(32, 0.75),
         "gpt_oss_sinks": sinks_case(),
+        "llama4_nope_temperature": llama4_nope_case(),
     }
     for name, (tensors, meta) in cases.items():
         meta.update({"case": name, "transformers_version": transformers.__version__,

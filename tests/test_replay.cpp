@@ -193,4 +193,47 @@ TEST(HfReference, GptOssSinksForwardAndBackward) {
   }
 }
 
+// Llama 4's NoPE-layer temperature (HF Llama4TextAttention, attn_temperature_tuning, layer 3 of 4 NoPE):
+// the same projections, then posgrad's hybrid encoding on that layer (iRoPE, K = 4) scaling the
+// queries by tau(p) = 1 + alpha ln(floor((p + 1) / F) + 1), the fused attention and the output
+// projection; forward and the gradient into the layer's input, float64, T = 40 past F = 16 and 32.
+TEST(HfReference, Llama4NopeLayerTemperatureForwardAndBackward) {
+  std::map<std::string, std::string> meta;
+  auto fx = load_hf("llama4_nope_temperature", &meta);
+  const Tensor x = fx.at("x").detach().set_requires_grad(true);
+  const int64_t T = x.size(1), C = x.size(2), H = std::stoll(meta.at("n_head")), D = C / H;
+  nn::PosEncConfig c;
+  c.kind = "hybrid";
+  c.n_embd = C;
+  c.n_head = H;
+  c.n_layer = std::stoll(meta.at("n_layer"));
+  c.block_size = T;
+  c.dtype = DType::Float64;
+  c.set("hybrid_temp_scale", std::stod(meta.at("attn_scale")));
+  c.set("hybrid_temp_floor_scale", std::stod(meta.at("floor_scale")));
+  Generator g(0);
+  auto pe = nn::make_position_encoding(c, g);
+  const Tensor x2 = x.reshape({T, C});
+  auto heads = [&](const char* w) { return matmul(x2, fx.at(w).t()).reshape({1, T, H, D}).permute({0, 2, 1, 3}); };
+  const int64_t layer = std::stoll(meta.at("layer"));
+  auto [q, k] = pe->rotate(layer, heads("wq"), heads("wk"), 0);
+  const Tensor o = attention(q, k, heads("wv"), ScoreModifier{}, true, 1.0 / std::sqrt(double(D)));
+  const Tensor out = matmul(o.permute({0, 2, 1, 3}).reshape({T, C}), fx.at("wo").t()).reshape({1, T, C});
+  sum(out * fx.at("dout")).backward();
+  const double d_out = diff(out, fx.at("out")).first, d_dx = diff(x.grad(), fx.at("dx")).first;
+  // HF computes tau in float32 (positions.float()), posgrad in double: tau differs by up to float32's
+  // rounding, 6e-8 relative, which reaches out and dx at about 1e-9 (measured 4.4e-10 and 8.7e-10).
+  EXPECT_LE(d_out, 5e-9) << "out";
+  EXPECT_LE(d_dx, 5e-9) << "dx";
+  // The temperature matters here: without it the output differs by far more than the tolerance.
+  c.set("hybrid_temperature", false);
+  auto plain = nn::make_position_encoding(c, g);
+  NoGradGuard ng;
+  auto [q0, k0] = plain->rotate(layer, heads("wq"), heads("wk"), 0);
+  const Tensor o0 = attention(q0, k0, heads("wv"), ScoreModifier{}, true, 1.0 / std::sqrt(double(D)));
+  EXPECT_GT(diff(matmul(o0.permute({0, 2, 1, 3}).reshape({T, C}), fx.at("wo").t()).reshape({1, T, C}), fx.at("out")).first,
+            1e-6);
+  std::printf("[hf] llama4_nope_temp   max |d| out %.2e  dx %.2e\n", d_out, d_dx);
+}
+
 }  // namespace
