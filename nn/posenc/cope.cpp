@@ -11,8 +11,10 @@
 // CoPE (SPEC-2 §0.2, K4). Its op, cope_scores, materialises the (B, H, T, T) logits with its own
 // explicit backward (SPEC-2 §8.4: the interpolation weight carries the only gradient into the gates,
 // a prefix sum along the keys is the transpose of the suffix sum, the clamp passes the gradient at
-// equality), and the attention softmaxes them with ordinary ops (ScoreModifier::scores). The backward
-// recomputes a, g, p and z from q, k and E rather than storing them: O(B H T^2) memory either way.
+// equality), and the attention softmaxes them with ordinary ops (ScoreModifier::scores). The products
+// a = q k^T and z = q E come from matmul (the GEMM) in q's dtype; the gating, counting and interpolation
+// run in double. The backward recomputes them from q, k and E rather than storing them: O(B H T^2)
+// memory either way.
 //
 // Parameters, per layer l: cope_E_<l> (D, P), shared by the heads of the layer and initialised to 0
 // (CoPE starts as NoPE). P = cope_positions, by default the training context + 1 (position 0 to T).
@@ -37,27 +39,24 @@ struct Sizes {
   int64_t BH, T, D, P;
 };
 
-// One query row's quantities (SPEC-2 §8.3), for keys j = 0..i: a_j = q_i.k_j, g_j, p_j (unclamped),
-// and z[p] = q_i.E[:, p] for p = 0..P-1.
-struct Row {
-  std::vector<double> a, g, p, z;
+// The products of one call, by matmul in q's dtype (the O(T^2 D) work): a = q k^T (B, H, T, T) and
+// z = q E (B, H, T, P), as host doubles for the O(T^2) gating, counting and interpolation below.
+struct Products {
+  std::vector<double> a, z;
 };
-void compute_row(const double* qi, const double* kb, const double* E, const Sizes& n, int64_t i, double scale,
-                 Row& r) {
-  r.a.assign(static_cast<size_t>(i + 1), 0.0);
-  r.g.resize(r.a.size());
-  r.p.resize(r.a.size());
-  r.z.assign(static_cast<size_t>(n.P), 0.0);
-  for (int64_t j = 0; j <= i; ++j) {
-    double s = 0;
-    for (int64_t e = 0; e < n.D; ++e) s += qi[e] * kb[j * n.D + e];
-    r.a[j] = s;
-    r.g[j] = sigmoid(s * scale);
-  }
+Products products(const Tensor& q, const Tensor& k, const Tensor& E) {
+  NoGradGuard guard;
+  return {matmul(q, k.transpose(-2, -1)).contiguous().to_vector(), matmul(q, E).contiguous().to_vector()};
+}
+
+// One query row's gates g_j = sigmoid(scale a_j) and positions p_j = sum_{t=j..i} g_t (unclamped),
+// for keys j = 0..i (SPEC-2 §8.3).
+void gate_row(const double* a, int64_t i, double scale, std::vector<double>& g, std::vector<double>& p) {
+  g.resize(static_cast<size_t>(i + 1));
+  p.resize(g.size());
+  for (int64_t j = 0; j <= i; ++j) g[j] = sigmoid(a[j] * scale);
   double acc = 0;
-  for (int64_t j = i; j >= 0; --j) r.p[j] = acc += r.g[j];  // suffix sum: keys j..i
-  for (int64_t e = 0; e < n.D; ++e)
-    for (int64_t q = 0; q < n.P; ++q) r.z[q] += qi[e] * E[e * n.P + q];
+  for (int64_t j = i; j >= 0; --j) p[j] = acc += g[j];  // suffix sum: keys j..i
 }
 
 // Interpolation of the clamped position p: floor, ceil, weight.
@@ -97,83 +96,71 @@ struct CopeScoresFn : Function<CopeScoresFn> {
                   "sequence or a smaller batch");
     ctx.saved = {save_tensor(q), save_tensor(k), save_tensor(E), scale, nodiv ? 1.0 : scale};
     const Sizes n{B * H, T, q.size(3), E.size(1)};
-    const std::vector<double> qv = q.contiguous().to_vector(), kv = k.contiguous().to_vector(),
-                              ev = E.contiguous().to_vector();
+    const Products pr = products(q, k, E);
     std::vector<double> S(static_cast<size_t>(entries), 0.0);  // masked entries (j > i) stay 0
     const double pos_scale = ctx.saved.pos_scale;
 #pragma omp parallel for schedule(static)
     for (int64_t bh = 0; bh < n.BH; ++bh) {
-      Row r;
-      const double* kb = kv.data() + bh * T * n.D;
+      std::vector<double> g, p;
       for (int64_t i = 0; i < T; ++i) {
-        compute_row(qv.data() + (bh * T + i) * n.D, kb, ev.data(), n, i, scale, r);
+        const double* a = pr.a.data() + (bh * T + i) * T;
+        const double* z = pr.z.data() + (bh * T + i) * n.P;
+        gate_row(a, i, scale, g, p);
         double* s = S.data() + (bh * T + i) * T;
         for (int64_t j = 0; j <= i; ++j) {
-          const Interp t = interp(r.p[j], n.P);
-          s[j] = r.a[j] * scale + (t.w * r.z[t.c] + (1.0 - t.w) * r.z[t.f]) * pos_scale;
+          const Interp t = interp(p[j], n.P);
+          s[j] = a[j] * scale + (t.w * z[t.c] + (1.0 - t.w) * z[t.f]) * pos_scale;
         }
       }
     }
     return Tensor::from_vector(S, {B, H, T, T}, q.dtype());
   }
 
+  // The gradients of a and z by the O(T^2) loops (SPEC-2 §8.4), then dq = da k + dz E^T, dk = da^T q and
+  // dE = sum_{b,h} q^T dz by matmul.
   static TensorList backward(Context<Saved>& ctx, const TensorList& grads) {
     const Saved& sv = ctx.saved;
     const int64_t B = sv.q.size(0), H = sv.q.size(1), T = sv.q.size(2);
     const Sizes n{B * H, T, sv.q.size(3), sv.E.size(1)};
-    const std::vector<double> qv = sv.q.contiguous().to_vector(), kv = sv.k.contiguous().to_vector(),
-                              ev = sv.E.contiguous().to_vector(), dS = grads[0].contiguous().to_vector();
-    std::vector<double> dq(qv.size(), 0.0), dk(kv.size(), 0.0);
-    // dE per (b, h), summed in index order afterwards: the same bits for any thread count.
-    std::vector<double> dE_bh(static_cast<size_t>(n.BH * n.D * n.P), 0.0);
+    const Products pr = products(sv.q, sv.k, sv.E);
+    const std::vector<double> dS = grads[0].contiguous().to_vector();
+    std::vector<double> da(pr.a.size(), 0.0), dz(pr.z.size(), 0.0);
 #pragma omp parallel for schedule(static)
     for (int64_t bh = 0; bh < n.BH; ++bh) {
-      Row r;
-      std::vector<double> da, dp, dz;
-      const double* kb = kv.data() + bh * T * n.D;
-      double* dkb = dk.data() + bh * T * n.D;
-      double* dEb = dE_bh.data() + bh * n.D * n.P;
+      std::vector<double> g, p, dp;
       for (int64_t i = 0; i < T; ++i) {
-        const double* qi = qv.data() + (bh * T + i) * n.D;
-        compute_row(qi, kb, ev.data(), n, i, sv.scale, r);
-        const double* g = dS.data() + (bh * T + i) * T;
-        da.assign(static_cast<size_t>(i + 1), 0.0);
-        dp.assign(da.size(), 0.0);
-        dz.assign(static_cast<size_t>(n.P), 0.0);
+        const size_t row = static_cast<size_t>(bh * T + i);
+        const double* a = pr.a.data() + row * T;
+        const double* z = pr.z.data() + row * n.P;
+        const double* gs = dS.data() + row * T;
+        double* dai = da.data() + row * T;
+        double* dzi = dz.data() + row * n.P;
+        gate_row(a, i, sv.scale, g, p);
+        dp.assign(static_cast<size_t>(i + 1), 0.0);
         for (int64_t j = 0; j <= i; ++j) {
-          const Interp t = interp(r.p[j], n.P);
-          const double dl = g[j] * sv.pos_scale;  // d/d(positional logit)
-          da[j] = g[j] * sv.scale;                 // content path
-          dz[t.f] += dl * (1.0 - t.w);
-          dz[t.c] += dl * t.w;
+          const Interp t = interp(p[j], n.P);
+          const double dl = gs[j] * sv.pos_scale;  // d/d(positional logit)
+          dai[j] = gs[j] * sv.scale;                // content path
+          dzi[t.f] += dl * (1.0 - t.w);
+          dzi[t.c] += dl * t.w;
           // dw; the clamp p <= P - 1 passes the gradient at equality (torch.clamp's convention).
-          if (r.p[j] <= static_cast<double>(n.P - 1)) dp[j] = dl * (r.z[t.c] - r.z[t.f]);
+          if (p[j] <= static_cast<double>(n.P - 1)) dp[j] = dl * (z[t.c] - z[t.f]);
         }
         double acc = 0;  // dg_t = sum_{j <= t} dp_j: the transpose of the suffix sum
         for (int64_t t = 0; t <= i; ++t) {
           acc += dp[t];
-          da[t] += acc * r.g[t] * (1.0 - r.g[t]) * sv.scale;
+          dai[t] += acc * g[t] * (1.0 - g[t]) * sv.scale;
         }
-        double* dqi = dq.data() + (bh * T + i) * n.D;
-        for (int64_t j = 0; j <= i; ++j)
-          for (int64_t e = 0; e < n.D; ++e) {
-            dqi[e] += da[j] * kb[j * n.D + e];
-            dkb[j * n.D + e] += da[j] * qi[e];
-          }
-        for (int64_t e = 0; e < n.D; ++e)
-          for (int64_t p = 0; p < n.P; ++p) {
-            dqi[e] += dz[p] * ev[e * n.P + p];
-            dEb[e * n.P + p] += dz[p] * qi[e];
-          }
       }
     }
-    std::vector<double> dE(static_cast<size_t>(n.D * n.P), 0.0);
-    for (int64_t bh = 0; bh < n.BH; ++bh)
-      for (size_t x = 0; x < dE.size(); ++x) dE[x] += dE_bh[bh * dE.size() + x];
+    NoGradGuard guard;
     const DType dt = sv.q.dtype();
-    return {ctx.needs(0) ? Tensor::from_vector(dq, sv.q.shape(), dt) : Tensor(),
-            ctx.needs(1) ? Tensor::from_vector(dk, sv.k.shape(), dt) : Tensor(),
-            ctx.needs(2) ? Tensor::from_vector(dE, sv.E.shape(), dt) : Tensor()};
+    const Tensor dA = Tensor::from_vector(da, {B, H, T, T}, dt), dZ = Tensor::from_vector(dz, {B, H, T, n.P}, dt);
+    Tensor dq, dk, dE;
+    if (ctx.needs(0)) dq = matmul(dA, sv.k) + matmul(dZ, sv.E.t());
+    if (ctx.needs(1)) dk = matmul(dA.transpose(-2, -1), sv.q);
+    if (ctx.needs(2)) dE = matmul(sv.q.reshape({n.BH * T, n.D}).t(), dZ.reshape({n.BH * T, n.P}));
+    return {dq, dk, dE};
   }
 };
 
