@@ -178,7 +178,7 @@ struct PosEncEntry {
   // path materialises O(T^2) tensors (FIRE's dense bias and its MLP's hidden units, CoPE's logits);
   // null: none. train::estimate_memory adds it per layer to the training activations and once to
   // the evaluation batch, so that an impossible configuration is refused before anything is built.
-  std::function<long double(const PosEncConfig&, int64_t B, int64_t T, bool with_graph)> attention_bytes;
+  std::function<long double(const PosEncConfig&, int64_t B, int64_t T, bool with_graph)> attention_bytes = nullptr;
 };
 const std::vector<PosEncEntry>& position_encodings();
 // The entry of a registered kind (ValueError naming the kind and listing the known ones otherwise).
