@@ -16,6 +16,7 @@
 #include "data/synthetic.h"
 #include "data/fileio.h"
 #include "data/process.h"
+#include "compare/method.h"
 #include "compare/compare_dist.h"
 #include "compare/study.h"
 #include "train/interrupt.h"
@@ -102,8 +103,10 @@ void CompareConfig::validate() const {
                 per_position_multiplier, ") must be one of --eval-multipliers (the per-position loss comes from that pass)");
   const int64_t longest = *std::max_element(eval_multipliers.begin(), eval_multipliers.end()) * base.model.block_size;
   for (const auto& m : methods) {
+    POSGRAD_CHECK(canonical_method(m, base.model) == m, UsageError, "--methods '", m, "' is written ",
+                  canonical_method(m, base.model), " (the settings sorted by name, the values as a flag reads them)");
     TrainConfig b = base;
-    b.model.pos.kind = m;
+    b.model = method_model(base.model, m);
     b.validate();
     check_memory(b, std::max(longest, per_position_multiplier * base.model.block_size));
     // The evaluation runs the same encoding at the longest length: what it refuses there is refused now.
@@ -154,7 +157,7 @@ UnitResult load_kept_unit(const CompareConfig& cfg, const std::string& method, u
   // ... and its model was trained with this experiment's settings: the unit's own config.json (the
   // Trainer's) must agree on every option that changes a result.
   TrainConfig want = cfg.base;
-  want.model.pos.kind = method;
+  want.model = method_model(cfg.base.model, method);
   want.seed = seed;
   const std::string config_path = dir + "/config.json";
   TrainConfig had;
@@ -300,7 +303,7 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
     return load_kept_unit(cfg, method, seed);
   }
   TrainConfig tc = cfg.base;
-  tc.model.pos.kind = method;
+  tc.model = method_model(cfg.base.model, method);
   tc.seed = seed;
   tc.out_dir = dir;
   const bool resume = fs::exists(dir + "/checkpoint/state.json");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "compare/method.h"
 #include "compare/study.h"
 
 #include "nn/posenc/position_encoding.h"
@@ -18,13 +19,16 @@ const Table<CompareConfig>& compare_options() {
     Table<CompareConfig> t;
     Rows<CompareConfig> r(t);
     r.group("Experiment")
-        .add(choice_list("methods",
+        .add(choice_list("methods", {}, 32,
                          [] {
-                           auto k = nn::position_encoding_kinds();
-                           k.push_back("all");
-                           return k;
-                         }(),
-                         32, "Position encodings to compare (all: every registered one, in registry order)"),
+                           std::string k;
+                           for (const auto& kind : nn::position_encoding_kinds()) k += (k.empty() ? "" : ", ") + kind;
+                           return "Position encodings to compare: " + k +
+                                  "; all: every registered one, in registry order; a variant with settings of its "
+                                  "own: KIND[NAME=VALUE;...], NAME one of KIND's options or attention_sinks, e.g. "
+                                  "'rope[rope_partial=prope;rope_fraction=0.75]' or 'alibi[attention_sinks=true]' "
+                                  "(quote it in a shell; compare/method.h)";
+                         }()),
              POSGRAD_MEMBER(methods))
         .add(unsigned_list("seeds", 64, "Seeds; every method is trained once per seed (mean ± std over them)"),
              POSGRAD_MEMBER(seeds))
@@ -49,6 +53,7 @@ const Table<CompareConfig>& compare_options() {
                           "alone, got ", opt::format(v));
             list = nn::position_encoding_kinds();
           }
+          for (auto& m : list) m = parse_method(m).name();  // canonical: settings sorted, values formatted
           set(c, std::move(v));
         };
       }

@@ -26,7 +26,10 @@ Row Row::parse(const std::string& name) {
       rest.resize(ft);
     }
   }
-  const auto cut = rest.find_first_of("+@");
+  // A method variant's settings ("rope[rope_base=1e+06]", compare/method.h) may hold a '+'; the row's
+  // own suffix starts after its closing bracket.
+  const auto bracket = rest.find(']');
+  const auto cut = rest.find_first_of("+@", bracket == std::string::npos ? 0 : bracket);
   r.method = rest.substr(0, cut);
   if (cut != std::string::npos) r.variant = rest.substr(cut);
   return r;

@@ -20,7 +20,8 @@ struct Row {
   bool randomized = false;  // trained with randomized positions (Ruoss et al. 2023)
 
   // "<method><variant>[ ft<M>x][+randomized]": `rope`, "rope+yarn", "rope@bf16", "rope+linear ft2x",
-  // "rope ft4x", "learned+randomized".
+  // "rope ft4x", "learned+randomized", "rope[rope_fraction=0.5]+yarn" (a method variant's settings in
+  // brackets, compare/method.h).
   std::string name() const;
   // The inverse of name() for every name it writes; a name it does not write reads as a method with
   // what parses of the rest (no error: rows are read back from checked files).

@@ -85,6 +85,13 @@ Tensor CausalSelfAttention::attention_over_uniform(const Tensor& x, PositionEnco
   return attention_weight_over_uniform(h.q, h.k, h.mod, pe.causal(), h.scale);
 }
 
+Tensor CausalSelfAttention::first_key_share(const Tensor& x, PositionEncoding& pe, int64_t layer,
+                                            int64_t pos0) const {
+  NoGradGuard guard;
+  const Heads h = heads(x, pe, layer, pos0, x.size(1), 0);
+  return attention_first_key_share(h.q, h.k, h.mod, pe.causal(), h.scale);
+}
+
 Tensor CausalSelfAttention::attention_entropy(const Tensor& x, PositionEncoding& pe, int64_t layer,
                                               int64_t pos0) const {
   NoGradGuard guard;

@@ -53,6 +53,10 @@ class CausalSelfAttention : public Module {
   // averaged over the batch, heads kept: (H, T) float64 (attention_row_entropy: with sinks, over the
   // real keys only; computed on the host in float64).
   Tensor attention_entropy(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const;
+  // Diagnostics (no gradient): the first key's share of each query's attention over its uniform
+  // share, queries 1..T-1 and the batch averaged, heads kept: (H) float64
+  // (attention_first_key_share: 1 = uniform; with sinks, over the real keys only).
+  Tensor first_key_share(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const;
 
   std::shared_ptr<Linear> qkv, proj;
   Tensor sinks;  // (H) sink logits, or undefined (no sinks)

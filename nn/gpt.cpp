@@ -160,6 +160,23 @@ std::vector<std::vector<double>> GPT::attention_over_uniform_by_distance(const T
   return out;
 }
 
+std::vector<double> GPT::first_token_share_by_layer(const Tensor& idx) const {
+  check_measurable("GPT::first_token_share_by_layer");
+  NoGradGuard no_grad;
+  Tensor x = embed(idx, 0);  // no dropout: check_measurable
+  std::vector<double> out;
+  for (size_t l = 0; l < blocks->size(); ++l) {
+    const Block& b = (*blocks)[l];
+    const std::vector<double> per_head =
+        b.attn->first_key_share(b.ln_1->forward(x), *pos_, static_cast<int64_t>(l), 0).to_vector();
+    double s = 0;
+    for (double v : per_head) s += v;
+    out.push_back(s / static_cast<double>(per_head.size()));
+    x = b.forward(x, *pos_, static_cast<int64_t>(l), 0);
+  }
+  return out;
+}
+
 namespace {
 
 // Turns requires_grad off on the parameters for a scope and restores every flag when it ends (also

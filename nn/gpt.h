@@ -89,6 +89,14 @@ class GPT : public Module {
   // 0..T-1, eval mode or no dropout, any device, scores recomputed on the host in float64).
   std::vector<std::vector<double>> attention_over_uniform_by_distance(const Tensor& idx) const;
 
+  // The first token's share of attention over its uniform share, per layer: (n_layer) doubles, entry
+  // [l] = the mean over heads of CausalSelfAttention::first_key_share for layer l
+  // (attention_first_key_share, autograd/ops/attention.h): mean over the windows and the queries
+  // i = 1..T-1 of n_i · p_i0, n_i the keys query i sees. Uniform attention gives exactly 1; > 1 = the
+  // first token draws more than its share (StreamingLLM's attention sink); with attention sinks, over
+  // the real keys only. NaN with T < 2. Same conditions as the entropy above.
+  std::vector<double> first_token_share_by_layer(const Tensor& idx) const;
+
   // Gradient of each window's last-position loss with respect to the residual stream.
   // targets int64 (B, T) (the batch's next tokens; only column T-1 is read: IndexError unless it
   // is in [0, V)). Window b's loss is L_b = -log softmax(logits[b, T-1])[targets[b, T-1]] (nats,

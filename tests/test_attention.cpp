@@ -529,8 +529,9 @@ TEST(AttentionPositions, FusedMatchesReferenceWithGaps) {
           EXPECT_LE(max_abs_diff(f[i], n[i]), tol * std::max(1.0, max_abs(n[i])))
               << "content_position " << cp << " causal " << causal << " tensor " << i << " " << dtype_name(dt);
         // The gaps matter: the same inputs at positions 0..T-1 give another output.
-        if (dt == DType::Float64)
+        if (dt == DType::Float64) {
           EXPECT_GT(max_abs_diff(f[0], run_positions(cp, causal, 70, iota_positions(70), dt, false)[0]), 1e-6);
+        }
       }
 }
 

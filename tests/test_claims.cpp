@@ -14,6 +14,7 @@
 
 #include "compare/claims.h"
 #include "compare/compare.h"
+#include "compare/studies/attention/attention.h"
 #include "compare/studies/cost/cost.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/studies/encoder/encoder_track.h"
@@ -93,6 +94,15 @@ struct Synthetic {
       u.mlm_accuracy = {0.5};
       u.tasks = {EncoderTaskScore{"marker_segment", 1, 16, 192, acc[s], f1[s]}};
       e.units.push_back(u);
+    }
+    return *this;
+  }
+  // The attention study's first-token share of `m` per seed (one layer).
+  Synthetic& first_token(const std::string& m, const std::vector<double>& v) {
+    for (size_t s = 0; s < v.size(); ++s) {
+      AttentionResult& a = unit(m, s + 1).parts.get<AttentionResult>();
+      a.first_token_share = {v[s]};
+      a.over_uniform = {std::vector<double>(static_cast<size_t>(r.config.base.model.block_size - 1), 1.0)};
     }
     return *this;
   }
@@ -433,6 +443,47 @@ TEST(PaperClaims, EveryVerdictOfN1ToN4) {
   expect(Synthetic({"rope"}).r, "n4", kNotMeasured, "fox in --methods");
   // Without an evaluation beyond the training length nothing is read.
   expect(Synthetic(m, 3, 16, {1}).r, "n1", kNotMeasured, "an evaluation beyond the training length");
+}
+
+// n5 (p-RoPE no worse than full RoPE at 1x, 1% margin) and n6 (sinks lower the first-token share,
+// paired by seed), on method variants (compare/method.h).
+TEST(PaperClaims, EveryVerdictOfN5AndN6) {
+  const std::string prope = "rope[rope_fraction=0.75;rope_partial=prope]";
+  Synthetic s({"rope", prope});
+  s.ppl("rope", {5.00, 5.02, 4.98}).ppl(prope, {4.90, 4.91, 4.89});
+  expect(s.r, "n5", kSupported, "significant at 5% as claimed");
+  EXPECT_EQ(claim(judge_claims(s.r), "n5").family, 1);
+  s.ppl(prope, {5.50, 5.52, 5.48});  // 10% worse
+  expect(s.r, "n5", kContradicted, prope + " within 1% of rope");
+  s.ppl(prope, {4.95, 5.15, 5.05});  // level, noisy
+  expect(s.r, "n5", kInconclusive, "not significant");
+  expect(Synthetic({"rope"}).r, "n5", kNotMeasured, "a p-RoPE method in --methods");
+  // The NeoX convention is not p-RoPE; p-RoPE without its full-RoPE twin is not measured either.
+  expect(Synthetic({"rope", "rope[rope_fraction=0.75]"}).r, "n5", kNotMeasured, "a p-RoPE method");
+  expect(Synthetic({prope, "alibi"}).r, "n5", kNotMeasured, "full RoPE beside " + prope);
+  // A twin that differs in another setting (the base) is not the comparator.
+  expect(Synthetic({prope, "rope[rope_base=500]"}).r, "n5", kNotMeasured, "full RoPE beside");
+
+  const std::string sinks = "rope[attention_sinks=true]", asinks = "alibi[attention_sinks=true]";
+  Synthetic k({"rope", sinks, "alibi", asinks});
+  k.first_token("rope", {3.0, 3.2, 2.9}).first_token(sinks, {1.5, 1.6, 1.4});
+  k.first_token("alibi", {2.0, 2.5, 1.8}).first_token(asinks, {1.2, 1.6, 1.0});
+  expect(k.r, "n6", kSupported, "all of 2 significant");
+  EXPECT_EQ(claim(judge_claims(k.r), "n6").family, 2);
+  k.first_token(asinks, {2.6, 3.0, 2.5});  // alibi's sinks raise it, in every seed by about 0.5
+  expect(k.r, "n6", kContradicted, asinks + " vs alibi (paired by seed)");
+  k.first_token(asinks, {2.1, 2.3, 2.0});  // up in two seeds, down in one
+  expect(k.r, "n6", kInconclusive, asinks + " vs alibi");
+  expect(Synthetic({"rope", "alibi"}).r, "n6", kNotMeasured, "a method with attention sinks and the same method");
+  expect(Synthetic({sinks, "alibi"}).r, "n6", kNotMeasured, "a method with attention sinks");
+  // Sinks for the whole experiment: the twin is the variant without them.
+  Synthetic w({"rope", "rope[attention_sinks=false]"});
+  w.r.config.base.model.attention_sinks = true;
+  w.first_token("rope", {1.5, 1.6, 1.4}).first_token("rope[attention_sinks=false]", {3.0, 3.2, 2.9});
+  expect(w.r, "n6", kSupported, "significant at 5% as claimed");
+  // Measured before the first-token share existed: no value to test.
+  Synthetic old({"rope", sinks});
+  expect(old.r, "n6", kNotMeasured, "the first-token share of rope (absent from results written before");
 }
 
 // ---- the null experiment ---------------------------------------------------------------------------

@@ -386,6 +386,89 @@ TEST(AttentionOverUniformByDistance, Refusals) {
   EXPECT_THROW(model.attention_over_uniform_by_distance(random_ids(1, 4, 1)), ValueError);
 }
 
+// ---- attention_first_key_share and GPT::first_token_share_by_layer ------------------------------
+
+// B = H = D = 1, T = 3, q = 1, k = (ln 2, 0, 0), scale 1: key 0 has weight 2 against 1 for the others.
+// Causal: row 1 sees (2, 1): p_10 = 2/3, times 2 keys = 4/3; row 2 sees (2, 1, 1): 2/4 x 3 = 3/2; mean
+// 17/12. Bidirectional: rows 1 and 2 see all three keys: 3/2 each, mean 3/2. Row 0 is left out.
+TEST(AttentionFirstKeyShare, HandComputedRows) {
+  const Tensor q = q_from({1, 1, 1}, {1, 1, 3, 1}), k = q_from({kLn2, 0, 0}, {1, 1, 3, 1});
+  const Tensor c = attention_first_key_share(q, k, ScoreModifier{}, true, 1.0);
+  ASSERT_EQ(c.shape(), (Shape{1}));
+  EXPECT_NEAR(c.to_vector()[0], 17.0 / 12.0, 1e-15);
+  EXPECT_NEAR(attention_first_key_share(q, k, ScoreModifier{}, false, 1.0).to_vector()[0], 1.5, 1e-15);
+  // A key 0 the queries avoid: k0 = -ln 2 gives it weight 1/2 against 1: causal rows 2 (1/3) = 2/3 and
+  // 3 (1/5) = 3/5, mean 19/30, below 1.
+  const Tensor avoid = q_from({-kLn2, 0, 0}, {1, 1, 3, 1});
+  EXPECT_NEAR(attention_first_key_share(q, avoid, ScoreModifier{}, true, 1.0).to_vector()[0], 19.0 / 30.0, 1e-15);
+}
+
+// Uniform attention (equal scores) is position-blind: exactly 1, causal and bidirectional, float32
+// and float64, and sinks do not change it (they take the same share from every real key). T = 1 has
+// no row to read: NaN.
+TEST(AttentionFirstKeyShare, UniformAttentionReadsExactlyOneAndSinksAreIgnored) {
+  Generator g(6);
+  for (DType dt : {DType::Float64, DType::Float32})
+    for (bool causal : {true, false})
+      for (bool sinks : {false, true}) {
+        const int64_t B = 3, H = 2, T = 9, D = 4;
+        const Tensor q = Tensor::zeros({B, H, T, D}, dt), k = randn({B, H, T, D}, g, dt);
+        ScoreModifier m;
+        if (sinks) m.sinks = Tensor::from_vector(std::vector<double>{2.0, -3.0}, {H}, dt);
+        const Tensor a = attention_first_key_share(q, k, m, causal, 0.5);
+        ASSERT_EQ(a.shape(), (Shape{H}));
+        for (double v : a.to_vector()) EXPECT_EQ(v, 1.0) << (causal ? "causal" : "bidirectional") << (sinks ? "+sinks" : "");
+      }
+  for (double v : attention_first_key_share(Tensor::zeros({1, 2, 1, 3}), randn({1, 2, 1, 3}, g), ScoreModifier{}, true, 1.0)
+                      .to_vector())
+    EXPECT_TRUE(std::isnan(v));
+  // Random scores with sinks: the same as without (the sinks are ignored).
+  const Tensor q = randn({2, 2, 6, 3}, g, DType::Float64), k = randn({2, 2, 6, 3}, g, DType::Float64);
+  ScoreModifier m;
+  m.sinks = Tensor::from_vector(std::vector<double>{1.0, -1.0}, {2}, DType::Float64);
+  EXPECT_EQ(attention_first_key_share(q, k, m, true, 0.7).to_vector(),
+            attention_first_key_share(q, k, ScoreModifier{}, true, 0.7).to_vector());
+  EXPECT_THROW(attention_first_key_share(q, randn({2, 2, 5, 3}, g, DType::Float64), ScoreModifier{}, true, 1.0),
+               ShapeError);
+  ScoreModifier pos;
+  pos.query_positions = {0, 2, 3, 5, 6, 8};
+  pos.key_positions = pos.query_positions;
+  EXPECT_THROW(attention_first_key_share(q, k, pos, true, 1.0), ValueError);
+}
+
+// The model-level measure: exactly 1 per layer under uniform attention for the encodings without a
+// score bias, with and without sinks; the mean over heads of the op on each layer's heads otherwise.
+TEST(FirstTokenShareByLayer, UniformAttentionReadsOneAndIsTheOpMeanOverHeads) {
+  for (const std::string kind : {"none", "sinusoidal", "learned", "rope", "xpos"})
+    for (bool sinks : {false, true}) {
+      Generator g(1), d(2);
+      nn::GPT model(tiny_config(kind, sinks), g, d);
+      model.eval();
+      zero_query_key(model);
+      const auto f = model.first_token_share_by_layer(random_ids(3, 8, 5));
+      ASSERT_EQ(f.size(), 2u);
+      for (double v : f) EXPECT_NEAR(v, 1.0, 1e-12) << kind << (sinks ? "+sinks" : "");
+    }
+  auto model = double_gpt(tiny_config("alibi", true));
+  const Tensor idx = random_ids(2, 8, 10);
+  const auto f = model->first_token_share_by_layer(idx);
+  NoGradGuard no_grad;
+  Tensor x = model->position_encoding().embed(model->wte->forward(idx), 0);
+  for (size_t l = 0; l < 2; ++l) {
+    const nn::Block& b = (*model->blocks)[l];
+    const auto per_head = b.attn->first_key_share(b.ln_1->forward(x), model->position_encoding(), l, 0).to_vector();
+    ASSERT_EQ(per_head.size(), 2u);
+    EXPECT_NEAR(f[l], (per_head[0] + per_head[1]) / 2.0, 1e-14);
+    EXPECT_GT(std::fabs(per_head[0] - 1.0), 1e-6) << "ALiBi's bias favours near keys: the first is not at its share";
+    x = b.forward(x, model->position_encoding(), l, 0);
+  }
+  nn::GPTConfig c = tiny_config("learned");
+  c.dropout = 0.1;
+  Generator g(1), d(2);
+  nn::GPT train_mode(c, g, d);
+  EXPECT_THROW(train_mode.first_token_share_by_layer(random_ids(1, 4, 1)), ValueError);
+}
+
 // ---- GPT::attention_entropy_by_position --------------------------------------------------------
 
 // Encodings that add no score bias: with zero query/key projections every score is 0.

@@ -76,7 +76,7 @@ TEST(PiProtocol, FineTunesScaledCopiesAndIsBitReproducible) {
   const data::TokenSpan train_split = text(600, 1), val = text(200, 2);
   const auto cfg = config();
   std::vector<std::string> seen;
-  const auto a = train::run_pi_protocol(*model, train_split, val, cfg, 7, Device::cpu(), [&](const std::string& row, nn::GPT& tuned) {
+  const auto a = train::run_pi_protocol(*model, "rope", train_split, val, cfg, 7, Device::cpu(), [&](const std::string& row, nn::GPT& tuned) {
     seen.push_back(row);
     const auto& o = tuned.config().pos.options;
     EXPECT_EQ(tuned.config().block_size, kBlock) << row;  // YaRN's L0 and the evaluation lengths stay L
@@ -109,13 +109,13 @@ TEST(PiProtocol, FineTunesScaledCopiesAndIsBitReproducible) {
   const auto after = model->state_dict();
   for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(before[i].second.to_vector(), after[i].second.to_vector());
   // Same seed: bit-identical rows; another seed: other batches.
-  EXPECT_TRUE(same(a, train::run_pi_protocol(*model, train_split, val, cfg, 7, Device::cpu())));
-  const auto other = train::run_pi_protocol(*model, train_split, val, cfg, 8, Device::cpu());
+  EXPECT_TRUE(same(a, train::run_pi_protocol(*model, "rope", train_split, val, cfg, 7, Device::cpu())));
+  const auto other = train::run_pi_protocol(*model, "rope", train_split, val, cfg, 8, Device::cpu());
   EXPECT_NE(other[0].first_loss, a[0].first_loss);
   // Off: no rows.
   auto off = cfg;
   off.of<train::PiSettings>().iters = 0;
-  EXPECT_TRUE(train::run_pi_protocol(*model, train_split, val, off, 7, Device::cpu()).empty());
+  EXPECT_TRUE(train::run_pi_protocol(*model, "rope", train_split, val, off, 7, Device::cpu()).empty());
 }
 
 TEST(PiProtocol, BadInputsAndInterruption) {
@@ -125,7 +125,7 @@ TEST(PiProtocol, BadInputsAndInterruption) {
   // A split too short for one window of 4 x 8 tokens: named, before anything is fine-tuned.
   int before = 0;
   try {
-    (void)train::run_pi_protocol(*model, text(30, 1), text(200, 2), cfg, 1, Device::cpu(),
+    (void)train::run_pi_protocol(*model, "rope", text(30, 1), text(200, 2), cfg, 1, Device::cpu(),
                                  [&](const std::string&, nn::GPT&) { ++before; });
     ADD_FAILURE() << "a too short split was accepted";
   } catch (const ValueError& e) {
@@ -136,12 +136,12 @@ TEST(PiProtocol, BadInputsAndInterruption) {
   nn::GPTConfig c = model->config();
   c.pos.kind = "alibi";
   nn::GPT alibi(c, g, d);
-  EXPECT_THROW((void)train::run_pi_protocol(alibi, text(600, 1), text(200, 2), cfg, 1, Device::cpu()), UsageError);
+  EXPECT_THROW((void)train::run_pi_protocol(alibi, "alibi", text(600, 1), text(200, 2), cfg, 1, Device::cpu()), UsageError);
   // SIGINT during the first row's evaluation: the next row stops before its first step.
   train::install_interrupt_handlers();
   int rows = 0;
   try {
-    (void)train::run_pi_protocol(*model, text(600, 1), text(200, 2), cfg, 1, Device::cpu(),
+    (void)train::run_pi_protocol(*model, "rope", text(600, 1), text(200, 2), cfg, 1, Device::cpu(),
                                  [&](const std::string&, nn::GPT&) {
                                    ++rows;
                                    std::raise(SIGINT);

@@ -94,7 +94,12 @@ std::string tiny_overrides(const std::string& args, const opt::Table<S>& table, 
   std::string extra;
   for (const auto& o : table) {
     if (keep.count(o.spec.name) || gives(args, o.spec.flag()) || o.spec.group.rfind("Position encoding", 0) == 0) continue;
-    extra += " " + o.spec.flag() + " '" + opt::format(o.get(tiny)) + "'";
+    // Appended piece by piece: one `" " + ... + "'"` expression makes GCC 12 warn (falsely) of -Wrestrict.
+    extra += ' ';
+    extra += o.spec.flag();
+    extra += " '";
+    extra += opt::format(o.get(tiny));
+    extra += '\'';
   }
   return extra;
 }

@@ -523,6 +523,37 @@ Tensor attention_weight_over_uniform(const Tensor& q, const Tensor& k, const Sco
   return Tensor::from_vector(out, {d.H, std::max<int64_t>(d.T - 1, 0)}, DType::Float64);
 }
 
+Tensor attention_first_key_share(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal,
+                                 double scale) {
+  NoGradGuard guard;
+  std::vector<double> sum;
+  int64_t H = 0, T = 0, rows = 0;
+  const HostDims d =
+      for_each_host_window(q, k, mod, causal, scale, "attention_first_key_share", [&](int64_t b, const double* s) {
+        if (b == 0) {
+          H = q.size(1);
+          T = q.size(2);
+          sum.assign(static_cast<size_t>(H), 0.0);
+        }
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t i = 1; i < T; ++i) {
+            const double* row = s + (h * T + i) * T;
+            const int64_t n = causal ? i + 1 : T;  // visible keys 0 .. n-1
+            double mx = -std::numeric_limits<double>::infinity();
+            for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
+            double z = 0;
+            for (int64_t j = 0; j < n; ++j) z += std::exp(row[j] - mx);
+            // n e / z, in that order: equal scores give e = 1, z = n exactly, so exactly 1.
+            sum[h] += static_cast<double>(n) * std::exp(row[0] - mx) / z;
+          }
+        rows += T - 1;
+      });
+  std::vector<double> out(static_cast<size_t>(d.H), std::numeric_limits<double>::quiet_NaN());
+  if (rows > 0)
+    for (int64_t h = 0; h < d.H; ++h) out[h] = sum[h] / static_cast<double>(rows);
+  return Tensor::from_vector(out, {d.H}, DType::Float64);
+}
+
 Tensor attention_row_entropy(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal, double scale) {
   NoGradGuard guard;
   std::vector<double> out;

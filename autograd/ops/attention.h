@@ -129,6 +129,21 @@ Tensor attention_weight_over_uniform(const Tensor& q, const Tensor& k, const Sco
 // (positions 0..T-1 are measured); ShapeError for q, k of different shapes.
 Tensor attention_row_entropy(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal, double scale);
 
+// Non-differentiable diagnostic: the first key's share of each query's attention over its uniform
+// share, averaged over the batch and the queries i = 1 .. T-1, per head. q, k (B, H, T, D) -> (H)
+// float64, entry [h] = mean over b and i >= 1 of  n_i · p_i0,  p_i0 = exp s(i, 0) / sum_j exp s(i, j)
+// over the n_i keys query i sees (n_i = i + 1 under the causal mask, T bidirectionally). The
+// attention-sink reading of StreamingLLM (Xiao et al. 2024, §3.1: most heads of a trained decoder
+// put far more than their share on the first token, whatever it is). Dimensionless: 1 = the share
+// uniform attention gives (exactly, for equal scores: n_i e / z with e = 1, z = n_i); > 1 = the
+// first token gets more. Query 0 is left out (under the causal mask it sees key 0 alone: 1 by
+// construction). With sinks it is over the real keys alone, p_i0 = P_i0 / sum_j P_ij (the sink takes
+// the same factor from every key of a row; the sinks are ignored), so a sink lowers it only where
+// the model stops parking weight on the first token. Computed on the host in float64 whatever q's
+// dtype and device, one batch element at a time: O(H T^2) memory. NaN with T < 2 or B = 0.
+// ValueError for a modifier with per-token positions; ShapeError for q, k of different shapes.
+Tensor attention_first_key_share(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal, double scale);
+
 // Rotary embedding (explicit backward = inverse rotation). x (..., T, D); cos, sin (T, dr/2)
 // constants for the T positions (angles times the attention factor), dr = 2 * cos.size(1) <= D.
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved);

@@ -234,6 +234,7 @@ PosEncEntry hybrid_encoding() {
         }
       },
       hybrid_op_cases};
+  e.composes = true;  // its layers' encodings read their own options from its configuration
   return e;
 }
 

@@ -173,6 +173,10 @@ struct PosEncEntry {
   // Its attention path has no CUDA kernel (FIRE's dense bias): a CUDA forward is a DeviceError naming
   // it, and a configuration with --device cuda a UsageError before anything is built.
   bool cpu_only = false;
+  // It builds other registered encodings and passes them its configuration (the hybrid encoding's
+  // per-layer kinds), so their options are its options too: a comparison method's variant of it
+  // (compare/method.h) may set any encoding's option, not only its own.
+  bool composes = false;
   // Bytes one attention layer keeps beyond the fused kernel's O(T) for a forward over B sequences of
   // T tokens, with the graph for backward (with_graph) or without (evaluation), for the encodings whose
   // path materialises O(T^2) tensors (FIRE's dense bias and its MLP's hidden units, CoPE's logits);

@@ -18,7 +18,9 @@ constexpr double kSlack = 1e-9;  // rounding of the float64 profile at its bound
 void run(UnitContext& ctx) {
   data::EvalWindows w = ctx.data.eval_windows(ctx.model.config().block_size, 8);
   const Tensor x = w.batch(0, w.size()).first.to(ctx.dev);
-  ctx.unit.parts.get<AttentionResult>().over_uniform = ctx.model.attention_over_uniform_by_distance(x);
+  AttentionResult& a = ctx.unit.parts.get<AttentionResult>();
+  a.over_uniform = ctx.model.attention_over_uniform_by_distance(x);
+  a.first_token_share = ctx.model.first_token_share_by_layer(x);
 }
 
 void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
@@ -36,12 +38,29 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
         c.fail(q, ValueCheck::show(a[l][i]), "a weight over its uniform share 1/n is at most n <= --block-size - 1");
     }
   }
+  const auto& f = u.parts.value<AttentionResult>().first_token_share;
+  if (f.empty()) return;  // written before the measure existed
+  const std::string pf = json_path_key(path, "attention_first_token_share");
+  c.size(f.size(), static_cast<size_t>(cfg.base.model.n_layer), pf, "one share per layer (--n-layer)");
+  for (size_t l = 0; l < f.size(); ++l) {
+    c.at_least(f[l], 0.0, json_path_at(pf, l), "a share over its uniform share");
+    if (f[l] > static_cast<double>(block) + kSlack)
+      c.fail(json_path_at(pf, l), ValueCheck::show(f[l]), "a share over its uniform share 1/n is at most n <= --block-size");
+  }
 }
 
-std::optional<double> value(const CompareConfig&, const UnitResult& u, const std::string& row, const Metric&) {
+double mean_of(const std::vector<double>& v) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+std::optional<double> value(const CompareConfig&, const UnitResult& u, const std::string& row, const Metric& m) {
   const AttentionResult* a = u.parts.find<AttentionResult>();
   if (row != u.method || !a) return std::nullopt;
-  const double c = attention_decay_contrast(a->over_uniform);
+  const double c = m.label == attention_first_token_metric().label ? mean_of(a->first_token_share)
+                                                                  : attention_decay_contrast(a->over_uniform);
   if (!std::isfinite(c)) return std::nullopt;
   return c;
 }
@@ -83,8 +102,16 @@ std::string section(const ComparisonResult& r, const ReportDir& out) {
      << "encoding learns some positions from the causal mask, and text is locally correlated, so NoPE may read above "
      << "0 too: it is the control claim (g) tests against, with a margin of " << markdown::num(kDecayMargin, 2)
      << " (differences of C smaller than that count for nothing). Mean [95% interval] over seeds.\n\n";
-  markdown::Table t({"method", "decay contrast C (0 = position-blind)"});
-  for (const auto& method : c.methods) t.row({method, markdown::bounded_cell(summary(r, method, m), 3, -1.0, 1.0)});
+  md << "First-token share: the first token's attention over its uniform share, n_i p_i0 for the queries i = 1.." << T - 1
+     << " (n_i = i + 1 keys), averaged like a(d), then over layers: 1 for uniform attention (exactly); above 1 the "
+     << "first token draws more than its share, the attention sink StreamingLLM found in trained decoders (Xiao et "
+     << "al. 2024 §3.1). With attention sinks it is over the real keys alone, so the sink's own share does not "
+     << "lower it; only a model that stops parking weight on the first token does (claim n6).\n\n";
+  const Metric f = attention_first_token_metric();
+  markdown::Table t({"method", "decay contrast C (0 = position-blind)", "first-token share (1 = position-blind)"});
+  for (const auto& method : c.methods)
+    t.row({method, markdown::bounded_cell(summary(r, method, m), 3, -1.0, 1.0),
+           markdown::bounded_cell(summary(r, method, f), 2, 0.0, static_cast<double>(T))});
   md << t.markdown() << "\n";
   if (std::filesystem::exists(out.plots + "/attention_distance.png"))
     md << "![attention_distance](plots/attention_distance.png)\n\n";
@@ -118,6 +145,15 @@ Metric attention_decay_metric() {
   m.study = AttentionResult::kStudy;
   m.label = "attention_decay_contrast";
   m.lower_better = false;
+  m.digits = 3;
+  return m;
+}
+
+Metric attention_first_token_metric() {
+  Metric m;
+  m.study = AttentionResult::kStudy;
+  m.label = "attention_first_token_share";
+  m.lower_better = true;
   m.digits = 3;
   return m;
 }
@@ -179,14 +215,20 @@ StudyEntry attention_study() {
       "contrast (claim g; Su et al. 2021 §3.4.3)";
   e.run_unit = run;
   e.unit_to_json = [](const UnitResult& u, json& j) {
-    j["attention_over_uniform"] = u.parts.value<AttentionResult>().over_uniform;
+    const AttentionResult& a = u.parts.value<AttentionResult>();
+    j["attention_over_uniform"] = a.over_uniform;
+    if (!a.first_token_share.empty()) j["attention_first_token_share"] = a.first_token_share;
   };
   e.unit_from_json = [](const json& j, UnitResult& u) {
-    auto& a = u.parts.get<AttentionResult>().over_uniform;
-    for (const auto& layer : j.at("attention_over_uniform")) a.push_back(json_list<double>(layer, json_real));
+    AttentionResult& r = u.parts.get<AttentionResult>();
+    for (const auto& layer : j.at("attention_over_uniform")) r.over_uniform.push_back(json_list<double>(layer, json_real));
+    if (j.contains("attention_first_token_share"))
+      r.first_token_share = json_list<double>(j.at("attention_first_token_share"), json_real);
   };
   e.check_unit = check_part;
-  e.metrics = [](const CompareConfig&) { return std::vector<Metric>{attention_decay_metric()}; };
+  e.metrics = [](const CompareConfig&) {
+    return std::vector<Metric>{attention_decay_metric(), attention_first_token_metric()};
+  };
   e.value = value;
   e.write_files = write_files;
   e.markdown = section;

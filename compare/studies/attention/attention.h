@@ -29,8 +29,19 @@
 // weight on the first key (an attention sink) raises a(d) at the largest distances (key 0 is at
 // distance i from row i), lowering C. NaN (n/a) with fewer than two distances (T < 3).
 //
+// The first token's share (StreamingLLM's attention sink, Xiao et al. 2024 §3.1), per layer l:
+//   f_l = mean over heads, the same eight windows and the queries i = 1 .. T-1 of  n_i · p_i0
+// (GPT::first_token_share_by_layer; attention_first_key_share, autograd/ops/attention.h), n_i the i + 1
+// keys query i sees: 1 = the share uniform attention gives (exactly, pinned in
+// tests/test_measurements.cpp), > 1 = the first token draws more. With attention sinks it is over the
+// real keys alone (the sink takes the same fraction from every key), so a sink lowers it only where
+// the model stops parking weight on the first token, not by taking its own share. A unit's value is
+// the mean over layers; the claim that sinks lower it (papers study, claim n6) pairs each method
+// variant with sinks with the same method without (compare/method.h), seed by seed.
+//
 // Checks of a result read back: one profile per layer (--n-layer), one finite weight in
-// [0, --block-size - 1] per distance 1 .. --block-size - 1 (n_i p' is at most n_i <= T - 1).
+// [0, --block-size - 1] per distance 1 .. --block-size - 1 (n_i p' is at most n_i <= T - 1); the
+// first-token share (absent in results written before it: n/a), one per layer in [0, --block-size].
 #pragma once
 
 #include <string>
@@ -45,6 +56,8 @@ struct AttentionResult {
   static constexpr const char* kStudy = "attention";
   // (layer, distance - 1): a_l(d), d = 1 .. block_size - 1; results.json "attention_over_uniform"
   std::vector<std::vector<double>> over_uniform;
+  // (layer): f_l; results.json "attention_first_token_share" (empty: measured before it existed)
+  std::vector<double> first_token_share;
 };
 
 // The decay contrast C of one unit's profile (layer, distance - 1) as above; NaN with no layer or
@@ -53,6 +66,9 @@ double attention_decay_contrast(const std::vector<std::vector<double>>& by_layer
 // The metric of that contrast per unit (a Metric of study "attention", results.csv
 // "attention_decay_contrast"; higher: more decay; 0 = position-blind).
 Metric attention_decay_metric();
+// The metric of the first-token share per unit, the mean of f_l over layers (results.csv
+// "attention_first_token_share"; 1 = position-blind, lower: less weight parked on the first token).
+Metric attention_first_token_metric();
 
 // The margin of claim (g)'s decision, in units of C: a contrast within ±0.01 of another (N/F within
 // about 1.02 of it) is too small a difference to count either way, however tight the seeds

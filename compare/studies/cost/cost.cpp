@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "autograd/ops.h"
+#include "compare/method.h"
 #include "compare/markdown.h"
 #include "compare/studies/lm/lm.h"
 #include "data/fileio.h"
@@ -52,8 +53,7 @@ CostResult measure_cost(const CompareConfig& cfg) {
   for (int64_t T : cfg.of<CostSettings>().lengths)
     for (const auto& m : cfg.methods) {
       Bench& b = benches[{m, T}];
-      nn::GPTConfig mc = cfg.base.model;
-      mc.pos.kind = m;
+      nn::GPTConfig mc = method_model(cfg.base.model, m);
       mc.block_size = T;
       mc.vocab_size = 256;
       mc.dropout = 0;

@@ -22,6 +22,7 @@
 #include "nn/posenc/position_encoding.h"
 #include "tensor/errors.h"
 #include "tensor/option_table.h"
+#include "compare/method.h"
 #include "compare/studies/encoder/encoder_metrics.h"
 #include "train/evaluate.h"
 #include "train/finetune.h"
@@ -75,19 +76,19 @@ void EncoderTrackConfig::validate() const {
   for (int64_t m : multipliers) POSGRAD_CHECK(m >= 1 && m <= 64, UsageError, "encoder multiplier ", m, " outside [1, 64]");
   POSGRAD_CHECK(std::set<int64_t>(multipliers.begin(), multipliers.end()).size() == multipliers.size(), UsageError,
                 "duplicate multipliers in --encoder-multipliers (each length is evaluated once)");
-  const auto kinds = nn::position_encoding_kinds();
   const auto ms = method_list();
   for (const auto& m : ms) {
-    POSGRAD_CHECK(std::find(kinds.begin(), kinds.end(), m) != kinds.end(), UsageError, "unknown encoder method '", m, "'");
-    POSGRAD_CHECK(!nn::position_encoding_entry(m).causal_only, UsageError, "the encoder track cannot train ", m,
+    (void)parse_method(m);  // UsageError naming an unknown encoding or setting
+    POSGRAD_CHECK(!nn::position_encoding_entry(method_kind(m)).causal_only, UsageError, "the encoder track cannot train ", m,
                   ": that position encoding is causal only (decoders; its bidirectional form is not defined); drop "
                   "it from --methods");
   }
   // Each encoding's own checks at the encoder's sizes (e.g. RoPE needs 2 rotary channels per head),
   // before anything is trained; the message names the encoder's options.
   for (const auto& m : ms) {
-    nn::PosEncConfig pc;
-    pc.kind = m;
+    nn::GPTConfig g;
+    apply_method(g, m);
+    nn::PosEncConfig pc = g.pos;
     pc.n_embd = n_embd;
     pc.n_head = n_head;
     pc.n_layer = n_layer;
@@ -309,7 +310,7 @@ EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::str
   ec.model.n_head = cfg.n_head;
   ec.model.n_embd = cfg.n_embd;
   ec.model.dropout = 0.0;
-  ec.model.pos.kind = method;
+  apply_method(ec.model, method);
   ec.model.pos.causal = false;
 
   EncoderUnitResult u;
@@ -549,8 +550,9 @@ EncoderUnitResult load_encoder_unit(const std::string& path, const EncoderTrackC
 }
 
 int64_t encoder_trained_limit(const EncoderTrackConfig& cfg, const std::string& method) {
-  nn::PosEncConfig pc;  // as run_encoder_unit builds the encoder's
-  pc.kind = method;
+  nn::GPTConfig g0;  // as run_encoder_unit builds the encoder's
+  apply_method(g0, method);
+  nn::PosEncConfig pc = g0.pos;
   pc.causal = false;
   pc.n_embd = cfg.n_embd;
   pc.n_head = cfg.n_head;
@@ -690,8 +692,12 @@ std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir) {
     ec.model.n_head = json_int(c.at("n_head"));
     ec.model.n_embd = json_int(c.at("n_embd"));
     ec.model.bias = c.at("bias").get<bool>();
-    ec.model.pos.kind = json_text(c.at("method"));
-    out->method = ec.model.pos.kind;
+    out->method = json_text(c.at("method"));
+    try {
+      apply_method(ec.model, out->method);
+    } catch (const UsageError& e) {
+      throw IoError(path + ": method: " + e.what());
+    }
     out->length = c.contains("length") ? json_int(c.at("length")) : 0;  // absent in encoders saved before it was recorded
     out->corpus = c.value("corpus", nlohmann::json());
     if (ec.model.vocab_size != out->tokenizer->vocab_size() + 2)
@@ -982,7 +988,7 @@ std::string composites_text(const EncoderTrackResult& r, bool f1, const std::vec
 
 bool encoder_score_is_structural(const std::string& method, const std::string& task) {
   return data::parse_encoder_task(task) == data::EncoderTask::Reversed &&
-         nn::position_encoding_entry(method).symmetric_bias;
+         nn::position_encoding_entry(method_kind(method)).symmetric_bias;
 }
 
 std::vector<std::string> encoder_structural_tasks(const EncoderTrackConfig& cfg,

@@ -1,6 +1,8 @@
 // encoder_track.cpp — see encoder_track.h.
 #include "compare/studies/encoder/encoder_track.h"
 
+#include "compare/method.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -25,7 +27,7 @@ EncoderTrackConfig encoder_track_config(const CompareConfig& cfg) {
   if (e.methods == nn::position_encoding_kinds()) {
     e.methods = nn::bidirectional_position_encoding_kinds();
     for (const auto& m : cfg.methods)
-      if (nn::position_encoding_entry(m).causal_only)
+      if (nn::position_encoding_entry(method_kind(m)).causal_only)
         spdlog::info("encoder track: {} is causal only (decoders), not trained as an encoder", m);
   }
   e.seeds = cfg.seeds;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "compare/method.h"
 #include "compare/markdown.h"
 #include "compare/rows.h"
 #include "nn/posenc/position_encoding.h"
@@ -661,7 +662,7 @@ std::vector<std::string> variant_rows(const std::string& method) {
 }
 
 bool takes_rope_scaling(const std::string& method) {
-  for (const auto& spec : nn::position_encoding_entry(method).options)
+  for (const auto& spec : nn::position_encoding_entry(method_kind(method)).options)
     if (spec.name == "rope_scaling") return true;
   return false;
 }
@@ -674,8 +675,7 @@ std::vector<std::string> rope_scaling_methods(const CompareConfig& cfg) {
 }
 
 nn::PosEncConfig method_pos_config(const CompareConfig& cfg, const std::string& method) {
-  nn::PosEncConfig pc = cfg.base.model.pos;
-  pc.kind = method;
+  nn::PosEncConfig pc = method_model(cfg.base.model, method).pos;
   pc.n_embd = cfg.base.model.n_embd;
   pc.n_head = cfg.base.model.n_head;
   pc.n_layer = cfg.base.model.n_layer;

@@ -2,6 +2,8 @@
 #include "compare/studies/papers/papers.h"
 
 #include "compare/markdown.h"
+#include "compare/method.h"
+#include "compare/studies/attention/attention.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/studies/study_claims.h"
 #include "nn/posenc/position_encoding.h"
@@ -110,20 +112,101 @@ ClaimVerdict fox_claim(const ComparisonResult& r, Protocol p) {
                     j, training_budget(r), k > 1 ? length_protocol(r, k, p) : "");
 }
 
+// Whether methods a and b build the same model but for the options in `except` (and attention_sinks
+// when `sinks_differ`).
+bool same_model_but(const ComparisonResult& r, const std::string& a, const std::string& b,
+                    const std::vector<std::string>& except, bool sinks_differ) {
+  nn::GPTConfig x = method_model(r.config.base.model, a), y = method_model(r.config.base.model, b);
+  if (x.pos.kind != y.pos.kind) return false;
+  for (const auto& name : except) y.pos.options.set(name, x.pos.options.at(name));
+  if (sinks_differ) y.attention_sinks = x.attention_sinks;
+  return x.pos.options == y.pos.options && x.attention_sinks == y.attention_sinks;
+}
+
+ClaimVerdict prope_claim(const ComparisonResult& r) {
+  const Metric ppl = lm_metric(Quantity::Perplexity);
+  // p-RoPE: a rope method keeping a fraction f < 1 of the frequencies in the p-RoPE convention; full
+  // RoPE: the same model with every frequency rotated (rope_fraction 1).
+  std::string prope, full;
+  for (const auto& m : r.config.methods) {
+    if (method_kind(m) != "rope") continue;
+    const nn::PosEncConfig& pc = method_model(r.config.base.model, m).pos;
+    if (prope.empty() && pc.options.text("rope_partial") == "prope" && pc.options.real("rope_fraction") < 1.0) prope = m;
+  }
+  if (!prope.empty())
+    for (const auto& m : r.config.methods)
+      if (m != prope && method_model(r.config.base.model, m).pos.options.real("rope_fraction") == 1.0 &&
+          same_model_but(r, prope, m, {"rope_partial", "rope_fraction"}, false)) {
+        full = m;
+        break;
+      }
+  std::string missing;
+  if (prope.empty())
+    missing = "a p-RoPE method in --methods, e.g. 'rope[rope_fraction=0.75;rope_partial=prope]' (the paper's best)";
+  else if (full.empty())
+    missing = "full RoPE beside " + prope + " in --methods (the same settings with --rope-fraction 1)";
+  std::vector<ClaimTest> tests;
+  if (missing.empty()) tests.push_back(within(r, prope, full, ppl, kPplMargin));
+  const Judgement j = judge_family(tests, missing);
+  const std::string shown_p = prope.empty() ? "p-RoPE" : prope, shown_f = full.empty() ? "rope" : full;
+  return claim_from("n5", "p-RoPE, rotating only the highest frequencies, is at least as good as full RoPE (Barbero et al. "
+                          "2025 §6)",
+                    ppl.name() + " (lower is better): " + shown_p + " within 1% of " + shown_f +
+                        " (non-inferiority, Welch on " + shown_f + "'s values x 1.01); one test",
+                    prope.empty() || full.empty() ? std::string("n/a") : measured(r, {prope, full}, ppl), j,
+                    training_budget(r));
+}
+
+ClaimVerdict sinks_claim(const ComparisonResult& r) {
+  const Metric f = attention_first_token_metric();
+  // Every method with sinks whose twin without sinks (the same model otherwise) also ran.
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const auto& a : r.config.methods) {
+    if (!method_model(r.config.base.model, a).attention_sinks) continue;
+    for (const auto& b : r.config.methods)
+      if (b != a && !method_model(r.config.base.model, b).attention_sinks && same_model_but(r, a, b, {}, true)) {
+        pairs.emplace_back(a, b);
+        break;
+      }
+  }
+  std::string missing =
+      pairs.empty() ? "a method with attention sinks and the same method without in --methods, e.g. "
+                      "'rope,rope[attention_sinks=true]'"
+                    : "";
+  for (const auto& [a, b] : pairs)
+    for (const auto& m : {a, b})
+      if (values(r, m, f).empty() && missing.find("share of " + m + " ") == std::string::npos)
+        missing += (missing.empty() ? "" : "; ") + std::string("the first-token share of ") + m +
+                   " (absent from results written before it was measured)";
+  std::vector<ClaimTest> tests;
+  std::vector<std::string> shown;
+  for (const auto& [a, b] : pairs) {
+    tests.push_back(better_paired(r, a, b, f));
+    shown.push_back(a);
+    shown.push_back(b);
+  }
+  const Judgement j = judge_family(tests, missing);
+  return claim_from("n6", "Attention sinks take the weight off the first token (StreamingLLM, Xiao et al. 2024 §3)",
+                    f.name() + " (the first token's attention over its uniform share among the real keys; 1 = uniform, "
+                    "lower = less weight parked on it): each method with sinks below the same method without, paired by "
+                    "seed; one family of " + std::to_string(tests.size()),
+                    shown.empty() ? std::string("n/a") : measured(r, shown, f), j, training_budget(r));
+}
+
 }  // namespace
 
 std::vector<ClaimVerdict> judge_paper_claims(const ComparisonResult& r) {
   return {with_sliding(r, [&](Protocol p) { return fire_claim(r, p); }),
           with_sliding(r, [&](Protocol p) { return hybrid_claim(r, p); }),
           with_sliding(r, [&](Protocol p) { return xpos_claim(r, p); }),
-          with_sliding(r, [&](Protocol p) { return fox_claim(r, p); })};
+          with_sliding(r, [&](Protocol p) { return fox_claim(r, p); }), prope_claim(r), sinks_claim(r)};
 }
 
 StudyEntry papers_study() {
   StudyEntry e;
   e.name = "papers";
-  e.summary = "the headline claims of the newer encodings' papers (FIRE, hybrid NoPE/RoPE layers, xPos, FoX), judged "
-              "on perplexity by length";
+  e.summary = "the headline claims of the newer encodings' papers (FIRE, hybrid NoPE/RoPE layers, xPos, FoX, p-RoPE), "
+              "judged on perplexity by length, and StreamingLLM's on attention sinks, judged on the first-token share";
   e.claims = judge_paper_claims;
   // Which encodings ran, and why the quick preset's choice is what it is (issue of the default's budget).
   e.settings_markdown = [](const ComparisonResult& r) {
@@ -133,8 +216,9 @@ StudyEntry papers_study() {
       if (!has_method(r, k)) left += (left.empty() ? "" : ", ") + k;
     return "- methods: " + ran + (left.empty() ? " (every registered encoding)" : "; not run: " + left) +
            ". The quick preset runs the article's eight encodings, which keeps it within 20 minutes on 2 cores; the "
-           "newer ones (sandwich, xpos, fire, hybrid, fox, cope; claims n1-n4) are --methods choices, and --methods all or the "
-           "full preset runs every registered encoding\n";
+           "newer ones (sandwich, xpos, fire, hybrid, fox, cope; claims n1-n4) are --methods choices, p-RoPE and attention "
+           "sinks (claims n5, n6) method variants ('rope[rope_fraction=0.75;rope_partial=prope]', "
+           "'rope[attention_sinks=true]'), and --methods all or the full preset runs every registered encoding\n";
   };
   return e;
 }

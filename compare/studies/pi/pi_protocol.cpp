@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 
+#include "compare/method.h"
 #include "compare/studies/lm/lm.h"
 #include "train/evaluate.h"
 #include "train/finetune.h"
@@ -93,7 +94,7 @@ void validate_pi(const CompareConfig& cfg) {
   for (const auto& method : methods)
   for (int64_t M : cfg.of<PiSettings>().multipliers) {
     TrainConfig b = cfg.base;
-    b.model.pos.kind = method;
+    b.model = method_model(cfg.base.model, method);
     b.model.block_size = M * L;
     b.batch_size = pi_batch(cfg, M);
     check_memory(b, longest);
@@ -108,10 +109,12 @@ void check_pi_data(const CompareConfig& cfg, int64_t L, const data::TokenSpan& t
                   "), it holds ", train_split.size(), " (--pi-multipliers x --block-size; use a longer --corpus)");
 }
 
-std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const data::TokenSpan& train_split,
-                                      const data::TokenSpan& val, const CompareConfig& cfg, uint64_t seed, Device dev,
-                                      const PiCallback& on_row) {
-  const std::string method = trained.config().pos.kind;
+std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const std::string& method,
+                                      const data::TokenSpan& train_split, const data::TokenSpan& val,
+                                      const CompareConfig& cfg, uint64_t seed, Device dev, const PiCallback& on_row) {
+  if (method_kind(method) != trained.config().pos.kind)
+    throw std::logic_error("run_pi_protocol: '" + method + "' is not the method of a " + trained.config().pos.kind +
+                           " model");
   POSGRAD_CHECK(takes_rope_scaling(method), UsageError,
                 "the position-interpolation protocol fine-tunes models whose encoding takes a RoPE scaling (",
                 "rope_scaling), got '", method, "'");

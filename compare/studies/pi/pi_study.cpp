@@ -75,7 +75,7 @@ void run(UnitContext& ctx) {
     ctx.models[row] = std::move(copy);
   };
   ctx.unit.parts.get<PiResults>().rows =
-      run_pi_protocol(ctx.model, ctx.data.train(), ctx.data.val(), ctx.cfg, ctx.seed, ctx.dev, publish);
+      run_pi_protocol(ctx.model, ctx.method, ctx.data.train(), ctx.data.val(), ctx.cfg, ctx.seed, ctx.dev, publish);
 }
 
 // Its rows of the option table (compare/options.h).

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "autograd/node.h"
+#include "compare/method.h"
 #include "compare/rows.h"
 #include "data/length_tasks.h"
 #include "train/finetune.h"
@@ -22,8 +23,9 @@ namespace {
 
 // A small encoding of `method`, to ask what it supports.
 std::shared_ptr<nn::PositionEncoding> probe_encoding(const std::string& method) {
-  nn::PosEncConfig c;
-  c.kind = method;
+  nn::GPTConfig g0;
+  apply_method(g0, method);
+  nn::PosEncConfig c = g0.pos;
   c.n_embd = 8;
   c.n_head = 2;
   c.n_layer = 1;
@@ -106,7 +108,8 @@ nn::GPTConfig suite_model_config(const CompareConfig& cfg, const std::string& me
   mc.n_head = cfg.of<TaskSettings>().n_head;
   mc.n_embd = cfg.of<TaskSettings>().n_embd;
   mc.pos = cfg.base.model.pos;
-  mc.pos.kind = method;
+  mc.attention_sinks = cfg.base.model.attention_sinks;
+  apply_method(mc, method);
   return mc;
 }
 

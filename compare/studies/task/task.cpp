@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "autograd/ops.h"
+#include "compare/method.h"
 #include "compare/markdown.h"
 #include "data/synthetic.h"
 #include "train/evaluate.h"
@@ -51,7 +52,8 @@ void validate(const CompareConfig& cfg) {
     nn::GPTConfig g = task_model.model;
     g.vocab_size = std::max<int64_t>(1, g.vocab_size);
     g.pos = cfg.base.model.pos;
-    g.pos.kind = m;
+    g.attention_sinks = cfg.base.model.attention_sinks;
+    apply_method(g, m);
     try {
       g.validate();
     } catch (const ValueError& e) {
@@ -87,7 +89,8 @@ void run(UnitContext& ctx) {
   mc.n_head = cfg.of<TaskSettings>().n_head;
   mc.n_embd = cfg.of<TaskSettings>().n_embd;
   mc.pos = cfg.base.model.pos;
-  mc.pos.kind = method;
+  mc.attention_sinks = cfg.base.model.attention_sinks;
+  apply_method(mc, method);
   const SyntheticSeeds seeds = synthetic_seeds(seed);
   Generator init(seeds.init), drop(seeds.dropout);
   nn::GPT model(mc, init, drop);
