@@ -67,9 +67,9 @@ MethodSpec parse_method(const std::string& text) {
                      ", each optionally with settings KIND[NAME=VALUE;...]");
   }
   if (open == std::string::npos) return m;
-  POSGRAD_CHECK(text.back() == ']' && text.find('[', open + 1) == std::string::npos &&
-                    text.find(']') == text.size() - 1,
-                UsageError, where, ": a variant is KIND[NAME=VALUE;NAME=VALUE...], one bracket closed at the end");
+  POSGRAD_CHECK(
+      text.back() == ']' && text.find('[', open + 1) == std::string::npos && text.find(']') == text.size() - 1,
+      UsageError, where, ": a variant is KIND[NAME=VALUE;NAME=VALUE...], one bracket closed at the end");
   const std::string inner = text.substr(open + 1, text.size() - open - 2);
   POSGRAD_CHECK(!inner.empty(), UsageError, where, ": empty brackets (the plain method is '", m.kind, "')");
   const std::vector<opt::Spec> specs = settable(m.kind);
@@ -94,8 +94,9 @@ MethodSpec parse_method(const std::string& text) {
                        (near.empty() ? "" : " (did you mean '" + near + "'?)") + "; its settings: " + known);
     }
     for (char c : value)
-      POSGRAD_CHECK(value_char(c), UsageError, where, ": the value of ", name, " may hold only letters, digits and _ . + - ",
-                    "(it names files and rows); set ", spec->flag(), " for the whole experiment instead");
+      POSGRAD_CHECK(value_char(c), UsageError, where, ": the value of ", name,
+                    " may hold only letters, digits and _ . + - ", "(it names files and rows); set ", spec->flag(),
+                    " for the whole experiment instead");
     POSGRAD_CHECK(std::none_of(m.settings.begin(), m.settings.end(), [&](const auto& s) { return s.first == name; }),
                   UsageError, where, ": sets ", name, " twice");
     m.settings.emplace_back(name, opt::parse(*spec, value, where + " " + name));

@@ -59,11 +59,13 @@ TEST(Method, PlainKindsAndCanonicalVariants) {
 
 TEST(Method, RefusalsNameTheBadPart) {
   EXPECT_NE(usage_error("rpoe").find("unknown position encoding 'rpoe' (did you mean 'rope'?)"), std::string::npos);
-  EXPECT_NE(usage_error("rope[rope_fractoin=0.5]").find("'rope_fractoin' is not a setting of rope (did you mean "
-                                                        "'rope_fraction'?)"),
+  EXPECT_NE(usage_error("rope[rope_fractoin=0.5]")
+                .find("'rope_fractoin' is not a setting of rope (did you mean "
+                      "'rope_fraction'?)"),
             std::string::npos);
   // Another encoding's option is not the variant's.
-  EXPECT_NE(usage_error("alibi[rope_fraction=0.5]").find("'rope_fraction' is not a setting of alibi"), std::string::npos);
+  EXPECT_NE(usage_error("alibi[rope_fraction=0.5]").find("'rope_fraction' is not a setting of alibi"),
+            std::string::npos);
   EXPECT_NE(usage_error("rope[rope_fraction=1.5]").find("out of range"), std::string::npos);
   EXPECT_NE(usage_error("rope[rope_partial=half]").find("rope_partial"), std::string::npos);
   EXPECT_NE(usage_error("rope[]").find("empty brackets"), std::string::npos);
@@ -94,7 +96,8 @@ TEST(Method, TheVariantBuildsItsOwnModel) {
   EXPECT_EQ(plain.pos.options, base.pos.options);
   // The name under the experiment's settings: a setting equal to its value is the plain method.
   EXPECT_EQ(canonical_method("rope[rope_fraction=0.5]", base), "rope[rope_fraction=0.5]");
-  const std::string same = test::thrown_message<UsageError>([&] { (void)canonical_method("rope[rope_base=500]", base); });
+  const std::string same =
+      test::thrown_message<UsageError>([&] { (void)canonical_method("rope[rope_base=500]", base); });
   EXPECT_NE(same.find("rope_base=500 is the experiment's own value, so this is 'rope' under another name"),
             std::string::npos);
 }
@@ -102,17 +105,19 @@ TEST(Method, TheVariantBuildsItsOwnModel) {
 TEST(Method, MethodsFlagReadsVariantsAndValidateChecksThem) {
   const CompareConfig c = with_methods("rope,rope[rope_partial=prope;rope_fraction=0.75],alibi[attention_sinks=true]");
   EXPECT_EQ(c.methods, (std::vector<std::string>{"rope", "rope[rope_fraction=0.75;rope_partial=prope]",
-                                                  "alibi[attention_sinks=true]"}));
+                                                 "alibi[attention_sinks=true]"}));
   EXPECT_NO_THROW(c.validate());
   // Written two ways, the same variant twice.
   const CompareConfig twice = with_methods("rope[rope_fraction=0.5],rope[rope-fraction=0.50]");
-  EXPECT_NE(test::thrown_message<UsageError>([&] { twice.validate(); }).find("lists a method twice"), std::string::npos);
+  EXPECT_NE(test::thrown_message<UsageError>([&] { twice.validate(); }).find("lists a method twice"),
+            std::string::npos);
   EXPECT_THROW(with_methods("rope,rope[nope=1]"), UsageError);
   // Set in code, a non-canonical name is refused with the canonical one.
   CompareConfig raw = compare_preset("tiny");
   raw.methods = {"rope[rope_partial=prope;rope_fraction=0.75]"};
-  EXPECT_NE(test::thrown_message<UsageError>([&] { raw.validate(); })
-                .find("is written rope[rope_fraction=0.75;rope_partial=prope]"),
+  EXPECT_NE(test::thrown_message<UsageError>([&] {
+              raw.validate();
+            }).find("is written rope[rope_fraction=0.75;rope_partial=prope]"),
             std::string::npos);
   // The variant's own model is checked like a plain one's: p-RoPE with an odd rotary width at the
   // tiny size (n_embd 16, 2 heads: 8 channels, 0.1 of 4 pairs rounds to 0) is refused up front.

@@ -348,7 +348,8 @@ TEST(RunSafety, AUnitInterruptedInAStudyResumesAtThatStudy) {
   std::filesystem::create_directories(unit + "/studies");
   nlohmann::json lm = {{"lengths", j["lengths"]}, {"sliding", j["sliding"]}, {"variants", j["variants"]},
                        {"per_position_loss", j["per_position_loss"]}};
-  nlohmann::json attention = {{"attention_over_uniform", j["attention_over_uniform"]}};
+  nlohmann::json attention = {{"attention_over_uniform", j["attention_over_uniform"]},
+                              {"attention_first_token_share", j["attention_first_token_share"]}};
   attention["attention_over_uniform"][0][0] = 0.123456;  // a kept part is used as it is
   write_file_atomic(unit + "/studies/lm.json", lm.dump());
   write_file_atomic(unit + "/studies/attention.json", attention.dump());

@@ -8,6 +8,7 @@
 #include "compare/studies/cost/cost.h"
 #include "compare/studies/encoder/encoder_track.h"
 #include "compare/studies/entropy/entropy.h"
+#include "compare/studies/flipflop/flipflop.h"
 #include "compare/studies/gradient/gradient.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/studies/papers/papers.h"
@@ -27,6 +28,7 @@ const std::vector<StudyEntry>& studies() {
       task_study(),       // the synthetic copy / reverse task
       cost_study(),       // the interleaved cost benchmark (once per experiment)
       suite_study(),      // the length-generalisation suite
+      flipflop_study(),   // flip-flop language modelling: read accuracy and glitch rate (Liu et al. 2023)
       pi_study(),         // position interpolation: RoPE scaled and fine-tuned
       passkey_study(),    // passkey retrieval, of each model and of the fine-tuned PI rows
       entropy_study(),    // attention entropy by query position (1 = uniform attention)

@@ -66,7 +66,7 @@ ClaimVerdict hybrid_claim(const ComparisonResult& r, Protocol p) {
   }
   const Judgement j = judge_family(tests, missing);
   const std::string hybrid_pattern =
-      has_method(r, "hybrid") && r.config.base.model.pos.options.text("hybrid_layers").empty()
+      r.config.base.model.pos.options.text("hybrid_layers").empty()
           ? "hybrid = RoPE with every " + std::to_string(r.config.base.model.pos.options.integer("hybrid_nope_interval")) +
                 "th layer NoPE" + (r.config.base.model.pos.options.boolean("hybrid_temperature") ? " (+ temperature)" : "")
           : "hybrid = --hybrid-layers " + r.config.base.model.pos.options.text("hybrid_layers");
@@ -189,7 +189,7 @@ ClaimVerdict sinks_claim(const ComparisonResult& r) {
   return claim_from("n6", "Attention sinks take the weight off the first token (StreamingLLM, Xiao et al. 2024 §3)",
                     f.name() + " (the first token's attention over its uniform share among the real keys; 1 = uniform, "
                     "lower = less weight parked on it): each method with sinks below the same method without, paired by "
-                    "seed; one family of " + std::to_string(tests.size()),
+                    "seed; one test per pair" + (tests.empty() ? std::string() : " (" + std::to_string(tests.size()) + ")"),
                     shown.empty() ? std::string("n/a") : measured(r, shown, f), j, training_budget(r));
 }
 
