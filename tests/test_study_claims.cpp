@@ -395,13 +395,15 @@ train::ComparisonResult pi(const std::map<std::string, std::vector<double>>& ppl
   s.iters = 40;
   s.multipliers = {2, 4};
   s.scalings = {};
-  for (const auto& [scaling, v] : ppl) s.scalings.push_back(scaling);
+  for (const auto& [scaling, v] : ppl)
+    if (scaling != "drope") s.scalings.push_back(scaling);
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     train::UnitResult u;
     u.method = "rope";
     u.seed = seed;
     for (int64_t M : s.multipliers)
       for (const auto& [scaling, v] : ppl) {
+        if (scaling == "drope") continue;
         train::PiResult p;
         p.scaling = scaling;
         p.multiplier = M;
@@ -412,6 +414,20 @@ train::ComparisonResult pi(const std::map<std::string, std::vector<double>>& ppl
         p.lengths[M == 2 ? 1 : 2] = train::LengthResult{M * r.config.base.model.block_size, 4, std::log(x), x, 0.3};
         u.parts.get<train::PiResults>().rows.push_back(p);
       }
+    // DroPE's row: recalibrated at 1x, evaluated at 2x and 4x (ppl["drope"] + 0.1 M there).
+    if (const auto d = ppl.find("drope"); d != ppl.end()) {
+      train::PiResult p;
+      p.scaling = "drope";
+      p.multiplier = 1;
+      p.iters = 40;
+      p.batch = 12;
+      p.lengths.assign(3, std::nullopt);
+      for (int64_t M : {2, 4}) {
+        const double x = d->second[seed - 1] + 0.1 * static_cast<double>(M);
+        p.lengths[M == 2 ? 1 : 2] = train::LengthResult{M * r.config.base.model.block_size, 4, std::log(x), x, 0.3};
+      }
+      u.parts.get<train::PiResults>().rows.push_back(p);
+    }
     r.units.push_back(u);
   }
   return r;
@@ -457,6 +473,16 @@ TEST(StudyClaims, PiClaimsEveryVerdict) {
   for (const char* id : {"p1", "p2", "p3"})
     expect(claims, id, train::kNotMeasured, "in --pi-scalings", 0);
   EXPECT_TRUE(contains(claim(claims, "p2").why, "ntk and linear in --pi-scalings")) << claim(claims, "p2").why;
+  // p4: DroPE (recalibrated at 1x) against linear, ntk and yarn fine-tuned at M, at M: a family of 2 x 3.
+  r = pi({{"none", base}, {"linear", base}, {"ntk", plus(0.1, {0.0, 0.01, -0.01})}, {"yarn", plus(-0.1, {0.01, 0.0, 0.0})},
+          {"drope", plus(-0.6, {0.01, -0.02, 0.0})}});
+  expect(train::judge_pi_claims(r), "p4", train::kSupported, "all of 6 significant at 5% as claimed", 6);
+  EXPECT_TRUE(contains(claim(train::judge_pi_claims(r), "p4").measured, "2x: rope+drope ft1x ")) << claim(train::judge_pi_claims(r), "p4").measured;
+  r = pi({{"none", base}, {"linear", base}, {"drope", plus(0.6, {0.01, -0.02, 0.0})}});
+  expect(train::judge_pi_claims(r), "p4", train::kContradicted, "2x: rope+drope ft1x below rope+linear ft2x", 2);
+  r = pi({{"none", base}, {"linear", base}, {"drope", plus(0.0, {0.1, -0.1, 0.03})}});
+  expect(train::judge_pi_claims(r), "p4", train::kInconclusive, "not significant at 5% for 2x: rope+drope ft1x below", 2);
+  expect(train::judge_pi_claims(pi({{"none", base}, {"linear", base}})), "p4", train::kNotMeasured, "--pi-drope", 0);
   // The fine-tuning lengths not evaluated: not measured either.
   r = pi({{"none", base}, {"linear", plus(-0.5, {0.01, -0.02, 0.0})}});
   r.config.eval_multipliers = {1, 8};

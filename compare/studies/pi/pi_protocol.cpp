@@ -36,8 +36,12 @@ struct Tuned {
 
 Tuned scaled_copy(const nn::GPT& trained, const std::string& scaling, int64_t M, uint64_t seed, Device dev) {
   nn::GPTConfig c = trained.config();  // block_size stays L: YaRN's L0 and the evaluation lengths
-  c.pos.set("rope_scaling", scaling);
-  c.pos.set("rope_scaling_factor", scaling == "none" ? 1.0 : static_cast<double>(M));
+  if (scaling == "drope") {
+    c.pos.kind = "none";  // DroPE: the rotary embedding dropped; RoPE has no parameters, so the weights carry over
+  } else {
+    c.pos.set("rope_scaling", scaling);
+    c.pos.set("rope_scaling_factor", scaling == "none" ? 1.0 : static_cast<double>(M));
+  }
   Tuned t;
   t.init = std::make_unique<Generator>(0);
   t.dropout = std::make_unique<Generator>(seed ^ 0x9170dull ^ (static_cast<uint64_t>(M) << 32));
@@ -123,9 +127,14 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const std::string&
   const int64_t L = trained.config().block_size;
   const TrainConfig& base = cfg.base;
   check_pi_data(cfg, L, train_split);
-  for (int64_t M : cfg.of<PiSettings>().multipliers) {
+  // The scaled rows at each M, then DroPE's at 1x.
+  std::vector<std::pair<int64_t, std::string>> jobs;
+  for (int64_t M : cfg.of<PiSettings>().multipliers)
+    for (const auto& scaling : cfg.of<PiSettings>().scalings) jobs.emplace_back(M, scaling);
+  if (cfg.of<PiSettings>().drope) jobs.emplace_back(1, "drope");
+  for (const auto& [M, scaling] : jobs) {
     const int64_t ctx = M * L;
-    for (const auto& scaling : cfg.of<PiSettings>().scalings) {
+    {
       const std::string row = pi_row_name(method, scaling, M);
       const auto t0 = std::chrono::steady_clock::now();
       Tuned t = scaled_copy(trained, scaling, M, seed, dev);

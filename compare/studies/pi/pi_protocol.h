@@ -17,8 +17,19 @@
 // the training split, drawn by a sampler seeded from (unit seed, M): every scaling at one M sees the
 // same batches (a paired comparison), and the same seed gives bit-identical rows.
 //
-// Row names: "rope ft<M>x" (plain RoPE fine-tuned at M·L) and "rope+<scaling> ft<M>x"
-// ("rope+linear ft2x"): "ft" for fine-tuned, <M>x the fine-tuning length over the training length.
+// DroPE (Gelberg & Cetin, ICLR 2026, "Extending the Context of Pretrained LLMs by Dropping Their
+// Positional Embeddings", §4): with --pi-drope, one more row per unit: the trained model with its
+// rotary embedding removed (the same weights under the NoPE encoding, `none`; every other setting of
+// the method kept, its sinks among them) and recalibrated at the training length L — not at M·L —
+// for the same pi_iters steps of batch_size windows of L tokens (as many tokens as a training step),
+// at the same rate and warm-up, its batches from the sampler of M = 1. Evaluated zero-shot at every
+// length. The paper's recalibration budget is under 1% of pretraining; here it is pi_iters over the
+// training run's steps, stated in the report. Its temperature or normalisation variants are not
+// implemented.
+//
+// Row names: "rope ft<M>x" (plain RoPE fine-tuned at M·L), "rope+<scaling> ft<M>x"
+// ("rope+linear ft2x"): "ft" for fine-tuned, <M>x the fine-tuning length over the training length;
+// "rope+drope ft1x" (RoPE dropped, recalibrated at 1x).
 #pragma once
 
 #include <functional>
@@ -42,19 +53,21 @@ struct PiSettings {
   double lr = 1e-4;  // the base run's final (min_lr): a small constant rate, as PI's 2e-5 for LLaMA
   std::vector<int64_t> multipliers = {2, 4};
   std::vector<std::string> scalings = {"none", "linear", "ntk", "yarn"};
+  bool drope = true;  // the DroPE row (above)
 };
 
 // One fine-tuned row: the unit's trained RoPE model with `scaling` at factor s = multiplier,
 // fine-tuned at multiplier x block_size.
 struct PiResult {
-  std::string scaling;     // none | linear | ntk | yarn
+  std::string scaling;     // none | linear | ntk | yarn | drope (multiplier 1: recalibrated at L)
   int64_t multiplier = 0;  // M
   int64_t iters = 0, batch = 0;
   double first_loss = 0, final_loss = 0;  // training loss of the first and the last fine-tuning step
   double seconds = 0;                     // wall time of fine-tuning and evaluation, informational
   Lengths lengths;                        // index-aligned with eval_multipliers
 };
-// The study's part of a unit (results.json "pi"), in run order: --pi-multipliers x --pi-scalings.
+// The study's part of a unit (results.json "pi"), in run order: --pi-multipliers x --pi-scalings, then
+// the DroPE row with --pi-drope.
 // Checks of a result read back: those rows exactly on rope units with --pi-iters > 0, iters =
 // --pi-iters, batch >= 1, losses and seconds finite >= 0, lengths as the lm study's (lm.h).
 struct PiResults {

@@ -77,12 +77,15 @@ std::vector<std::string> pi_rows(const ComparisonResult& r) {
     }
   // Configuration order (method, M, then scaling), whatever order the units were read in.
   std::vector<std::string> ordered;
-  for (const auto& method : rope_scaling_methods(r.config))
+  for (const auto& method : rope_scaling_methods(r.config)) {
     for (int64_t M : r.config.of<PiSettings>().multipliers)
       for (const auto& s : r.config.of<PiSettings>().scalings) {
         const std::string name = pi_row_name(method, s, M);
         if (std::find(out.begin(), out.end(), name) != out.end()) ordered.push_back(name);
       }
+    const std::string drope = pi_row_name(method, "drope", 1);
+    if (std::find(out.begin(), out.end(), drope) != out.end()) ordered.push_back(drope);
+  }
   return ordered;
 }
 
@@ -155,11 +158,12 @@ bool write_pi_plot(const ComparisonResult& r, const std::string& dir) {
   const std::string d = fs::absolute(dir).string();
   const CompareConfig& c = r.config;
   const int64_t block = c.base.model.block_size;
-  std::vector<int64_t> Ms;  // the fine-tuning lengths present: one panel each
+  std::vector<int64_t> Ms;  // the fine-tuning lengths present: one panel each (DroPE's rows, at 1x, in every panel)
   for (const auto& row : tuned) {
-    const int64_t M = first_result(r, row)->multiplier;
-    if (std::find(Ms.begin(), Ms.end(), M) == Ms.end()) Ms.push_back(M);
+    const PiResult* p = first_result(r, row);
+    if (p->scaling != "drope" && std::find(Ms.begin(), Ms.end(), p->multiplier) == Ms.end()) Ms.push_back(p->multiplier);
   }
+  if (Ms.empty()) Ms.push_back(1);
   const int cols = static_cast<int>(Ms.size());
   std::ofstream dat(d + "/pi_ppl_vs_length.dat");
   std::ostringstream gp;
@@ -187,8 +191,11 @@ bool write_pi_plot(const ComparisonResult& r, const std::string& dir) {
   for (int64_t M : Ms) {
     std::string plot = "plot ";
     for (const auto& row : pi_untuned_rows(r)) series(row, "dt 2 lw 1", plot);
-    for (const auto& row : tuned)
-      if (first_result(r, row)->multiplier == M) series(row, "lw 2", plot);
+    for (const auto& row : tuned) {
+      const PiResult* p = first_result(r, row);
+      if (p->scaling == "drope") series(row, "lw 2 dt 4", plot);
+      else if (p->multiplier == M) series(row, "lw 2", plot);
+    }
     gp << "set title 'fine-tuned at " << M << "x (" << M * block << " tokens; dotted)'\n"
        << "set xlabel 'evaluation length (tokens); training length " << block << "'\nset ylabel 'validation perplexity'\n"
        << "set arrow from " << M * block << ",graph 0 to " << M * block << ",graph 1 nohead dt 3\n";
@@ -222,6 +229,14 @@ std::string pi_markdown(const ComparisonResult& r, bool plot_drawn) {
      << "fine-tuned row starts from the same trained model and sees the same batches. The untuned rows (scaled at "
      << "evaluation time only, no fine-tuning) are shown for reference. Perplexity, mean ± std [95% interval] over "
      << c.seeds.size() << " seeds.\n\n";
+  if (c.of<PiSettings>().drope)
+    md << "`rope+drope ft1x` is DroPE (Gelberg & Cetin 2026): the same trained model with its rotary embedding dropped "
+       << "(the NoPE encoding, the same weights) and recalibrated at the training length " << block << " for the same "
+       << c.of<PiSettings>().iters << " steps of " << c.base.batch_size << " windows (" << c.of<PiSettings>().iters
+       << " / " << c.base.max_iters << " = " << num(100.0 * static_cast<double>(c.of<PiSettings>().iters) /
+                                                        static_cast<double>(std::max<int64_t>(1, c.base.max_iters)), 1)
+       << "% of the training steps; the paper's budget is under 1%), then evaluated zero-shot at every length; in the "
+       << "plot, dash-dotted in every panel.\n\n";
   std::vector<std::string> header = {"row", "fine-tuned at", "last fine-tuning loss"};
   for (int64_t m : c.eval_multipliers) header.push_back(std::to_string(m * block) + " (" + std::to_string(m) + "x)");
   markdown::Table t(header);
@@ -325,6 +340,44 @@ ClaimVerdict paired_claim(const ComparisonResult& r, std::string id, std::string
                     pi_protocol(r, Ms));
 }
 
+// DroPE (recalibrated at 1x) against each scaling fine-tuned at M·L, at M·L: one test per (M, scaling)
+// present, the per-seed difference of perplexities below 0.
+ClaimVerdict drope_claim(const ComparisonResult& r) {
+  const std::string drope = pi_row_name(kPaperMethod, "drope", 1);
+  std::vector<ClaimTest> tests;
+  std::vector<int64_t> Ms;
+  std::string measured;
+  if (is_tuned(r, drope))
+    for (int64_t M : r.config.of<PiSettings>().multipliers) {
+      if (!eval_index(r.config, M)) continue;
+      std::string at_m;
+      for (const std::string s : {"linear", "ntk", "yarn"}) {
+        const std::string other = pi_row_name(kPaperMethod, s, M);
+        if (!is_tuned(r, other)) continue;
+        const auto d = pi_paired_differences(r, drope, other, M);
+        at_m += (at_m.empty() ? "" : ", ") + other + " " + interval(summarize(pi_values(r, other, M)), 3) +
+                " (difference " + interval(summarize(d), 3) + ")";
+        tests.push_back(beyond(std::to_string(M) + "x: " + drope + " below " + other, d, 0.0, true));
+      }
+      if (at_m.empty()) continue;
+      Ms.push_back(M);
+      measured += (measured.empty() ? "" : "; ") + std::to_string(M) + "x: " + drope + " " +
+                  interval(summarize(pi_values(r, drope, M)), 3) + ", " + at_m;
+    }
+  const Judgement j = judge_family(
+      tests, tests.empty() ? "rope in --methods, --pi-iters > 0, --pi-drope, one of linear, ntk, yarn in --pi-scalings "
+                             "and a --pi-multipliers value among --eval-multipliers"
+                           : "");
+  return claim_from("p4",
+                    "DroPE: RoPE dropped after training and recalibrated at the training length extrapolates better "
+                    "than PI, NTK-aware and YaRN (Gelberg & Cetin 2026)",
+                    "perplexity at M·L, per-seed difference " + drope + " − rope+<scaling> ftMx (DroPE recalibrated at "
+                    "1x for as many steps as each scaling is fine-tuned at M·L; negative supports the claim), one test "
+                    "per (M, scaling): Student's t on the differences, below 0",
+                    measured.empty() ? "n/a" : measured, j, pi_budget(r) + "; DroPE at 1x for the same steps",
+                    pi_protocol(r, Ms));
+}
+
 }  // namespace
 
 std::vector<ClaimVerdict> judge_pi_claims(const ComparisonResult& r) {
@@ -342,6 +395,7 @@ std::vector<ClaimVerdict> judge_pi_claims(const ComparisonResult& r) {
                              "YaRN fine-tuned at M·L has lower perplexity at M·L than PI fine-tuned alike (Peng et al. "
                              "2023 §4)",
                              "yarn", "linear"));
+  if (r.config.of<PiSettings>().drope) out.push_back(drope_claim(r));
   return out;
 }
 

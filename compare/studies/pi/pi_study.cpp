@@ -48,14 +48,17 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
   const std::string p = dot(path, "pi");
   const auto& rows = u.parts.value<PiResults>().rows;
   const bool runs = takes_rope_scaling(u.method) && cfg.of<PiSettings>().iters > 0;
-  const size_t want = runs ? cfg.of<PiSettings>().multipliers.size() * cfg.of<PiSettings>().scalings.size() : 0;
+  const PiSettings& ps = cfg.of<PiSettings>();
+  const size_t scaled = runs ? ps.multipliers.size() * ps.scalings.size() : 0;
+  const size_t want = scaled + (runs && ps.drope ? 1 : 0);
   c.size(rows.size(), want, p,
-         runs ? "--pi-multipliers x --pi-scalings" : "the protocol runs with --pi-iters > 0 only, on units whose encoding takes a RoPE scaling");
+         runs ? "--pi-multipliers x --pi-scalings, then the DroPE row with --pi-drope"
+              : "the protocol runs with --pi-iters > 0 only, on units whose encoding takes a RoPE scaling");
   for (size_t i = 0; i < want; ++i) {
     const PiResult& r = rows[i];
     const std::string q = at(p, i);
-    const int64_t m = cfg.of<PiSettings>().multipliers[i / cfg.of<PiSettings>().scalings.size()];
-    const std::string& s = cfg.of<PiSettings>().scalings[i % cfg.of<PiSettings>().scalings.size()];
+    const int64_t m = i < scaled ? ps.multipliers[i / ps.scalings.size()] : 1;
+    const std::string s = i < scaled ? ps.scalings[i % ps.scalings.size()] : "drope";
     if (r.scaling != s) c.fail(dot(q, "scaling"), ValueCheck::quoted(r.scaling), "expected " + ValueCheck::quoted(s) + " (--pi-scalings, in order)");
     c.equal(r.multiplier, m, dot(q, "multiplier"), "--pi-multipliers, in order");
     c.equal(r.iters, cfg.of<PiSettings>().iters, dot(q, "iters"), "--pi-iters");
@@ -97,7 +100,12 @@ void options(opt::Table<CompareConfig>& t) {
         .add(choice_list("pi_scalings", {"none", "linear", "ntk", "yarn"}, 4,
                          "RoPE scalings fine-tuned, each once: none (plain RoPE), linear (position interpolation), "
                          "ntk (static NTK-aware), yarn"),
-             POSGRAD_MEMBER(template of<PiSettings>().scalings));
+             POSGRAD_MEMBER(template of<PiSettings>().scalings))
+        // Added after results were first written: a file without it made no DroPE row.
+        .add(added_later(boolean("pi_drope", "Also drop each RoPE model's rotary embedding and recalibrate it at the "
+                                             "training length for --pi-iters steps (DroPE, Gelberg & Cetin 2026)"),
+                         false),
+             POSGRAD_MEMBER(template of<PiSettings>().drope));
 }
 
 // Its values in each preset (compare_preset).
@@ -125,7 +133,8 @@ StudyEntry pi_study() {
   StudyEntry e;
   e.name = PiResults::kStudy;
   e.summary = "position interpolation: each RoPE model scaled and fine-tuned at Mx its training length, against NTK-aware "
-              "and YaRN scaling (Chen et al. 2023 §2.3, §3; Peng et al. 2023)";
+              "and YaRN scaling (Chen et al. 2023 §2.3, §3; Peng et al. 2023), and DroPE: its RoPE dropped and "
+              "recalibrated at 1x (Gelberg & Cetin 2026)";
   e.init_settings = [](Parts& p) { p.get<PiSettings>(); };
   e.options = options;
   e.preset = preset;
