@@ -81,15 +81,25 @@ TEST(PiProtocol, FineTunesScaledCopiesAndIsBitReproducible) {
     const auto& o = tuned.config().pos.options;
     EXPECT_EQ(tuned.config().block_size, kBlock) << row;  // YaRN's L0 and the evaluation lengths stay L
     EXPECT_FALSE(tuned.is_training()) << row;
+    if (row == "rope+drope ft1x") {  // DroPE: the rotary embedding dropped, the rest of the model kept
+      EXPECT_EQ(tuned.config().pos.kind, "none");
+      return;
+    }
+    EXPECT_EQ(tuned.config().pos.kind, "rope") << row;
     const std::string scaling = o.text("rope_scaling");
     const int64_t M = row.find("ft2x") != std::string::npos ? 2 : 4;
     EXPECT_EQ(row, train::pi_row_name("rope", scaling, M));  // the copy carries the row's scaling ...
     EXPECT_EQ(o.real("rope_scaling_factor"), scaling == "none" ? 1.0 : static_cast<double>(M)) << row;  // ... at s = M
   });
   const std::vector<std::string> rows = {"rope ft2x", "rope+linear ft2x", "rope+ntk ft2x", "rope+yarn ft2x",
-                                         "rope ft4x", "rope+linear ft4x", "rope+ntk ft4x", "rope+yarn ft4x"};
+                                         "rope ft4x", "rope+linear ft4x", "rope+ntk ft4x", "rope+yarn ft4x",
+                                         "rope+drope ft1x"};
   EXPECT_EQ(seen, rows);
-  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(a.size(), 9u);
+  EXPECT_EQ(a.back().scaling, "drope");
+  EXPECT_EQ(a.back().multiplier, 1);  // recalibrated at the training length
+  // DroPE zero-shot at 1x is another model than RoPE fine-tuned: its loss differs from every scaled row's.
+  for (size_t i = 0; i + 1 < a.size(); ++i) EXPECT_NE(a.back().lengths[0]->loss, a[i].lengths[0]->loss) << i;
   for (const auto& r : a) {
     EXPECT_EQ(r.iters, 3);
     EXPECT_EQ(r.batch, std::max<int64_t>(1, cfg.base.batch_size / r.multiplier));  // tokens per step as in training
@@ -208,9 +218,12 @@ TEST(PiProtocol, TinyComparisonReportsTheRows) {
   // results.json round trip, the fine-tuned rows included; a malformed entry names the file.
   const auto j = nlohmann::json::parse(read_file(d.str("a/results.json")));
   const auto r = train::comparison_from_json(j, "results.json");
-  ASSERT_EQ(r.units.front().parts.value<train::PiResults>().rows.size(), 2u);
+  ASSERT_EQ(r.units.front().parts.value<train::PiResults>().rows.size(), 3u);
   EXPECT_EQ(train::to_json(r), j);
-  EXPECT_EQ(train::pi_rows(r), (std::vector<std::string>{"rope ft2x", "rope+linear ft2x"}));
+  EXPECT_EQ(train::pi_rows(r), (std::vector<std::string>{"rope ft2x", "rope+linear ft2x", "rope+drope ft1x"}));
+  EXPECT_NE(md.find("| rope+drope ft1x | 16 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| p4 | DroPE"), std::string::npos);
+  EXPECT_NE(csv.find("\nrope+drope ft1x,1,drope,4,64,perplexity,2,"), std::string::npos) << csv;
   for (const auto& [key, bad] : std::vector<std::pair<std::string, nlohmann::json>>{
            {"multiplier", 2.5}, {"lengths", "x"}, {"final_loss", "nan"}}) {
     auto broken = j;
