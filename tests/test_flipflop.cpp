@@ -241,3 +241,23 @@ TEST(FlipFlopStudy, TinyComparisonScoresEveryCellAndReportsIt) {
   // Re-rendered from results.json alone: the same section.
   EXPECT_NO_THROW((void)train::run_compare(c));
 }
+
+// The study's settings are refused before anything is trained, naming the option.
+TEST(FlipFlopStudy, BadSettingsAreRefusedNamingTheOption) {
+  auto bad = [](auto edit) {
+    train::CompareConfig c = train::compare_preset("tiny");
+    c.methods = {"rope"};
+    edit(c.of<train::FlipFlopSettings>());
+    return test::thrown_message<UsageError>([&] { c.validate(); });
+  };
+  EXPECT_NE(bad([](auto& s) { s.length = 9; }).find("--flipflop-length must be even"), std::string::npos);
+  EXPECT_NE(bad([](auto& s) { s.multipliers = {2, 4}; }).find("must include 1"), std::string::npos);
+  EXPECT_NE(bad([](auto& s) { s.multipliers = {1, 2, 2}; }).find("lists a length twice"), std::string::npos);
+  // A model whose evaluation could not fit in memory: refused with the flip-flop options named.
+  const std::string huge = bad([](auto& s) {
+    s.length = 1 << 16;
+    s.multipliers = {1, 64};
+  });
+  EXPECT_NE(huge.find("the flip-flop model of rope"), std::string::npos) << huge;
+  EXPECT_NE(huge.find("GiB"), std::string::npos) << huge;
+}

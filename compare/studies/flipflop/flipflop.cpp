@@ -17,6 +17,7 @@
 #include "nn/gpt.h"
 #include "tensor/nograd.h"
 #include "train/finetune.h"
+#include "train/options.h"
 #include "train/seeds.h"
 
 namespace posgrad::train {
@@ -176,6 +177,19 @@ void validate(const CompareConfig& cfg) {
       throw UsageError("--methods " + m +
                        " in the flip-flop model (--task-n-embd, --task-n-head, --flipflop-length x " +
                        "--flipflop-multipliers): " + e.what());
+    }
+    // Its memory before anything is built: training batches of --flipflop-length tokens, the test
+    // chunks at the longest length.
+    TrainConfig t = cfg.base;
+    t.model = g;
+    t.model.block_size = s.length;
+    t.batch_size = std::max(s.batch, kEvalChunk);
+    try {
+      check_memory(t, g.block_size);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("the flip-flop model of ") + m + " (its sizes: --task-n-layer, --task-n-embd; " +
+                       "--block-size below is --flipflop-length, the evaluation --flipflop-length x the largest " +
+                       "--flipflop-multipliers, the batch max(--flipflop-batch, 50)): " + e.what());
     }
   }
 }
