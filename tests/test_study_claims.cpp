@@ -193,13 +193,14 @@ train::ComparisonResult suite(const std::map<std::string, std::vector<std::pair<
   train::ComparisonResult r;
   r.config = train::compare_preset("tiny");
   r.config.methods = {"rope", "alibi"};
+  if (acc.count("none")) r.config.methods.insert(r.config.methods.begin(), "none");
   r.config.seeds = {1, 2, 3};
   auto& s = r.config.of<train::SuiteSettings>();
   s.tasks = {"reverse_string"};
   s.length = 4;
   s.examples = kSuiteExamples;
   s.max_multiplier = buckets;
-  for (const std::string m : {"rope", "alibi"})
+  for (const std::string m : r.config.methods)
     for (uint64_t seed = 1; seed <= 3; ++seed) {
       train::UnitResult u;
       u.method = m;
@@ -276,6 +277,40 @@ TEST(StudyClaims, S2EveryVerdict) {
   // No randomized row.
   r = suite({{"rope", plain}});
   expect(train::judge_suite_claims(r), "s2", train::kNotMeasured, "needs a randomized row (--suite-randomized", 0);
+}
+
+// s3 (Kazemnejad et al.): none at or above each other plain row, exact match up to 2N, margin 0.05.
+TEST(StudyClaims, S3EveryVerdict) {
+  // NoPE keeps 30 of 36 beyond, RoPE and ALiBi 4-12: none at or above both, supported.
+  auto r = suite({{"none", {of36(36, 30), of36(36, 31), of36(36, 29)}},
+                  {"rope", {of36(36, 4), of36(35, 6), of36(36, 5)}},
+                  {"alibi", {of36(36, 10), of36(36, 8), of36(35, 12)}}});
+  auto claims = train::judge_suite_claims(r);
+  expect(claims, "s3", train::kSupported, "all of 2 significant at 5% as claimed", 2);
+  EXPECT_TRUE(contains(claim(claims, "s3").measured, "reverse_string none − rope 0.69 [")) << claim(claims, "s3").measured;
+  EXPECT_TRUE(contains(claim(claims, "s3").metric, "inputs of 5..8")) << claim(claims, "s3").metric;
+  // NoPE far below ALiBi beyond: contradicted.
+  r = suite({{"none", {of36(36, 2), of36(36, 3), of36(36, 1)}},
+             {"rope", {of36(36, 4), of36(35, 6), of36(36, 5)}},
+             {"alibi", {of36(36, 30), of36(36, 31), of36(35, 29)}}});
+  expect(train::judge_suite_claims(r), "s3", train::kContradicted, "reverse_string none at or above alibi", 2);
+  // Level with a few examples' difference and seed noise: inconclusive.
+  r = suite({{"none", {of36(36, 12), of36(36, 6), of36(36, 9)}}, {"rope", {of36(36, 10), of36(35, 12), of36(36, 8)}}});
+  expect(train::judge_suite_claims(r), "s3", train::kInconclusive, "not significant at 5% for reverse_string none at or above rope", 1);
+  // Neither learns the task: nothing to compare.
+  r = suite({{"none", {of36(10, 0), of36(12, 0), of36(9, 0)}}, {"rope", {of36(11, 0), of36(10, 0), of36(12, 0)}}});
+  claims = train::judge_suite_claims(r);
+  expect(claims, "s3", train::kInconclusive, "no pair of none and another row where either learns the task", 0);
+  EXPECT_TRUE(contains(claim(claims, "s3").measured, "neither learns the task in distribution (left out): reverse_string none/rope"))
+      << claim(claims, "s3").measured;
+  // Without none, or without one of the three tasks: not measured.
+  expect(train::judge_suite_claims(suite({{"rope", {of36(36, 4), of36(35, 6), of36(36, 5)}}})), "s3", train::kNotMeasured,
+         "needs none in --methods", 0);
+  r = suite({{"none", {of36(36, 30), of36(36, 31), of36(36, 29)}}, {"rope", {of36(36, 4), of36(35, 6), of36(36, 5)}}});
+  r.config.of<train::SuiteSettings>().tasks = {"cycle_navigation", "reverse_string"};
+  for (auto& u : r.units)
+    for (auto& t : u.parts.get<train::SuiteResult>().tasks) t.task = "cycle_navigation";
+  expect(train::judge_suite_claims(r), "s3", train::kNotMeasured, "duplicate_string, reverse_string or bucket_sort in --suite-tasks", 0);
 }
 
 // ---- pk1, pk2: passkey retrieval --------------------------------------------------------------------------

@@ -411,6 +411,7 @@ namespace {
 // The margins of the suite's claims: the least change of per-token accuracy they claim.
 constexpr double kFailDrop = 0.10;  // s1: "fails beyond the training length"
 constexpr double kRandomizedGain = 0.05;  // s2: "raises test accuracy"
+constexpr double kNopeMargin = 0.05;      // s3: "at or above": within 0.05 of exact match
 const char* const kS1 = "Standard encodings (none, sinusoidal, learned, relative, RoPE, ALiBi) mostly fail beyond the "
                         "training length (Delétang et al. 2023; Ruoss et al. 2023 §4)";
 const char* const kS2 = "Randomized positions raise test accuracy beyond the training length (Ruoss et al. 2023: +12.0 "
@@ -497,16 +498,82 @@ ClaimVerdict claim_s2(const ComparisonResult& r, const std::vector<std::string>&
 
 }  // namespace
 
+namespace {
+
+const char* const kS3 = "NoPE generalises at least as well as the other position encodings on copy, reverse and sort "
+                        "beyond the training length (Kazemnejad et al. 2023 §4)";
+
+// The Kazemnejad et al. tasks among the suite's: copy (duplicate_string), reverse, sort (bucket_sort).
+const std::vector<std::string>& kazemnejad_tasks() {
+  static const std::vector<std::string> t = {"duplicate_string", "reverse_string", "bucket_sort"};
+  return t;
+}
+
+ClaimVerdict claim_s3(const ComparisonResult& r, const std::vector<std::string>& tasks,
+                      const std::vector<std::string>& rows) {
+  const std::string metric =
+      "per-sequence accuracy (exact match, Kazemnejad et al.'s scoring) on inputs of " +
+      std::to_string(r.config.of<SuiteSettings>().length + 1) + ".." +
+      std::to_string(2 * r.config.of<SuiteSettings>().length) + " (up to twice the training length), none − <row>, "
+      "the same examples, one non-inferiority test per (task, plain row) where either learns the task (≥ 0.9 "
+      "per-token in distribution); margin " + num(kNopeMargin, 2);
+  std::vector<std::string> present;
+  for (const auto& t : kazemnejad_tasks())
+    if (std::find(tasks.begin(), tasks.end(), t) != tasks.end()) present.push_back(t);
+  std::string missing;
+  if (std::find(r.config.methods.begin(), r.config.methods.end(), "none") == r.config.methods.end())
+    missing = "none in --methods";
+  else if (present.empty())
+    missing = "duplicate_string, reverse_string or bucket_sort in --suite-tasks (the full preset runs them)";
+  std::vector<ClaimTest> tests;
+  std::string measured, unlearned;
+  if (missing.empty())
+    for (const auto& task : present) {
+      const auto none_in = suite_scored(r, "none", task, 0, 1, false);
+      const auto none_far = suite_scored(r, "none", task, 1, 2, true);
+      for (const auto& row : rows) {
+        if (split_row(row).second || row == "none") continue;
+        const auto in = suite_scored(r, row, task, 0, 1, false), far = suite_scored(r, row, task, 1, 2, true);
+        if (far.empty() || none_far.empty()) continue;
+        if (scored_mean(in) < 0.9 && scored_mean(none_in) < 0.9) {
+          unlearned += (unlearned.empty() ? "" : ", ") + task + " none/" + row;
+          continue;
+        }
+        const MarginTest m =
+            margin_test(task + " none at or above " + row, none_far, far, true, -kNopeMargin);
+        measured += (measured.empty() ? "" : "; ") + task + " none − " + row + " " + margin_text(m);
+        tests.push_back(m.test);
+      }
+    }
+  if (!unlearned.empty())
+    measured += (measured.empty() ? "" : "; ") + std::string("neither learns the task in distribution (left out): ") +
+                unlearned;
+  Judgement j;
+  if (!missing.empty())
+    j = judge_family(tests, missing);
+  else if (tests.empty())
+    j = {kInconclusive, "no pair of none and another row where either learns the task in distribution (per-token "
+                        "accuracy ≥ 0.9) at this budget",
+         0};
+  else
+    j = judge_family(tests, "");
+  return claim_from("s3", kS3, metric, measured.empty() ? "n/a" : measured, j, suite_budget(r), suite_protocol(r));
+}
+
+}  // namespace
+
 std::vector<ClaimVerdict> judge_suite_claims(const ComparisonResult& r) {
   const auto tasks = suite_tasks_present(r);
   if (tasks.empty()) return {};
   if (n_buckets(r) < 2) {
     const Judgement none{kNotMeasured, "needs a bucket beyond the training length (--suite-max-multiplier 2 or more)", 0};
     return {claim_from("s1", kS1, s1_metric(), "n/a", none, suite_budget(r)),
-            claim_from("s2", kS2, s2_metric(), "n/a", none, suite_budget(r))};
+            claim_from("s2", kS2, s2_metric(), "n/a", none, suite_budget(r)),
+            claim_from("s3", kS3, "per-sequence accuracy up to twice the training length", "n/a", none,
+                       suite_budget(r))};
   }
   const auto rows = suite_rows(r);
-  return {claim_s1(r, tasks, rows), claim_s2(r, tasks, rows)};
+  return {claim_s1(r, tasks, rows), claim_s2(r, tasks, rows), claim_s3(r, tasks, rows)};
 }
 
 }  // namespace posgrad::train

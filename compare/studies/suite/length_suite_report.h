@@ -46,6 +46,14 @@ std::string suite_markdown(const ComparisonResult& r, bool plot_drawn);
 //   s2: one test per (task, method with a +randomized row): randomized − plain beyond the training
 //       length, the same seed (same examples and training batches), above 0.05. No randomized row:
 //       not measured.
+//   s3: Kazemnejad et al. 2023 (NeurIPS, "The Impact of Positional Encoding on Length Generalization
+//       in Transformers", §4): NoPE generalises at least as well as the other encodings on copy,
+//       reverse and sort (duplicate_string, reverse_string, bucket_sort among --suite-tasks), with
+//       their scoring (exact match: per-sequence accuracy) on the inputs up to twice the training
+//       length (the bucket [N+1, 2N]). One non-inferiority test per (task, plain row other than
+//       none) where either of the two learns the task (per-token accuracy >= 0.9 in the training
+//       bucket): none − row > −0.05, the same examples (margin_test). Not measured without none or
+//       without one of those tasks; inconclusive when no pair learns its task.
 std::vector<ClaimVerdict> judge_suite_claims(const ComparisonResult& r);
 
 }  // namespace posgrad::train
