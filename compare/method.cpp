@@ -39,6 +39,19 @@ opt::Value base_value(const nn::GPTConfig& base, const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// A value as the flag prints it, less the '+' of a positive exponent ("5e+05" -> "5e05", which reads
+// back the same): a method's name holds no '+', the separator of the rows derived from it
+// ("rope+yarn").
+std::string value_text(const opt::Value& v) {
+  std::string s = opt::format(v);
+  for (size_t at = s.find("e+"); at != std::string::npos; at = s.find("e+", at)) s.erase(at + 1, 1);
+  return s;
+}
+
+}  // namespace
+
 std::string MethodSpec::name() const {
   if (settings.empty()) return kind;
   std::string out = kind + "[";
@@ -46,7 +59,7 @@ std::string MethodSpec::name() const {
     if (i) out += ';';  // appended piece by piece (GCC 12's false -Wrestrict on "x" + std::string)
     out += settings[i].first;
     out += '=';
-    out += opt::format(settings[i].second);
+    out += value_text(settings[i].second);
   }
   out += ']';
   return out;

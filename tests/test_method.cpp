@@ -11,6 +11,7 @@
 #include "compare/method.h"
 #include "compare/options.h"
 #include "compare/rows.h"
+#include "compare/studies/pi/pi_protocol.h"
 #include "data/fileio.h"
 #include "support/compare_config.h"
 #include "support/test_util.h"
@@ -48,7 +49,11 @@ TEST(Method, PlainKindsAndCanonicalVariants) {
   EXPECT_EQ(std::get<double>(m.settings[0].second), 0.75);
   EXPECT_EQ(m.name(), "rope[rope_fraction=0.75;rope_partial=prope]");
   EXPECT_EQ(parse_method("alibi[attention_sinks=1]").name(), "alibi[attention_sinks=true]");
-  EXPECT_EQ(parse_method("rope[rope_base=1e6]").name(), "rope[rope_base=1e+06]");
+  // No '+' in a name (the separator of derived rows): an exponent's is dropped, and the text reads back.
+  EXPECT_EQ(parse_method("rope[rope_base=1e6]").name(), "rope[rope_base=1e06]");
+  EXPECT_EQ(parse_method("rope[rope_base=500000]").name(), "rope[rope_base=5e05]");
+  EXPECT_EQ(parse_method("rope[rope_base=5e05]").name(), "rope[rope_base=5e05]");
+  EXPECT_EQ(parse_method("rope[rope_base=1e+6]").name(), "rope[rope_base=1e06]");
   EXPECT_EQ(method_kind("rope[rope_fraction=0.5]"), "rope");
   EXPECT_EQ(method_kind("alibi"), "alibi");
   EXPECT_TRUE(is_variant("rope[rope_fraction=0.5]"));
@@ -161,7 +166,7 @@ TEST(Method, TinyComparisonTrainsEachVariantWithItsSettings) {
   const std::string report = read_file(c.out_dir + "/report.md");
   EXPECT_NE(report.find("| n5 |"), std::string::npos);
   EXPECT_NE(report.find("| n6 |"), std::string::npos);
-  EXPECT_NE(report.find("rope[attention_sinks=true] vs rope (paired by seed)"), std::string::npos) << report;
+  EXPECT_NE(report.find("rope[attention_sinks=true] below rope by more than 0.01 (paired by seed)"), std::string::npos) << report;
   const std::string csv = read_file(c.out_dir + "/results.csv");
   EXPECT_NE(csv.find("rope[rope_fraction=0.5;rope_partial=prope],attention_first_token_share,1,"), std::string::npos);
   // A second run keeps the variants' finished units (their settings are checked against the folder).
@@ -172,4 +177,29 @@ TEST(Method, TinyComparisonTrainsEachVariantWithItsSettings) {
   fs::rename(c.out_dir + "/rope[attention_sinks=true]/seed1", c.out_dir + "/rope/seed1");
   const std::string m = test::thrown_message<IoError>([&] { (void)run_compare(moved); });
   EXPECT_NE(m.find("this is the folder of method \"rope\""), std::string::npos) << m;
+}
+
+// The PI protocol leaves out the variants it cannot scale as configured (p-RoPE defines only linear
+// scaling; a variant scaled already), saying why, and still refuses a plain method whose options
+// do not fit it.
+TEST(Method, ThePiProtocolLeavesOutVariantsItCannotScale) {
+  CompareConfig c = compare_preset("quick");
+  c.methods = {"rope", "rope[rope_fraction=0.75;rope_partial=prope]", "rope[rope_scaling=linear;rope_scaling_factor=2]"};
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(pi_methods(c), (std::vector<std::string>{"rope"}));
+  EXPECT_NE(pi_refusal(c, c.methods[1]).find("--pi-scalings ntk"), std::string::npos) << pi_refusal(c, c.methods[1]);
+  EXPECT_NE(pi_refusal(c, c.methods[2]).find("scaled already (rope_scaling linear)"), std::string::npos);
+  EXPECT_EQ(pi_refusal(c, "rope"), "");
+  EXPECT_NE(pi_refusal(c, "alibi").find("takes no RoPE scaling"), std::string::npos);
+  // With linear scaling only, p-RoPE runs the protocol.
+  c.of<PiSettings>().scalings = {"none", "linear"};
+  EXPECT_EQ(pi_methods(c), (std::vector<std::string>{"rope", "rope[rope_fraction=0.75;rope_partial=prope]"}));
+  // A plain p-RoPE experiment (--rope-partial prope for every method) with NTK-aware in --pi-scalings:
+  // the options do not fit the plain method, refused with the reason.
+  CompareConfig plain = compare_preset("quick");
+  plain.methods = {"rope"};
+  plain.base.model.pos.set("rope_partial", std::string("prope"));
+  plain.base.model.pos.set("rope_fraction", 0.75);
+  EXPECT_NE(test::thrown_message<UsageError>([&] { plain.validate(); }).find("--pi-iters 0 turns the protocol off"),
+            std::string::npos);
 }

@@ -200,7 +200,7 @@ train::ComparisonResult suite(const std::map<std::string, std::vector<std::pair<
   s.length = 4;
   s.examples = kSuiteExamples;
   s.max_multiplier = buckets;
-  for (const std::string m : r.config.methods)
+  for (const std::string& m : r.config.methods)
     for (uint64_t seed = 1; seed <= 3; ++seed) {
       train::UnitResult u;
       u.method = m;

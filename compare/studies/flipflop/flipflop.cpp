@@ -160,6 +160,10 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
 
 void validate(const CompareConfig& cfg) {
   const FlipFlopSettings& s = settings(cfg);
+  POSGRAD_CHECK(s.p_sparse >= s.p_train && s.p_train >= s.p_dense, UsageError,
+                "the flip-flop splits need --flipflop-p-sparse (", s.p_sparse, ") >= --flipflop-p-train (", s.p_train,
+                ") >= --flipflop-p-dense (", s.p_dense, "): p is the share of ignore instructions, so sparse "
+                "sequences have the most and dense the fewest");
   POSGRAD_CHECK(s.length % 2 == 0, UsageError, "--flipflop-length must be even (instruction-bit pairs), got ",
                 s.length);
   POSGRAD_CHECK(std::find(s.multipliers.begin(), s.multipliers.end(), 1) != s.multipliers.end(), UsageError,
@@ -383,14 +387,20 @@ std::vector<ClaimVerdict> judge_flipflop_claims(const ComparisonResult& r) {
     double learned = 0;
     for (const auto& [seed, x] : acc) learned += x.value / static_cast<double>(acc.size());
     const MarginTest t = margin_test(m + " sparse above in-distribution", sparse, in, false, 0.0);
-    const std::string measured = "read accuracy in 1x " + num(learned, 3) + "; glitch rate in " +
-                                 with_interval(summarize([&] {
-                                                 std::vector<double> v;
-                                                 for (const auto& [seed, x] : in) v.push_back(x.value);
-                                                 return v;
-                                               }()),
-                                               3) +
-                                 ", sparse − in " + margin_text(t, 3);
+    // The glitch rates pooled over the seeds, with the Wilson interval of the pooled count (a
+    // description; the verdict is margin_test's).
+    auto pooled = [](const std::map<uint64_t, Scored>& v) {
+      int64_t k = 0, n = 0;
+      for (const auto& [seed, x] : v) {
+        k += static_cast<int64_t>(std::llround(x.value * static_cast<double>(x.examples)));
+        n += x.examples;
+      }
+      const Proportion w = wilson_interval(k, n);
+      return num(n ? static_cast<double>(k) / static_cast<double>(n) : NAN, 3) + " (" + std::to_string(k) + "/" +
+             std::to_string(n) + " [" + num(w.low, 3) + ", " + num(w.high, 3) + "])";
+    };
+    const std::string measured = "read accuracy in 1x " + num(learned, 3) + "; glitch rate in " + pooled(in) +
+                                 ", sparse " + pooled(sparse) + "; sparse − in " + margin_text(t, 3);
     Judgement j;
     if (learned < kFlipFlopLearned) {
       j = {kInconclusive,

@@ -239,7 +239,7 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
     if (std::find(want.begin(), want.end(), name) == want.end())
       c.fail(q, "", want.empty() ? "only " + scaling_kinds() + " units have derived rows"
                                  : "not a derived row of this configuration (" + ValueCheck::list(want) + ")");
-    if (method_of(name) != u.method || name.find_first_of("+@") == std::string::npos)
+    if (method_of(name) != u.method || Row::parse(name).variant.empty())
       c.fail(q, "", "a variant of unit " + ValueCheck::quoted(u.method) + " is named " + u.method + "+<scaling> or " +
                         u.method + "@<precision>");
     check_lengths(c, v, cfg, q);
@@ -365,7 +365,7 @@ void ppl_plot(const ComparisonResult& r, const std::string& d) {
     int idx = 0, colour = 0;
     for (const auto& row : rows(r)) {
       ++colour;
-      const bool variant = row.find_first_of("+@") != std::string::npos;
+      const bool variant = !Row::parse(row).variant.empty();
       if (p == Protocol::Sliding && variant) continue;  // non-overlapping only
       dat << "# " << row << "\n";
       int points = 0;
@@ -500,7 +500,7 @@ std::string section(const ComparisonResult& r, const ReportDir&) {
   auto length_table = [&](Protocol p) {
     Table t(eh);
     for (const auto& row : rows(r)) {
-      if (p == Protocol::Sliding && row.find_first_of("+@") != std::string::npos) continue;  // non-overlapping only
+      if (p == Protocol::Sliding && !Row::parse(row).variant.empty()) continue;  // non-overlapping only
       std::vector<std::string> cells = {row};
       for (int64_t k : c.eval_multipliers)
         cells.push_back(cell(summary(r, row, lm_metric(Quantity::Perplexity, k, p)), 2));
@@ -545,7 +545,7 @@ std::string section(const ComparisonResult& r, const ReportDir&) {
   Table boot(bh, false, 2);
   for (const auto& row : rows(r))
     for (Protocol p : {Protocol::NonOverlapping, Protocol::Sliding}) {
-      if (p == Protocol::Sliding && (!sliding || row.find_first_of("+@") != std::string::npos)) continue;
+      if (p == Protocol::Sliding && (!sliding || !Row::parse(row).variant.empty())) continue;
       std::vector<std::string> cells = {row, p == Protocol::Sliding ? "sliding" : "non-overlapping"};
       for (int64_t k : c.eval_multipliers) {
         const BootstrapInterval b = length_bootstrap(r, row, k, p);

@@ -15,7 +15,8 @@ namespace {
 using markdown::num;
 
 constexpr double kGrowthMargin = 0.05;  // n1: FIRE's growth within 5% of each comparator's
-constexpr double kPplMargin = 0.01;     // n2: hybrid's perplexity at 1x within 1% of rope's
+constexpr double kPplMargin = 0.01;     // n2, n5: perplexity at 1x within 1% of the comparator's
+constexpr double kSinkMargin = 0.01;    // n6: sinks lower the first-token share by more than 0.01 (of 1 = uniform)
 
 // "a is no worse than b by more than `margin`" on metric m (lower is better): Welch on a's values
 // against b's scaled by 1 + margin.
@@ -125,36 +126,43 @@ bool same_model_but(const ComparisonResult& r, const std::string& a, const std::
 
 ClaimVerdict prope_claim(const ComparisonResult& r) {
   const Metric ppl = lm_metric(Quantity::Perplexity);
-  // p-RoPE: a rope method keeping a fraction f < 1 of the frequencies in the p-RoPE convention; full
-  // RoPE: the same model with every frequency rotated (rope_fraction 1).
-  std::string prope, full;
+  // Each p-RoPE method (a rope method keeping a fraction f < 1 of the frequencies in the p-RoPE
+  // convention) with its full-RoPE twin (the same model with rope_fraction 1): one test per pair.
+  std::vector<std::pair<std::string, std::string>> pairs;
+  std::string lonely;
   for (const auto& m : r.config.methods) {
     if (method_kind(m) != "rope") continue;
     const nn::PosEncConfig& pc = method_model(r.config.base.model, m).pos;
-    if (prope.empty() && pc.options.text("rope_partial") == "prope" && pc.options.real("rope_fraction") < 1.0) prope = m;
-  }
-  if (!prope.empty())
-    for (const auto& m : r.config.methods)
-      if (m != prope && method_model(r.config.base.model, m).pos.options.real("rope_fraction") == 1.0 &&
-          same_model_but(r, prope, m, {"rope_partial", "rope_fraction"}, false)) {
-        full = m;
+    if (pc.options.text("rope_partial") != "prope" || !(pc.options.real("rope_fraction") < 1.0)) continue;
+    std::string full;
+    for (const auto& f : r.config.methods)
+      if (f != m && method_kind(f) == "rope" &&
+          method_model(r.config.base.model, f).pos.options.real("rope_fraction") == 1.0 &&
+          same_model_but(r, m, f, {"rope_partial", "rope_fraction"}, false)) {
+        full = f;
         break;
       }
+    if (full.empty()) lonely += (lonely.empty() ? "" : ", ") + m;
+    else pairs.emplace_back(m, full);
+  }
   std::string missing;
-  if (prope.empty())
-    missing = "a p-RoPE method in --methods, e.g. 'rope[rope_fraction=0.75;rope_partial=prope]' (the paper's best)";
-  else if (full.empty())
-    missing = "full RoPE beside " + prope + " in --methods (the same settings with --rope-fraction 1)";
+  if (pairs.empty())
+    missing = lonely.empty()
+                  ? "a p-RoPE method in --methods, e.g. 'rope[rope_fraction=0.75;rope_partial=prope]' (the paper's best)"
+                  : "full RoPE beside " + lonely + " in --methods (the same settings with --rope-fraction 1)";
   std::vector<ClaimTest> tests;
-  if (missing.empty()) tests.push_back(within(r, prope, full, ppl, kPplMargin));
+  std::vector<std::string> shown;
+  for (const auto& [p, f] : pairs) {
+    tests.push_back(within(r, p, f, ppl, kPplMargin));
+    shown.push_back(p);
+    if (std::find(shown.begin(), shown.end(), f) == shown.end()) shown.push_back(f);
+  }
   const Judgement j = judge_family(tests, missing);
-  const std::string shown_p = prope.empty() ? "p-RoPE" : prope, shown_f = full.empty() ? "rope" : full;
   return claim_from("n5", "p-RoPE, rotating only the highest frequencies, is at least as good as full RoPE (Barbero et al. "
                           "2025 §6)",
-                    ppl.name() + " (lower is better): " + shown_p + " within 1% of " + shown_f +
-                        " (non-inferiority, Welch on " + shown_f + "'s values x 1.01); one test",
-                    prope.empty() || full.empty() ? std::string("n/a") : measured(r, {prope, full}, ppl), j,
-                    training_budget(r));
+                    ppl.name() + " (lower is better): each p-RoPE method within 1% of its full-RoPE twin (non-inferiority, "
+                    "Welch on the twin's values x 1.01); one test per p-RoPE method",
+                    shown.empty() ? std::string("n/a") : measured(r, shown, ppl), j, training_budget(r));
 }
 
 ClaimVerdict sinks_claim(const ComparisonResult& r) {
@@ -181,15 +189,21 @@ ClaimVerdict sinks_claim(const ComparisonResult& r) {
   std::vector<ClaimTest> tests;
   std::vector<std::string> shown;
   for (const auto& [a, b] : pairs) {
-    tests.push_back(better_paired(r, a, b, f));
+    // Lower by more than the margin, paired by seed: the per-seed differences below -kSinkMargin.
+    const auto va = values_by_seed(r, a, f), vb = values_by_seed(r, b, f);
+    std::vector<double> d;
+    for (const auto& [seed, x] : va)
+      if (const auto it = vb.find(seed); it != vb.end()) d.push_back(x - it->second);
+    tests.push_back(beyond(a + " below " + b + " by more than " + markdown::num(kSinkMargin, 2) + " (paired by seed)", d,
+                           -kSinkMargin, true));
     shown.push_back(a);
     shown.push_back(b);
   }
   const Judgement j = judge_family(tests, missing);
   return claim_from("n6", "Attention sinks take the weight off the first token (StreamingLLM, Xiao et al. 2024 §3)",
                     f.name() + " (the first token's attention over its uniform share among the real keys; 1 = uniform, "
-                    "lower = less weight parked on it): each method with sinks below the same method without, paired by "
-                    "seed; one test per pair" + (tests.empty() ? std::string() : " (" + std::to_string(tests.size()) + ")"),
+                    "lower = less weight parked on it): each method with sinks below the same method without by more than 0.01, "
+                    "paired by seed; one test per pair" + (tests.empty() ? std::string() : " (" + std::to_string(tests.size()) + ")"),
                     shown.empty() ? std::string("n/a") : measured(r, shown, f), j, training_budget(r));
 }
 

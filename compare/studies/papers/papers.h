@@ -14,15 +14,16 @@
 //   n3  xPos extrapolates better than RoPE (Sun et al., ACL 2023, §4): xpos's growth below rope's.
 //   n4  FoX beats RoPE on perplexity at and beyond the training length (Lin et al., ICLR 2025, §4):
 //       fox's perplexity below rope's at 1x and at the longest evaluation length, one family of 2.
-//   n5  p-RoPE is at least as good as full RoPE (Barbero et al., ICLR 2025, §6): the first rope method
+//   n5  p-RoPE is at least as good as full RoPE (Barbero et al., ICLR 2025, §6): each rope method
 //       with rope_partial = prope and rope_fraction < 1 (e.g. 'rope[rope_fraction=0.75;rope_partial=prope]',
-//       the paper's best), its perplexity at 1x below that of the same model with rope_fraction 1
-//       times 1 + 1% (non-inferiority), one test.
+//       the paper's best) whose twin with rope_fraction 1 ran, its perplexity at 1x below the twin's
+//       times 1 + 1% (non-inferiority), one test per p-RoPE method.
 //   n6  Attention sinks take the weight off the first token (StreamingLLM, Xiao et al., ICLR 2024, §3):
 //       each method with attention sinks whose twin without (the same model otherwise) ran, e.g.
 //       'rope[attention_sinks=true]' beside 'rope': its first-token share (compare/studies/attention)
-//       below the twin's, paired by seed (the two share every weight's initial draw but the sinks');
-//       one test per pair.
+//       below the twin's by more than 0.01 (on the scale where 1 is uniform attention: a reduction
+//       too small to matter counts for nothing), paired by seed (the two share every weight's
+//       initial draw but the sinks'); one test per pair.
 //
 // Each non-inferiority test is Welch's t-test of a against b x (1 + margin): "supported" says a is
 // significantly within the margin, "contradicted" that a is significantly worse than b by more than it.

@@ -5,6 +5,7 @@
 #include "data/passkey.h"
 #include "tensor/option_table.h"
 #include "compare/studies/lm/lm.h"
+#include "compare/rows.h"
 #include "compare/studies/passkey/passkey.h"
 #include "compare/studies/passkey/passkey_report.h"
 #include "train/options.h"
@@ -30,7 +31,7 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
   const size_t cells = k.multipliers.size() * k.depths.size();
   for (const auto& [row, r] : rows) {
     const std::string q = p + "[" + ValueCheck::quoted(row) + "]";
-    if (row.substr(0, row.find_first_of("+@ ")) != u.method)
+    if (Row::parse(row).method != u.method)
       c.fail(q, "", "a row of unit " + ValueCheck::quoted(u.method) + " must be that method or a variant of it");
     c.non_negative(r.final_loss, dot(q, "final_loss"));
     if (r.grid.alphabet != "digits" && r.grid.alphabet != "letters")

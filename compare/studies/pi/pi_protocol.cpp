@@ -61,6 +61,33 @@ uint64_t pi_sampler_seed(uint64_t seed, int64_t M) {
 
 }  // namespace
 
+std::string pi_refusal(const CompareConfig& cfg, const std::string& method) {
+  if (!takes_rope_scaling(method)) return "its encoding takes no RoPE scaling";
+  const nn::PosEncConfig own = method_pos_config(cfg, method);
+  if (own.options.text("rope_scaling") != "none")
+    return "it is scaled already (rope_scaling " + own.options.text("rope_scaling") +
+           "); the protocol scales an unscaled model";
+  for (int64_t M : cfg.of<PiSettings>().multipliers)
+    for (const auto& scaling : cfg.of<PiSettings>().scalings) {
+      nn::PosEncConfig pc = own;
+      pc.set("rope_scaling", scaling);
+      pc.set("rope_scaling_factor", scaling == "none" ? 1.0 : static_cast<double>(M));
+      try {
+        pc.validate();
+      } catch (const ValueError& e) {
+        return "--pi-scalings " + scaling + " at --pi-multipliers " + std::to_string(M) + ": " + e.what();
+      }
+    }
+  return "";
+}
+
+std::vector<std::string> pi_methods(const CompareConfig& cfg) {
+  std::vector<std::string> out;
+  for (const auto& m : rope_scaling_methods(cfg))
+    if (pi_refusal(cfg, m).empty()) out.push_back(m);
+  return out;
+}
+
 void validate_pi(const CompareConfig& cfg) {
   auto unique = [](auto v) {
     std::sort(v.begin(), v.end());
@@ -69,8 +96,16 @@ void validate_pi(const CompareConfig& cfg) {
   POSGRAD_CHECK(unique(cfg.of<PiSettings>().multipliers), UsageError,
                 "--pi-multipliers lists a multiplier twice (each length is fine-tuned once)");
   POSGRAD_CHECK(unique(cfg.of<PiSettings>().scalings), UsageError, "--pi-scalings lists a scaling twice (each is fine-tuned once)");
-  const std::vector<std::string> methods = rope_scaling_methods(cfg);
-  if (cfg.of<PiSettings>().iters == 0 || methods.empty()) return;
+  if (cfg.of<PiSettings>().iters == 0) return;
+  // A plain method the protocol cannot scale as configured is refused (the options are wrong for it); a
+  // method variant with settings that exclude a scaling (p-RoPE defines only linear) is left out of
+  // the protocol, and the report says why.
+  for (const auto& m : rope_scaling_methods(cfg))
+    if (!is_variant(m))
+      if (const std::string why = pi_refusal(cfg, m); !why.empty())
+        throw UsageError(why + " (the " + m + " models; --pi-iters 0 turns the protocol off)");
+  const std::vector<std::string> methods = pi_methods(cfg);
+  if (methods.empty()) return;
   // A fine-tuned row is judged at its own length, which the evaluation must include: refused here,
   // not after the fine-tuning as an "inconclusive" verdict.
   std::string eval_list;
@@ -79,20 +114,6 @@ void validate_pi(const CompareConfig& cfg) {
     POSGRAD_CHECK(std::find(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end(), M) != cfg.eval_multipliers.end(),
                   UsageError, "--pi-multipliers ", M, " is not among --eval-multipliers (", eval_list, "): each fine-tuned length is judged at that length; "
                   "add it to --eval-multipliers or drop it from --pi-multipliers");
-  // Each scaled copy's RoPE configuration (e.g. NTK-aware needs more than 2 rotary channels), before training.
-  for (const auto& method : methods)
-  for (int64_t M : cfg.of<PiSettings>().multipliers)
-    for (const auto& scaling : cfg.of<PiSettings>().scalings) {
-      nn::PosEncConfig pc = method_pos_config(cfg, method);
-      pc.set("rope_scaling", scaling);
-      pc.set("rope_scaling_factor", scaling == "none" ? 1.0 : static_cast<double>(M));
-      try {
-        pc.validate();
-      } catch (const ValueError& e) {
-        throw UsageError("--pi-scalings " + scaling + " at --pi-multipliers " + std::to_string(M) + ": " + e.what() +
-                         " (the " + method + " models)");
-      }
-    }
   const int64_t L = cfg.base.model.block_size;
   const int64_t longest = *std::max_element(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end()) * L;
   for (const auto& method : methods)

@@ -95,8 +95,17 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const std::string&
                                       const data::TokenSpan& train_split, const data::TokenSpan& val, const CompareConfig& cfg, uint64_t seed, Device dev,
                                       const PiCallback& on_row = {});
 
+// Why the protocol does not run on `method`'s units ("" when it does): its encoding takes no RoPE
+// scaling, it is scaled already (a variant with its own rope_scaling), or one of --pi-scalings at one
+// of --pi-multipliers is not defined for its rotary configuration (p-RoPE defines only linear; an
+// NTK-aware base needs more than 2 rotary channels).
+std::string pi_refusal(const CompareConfig& cfg, const std::string& method);
+// The methods whose units the protocol runs on: those of rope_scaling_methods without a refusal.
+std::vector<std::string> pi_methods(const CompareConfig& cfg);
+
 // The protocol's checks of a comparison configuration (called by CompareConfig::validate): no
-// duplicate in --pi-multipliers or --pi-scalings (UsageError naming the option), and the fine-tuning
+// duplicate in --pi-multipliers or --pi-scalings (UsageError naming the option), a plain method
+// (not a variant) with a refusal (UsageError with the reason: the options do not fit it), and the fine-tuning
 // batch at the longest M·L within this machine's memory (check_memory, train/options.h).
 void validate_pi(const CompareConfig& cfg);
 // ValueError when the training split cannot hold a fine-tuning window of M x L tokens (+1) for each of

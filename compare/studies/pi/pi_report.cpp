@@ -237,6 +237,10 @@ std::string pi_markdown(const ComparisonResult& r, bool plot_drawn) {
                                                         static_cast<double>(std::max<int64_t>(1, c.base.max_iters)), 1)
        << "% of the training steps; the paper's budget is under 1%), then evaluated zero-shot at every length; in the "
        << "plot, dash-dotted in every panel.\n\n";
+  std::string left_out;
+  for (const auto& m : rope_scaling_methods(c))
+    if (const std::string why = pi_refusal(c, m); !why.empty()) left_out += "- " + m + ": " + why + "\n";
+  if (!left_out.empty()) md << "Left out of the protocol:\n\n" << left_out << "\n";
   std::vector<std::string> header = {"row", "fine-tuned at", "last fine-tuning loss"};
   for (int64_t m : c.eval_multipliers) header.push_back(std::to_string(m * block) + " (" + std::to_string(m) + "x)");
   markdown::Table t(header);
@@ -395,7 +399,7 @@ std::vector<ClaimVerdict> judge_pi_claims(const ComparisonResult& r) {
                              "YaRN fine-tuned at M·L has lower perplexity at M·L than PI fine-tuned alike (Peng et al. "
                              "2023 §4)",
                              "yarn", "linear"));
-  if (r.config.of<PiSettings>().drope) out.push_back(drope_claim(r));
+  out.push_back(drope_claim(r));  // not measured with --pi-drope false: the reason names it
   return out;
 }
 

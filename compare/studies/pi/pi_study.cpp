@@ -47,13 +47,14 @@ std::vector<PiResult> pi_from(const json& j) {
 void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
   const std::string p = dot(path, "pi");
   const auto& rows = u.parts.value<PiResults>().rows;
-  const bool runs = takes_rope_scaling(u.method) && cfg.of<PiSettings>().iters > 0;
+  const bool runs = pi_refusal(cfg, u.method).empty() && cfg.of<PiSettings>().iters > 0;
   const PiSettings& ps = cfg.of<PiSettings>();
   const size_t scaled = runs ? ps.multipliers.size() * ps.scalings.size() : 0;
   const size_t want = scaled + (runs && ps.drope ? 1 : 0);
   c.size(rows.size(), want, p,
          runs ? "--pi-multipliers x --pi-scalings, then the DroPE row with --pi-drope"
-              : "the protocol runs with --pi-iters > 0 only, on units whose encoding takes a RoPE scaling");
+              : "the protocol runs with --pi-iters > 0 only, on units it can scale (pi_refusal: " +
+                    pi_refusal(cfg, u.method) + ")");
   for (size_t i = 0; i < want; ++i) {
     const PiResult& r = rows[i];
     const std::string q = at(p, i);
@@ -140,7 +141,7 @@ StudyEntry pi_study() {
   e.preset = preset;
   e.validate = validate_pi;
   e.enabled = [](const CompareConfig& c) { return c.of<PiSettings>().iters > 0; };
-  e.applies = [](const CompareConfig&, const std::string& method) { return takes_rope_scaling(method); };
+  e.applies = [](const CompareConfig& cfg, const std::string& method) { return pi_refusal(cfg, method).empty(); };
   e.check_data = [](const CompareConfig& cfg, const CorpusData* d) {
     if (d && !rope_scaling_methods(cfg).empty()) check_pi_data(cfg, cfg.base.model.block_size, d->dataset.train());
   };
