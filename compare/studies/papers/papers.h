@@ -16,8 +16,9 @@
 //       fox's perplexity below rope's at 1x and at the longest evaluation length, one family of 2.
 //   n5  p-RoPE is at least as good as full RoPE (Barbero et al., ICLR 2025, §6): each rope method
 //       with rope_partial = prope and rope_fraction < 1 (e.g. 'rope[rope_fraction=0.75;rope_partial=prope]',
-//       the paper's best) whose twin with rope_fraction 1 ran, its perplexity at 1x below the twin's
-//       times 1 + 1% (non-inferiority), one test per p-RoPE method.
+//       the paper's best) whose twin with rope_fraction 1 ran, its perplexity at 1x over the twin's
+//       below 1 + 1% per seed (non-inferiority, paired by seed: the two share their initial weights and
+//       batches), one test per p-RoPE method.
 //   n6  Attention sinks take the weight off the first token (StreamingLLM, Xiao et al., ICLR 2024, §3):
 //       each method with attention sinks whose twin without (the same model otherwise) ran, e.g.
 //       'rope[attention_sinks=true]' beside 'rope': its first-token share (compare/studies/attention)
