@@ -107,7 +107,13 @@ void CompareConfig::validate() const {
                   canonical_method(m, base.model), " (the settings sorted by name, the values as a flag reads them)");
     TrainConfig b = base;
     b.model = method_model(base.model, m);
-    b.validate();
+    try {
+      b.validate();
+    } catch (const ValueError& e) {
+      if (!is_variant(m)) throw;
+      // A variant's own settings: the message names the method, not only the option's flag.
+      throw UsageError("--methods '" + m + "' (its settings replace the experiment's flags of the same name): " + e.what());
+    }
     check_memory(b, std::max(longest, per_position_multiplier * base.model.block_size));
     // The evaluation runs the same encoding at the longest length: what it refuses there is refused now.
     nn::GPTConfig at_longest = b.model;
