@@ -30,6 +30,7 @@
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
+#include "train/finetune.h"
 
 namespace posgrad::train {
 
@@ -47,6 +48,30 @@ struct UnitContext {
   UnitResult& unit;
   std::map<std::string, std::shared_ptr<nn::GPT>> models;  // row name -> derived model (eval mode)
 };
+
+// The short training loop of a study's own small model (the synthetic task, the length suite, passkey
+// fine-tuning, flip-flop): spec.iterations steps at lr after a linear warm-up of a tenth of them
+// (tenth_warmup), a cosine to lr / 10, AdamW betas (0.9, 0.98) without weight decay, the gradient
+// norm clipped at 1 (train/finetune.h); an interruption names `run_dir` (the experiment's directory,
+// or "" where the caller has none) and says what a re-run does. `label` names the run in messages
+// ("flip-flop (rope seed 1)").
+inline FinetuneSpec study_finetune_spec(std::string label, int64_t iterations, double lr, std::string run_dir) {
+  FinetuneSpec spec;
+  spec.label = std::move(label);
+  spec.iterations = iterations;
+  spec.lr = lr;
+  spec.min_lr = lr / 10;
+  spec.warmup = tenth_warmup(iterations);
+  spec.schedule = FinetuneSchedule::cosine;
+  spec.beta1 = 0.9;
+  spec.beta2 = 0.98;
+  spec.weight_decay = 0.0;
+  spec.grad_clip = 1.0;
+  spec.run_dir = std::move(run_dir);
+  spec.on_interrupt = "on resume the unit keeps its trained model and the studies it finished before this one "
+                      "(<unit>/studies/), and runs this study and the ones after it again";
+  return spec;
+}
 
 // The corpus as the decoder units read it (the experiment's --corpus and --tokenizer at --block-size).
 struct CorpusData {

@@ -475,6 +475,21 @@ HostDims for_each_host_window(const Tensor& q, const Tensor& k, const ScoreModif
   return {d.B, d.H, d.Tq};
 }
 
+// The max and the normaliser z = sum_j exp(row[j] - max) of a row's first n scores, leaving out key
+// `skip` (-1: none), summed in key order.
+struct RowSoftmax {
+  double max, z;
+};
+RowSoftmax row_softmax(const double* row, int64_t n, int64_t skip = -1) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < n; ++j)
+    if (j != skip) mx = std::max(mx, row[j]);
+  double z = 0;
+  for (int64_t j = 0; j < n; ++j)
+    if (j != skip) z += std::exp(row[j] - mx);
+  return {mx, z};
+}
+
 }  // namespace
 
 Tensor attention_weight_over_uniform(const Tensor& q, const Tensor& k, const ScoreModifier& mod, bool causal,
@@ -495,12 +510,7 @@ Tensor attention_weight_over_uniform(const Tensor& q, const Tensor& k, const Sco
             const double* row = s + (h * T + i) * T;
             const int64_t n = causal ? i + 1 : T;  // visible keys 0 .. n-1; the others are j != i
             if (n < 2) continue;                   // no key besides the query's own
-            double mx = -std::numeric_limits<double>::infinity();
-            for (int64_t j = 0; j < n; ++j)
-              if (j != i) mx = std::max(mx, row[j]);
-            double z = 0;
-            for (int64_t j = 0; j < n; ++j)
-              if (j != i) z += std::exp(row[j] - mx);
+            const auto [mx, z] = row_softmax(row, n, i);
             const double others = static_cast<double>(n - 1);
             for (int64_t j = 0; j < n; ++j) {
               if (j == i) continue;
@@ -539,10 +549,7 @@ Tensor attention_first_key_share(const Tensor& q, const Tensor& k, const ScoreMo
           for (int64_t i = 1; i < T; ++i) {
             const double* row = s + (h * T + i) * T;
             const int64_t n = causal ? i + 1 : T;  // visible keys 0 .. n-1
-            double mx = -std::numeric_limits<double>::infinity();
-            for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
-            double z = 0;
-            for (int64_t j = 0; j < n; ++j) z += std::exp(row[j] - mx);
+            const auto [mx, z] = row_softmax(row, n);
             // n e / z, in that order: equal scores give e = 1, z = n exactly, so exactly 1.
             sum[h] += static_cast<double>(n) * std::exp(row[0] - mx) / z;
           }
@@ -570,10 +577,7 @@ Tensor attention_row_entropy(const Tensor& q, const Tensor& k, const ScoreModifi
           for (int64_t i = 0; i < T; ++i) {
             const double* row = s + (h * T + i) * T;
             const int64_t n = causal ? i + 1 : T;  // visible keys 0 .. n-1
-            double mx = -std::numeric_limits<double>::infinity();
-            for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
-            double z = 0;
-            for (int64_t j = 0; j < n; ++j) z += std::exp(row[j] - mx);
+            const auto [mx, z] = row_softmax(row, n);
             // H = -sum_j p_j log p_j with log p_j = (s_j - max) - log Z: H = log Z - sum_j p_j (s_j - max).
             double e = std::log(z);
             for (int64_t j = 0; j < n; ++j) e -= std::exp(row[j] - mx) / z * (row[j] - mx);

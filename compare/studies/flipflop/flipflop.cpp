@@ -57,20 +57,8 @@ FlipFlopResult run(const CompareConfig& cfg, const std::string& method, uint64_t
       data_gen(stream(seed, "flipflop.data"));
   nn::GPT model(model_config(cfg, method), init, drop);
   model.to(dev);
-  FinetuneSpec spec;
-  spec.label = "flip-flop (" + method + " seed " + std::to_string(seed) + ")";
-  spec.iterations = s.iters;
-  spec.lr = s.lr;
-  spec.min_lr = s.lr / 10;
-  spec.warmup = tenth_warmup(s.iters);
-  spec.schedule = FinetuneSchedule::cosine;
-  spec.beta1 = 0.9;
-  spec.beta2 = 0.98;
-  spec.grad_clip = 1.0;
-  spec.run_dir = cfg.out_dir;
-  spec.on_interrupt =
-      "on resume the unit keeps its trained model and the studies it finished before this one "
-      "(<unit>/studies/), and runs this study and the ones after it again";
+  const FinetuneSpec spec =
+      study_finetune_spec("flip-flop (" + method + " seed " + std::to_string(seed) + ")", s.iters, s.lr, cfg.out_dir);
   r.final_loss = finetune(model, spec, dev, [&](int64_t) {
                    data::FlipFlopBatch b = data::make_flipflop_batch(s.batch, s.length, s.p_train, data_gen);
                    return std::make_pair(b.x, b.y);

@@ -73,18 +73,9 @@ PasskeyFinetune finetune_passkey(nn::GPT& model, const data::TokenSpan& train, c
   data::PasskeyGenerator gen(train, tok, cfg.key_length, template_of(cfg), seeds.examples);
   Generator depth_gen(seeds.depths);
   model.to(dev);
-  FinetuneSpec spec;
-  spec.label = "passkey fine-tuning (" + (row.empty() ? std::string() : row + " ") + "seed " + std::to_string(seed) + ")";
-  spec.iterations = cfg.iters;
-  spec.lr = cfg.lr;
-  spec.min_lr = cfg.lr / 10;
-  spec.warmup = tenth_warmup(cfg.iters);
-  spec.schedule = FinetuneSchedule::cosine;
-  spec.beta1 = 0.9;
-  spec.beta2 = 0.98;
-  spec.weight_decay = 0.0;
-  spec.grad_clip = 1.0;
-  spec.on_interrupt = "on resume the unit keeps its trained model and the studies it finished before this one (<unit>/studies/), and runs this study and the ones after it again";
+  const FinetuneSpec spec = study_finetune_spec(
+      "passkey fine-tuning (" + (row.empty() ? std::string() : row + " ") + "seed " + std::to_string(seed) + ")",
+      cfg.iters, cfg.lr, "");
   r.final_loss = finetune(model, spec, dev, [&](int64_t) {
                    std::vector<data::PasskeyExample> ex;
                    for (int64_t b = 0; b < cfg.batch; ++b) ex.push_back(gen.example(block + 1, depth_gen.next_unit()));

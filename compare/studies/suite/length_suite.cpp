@@ -154,19 +154,9 @@ SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, ui
   // examples as the plain one.
   Generator data_gen(seeds.data), pos_gen(seeds.positions);
   nn::PositionEncoding& pe = model.position_encoding();
-  FinetuneSpec spec;
-  spec.label = "length suite (" + task.name() + ", " + suite_row(method, randomized) + " seed " + std::to_string(seed) + ")";
-  spec.iterations = cfg.of<SuiteSettings>().iters;
-  spec.lr = cfg.of<SuiteSettings>().lr;
-  spec.min_lr = cfg.of<SuiteSettings>().lr / 10;
-  spec.warmup = tenth_warmup(cfg.of<SuiteSettings>().iters);
-  spec.schedule = FinetuneSchedule::cosine;
-  spec.beta1 = 0.9;
-  spec.beta2 = 0.98;
-  spec.weight_decay = 0.0;
-  spec.grad_clip = 1.0;
-  spec.run_dir = cfg.out_dir;
-  spec.on_interrupt = "on resume the unit keeps its trained model and the studies it finished before this one (<unit>/studies/), and runs this study and the ones after it again";
+  const FinetuneSpec spec = study_finetune_spec(
+      "length suite (" + task.name() + ", " + suite_row(method, randomized) + " seed " + std::to_string(seed) + ")",
+      cfg.of<SuiteSettings>().iters, cfg.of<SuiteSettings>().lr, cfg.out_dir);
   try {
     r.final_loss = finetune(model, spec, dev, [&](int64_t) {
                      const int64_t n = 1 + static_cast<int64_t>(data_gen.next_u64() % static_cast<uint64_t>(cfg.of<SuiteSettings>().length));

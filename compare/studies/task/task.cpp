@@ -96,19 +96,9 @@ void run(UnitContext& ctx) {
   nn::GPT model(mc, init, drop);
   model.to(dev);
   data::SyntheticTaskGenerator train_gen(task, cfg.of<TaskSettings>().symbols, seeds.train);
-  FinetuneSpec spec;
-  spec.label = "synthetic task (" + method + " seed " + std::to_string(seed) + ")";
-  spec.iterations = cfg.of<TaskSettings>().iters;
-  spec.lr = 2e-3;
-  spec.min_lr = 2e-4;
-  spec.warmup = tenth_warmup(cfg.of<TaskSettings>().iters);
-  spec.schedule = FinetuneSchedule::cosine;
-  spec.beta1 = 0.9;
-  spec.beta2 = 0.98;
-  spec.weight_decay = 0.0;
-  spec.grad_clip = 1.0;
-  spec.run_dir = cfg.out_dir;
-  spec.on_interrupt = "on resume the unit keeps its trained model and the studies it finished before this one (<unit>/studies/), and runs this study and the ones after it again";
+  // lr 2e-3, cosine to 2e-4.
+  const FinetuneSpec spec = study_finetune_spec("synthetic task (" + method + " seed " + std::to_string(seed) + ")",
+                                                cfg.of<TaskSettings>().iters, 2e-3, cfg.out_dir);
   u.final_loss = finetune(model, spec, dev, [&](int64_t) {
                    data::SyntheticBatch b = train_gen.next(cfg.of<TaskSettings>().batch, L);
                    return std::make_pair(b.x, b.y);
