@@ -113,6 +113,17 @@ ClaimVerdict fox_claim(const ComparisonResult& r, Protocol p) {
                     j, training_budget(r), k > 1 ? length_protocol(r, k, p) : "");
 }
 
+// combine(a's value, b's value) for each seed both rows have a finite value of m for, in seed order.
+template <typename F>
+std::vector<double> per_seed(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m,
+                             F combine) {
+  const auto va = values_by_seed(r, a, m), vb = values_by_seed(r, b, m);
+  std::vector<double> out;
+  for (const auto& [seed, x] : va)
+    if (const auto it = vb.find(seed); it != vb.end()) out.push_back(combine(x, it->second));
+  return out;
+}
+
 // Whether methods a and b build the same model but for the options in `except` (and attention_sinks
 // when `sinks_differ`).
 bool same_model_but(const ComparisonResult& r, const std::string& a, const std::string& b,
@@ -155,10 +166,7 @@ ClaimVerdict prope_claim(const ComparisonResult& r) {
   for (const auto& [p, f] : pairs) {
     // Paired by seed: the two models share their initial weights and batches (a rotary encoding has no
     // parameters), so the per-seed ratio carries no seed-to-seed noise of its own.
-    const auto vp = values_by_seed(r, p, ppl), vf = values_by_seed(r, f, ppl);
-    std::vector<double> ratio;
-    for (const auto& [seed, x] : vp)
-      if (const auto it = vf.find(seed); it != vf.end() && it->second > 0) ratio.push_back(x / it->second);
+    const std::vector<double> ratio = per_seed(r, p, f, ppl, [](double x, double y) { return x / y; });
     tests.push_back(beyond(p + " / " + f + " below " + markdown::num(1.0 + kPplMargin, 2) + " (paired by seed)", ratio,
                            1.0 + kPplMargin, true));
     shown.push_back(p);
@@ -197,10 +205,7 @@ ClaimVerdict sinks_claim(const ComparisonResult& r) {
   std::vector<std::string> shown;
   for (const auto& [a, b] : pairs) {
     // Lower by more than the margin, paired by seed: the per-seed differences below -kSinkMargin.
-    const auto va = values_by_seed(r, a, f), vb = values_by_seed(r, b, f);
-    std::vector<double> d;
-    for (const auto& [seed, x] : va)
-      if (const auto it = vb.find(seed); it != vb.end()) d.push_back(x - it->second);
+    const std::vector<double> d = per_seed(r, a, b, f, [](double x, double y) { return x - y; });
     tests.push_back(beyond(a + " below " + b + " by more than " + markdown::num(kSinkMargin, 2) + " (paired by seed)", d,
                            -kSinkMargin, true));
     shown.push_back(a);
