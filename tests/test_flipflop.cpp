@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 
 #include "compare/claims.h"
 #include "compare/compare.h"
@@ -238,6 +240,10 @@ TEST(FlipFlopStudy, TinyComparisonScoresEveryCellAndReportsIt) {
   const std::string results = read_file(c.out_dir + "/results.csv");
   EXPECT_NE(results.find("rope,flipflop_glitch_rate_in_x2,1,"), std::string::npos);
   EXPECT_NE(report.find("| f1 rope |"), std::string::npos) << report;
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/plots/flipflop_glitch.png"));
+    EXPECT_NE(report.find("![flipflop_glitch](plots/flipflop_glitch.png)"), std::string::npos);
+  }
   // Re-rendered from results.json alone: the same section.
   EXPECT_NO_THROW((void)train::run_compare(c));
 }

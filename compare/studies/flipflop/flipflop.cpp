@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -301,7 +303,48 @@ void write_csv(const ComparisonResult& r, const std::string& path) {
   write_file_atomic(path, o.str());
 }
 
-std::string section(const ComparisonResult& r) {
+// plots/flipflop_glitch.png: the glitch rate per cell (mean over seeds, 95% interval clipped to
+// [0, 1]), one line per method. Returns whether gnuplot drew it.
+bool write_plot(const ComparisonResult& r, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  const std::string d = std::filesystem::absolute(dir).string();
+  const auto cells = flipflop_cells(settings(r.config));
+  std::ofstream dat(d + "/flipflop_glitch.dat");
+  std::string plot = "plot ";
+  int idx = 0;
+  for (const auto& m : r.config.methods) {
+    dat << "# " << m << "\n";
+    int points = 0;
+    for (size_t k = 0; k < cells.size(); ++k) {
+      const Summary s = summary(r, m, flipflop_metric(cells[k].split, cells[k].multiplier, true));
+      if (!s.n) continue;
+      ++points;
+      const double lo = s.has_interval() ? std::max(0.0, s.ci_low) : s.mean;
+      const double hi = s.has_interval() ? std::min(1.0, s.ci_high) : s.mean;
+      dat << k << " " << s.mean << " " << lo << " " << hi << "\n";
+    }
+    dat << "\n\n";
+    if (points)
+      plot += std::string(plot.size() > 5 ? ", " : "") + "'flipflop_glitch.dat' index " + std::to_string(idx) +
+              " with yerrorlines lw 2 title '" + m + "'";
+    ++idx;
+  }
+  dat.close();
+  if (plot.size() <= 5) return false;
+  std::string tics;
+  for (size_t k = 0; k < cells.size(); ++k)
+    tics += (k ? ", '" : "'") + cell_name(cells[k]) + "' " + std::to_string(k);
+  {
+    std::ofstream gp(d + "/flipflop_glitch.gp");
+    gp << markdown::gnuplot_style() << "set output 'flipflop_glitch.png'\nset xtics (" << tics << ")\n"
+       << "set xrange [-0.3:" << cells.size() - 0.7 << "]\nset yrange [0:1.05]\nset ylabel 'glitch rate (sequences "
+       << "with a wrong read)'\nset title 'Flip-flop: glitch rate per test cell (mean and 95% interval over "
+       << r.config.seeds.size() << " seeds)'\n" << plot << "\n";
+  }
+  return markdown::run_gnuplot(d, "flipflop_glitch.gp") && std::filesystem::exists(d + "/flipflop_glitch.png");
+}
+
+std::string section(const ComparisonResult& r, bool plot_drawn) {
   const FlipFlopSettings& s = settings(r.config);
   const auto cells = flipflop_cells(s);
   std::ostringstream md;
@@ -327,6 +370,7 @@ std::string section(const ComparisonResult& r) {
     t.row(row);
   }
   md << t.markdown() << "\n";
+  if (plot_drawn) md << "![flipflop_glitch](plots/flipflop_glitch.png)\n\n";
   return md.str();
 }
 
@@ -437,10 +481,15 @@ StudyEntry flipflop_study() {
   };
   e.value = value;
   e.write_files = [](const ComparisonResult& r, const ReportDir& out) {
-    if (any_results(r)) write_csv(r, out.dir + "/flipflop.csv");
-    return std::vector<std::string>{};
+    if (any_results(r)) {
+      write_csv(r, out.dir + "/flipflop.csv");
+      write_plot(r, out.plots);
+    }
+    return std::vector<std::string>{};  // shown in the section, not the gallery
   };
-  e.markdown = [](const ComparisonResult& r, const ReportDir&) { return any_results(r) ? section(r) : std::string(); };
+  e.markdown = [](const ComparisonResult& r, const ReportDir& out) {
+    return any_results(r) ? section(r, std::filesystem::exists(out.plots + "/flipflop_glitch.png")) : std::string();
+  };
   e.claims = judge_flipflop_claims;
   return e;
 }
