@@ -284,8 +284,8 @@ std::vector<ClaimVerdict> claims(const ComparisonResult& r) {
   return out;
 }
 
-// The article's table measured, and which of its differences are real.
-std::string lead(const ComparisonResult& r) {
+// The article's table, measured.
+std::string measured_table(const ComparisonResult& r) {
   const CompareConfig& c = r.config;
   const int64_t block = c.base.model.block_size;
   const Metric ppl = lm_metric(Quantity::Perplexity), acc = lm_metric(Quantity::Accuracy);
@@ -320,6 +320,16 @@ std::string lead(const ComparisonResult& r) {
   }
   md << main.markdown() << "\n";
 
+  return md.str();
+}
+
+// Which of the table's differences are real: a ranking and the pairwise Welch p-values per key metric.
+std::string real_differences(const ComparisonResult& r) {
+  const CompareConfig& c = r.config;
+  const int64_t xm = c.eval_multipliers.back();
+  const Metric ppl = lm_metric(Quantity::Perplexity), acc = lm_metric(Quantity::Accuracy);
+  const bool task = c.of<TaskSettings>().iters > 0;  // the synthetic task ran (--task-iters)
+  std::ostringstream md;
   md << "## Which differences are real\n\n"
      << "Welch's t-test (unequal variances) on the per-seed values of every pair of methods, two-sided, 5% level, "
      << "no correction for the number of comparisons. A ranking orders only significant differences: `<` between "
@@ -352,6 +362,12 @@ std::string lead(const ComparisonResult& r) {
     md << "<details><summary>pairwise p-values (row vs column)</summary>\n\n" << t.markdown() << "\n</details>\n\n";
   }
 
+  return md.str();
+}
+
+// What each measure reads under position-blind attention.
+std::string position_blind_values() {
+  std::ostringstream md;
   std::string symmetric;  // the encodings whose registry entry says their bias is of |i - j| alone
   for (const auto& e : nn::position_encodings())
     if (e.symmetric_bias) symmetric += (symmetric.empty() ? "" : ", ") + e.kind;
@@ -382,6 +398,11 @@ std::string lead(const ComparisonResult& r) {
      << "counted as evidence; on `marker_segment` it is not fixed. `line_word`'s span F1 and the masked-token "
      << "accuracy have no position-blind value.\n\n";
   return md.str();
+}
+
+// The report's lead: the article's table measured, and which of its differences are real.
+std::string lead(const ComparisonResult& r) {
+  return measured_table(r) + real_differences(r) + position_blind_values();
 }
 
 }  // namespace

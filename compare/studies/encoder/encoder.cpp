@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <cmath>
 #include <iomanip>
 #include <limits>
@@ -295,6 +296,93 @@ MlmScore evaluate_mlm_impl(const nn::Encoder& enc, const data::TokenSpan& val, i
   return s;
 }
 
+// One task's held-out score at length T of an encoder fine-tuned on it: the same held-out examples
+// for every method, seed-independent of training. Sequence tasks use balanced groups (every class
+// built from one window, next_balanced), so that an order-blind model scores exactly 1 / classes;
+// eval_examples is rounded up to whole groups.
+EncoderTaskScore score_task(nn::Encoder& ft, const EncoderTrackConfig& cfg, const std::string& task_name,
+                            const data::TokenDataset& data, const data::TaskVocab& vocab, int64_t num_labels,
+                            int64_t m, EvalProgress& progress) {
+  NoGradGuard ng;
+  const data::EncoderTask task = data::parse_encoder_task(task_name);
+  const data::TaskOptions topt{cfg.segments, cfg.word_k};
+  const bool labelling = data::is_labelling_task(task);
+  const int64_t T = cfg.length * m;
+  data::EncoderTaskGenerator eval_gen(task, data.val(), vocab, stream(0, kTaskEval + static_cast<uint64_t>(m)), topt);
+  std::vector<int64_t> pred, gold;
+  std::vector<std::vector<int64_t>> pred_seq, gold_seq;
+  const int64_t k = labelling ? 1 : num_labels, per_call = std::max<int64_t>(1, cfg.batch / k);
+  const int64_t groups = (cfg.eval_examples + k - 1) / k;
+  for (int64_t done = 0; done < groups; done += per_call) {
+    const int64_t b = std::min(per_call, groups - done) * k;
+    const data::TaskBatch tb = eval_gen.next_balanced(b / k, T);
+    const auto p = argmax_last(labelling ? ft.token_logits(tb.input) : ft.sequence_logits(tb.input));
+    const auto g = ints(tb.labels);
+    pred.insert(pred.end(), p.begin(), p.end());
+    gold.insert(gold.end(), g.begin(), g.end());
+    progress.advance(b * T, task_name + " x" + std::to_string(m));
+    if (labelling)
+      for (int64_t r = 0; r < b; ++r) {
+        pred_seq.emplace_back(p.begin() + r * T, p.begin() + (r + 1) * T);
+        gold_seq.emplace_back(g.begin() + r * T, g.begin() + (r + 1) * T);
+      }
+  }
+  EncoderTaskScore s;
+  s.task = task_name;
+  s.multiplier = m;
+  s.length = T;
+  s.examples = static_cast<int64_t>(gold.size()) / (labelling ? T : 1);
+  s.accuracy = accuracy(pred, gold);
+  s.macro_f1 = macro_f1(pred, gold);
+  if (labelling) {
+    const SpanScore sp = span_f1(pred_seq, gold_seq);
+    s.span_f1 = sp.f1;
+    s.span_precision = sp.precision;
+    s.span_recall = sp.recall;
+  }
+  return s;
+}
+
+// A fresh head for `task_name` on a copy of the pretrained backbone, fine-tuned for task_iters steps,
+// then scored at every multiplier (NaN scores where `untrained(T)`: the encoding's positions were
+// never trained there).
+std::vector<EncoderTaskScore> fine_tune_and_score(const EncoderTrackConfig& cfg, const nn::EncoderConfig& ec,
+                                                  const nn::NamedTensors& backbone, const std::string& task_name,
+                                                  uint64_t seed, const data::TokenDataset& data,
+                                                  const data::Tokenizer& tok, int64_t marker_id,
+                                                  const std::function<bool(int64_t)>& untrained,
+                                                  EvalProgress& progress) {
+  const data::EncoderTask task = data::parse_encoder_task(task_name);
+  const data::TaskVocab vocab = data::task_vocab(tok, marker_id);
+  const data::TaskOptions topt{cfg.segments, cfg.word_k};
+  const bool labelling = data::is_labelling_task(task);
+  data::EncoderTaskGenerator train_gen(task, data.train(), vocab, stream(seed, kTaskTrain), topt);
+  nn::EncoderConfig fc = ec;
+  (labelling ? fc.num_tags : fc.num_classes) = train_gen.num_labels();
+  Generator hinit(stream(seed, kHeadInit)), hdrop(0);
+  nn::Encoder ft(fc, hinit, hdrop);
+  ft.backbone->load_state_dict(backbone);
+  const double final_loss = train_steps(ft, cfg, cfg.task_iters, [&](int64_t) {
+    const data::TaskBatch tb = train_gen.next(cfg.batch, cfg.length);
+    return cross_entropy(labelling ? ft.token_logits(tb.input) : ft.sequence_logits(tb.input), tb.labels);
+  });
+  std::vector<EncoderTaskScore> out;
+  for (int64_t m : cfg.multipliers) {
+    EncoderTaskScore s;
+    if (untrained(cfg.length * m)) {
+      s.task = task_name;
+      s.multiplier = m;
+      s.length = cfg.length * m;
+      s.accuracy = s.macro_f1 = s.span_f1 = s.span_precision = s.span_recall = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      s = score_task(ft, cfg, task_name, data, vocab, train_gen.num_labels(), m, progress);
+    }
+    s.final_train_loss = final_loss;
+    out.push_back(s);
+  }
+  return out;
+}
+
 }  // namespace
 
 EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::string& method, uint64_t seed,
@@ -355,72 +443,9 @@ EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::str
   // Fine-tuning: a fresh head on a copy of the pretrained backbone, per task.
   const nn::NamedTensors backbone = pre.backbone->state_dict();
   for (const std::string& task_name : cfg.tasks) {
-    const data::EncoderTask task = data::parse_encoder_task(task_name);
-    const data::TaskVocab vocab = data::task_vocab(tok, marker_id);
-    const data::TaskOptions topt{cfg.segments, cfg.word_k};
-    const bool labelling = data::is_labelling_task(task);
-    data::EncoderTaskGenerator train_gen(task, data.train(), vocab, stream(seed, kTaskTrain), topt);
-    nn::EncoderConfig fc = ec;
-    (labelling ? fc.num_tags : fc.num_classes) = train_gen.num_labels();
-    Generator hinit(stream(seed, kHeadInit)), hdrop(0);
-    nn::Encoder ft(fc, hinit, hdrop);
-    ft.backbone->load_state_dict(backbone);
-    const double final_loss = train_steps(ft, cfg, cfg.task_iters, [&](int64_t) {
-      const data::TaskBatch tb = train_gen.next(cfg.batch, cfg.length);
-      return cross_entropy(labelling ? ft.token_logits(tb.input) : ft.sequence_logits(tb.input), tb.labels);
-    });
-    for (int64_t m : cfg.multipliers) {
-      NoGradGuard ng;
-      const int64_t T = cfg.length * m;
-      if (untrained(T)) {
-        EncoderTaskScore s;
-        s.task = task_name;
-        s.multiplier = m;
-        s.length = T;
-        s.accuracy = s.macro_f1 = s.span_f1 = s.span_precision = s.span_recall = kNaN;
-        s.final_train_loss = final_loss;
-        u.tasks.push_back(s);
-        continue;
-      }
-      // The same held-out examples for every method and seed-independent of training.
-      data::EncoderTaskGenerator eval_gen(task, data.val(), vocab, stream(0, kTaskEval + static_cast<uint64_t>(m)),
-                                          topt);
-      std::vector<int64_t> pred, gold;
-      std::vector<std::vector<int64_t>> pred_seq, gold_seq;
-      // Sequence tasks: balanced groups (every class built from one window, next_balanced), so that an
-      // order-blind model scores exactly 1 / classes; eval_examples rounded up to whole groups.
-      const int64_t k = labelling ? 1 : train_gen.num_labels(), per_call = std::max<int64_t>(1, cfg.batch / k);
-      const int64_t groups = (cfg.eval_examples + k - 1) / k;
-      for (int64_t done = 0; done < groups; done += per_call) {
-        const int64_t b = std::min(per_call, groups - done) * k;
-        const data::TaskBatch tb = eval_gen.next_balanced(b / k, T);
-        const auto p = argmax_last(labelling ? ft.token_logits(tb.input) : ft.sequence_logits(tb.input));
-        const auto g = ints(tb.labels);
-        pred.insert(pred.end(), p.begin(), p.end());
-        gold.insert(gold.end(), g.begin(), g.end());
-        progress.advance(b * T, task_name + " x" + std::to_string(m));
-        if (labelling)
-          for (int64_t r = 0; r < b; ++r) {
-            pred_seq.emplace_back(p.begin() + r * T, p.begin() + (r + 1) * T);
-            gold_seq.emplace_back(g.begin() + r * T, g.begin() + (r + 1) * T);
-          }
-      }
-      EncoderTaskScore s;
-      s.task = task_name;
-      s.multiplier = m;
-      s.length = T;
-      s.examples = static_cast<int64_t>(gold.size()) / (labelling ? T : 1);
-      s.accuracy = accuracy(pred, gold);
-      s.macro_f1 = macro_f1(pred, gold);
-      if (labelling) {
-        const SpanScore sp = span_f1(pred_seq, gold_seq);
-        s.span_f1 = sp.f1;
-        s.span_precision = sp.precision;
-        s.span_recall = sp.recall;
-      }
-      s.final_train_loss = final_loss;
-      u.tasks.push_back(s);
-    }
+    const std::vector<EncoderTaskScore> scores =
+        fine_tune_and_score(cfg, ec, backbone, task_name, seed, data, tok, marker_id, untrained, progress);
+    u.tasks.insert(u.tasks.end(), scores.begin(), scores.end());
   }
   u.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return u;
