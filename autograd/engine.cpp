@@ -56,8 +56,8 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   auto leaf = leaf_.lock();
   if (!leaf || !grads[0].defined()) return {};
   Tensor g = grads[0];
-  POSGRAD_CHECK(g.shape() == leaf->shape, ShapeError, "gradient of shape ", shape_str(g.shape()),
-                " for leaf of shape ", shape_str(leaf->shape));
+  POSGRAD_CHECK(g.shape() == leaf->shape, ShapeError, "gradient of shape ", shape_str(g.shape()), " for leaf of shape ",
+                shape_str(leaf->shape));
   if (!leaf->grad) {
     // Own the gradient: a fresh contiguous tensor nobody else references can be kept as is.
     bool owned = g.is_contiguous() && g.impl_ptr().use_count() <= 2 && g.impl().storage.use_count() == 1 &&
@@ -65,8 +65,8 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     leaf->grad = (owned ? g : g.clone()).detach().impl_ptr();
   } else {
     Tensor acc(leaf->grad);
-    POSGRAD_CHECK(acc.shape() == g.shape() && acc.dtype() == g.dtype(), ShapeError, "accumulated gradient ",
-                  acc.str(), " does not match incoming gradient ", g.str(), " (set_grad with a wrong tensor?)");
+    POSGRAD_CHECK(acc.shape() == g.shape() && acc.dtype() == g.dtype(), ShapeError, "accumulated gradient ", acc.str(),
+                  " does not match incoming gradient ", g.str(), " (set_grad with a wrong tensor?)");
     if (!acc.is_contiguous()) {  // e.g. set_grad(t.t()): the in-place axpy below assumes row-major memory
       leaf->grad = add(acc, g).impl_ptr();
       return {};
@@ -161,8 +161,10 @@ void run_backward(const TensorList& roots, const TensorList& grads, bool retain_
     auto& buf = buffers[n].grads;
     if (buf.size() < n->outputs.size()) buf.resize(std::max<size_t>(n->outputs.size(), slot + 1));
     if (buf.size() <= slot) buf.resize(slot + 1);
-    if (!buf[slot].defined()) buf[slot] = g;
-    else buf[slot] = add(buf[slot], g);
+    if (!buf[slot].defined())
+      buf[slot] = g;
+    else
+      buf[slot] = add(buf[slot], g);
   };
 
   auto cmp = [](Node* a, Node* b) { return a->sequence_nr < b->sequence_nr; };

@@ -47,8 +47,7 @@ void collect_inputs(TensorList& out, const A& a, const Rest&... rest) {
 }
 
 // Attaches node as grad_fn of outputs (aliasing any output that is literally an input object).
-void attach_outputs(const std::shared_ptr<Node>& node, TensorList& outs, const TensorList& inputs,
-                    bool record);
+void attach_outputs(const std::shared_ptr<Node>& node, TensorList& outs, const TensorList& inputs, bool record);
 bool any_requires_grad(const TensorList& inputs);
 void set_next_edges(Node& node, const TensorList& inputs);
 

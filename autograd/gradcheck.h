@@ -20,7 +20,7 @@ struct GradcheckOptions {
 };
 
 struct GradcheckInputReport {
-  size_t input = 0;        // position in the input list
+  size_t input = 0;  // position in the input list
   Shape shape;
   double max_abs_err = 0;  // over elements
   double max_rel_err = 0;  // abs err / max(|numeric|, 1e-12)

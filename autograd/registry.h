@@ -44,9 +44,9 @@ struct OpCase {
   std::function<TensorList(Generator&, DType)> inputs;
   std::function<Tensor(const TensorList&)> fn;         // the op under test
   std::function<Tensor(const TensorList&)> reference;  // naive loops on CPU in double; null if none
-  GradcheckOptions grad{};  // tolerances of the double-precision gradcheck
-  double forward_tol = 1e-9;  // max abs error of fn vs reference in double (relative to max |ref|)
-  bool cuda = true;           // has a CUDA kernel to compare against
+  GradcheckOptions grad{};                             // tolerances of the double-precision gradcheck
+  double forward_tol = 1e-9;     // max abs error of fn vs reference in double (relative to max |ref|)
+  bool cuda = true;              // has a CUDA kernel to compare against
   std::vector<EdgePoint> edges;  // exact checks at singular / extreme points (may be empty)
 };
 
@@ -86,9 +86,9 @@ struct AttentionCase {
   Shape q, k;        // (B, H, Tq, D), (B, H, Tk, D)
   bool causal = true;
   int64_t q_offset = 0;
-  double scale = 0;  // 0: 1/sqrt(D)
-  std::function<TensorList(Generator&, DType)> extra_inputs;         // null: none
-  std::function<ScoreModifier(const TensorList& inputs)> modifier;  // null: no modifier
+  double scale = 0;                                                         // 0: 1/sqrt(D)
+  std::function<TensorList(Generator&, DType)> extra_inputs;                // null: none
+  std::function<ScoreModifier(const TensorList& inputs)> modifier;          // null: no modifier
   std::function<AttentionBiasFn(const TensorList& inputs)> reference_bias;  // null: no bias
   // Learnable attention sinks: one more input, sinks (H) drawn in [-1.5, 1.5) after the extra inputs,
   // set as the modifier's sinks and added to the reference's softmax denominators.

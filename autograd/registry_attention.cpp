@@ -153,7 +153,7 @@ struct Spec {
   bool causal = true;
   int64_t q_offset = 0;
   Modifier mod = Modifier::None;
-  bool c2p = true, p2c = true;  // ContentPosition terms
+  bool c2p = true, p2c = true;     // ContentPosition terms
   std::vector<int64_t> positions;  // per-token positions of the self-attention (Tq = Tk); empty: none
   bool sinks = false;              // learnable attention sinks (one more input, (H))
 };
@@ -174,9 +174,7 @@ void add_case(std::vector<OpCase>& out, const Spec& sp) {
   auto column = [=](int64_t i, int64_t j) { return pos.empty() ? j - i + Tq - 1 : pos[j] - pos[i] + pos.back(); };
   const double scale = 1.0 / std::sqrt(double(D));
   switch (sp.mod) {
-    case Modifier::None:
-      ac.name = family + "none/" + sp.name;
-      break;
+    case Modifier::None: ac.name = family + "none/" + sp.name; break;
     case Modifier::Distance:
       ac.name = family + "distance/" + sp.name;
       ac.extra_inputs = [=](Generator& g, DType t) { return TensorList{make_input({H, nd}, g, t, true, -2.0, 2.0)}; };
@@ -194,7 +192,9 @@ void add_case(std::vector<OpCase>& out, const Spec& sp) {
       break;
     case Modifier::Dense:
       ac.name = family + "dense/" + sp.name;
-      ac.extra_inputs = [=](Generator& g, DType t) { return TensorList{make_input({H, Tq, Tk}, g, t, true, -2.0, 2.0)}; };
+      ac.extra_inputs = [=](Generator& g, DType t) {
+        return TensorList{make_input({H, Tq, Tk}, g, t, true, -2.0, 2.0)};
+      };
       ac.modifier = [](const TensorList& x) {
         ScoreModifier m;
         m.kind = ScoreBias::Dense;
@@ -211,7 +211,9 @@ void add_case(std::vector<OpCase>& out, const Spec& sp) {
     case Modifier::Separable: {
       const int64_t B = sp.q[0];
       ac.name = family + "separable/" + sp.name;
-      ac.extra_inputs = [=](Generator& g, DType t) { return TensorList{make_input({B, H, Tq + Tk}, g, t, true, -2.0, 2.0)}; };
+      ac.extra_inputs = [=](Generator& g, DType t) {
+        return TensorList{make_input({B, H, Tq + Tk}, g, t, true, -2.0, 2.0)};
+      };
       ac.modifier = [](const TensorList& x) {
         ScoreModifier m;
         m.kind = ScoreBias::Separable;
@@ -230,10 +232,9 @@ void add_case(std::vector<OpCase>& out, const Spec& sp) {
       return;
     }
     case Modifier::ContentPosition:
-      add_content_position_case(out, family + "content_position/" + sp.name, sp.q, sp.k, sp.causal, sp.q_offset,
-                                scale, 2 * kSpan, sp.c2p, sp.p2c,
-                                [](int64_t r) { return std::clamp<int64_t>(r, -kSpan, kSpan - 1) + kSpan; }, pos,
-                                sp.sinks);
+      add_content_position_case(
+          out, family + "content_position/" + sp.name, sp.q, sp.k, sp.causal, sp.q_offset, scale, 2 * kSpan, sp.c2p,
+          sp.p2c, [](int64_t r) { return std::clamp<int64_t>(r, -kSpan, kSpan - 1) + kSpan; }, pos, sp.sinks);
       return;
   }
   add_attention_case(out, ac);

@@ -115,8 +115,8 @@ void add_elementwise_edges(std::vector<OpCase>& out) {
                  {kInf, 0.25, kNaN}),
   };
   find_case(out, "elementwise/log").edges = {
-      unary_edge("log at 0: -inf, d/dx = dy / x = +inf; at -1: NaN, d/dx = -1; at inf: inf, 0",
-                 {0.0, 1.0, -1.0, kInf}, {-kInf, 0, kNaN, kInf}, {kInf, 1, -1, 0}),
+      unary_edge("log at 0: -inf, d/dx = dy / x = +inf; at -1: NaN, d/dx = -1; at inf: inf, 0", {0.0, 1.0, -1.0, kInf},
+                 {-kInf, 0, kNaN, kInf}, {kInf, 1, -1, 0}),
   };
   find_case(out, "elementwise/exp").edges = {
       unary_edge("exp at -inf: 0, d/dx = 0; at 1000: overflow to inf", {-kInf, 0.0, 1000.0}, {0, 1, kInf},
@@ -134,8 +134,7 @@ void add_elementwise_edges(std::vector<OpCase>& out) {
       unary_edge("gelu at 0: 0, slope 1/2; saturated at +-40", {0.0, 40.0, -40.0}, {0, 40, 0}, {0.5, 1, 0}),
   };
   find_case(out, "elementwise/gelu_tanh").edges = {
-      unary_edge("gelu (tanh form) at 0: 0, slope 1/2; saturated at +-40", {0.0, 40.0, -40.0}, {0, 40, 0},
-                 {0.5, 1, 0}),
+      unary_edge("gelu (tanh form) at 0: 0, slope 1/2; saturated at +-40", {0.0, 40.0, -40.0}, {0, 40, 0}, {0.5, 1, 0}),
   };
   find_case(out, "elementwise/silu").edges = {
       unary_edge("silu at 0: 0, slope 1/2; exp(-x) overflowing at -1000 gives 0 and slope 0, not NaN",
@@ -174,20 +173,32 @@ void register_elementwise_cases(std::vector<OpCase>& out) {
   add_binary(out, "div", div, fdiv, {3, 7, 13}, {7, 13}, 0.5, 2.0);
   add_binary(out, "div", div, fdiv, {3, 7, 1}, {3, 1, 13}, 0.5, 2.0);
 
-  add_unary(out, "neg", [](const Tensor& x) { return neg(x); }, [](double v) { return -v; }, -1, 1);
-  add_unary(out, "exp", [](const Tensor& x) { return exp(x); }, [](double v) { return std::exp(v); }, -2, 2);
-  add_unary(out, "log", [](const Tensor& x) { return log(x); }, [](double v) { return std::log(v); }, 0.2, 3);
-  add_unary(out, "sqrt", [](const Tensor& x) { return sqrt(x); }, [](double v) { return std::sqrt(v); }, 0.2, 3);
-  add_unary(out, "pow", [](const Tensor& x) { return pow(x, 2.5); }, [](double v) { return std::pow(v, 2.5); }, 0.2, 2);
-  add_unary(out, "tanh", [](const Tensor& x) { return tanh(x); }, [](double v) { return std::tanh(v); }, -2, 2);
-  add_unary(out, "relu", [](const Tensor& x) { return relu(x); }, [](double v) { return v > 0 ? v : 0.0; }, -1, 1);
-  add_unary(out, "gelu", [](const Tensor& x) { return gelu(x); },
-            [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }, -3, 3);
-  add_unary(out, "gelu_tanh", [](const Tensor& x) { return gelu(x, true); },
-            [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }, -3, 3);
-  add_unary(out, "silu", [](const Tensor& x) { return silu(x); }, [](double v) { return v / (1 + std::exp(-v)); }, -3, 3);
-  add_unary(out, "add_scalar", [](const Tensor& x) { return x + 1.5; }, [](double v) { return v + 1.5; }, -1, 1);
-  add_unary(out, "mul_scalar", [](const Tensor& x) { return x * -0.75; }, [](double v) { return v * -0.75; }, -1, 1);
+  add_unary(
+      out, "neg", [](const Tensor& x) { return neg(x); }, [](double v) { return -v; }, -1, 1);
+  add_unary(
+      out, "exp", [](const Tensor& x) { return exp(x); }, [](double v) { return std::exp(v); }, -2, 2);
+  add_unary(
+      out, "log", [](const Tensor& x) { return log(x); }, [](double v) { return std::log(v); }, 0.2, 3);
+  add_unary(
+      out, "sqrt", [](const Tensor& x) { return sqrt(x); }, [](double v) { return std::sqrt(v); }, 0.2, 3);
+  add_unary(
+      out, "pow", [](const Tensor& x) { return pow(x, 2.5); }, [](double v) { return std::pow(v, 2.5); }, 0.2, 2);
+  add_unary(
+      out, "tanh", [](const Tensor& x) { return tanh(x); }, [](double v) { return std::tanh(v); }, -2, 2);
+  add_unary(
+      out, "relu", [](const Tensor& x) { return relu(x); }, [](double v) { return v > 0 ? v : 0.0; }, -1, 1);
+  add_unary(
+      out, "gelu", [](const Tensor& x) { return gelu(x); },
+      [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }, -3, 3);
+  add_unary(
+      out, "gelu_tanh", [](const Tensor& x) { return gelu(x, true); },
+      [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }, -3, 3);
+  add_unary(
+      out, "silu", [](const Tensor& x) { return silu(x); }, [](double v) { return v / (1 + std::exp(-v)); }, -3, 3);
+  add_unary(
+      out, "add_scalar", [](const Tensor& x) { return x + 1.5; }, [](double v) { return v + 1.5; }, -1, 1);
+  add_unary(
+      out, "mul_scalar", [](const Tensor& x) { return x * -0.75; }, [](double v) { return v * -0.75; }, -1, 1);
 
   {  // masked_fill with a broadcast causal mask
     OpCase c;

@@ -354,7 +354,8 @@ EdgePoint ln_constant_edge(std::string what, int64_t C, double value) {
   e.inputs = [C, value](DType t) {
     const size_t n = static_cast<size_t>(C);
     return TensorList{edge_input(std::vector<double>(n, value), {1, C}, t),
-                      edge_input(std::vector<double>(n, 1.5), {C}, t), edge_input(std::vector<double>(n, 0.25), {C}, t)};
+                      edge_input(std::vector<double>(n, 1.5), {C}, t),
+                      edge_input(std::vector<double>(n, 0.25), {C}, t)};
   };
   e.fn = [](const TensorList& x) { return layer_norm(x[0], x[1], x[2], 1e-5); };
   const size_t n = static_cast<size_t>(C);
@@ -374,8 +375,8 @@ void add_nn_edges(std::vector<OpCase>& out) {
              {kNaN, kNaN, kNaN, 0.5, 0, 0.5}, {kNaN, kNaN, kNaN, 0.25, 0, -0.25}, {1, 0, 0, 1, 0, 0}),
   };
   find_case(out, "nn/log_softmax/dim-1(3, 7, 13)").edges = {
-      x_edge("equal logits 1e4: -ln 2 (x - m first, then log s)", {1e4, 1e4}, {1, 2}, lsm, {-kLn2, -kLn2},
-             {0.5, -0.5}, {1, 0}),
+      x_edge("equal logits 1e4: -ln 2 (x - m first, then log s)", {1e4, 1e4}, {1, 2}, lsm, {-kLn2, -kLn2}, {0.5, -0.5},
+             {1, 0}),
       x_edge("equal logits 1e30: -ln 2", {1e30, 1e30}, {1, 2}, lsm, {-kLn2, -kLn2}, {0.5, -0.5}, {1, 0}),
       x_edge("a gap of 1e4: 0 and -1e4", {0, -1e4}, {1, 2}, lsm, {0, -1e4}, {-1, 1}),
       x_edge("NaN makes the row NaN", {1, kNaN}, {1, 2}, lsm, {kNaN, kNaN}, {kNaN, kNaN}),
@@ -429,13 +430,17 @@ void add_nn_edges(std::vector<OpCase>& out) {
     auto rms = [](const TensorList& x) { return rms_norm(x[0], x[1], 1e-6); };
     EdgePoint zero;
     zero.what = "zero row: y = 0, dw = 0, dx = w / sqrt(eps) = 1500";
-    zero.inputs = [](DType t) { return TensorList{edge_input({0, 0, 0, 0}, {1, 4}, t), edge_input({1.5, 1.5, 1.5, 1.5}, {4}, t)}; };
+    zero.inputs = [](DType t) {
+      return TensorList{edge_input({0, 0, 0, 0}, {1, 4}, t), edge_input({1.5, 1.5, 1.5, 1.5}, {4}, t)};
+    };
     zero.fn = rms;
     zero.output = {0, 0, 0, 0};
     zero.grads = {{1500, 1500, 1500, 1500}, {0, 0, 0, 0}};
     EdgePoint big;
     big.what = "x = +-1e20 (x^2 overflows float32): y = +-1, dx = 1e-20, dw = +-1";
-    big.inputs = [](DType t) { return TensorList{edge_input({1e20, -1e20, 1e20, -1e20}, {1, 4}, t), edge_input({1, 1, 1, 1}, {4}, t)}; };
+    big.inputs = [](DType t) {
+      return TensorList{edge_input({1e20, -1e20, 1e20, -1e20}, {1, 4}, t), edge_input({1, 1, 1, 1}, {4}, t)};
+    };
     big.fn = rms;
     big.output = {1, -1, 1, -1};
     big.grads = {{1e-20, 1e-20, 1e-20, 1e-20}, {1, -1, 1, -1}};
@@ -459,12 +464,17 @@ void register_nn_cases(std::vector<OpCase>& out) {
   add_matmul(out, "transposed_both", {13, 7}, {5, 13}, tr, tr);
   add_matmul(out, "transposed_weight_bcast", {3, 7, 13}, {5, 13}, nullptr, tr);  // x @ W^T with W (out, in)
   add_matmul(out, "permuted_BTHD", {2, 7, 3, 4}, {2, 3, 4, 5},  // q as (B, T, H, D).permute(0, 2, 1, 3)
-             [](const Tensor& t) { return t.permute({0, 2, 1, 3}); });
-  add_matmul(out, "narrowed_rows", {3, 9, 13}, {13, 6},  // a row-major view with ld > cols
-             [](const Tensor& t) { return t.narrow(2, 1, 11); }, [](const Tensor& t) { return t.narrow(0, 2, 11); });
+             [](const Tensor& t) {
+               return t.permute({0, 2, 1, 3});
+             });
+  add_matmul(
+      out, "narrowed_rows", {3, 9, 13}, {13, 6},  // a row-major view with ld > cols
+      [](const Tensor& t) { return t.narrow(2, 1, 11); }, [](const Tensor& t) { return t.narrow(0, 2, 11); });
   add_matmul(out, "T1", {2, 3, 1, 4}, {2, 3, 4, 1});
   add_matmul(out, "expanded_rows", {3, 1, 13}, {13, 5},  // stride-0 rows: not a GEMM layout, copied
-             [](const Tensor& t) { return t.expand({3, 7, 13}); });
+             [](const Tensor& t) {
+               return t.expand({3, 7, 13});
+             });
 
   // linear
   add_linear(out, "bias", {3, 7, 13}, 5, true);
@@ -561,9 +571,7 @@ void register_nn_cases(std::vector<OpCase>& out) {
       TensorList ys = split(x[0], std::vector<int64_t>{4, 1, 7}, 1);
       return cat({ys[2], ys[0]}, 1);
     };
-    c.reference = [](const TensorList& x) {
-      return cat_ref({slice_ref(x[0], 1, 5, 7), slice_ref(x[0], 1, 0, 4)}, 1);
-    };
+    c.reference = [](const TensorList& x) { return cat_ref({slice_ref(x[0], 1, 5, 7), slice_ref(x[0], 1, 0, 4)}, 1); };
     out.push_back(c);
   }
   {  // chunks of a fixed size along the last dim (the last chunk is smaller)

@@ -28,8 +28,10 @@ Tensor reduce_ref(const Tensor& x, std::vector<bool> reduce, bool mean, bool max
       rem /= s[d];
       if (!reduce[d]) off += k * so[d];
     }
-    if (max) y[off] = std::max(y[off], v[i]);
-    else y[off] += v[i];
+    if (max)
+      y[off] = std::max(y[off], v[i]);
+    else
+      y[off] += v[i];
     cnt[off]++;
   }
   if (mean)
@@ -88,7 +90,11 @@ std::vector<EdgePoint> max_edges() {
 }  // namespace
 
 void register_reduce_cases(std::vector<OpCase>& out) {
-  struct Spec { std::string name; std::vector<int64_t> dims; bool keep, mean; };
+  struct Spec {
+    std::string name;
+    std::vector<int64_t> dims;
+    bool keep, mean;
+  };
   for (const Spec& sp : {Spec{"sum/all", {0, 1, 2}, false, false}, Spec{"sum/dim1_keep", {1}, true, false},
                          Spec{"sum/dims02", {0, 2}, false, false}, Spec{"sum/last", {-1}, false, false},
                          Spec{"mean/dims01_keep", {0, 1}, true, true}, Spec{"mean/last", {-1}, false, true}}) {

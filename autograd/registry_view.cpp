@@ -42,26 +42,48 @@ int64_t flat(int64_t a, int64_t b, int64_t c) { return (a * 7 + b) * 13 + c; }
 }  // namespace
 
 void register_view_cases(std::vector<OpCase>& out) {
-  add_view(out, "reshape", [](const Tensor& x) { return x.reshape({21, 13}); }, {21, 13},
-           [](const Shape& i) { return i[0] * 13 + i[1]; });
-  add_view(out, "transpose", [](const Tensor& x) { return x.transpose(0, 2); }, {13, 7, 3},
-           [](const Shape& i) { return flat(i[2], i[1], i[0]); });
-  add_view(out, "permute", [](const Tensor& x) { return x.permute({1, 2, 0}); }, {7, 13, 3},
-           [](const Shape& i) { return flat(i[2], i[0], i[1]); });
-  add_view(out, "narrow", [](const Tensor& x) { return x.narrow(1, 2, 4); }, {3, 4, 13},
-           [](const Shape& i) { return flat(i[0], i[1] + 2, i[2]); });
-  add_view(out, "slice_of_transpose", [](const Tensor& x) { return x.transpose(1, 2).slice(1, 3, 10); }, {3, 7, 7},
-           [](const Shape& i) { return flat(i[0], i[2], i[1] + 3); });
-  add_view(out, "expand", [](const Tensor& x) { return x.narrow(0, 1, 1).expand({4, 7, 13}); }, {4, 7, 13},
-           [](const Shape& i) { return flat(1, i[1], i[2]); });
-  add_view(out, "unsqueeze_squeeze", [](const Tensor& x) { return x.unsqueeze(1).squeeze(1).unsqueeze(-1); },
-           {3, 7, 13, 1}, [](const Shape& i) { return flat(i[0], i[1], i[2]); });
-  add_view(out, "reshape_of_transpose", [](const Tensor& x) { return x.transpose(0, 1).reshape({7, 39}); }, {7, 39},
-           [](const Shape& i) { return flat(i[1] / 13, i[0], i[1] % 13); });
-  add_view(out, "flatten", [](const Tensor& x) { return x.flatten(1); }, {3, 91},
-           [](const Shape& i) { return i[0] * 91 + i[1]; });
-  add_view(out, "clone", [](const Tensor& x) { return x.clone(); }, {3, 7, 13},
-           [](const Shape& i) { return flat(i[0], i[1], i[2]); });
+  add_view(
+      out, "reshape",
+      [](const Tensor& x) {
+        return x.reshape({21, 13});
+      },
+      {21, 13}, [](const Shape& i) { return i[0] * 13 + i[1]; });
+  add_view(
+      out, "transpose", [](const Tensor& x) { return x.transpose(0, 2); }, {13, 7, 3},
+      [](const Shape& i) { return flat(i[2], i[1], i[0]); });
+  add_view(
+      out, "permute",
+      [](const Tensor& x) {
+        return x.permute({1, 2, 0});
+      },
+      {7, 13, 3}, [](const Shape& i) { return flat(i[2], i[0], i[1]); });
+  add_view(
+      out, "narrow", [](const Tensor& x) { return x.narrow(1, 2, 4); }, {3, 4, 13},
+      [](const Shape& i) { return flat(i[0], i[1] + 2, i[2]); });
+  add_view(
+      out, "slice_of_transpose", [](const Tensor& x) { return x.transpose(1, 2).slice(1, 3, 10); }, {3, 7, 7},
+      [](const Shape& i) { return flat(i[0], i[2], i[1] + 3); });
+  add_view(
+      out, "expand",
+      [](const Tensor& x) {
+        return x.narrow(0, 1, 1).expand({4, 7, 13});
+      },
+      {4, 7, 13}, [](const Shape& i) { return flat(1, i[1], i[2]); });
+  add_view(
+      out, "unsqueeze_squeeze", [](const Tensor& x) { return x.unsqueeze(1).squeeze(1).unsqueeze(-1); }, {3, 7, 13, 1},
+      [](const Shape& i) { return flat(i[0], i[1], i[2]); });
+  add_view(
+      out, "reshape_of_transpose",
+      [](const Tensor& x) {
+        return x.transpose(0, 1).reshape({7, 39});
+      },
+      {7, 39}, [](const Shape& i) { return flat(i[1] / 13, i[0], i[1] % 13); });
+  add_view(
+      out, "flatten", [](const Tensor& x) { return x.flatten(1); }, {3, 91},
+      [](const Shape& i) { return i[0] * 91 + i[1]; });
+  add_view(
+      out, "clone", [](const Tensor& x) { return x.clone(); }, {3, 7, 13},
+      [](const Shape& i) { return flat(i[0], i[1], i[2]); });
 }
 
 }  // namespace posgrad

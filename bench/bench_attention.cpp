@@ -16,8 +16,8 @@
 //
 // Usage: bench_attention [--T 128,512,2048] [--B 1] [--H 8] [--D 64] [--methods none,rope,...]
 //                        [--min-ms 300] [--max-reps 15]
-#include <CLI/CLI.hpp>
 #include <omp.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
   app.add_option("--min-ms", min_ms, "Minimum timed milliseconds per method and length")
       ->check(CLI::Range(0.0, 1e7))
       ->capture_default_str();
-  app.add_option("--max-reps", max_reps, "Maximum alternating repetitions")->check(CLI::Range(1, 1 << 20))
+  app.add_option("--max-reps", max_reps, "Maximum alternating repetitions")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -162,12 +163,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_attention: unknown encoding '%s' (known: %s)\n", m.c_str(), known.c_str());
       return 2;
     }
-  std::printf("attention forward+backward, float32, B=%lld H=%lld D=%lld, causal, %d OpenMP threads\n",
-              (long long)B, (long long)H, (long long)D, omp_get_max_threads());
-  std::printf("time: best and median ms of alternating fused/naive samples (best is the robust figure on a\n"
-              "shared machine); mem: peak extra MiB beyond the inputs; ratios naive/fused\n\n");
-  std::printf("| method     |     T | fused best | naive best | ratio | fused med | naive med | ratio | fused MiB | naive MiB | ratio | max rel diff |\n");
-  std::printf("|------------|------:|-----------:|-----------:|------:|----------:|----------:|------:|----------:|----------:|------:|-------------:|\n");
+  std::printf("attention forward+backward, float32, B=%lld H=%lld D=%lld, causal, %d OpenMP threads\n", (long long)B,
+              (long long)H, (long long)D, omp_get_max_threads());
+  std::printf(
+      "time: best and median ms of alternating fused/naive samples (best is the robust figure on a\n"
+      "shared machine); mem: peak extra MiB beyond the inputs; ratios naive/fused\n\n");
+  std::printf(
+      "| method     |     T | fused best | naive best | ratio | fused med | naive med | ratio | fused MiB | naive MiB "
+      "| ratio | max rel diff |\n");
+  std::printf(
+      "|------------|------:|-----------:|-----------:|------:|----------:|----------:|------:|----------:|----------:|"
+      "------:|-------------:|\n");
   int status = 0;
   for (const auto& method : methods)
     for (int64_t T : Ts) {
@@ -202,9 +208,10 @@ int main(int argc, char** argv) {
       }
       const double f_ms = median(tf), n_ms = median(tn);
       const double f_best = *std::min_element(tf.begin(), tf.end()), n_best = *std::min_element(tn.begin(), tn.end());
-      std::printf("| %-10s | %5lld | %10.2f | %10.2f | %4.1fx | %9.2f | %9.2f | %4.1fx | %9.2f | %9.2f | %4.1fx | %12.2e |\n",
-                  method.c_str(), (long long)T, f_best, n_best, n_best / f_best, f_ms, n_ms, n_ms / f_ms,
-                  mf / 1048576.0, mn / 1048576.0, double(mn) / double(mf), rel);
+      std::printf(
+          "| %-10s | %5lld | %10.2f | %10.2f | %4.1fx | %9.2f | %9.2f | %4.1fx | %9.2f | %9.2f | %4.1fx | %12.2e |\n",
+          method.c_str(), (long long)T, f_best, n_best, n_best / f_best, f_ms, n_ms, n_ms / f_ms, mf / 1048576.0,
+          mn / 1048576.0, double(mn) / double(mf), rel);
       std::fflush(stdout);
     }
   if (status) std::printf("\nVALIDATION FAILED: fused and naive differ by more than 1e-4 (relative)\n");

@@ -33,15 +33,21 @@ int main(int argc, char** argv) {
   std::string pos = "rope";
   int64_t steps = 20, warmup = 3, batch = 12, threads = 0, layers = 4, width = 128, context = 64;
   app.add_option("--pos", pos, "Position encoding")->capture_default_str();
-  app.add_option("--steps", steps, "Timed steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
-  app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+  app.add_option("--steps", steps, "Timed steps")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--warmup", warmup, "Untimed steps first")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->capture_default_str();
   app.add_option("--batch", batch, "Global batch (sequences per step, over all processes)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))->capture_default_str();
-  app.add_option("--layers", layers, "Layers")->check(CLI::Range(int64_t{1}, int64_t{64}))->capture_default_str();
-  app.add_option("--width", width, "Embedding width (4 heads)")->check(CLI::Range(int64_t{4}, int64_t{4096}))
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))
       ->capture_default_str();
-  app.add_option("--context", context, "Context length")->check(CLI::Range(int64_t{1}, int64_t{8192}))
+  app.add_option("--layers", layers, "Layers")->check(CLI::Range(int64_t{1}, int64_t{64}))->capture_default_str();
+  app.add_option("--width", width, "Embedding width (4 heads)")
+      ->check(CLI::Range(int64_t{4}, int64_t{4096}))
+      ->capture_default_str();
+  app.add_option("--context", context, "Context length")
+      ->check(CLI::Range(int64_t{1}, int64_t{8192}))
       ->capture_default_str();
   app.add_option("--threads", threads, "OpenMP threads per process (0: cores / processes)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
@@ -100,11 +106,12 @@ int main(int argc, char** argv) {
     }
     // Rank 0 reports; the steps are synchronous, so its times are the job's.
     if (w.is_root())
-      std::printf("processes=%d threads/process=%d layers=%ld width=%ld context=%ld global_batch=%ld params=%ld "
-                  "tokens/s=%.0f ms/step=%.2f allreduce_share=%.1f%% allreduce_alone_ms=%.2f\n",
-                  w.size(), omp_get_max_threads(), long(layers), long(width), long(context), long(batch),
-                  long(model.num_parameters()), 1000.0 * static_cast<double>(batch * context) / med, med,
-                  100.0 * reduce_s / total_s, alone_ms);
+      std::printf(
+          "processes=%d threads/process=%d layers=%ld width=%ld context=%ld global_batch=%ld params=%ld "
+          "tokens/s=%.0f ms/step=%.2f allreduce_share=%.1f%% allreduce_alone_ms=%.2f\n",
+          w.size(), omp_get_max_threads(), long(layers), long(width), long(context), long(batch),
+          long(model.num_parameters()), 1000.0 * static_cast<double>(batch * context) / med, med,
+          100.0 * reduce_s / total_s, alone_ms);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_dist: error: %s\n", e.what());
     status = 1;

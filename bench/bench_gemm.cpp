@@ -46,8 +46,8 @@ extern "C" char* openblas_get_corename(void);
 
 namespace posgrad::kernels::cpu {
 template <typename T>
-void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda,
-          int64_t ldb, bool trans_a, bool trans_b, T alpha, T beta);
+void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda, int64_t ldb,
+          bool trans_a, bool trans_b, T alpha, T beta);
 }  // namespace posgrad::kernels::cpu
 
 namespace {
@@ -99,15 +99,14 @@ bool parse_shapes(const char* text, std::vector<shape>& out) {
 }
 
 void run_posgrad(const shape& s, const float* A, const float* B, float* C) {
-  posgrad::kernels::cpu::gemm<float>(C, A, B, s.M, s.N, s.K, s.N, s.ta ? s.M : s.K, s.tb ? s.K : s.N, s.ta,
-                                     s.tb, 1.0f, 0.0f);
+  posgrad::kernels::cpu::gemm<float>(C, A, B, s.M, s.N, s.K, s.N, s.ta ? s.M : s.K, s.tb ? s.K : s.N, s.ta, s.tb, 1.0f,
+                                     0.0f);
 }
 
 void run_openblas(const shape& s, const float* A, const float* B, float* C) {
-  cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(s.M), static_cast<int>(s.N), static_cast<int>(s.K), 1.0f, A,
-              static_cast<int>(s.ta ? s.M : s.K), B, static_cast<int>(s.tb ? s.K : s.N), 0.0f, C,
-              static_cast<int>(s.N));
+  cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, static_cast<int>(s.M),
+              static_cast<int>(s.N), static_cast<int>(s.K), 1.0f, A, static_cast<int>(s.ta ? s.M : s.K), B,
+              static_cast<int>(s.tb ? s.K : s.N), 0.0f, C, static_cast<int>(s.N));
 }
 
 template <typename F>
@@ -171,8 +170,8 @@ int main(int argc, char** argv) {
       "alternating samples of >= %.0f ms, OPENBLAS_THREAD_TIMEOUT=%s\n",
       gd::gemm_isa_name(gd::gemm_active_isa()), openblas_get_corename(), threads, reps, min_ms,
       std::getenv("OPENBLAS_THREAD_TIMEOUT") ? std::getenv("OPENBLAS_THREAD_TIMEOUT") : "default");
-  std::printf("# %5s %5s %5s %-5s %15s %16s  %s  %s\n", "M", "N", "K", "op", "posgrad_GFLOPs",
-              "openblas_GFLOPs", "ratio", "max_rel_err");
+  std::printf("# %5s %5s %5s %-5s %15s %16s  %s  %s\n", "M", "N", "K", "op", "posgrad_GFLOPs", "openblas_GFLOPs",
+              "ratio", "max_rel_err");
 
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -205,11 +204,9 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
       // A pause lets the other library's spinning workers go idle first.
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      t_posgrad.push_back(
-          seconds_per_call([&] { run_posgrad(s, A.data(), B.data(), c_posgrad.data()); }, calls));
+      t_posgrad.push_back(seconds_per_call([&] { run_posgrad(s, A.data(), B.data(), c_posgrad.data()); }, calls));
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      t_openblas.push_back(
-          seconds_per_call([&] { run_openblas(s, A.data(), B.data(), c_openblas.data()); }, calls));
+      t_openblas.push_back(seconds_per_call([&] { run_openblas(s, A.data(), B.data(), c_openblas.data()); }, calls));
     }
     const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
     const double gf_posgrad = flops / median(t_posgrad) * 1e-9;

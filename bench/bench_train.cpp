@@ -8,13 +8,13 @@
 // where a step's time goes: GEMMs, attention, norms, elementwise, softmax / cross-entropy, views and
 // copies, gradient accumulation, the optimizer (clip + AdamW + zero_grad), and the remainder (graph
 // building, the engine, allocation outside the ops).
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <map>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "autograd/ops.h"
@@ -59,14 +59,16 @@ void print_profile(const std::vector<profiler::Entry>& entries, double step_ms, 
     std::printf("  %-34s %10.3f %10.3f %10.3f %6.1f%%\n", c.c_str(), cat[c].first, cat[c].second, t, 100 * t / step_ms);
     for (const auto& e : entries)  // its ops, with calls per step
       if (category(e.op) == c)
-        std::printf("    %-32s %10.3f %10.3f %10.3f %7s  %lld + %lld calls\n", e.op.c_str(), 1e3 * e.forward_s / double(steps),
-                    1e3 * e.backward_s / double(steps), 1e3 * (e.forward_s + e.backward_s) / double(steps), "",
-                    (long long)(e.forward_calls / steps), (long long)(e.backward_calls / steps));
+        std::printf("    %-32s %10.3f %10.3f %10.3f %7s  %lld + %lld calls\n", e.op.c_str(),
+                    1e3 * e.forward_s / double(steps), 1e3 * e.backward_s / double(steps),
+                    1e3 * (e.forward_s + e.backward_s) / double(steps), "", (long long)(e.forward_calls / steps),
+                    (long long)(e.backward_calls / steps));
   }
   std::printf("  %-34s %10s %10s %10.3f %6.1f%%\n", "optimizer (clip, AdamW, zero_grad)", "", "", optim_ms,
               100 * optim_ms / step_ms);
   const double rest = step_ms - ops - optim_ms;
-  std::printf("  %-34s %10s %10s %10.3f %6.1f%%\n", "graph, engine, allocation, other", "", "", rest, 100 * rest / step_ms);
+  std::printf("  %-34s %10s %10s %10.3f %6.1f%%\n", "graph, engine, allocation, other", "", "", rest,
+              100 * rest / step_ms);
   std::printf("  %-34s %10s %10s %10.3f\n", "step", "", "", step_ms);
 }
 
@@ -83,11 +85,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--device", device, "cpu or cuda[:N]")->capture_default_str();
   app.add_option("--methods", methods, "Comma-separated encodings (registered kinds)")->capture_default_str();
-  app.add_option("--steps", steps, "Timed steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
-  app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+  app.add_option("--steps", steps, "Timed steps")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--context", context, "Sequence length T of each step (0: the size's default; the comparison's cost "
-                                      "benchmark runs the nanogpt size at its --cost-lengths)")
+  app.add_option("--warmup", warmup, "Untimed steps first")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--context", context,
+                 "Sequence length T of each step (0: the size's default; the comparison's cost "
+                 "benchmark runs the nanogpt size at its --cost-lengths)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
   app.add_option("--batch", batch, "Sequences per step (0: the size's default)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));

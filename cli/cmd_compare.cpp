@@ -3,12 +3,12 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "data/process.h"
 #include "compare/compare.h"
-#include "train/interrupt.h"
 #include "compare/options.h"
-#include "train/options.h"
 #include "compare/report.h"
+#include "data/process.h"
+#include "train/interrupt.h"
+#include "train/options.h"
 
 namespace posgrad::cli {
 
@@ -28,22 +28,25 @@ void late_signal(const std::string& dir) {
 
 void add_compare(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "compare", "Train the same model with each position encoding and measure perplexity, accuracy, extrapolation, "
-                 "speed and memory (writes report.md, results.csv and plots); re-running the same command resumes");
+      "compare",
+      "Train the same model with each position encoding and measure perplexity, accuracy, extrapolation, "
+      "speed and memory (writes report.md, results.csv and plots); re-running the same command resumes");
   auto preset = std::make_shared<std::string>("quick");
   auto config = std::make_shared<std::string>();
   std::string presets;
   for (const auto& n : train::compare_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   sub->add_option("--preset", *preset,
                   "Named configuration that sets the defaults (options given explicitly win): quick (all methods in "
-                  "minutes on 2 cores), full (hours), tiny (seconds, for tests); one of " + presets)
+                  "minutes on 2 cores), full (hours), tiny (seconds, for tests); one of " +
+                      presets)
       ->check(CLI::IsMember(train::compare_preset_names()))
       ->capture_default_str();
   sub->add_option("--config", *config, "JSON file of option values (keys: the option names); applied after the preset");
   auto dry_run = std::make_shared<bool>(false);
-  sub->add_flag("--dry-run", *dry_run,
-                "Resolve and validate the configuration (memory included) and the corpus against it (loaded and tokenised: "
-                "every refusal of the real run before training), print it (JSON) and exit");
+  sub->add_flag(
+      "--dry-run", *dry_run,
+      "Resolve and validate the configuration (memory included) and the corpus against it (loaded and tokenised: "
+      "every refusal of the real run before training), print it (JSON) and exit");
   auto given = add_table(sub, train::compare_options(), train::compare_preset("quick"));
   sub->footer("Defaults shown are the 'quick' preset's.\n\n" + exit_status_help());
   collect_extras(sub);
@@ -55,10 +58,10 @@ void add_compare(CLI::App& app) {
     spdlog::info("configuration: preset '{}', given: {}", *preset, describe(values));
     if (*dry_run) {
       cfg.validate();
-      train::check_same_experiment(cfg);  // what the run would refuse in an existing --out-dir
+      train::check_same_experiment(cfg);            // what the run would refuse in an existing --out-dir
       DirectoryLock::check_available(cfg.out_dir);  // writable, and no other process writing there
-      train::check_compare_data(cfg);     // and what it would refuse of the corpus, before training
-      train::check_kept_units(cfg);       // and every finished unit it would keep
+      train::check_compare_data(cfg);               // and what it would refuse of the corpus, before training
+      train::check_kept_units(cfg);                 // and every finished unit it would keep
       fmt::print("{}\n", cfg.to_json().dump(2));
       return;
     }
@@ -72,8 +75,9 @@ void add_compare(CLI::App& app) {
 
 void add_report(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "report", "Re-render report.md, results.csv, cost.csv and the plots of a finished comparison from its results.json "
-                "(no training)");
+      "report",
+      "Re-render report.md, results.csv, cost.csv and the plots of a finished comparison from its results.json "
+      "(no training)");
   auto dir = std::make_shared<std::string>();
   sub->add_option("RUN_DIR", *dir, "Experiment directory of posgrad compare (holds results.json)")->required();
   sub->footer(exit_status_help());

@@ -49,14 +49,15 @@ void add_info(CLI::App& app) {
   sub->footer(exit_status_help());
   sub->callback([] {
     fmt::print("posgrad 0.1.0\n");
-    fmt::print("CUDA backend : {}\n", POSGRAD_HAVE_CUDA ? (cuda_available() ? "built, GPU present" : "built, no GPU present")
-                                                      : "not built");
+    fmt::print("CUDA backend : {}\n",
+               POSGRAD_HAVE_CUDA ? (cuda_available() ? "built, GPU present" : "built, no GPU present") : "not built");
     fmt::print("OpenMP       : {} threads\n", omp_get_max_threads());
-    fmt::print("processes    : {} ({}, this one rank {}; MPI {}, NCCL {})\n", dist::world().size(), dist::world().name(),
-               dist::world().rank(), dist::mpi_built() ? "built" : "not built", dist::nccl_built() ? "built" : "not built");
+    fmt::print("processes    : {} ({}, this one rank {}; MPI {}, NCCL {})\n", dist::world().size(),
+               dist::world().name(), dist::world().rank(), dist::mpi_built() ? "built" : "not built",
+               dist::nccl_built() ? "built" : "not built");
     __builtin_cpu_init();
     fmt::print("CPU SIMD     : {}\n", __builtin_cpu_supports("avx512f") ? "AVX-512"
-                                       : __builtin_cpu_supports("avx2")  ? "AVX2"
+                                      : __builtin_cpu_supports("avx2")  ? "AVX2"
                                                                         : "portable");
     std::string kinds, presets;
     for (const auto& k : nn::position_encoding_kinds()) kinds += (kinds.empty() ? "" : " ") + k;

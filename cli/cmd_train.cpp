@@ -9,12 +9,12 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "compare/studies/encoder/encoder.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/process.h"
 #include "dist/communicator.h"
 #include "train/checkpoint.h"
-#include "compare/studies/encoder/encoder.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "train/options.h"
@@ -52,8 +52,9 @@ train::TrainConfig resolve(const TrainCommand& c, CLI::App* sub, std::unique_ptr
     return cfg;
   }
   if (sub->get_option("--preset")->count() > 0)
-    throw UsageError("--preset cannot be combined with --resume: the run's saved configuration is the base; give "
-                     "single options to change them");
+    throw UsageError(
+        "--preset cannot be combined with --resume: the run's saved configuration is the base; give "
+        "single options to change them");
   std::string dir = train::train_preset(c.preset).out_dir;
   for (const auto& [name, v] : values)
     if (name == "out_dir") dir = std::get<std::string>(v);
@@ -107,10 +108,13 @@ void require_some_run(const std::string& dir) {
 // the caller will run, from the run's configuration.
 std::unique_ptr<train::LoadedModel> load_run(const std::string& dir, const std::string& device,
                                              const std::function<int64_t(const train::TrainConfig&)>& longest_context) {
-  // An encoder of the comparison's encoder track (compare/studies/encoder/encoder.h) is no decoder run: say what reads it.
+  // An encoder of the comparison's encoder track (compare/studies/encoder/encoder.h) is no decoder run: say what reads
+  // it.
   if (std::filesystem::exists(dir + "/encoder.safetensors") && !std::filesystem::exists(dir + "/checkpoint"))
-    throw IoError("'" + dir + "' holds a bidirectional encoder of the encoder track, not a decoder run: use "
-                  "posgrad fill-mask --run " + dir + " (and posgrad eval --run " + dir + " for its masked-token accuracy)");
+    throw IoError("'" + dir +
+                  "' holds a bidirectional encoder of the encoder track, not a decoder run: use "
+                  "posgrad fill-mask --run " +
+                  dir + " (and posgrad eval --run " + dir + " for its masked-token accuracy)");
   auto r = train::load_model(dir, longest_context);
   Device dev;
   try {
@@ -130,7 +134,8 @@ void eval_encoder(const train::EvalOptions& o) {
     throw UsageError("--device " + o.device + ": an encoder of the encoder track is evaluated on the CPU");
   const auto enc = train::load_encoder(o.run);
   if (enc->corpus.is_null() || enc->length <= 0)
-    throw IoError(o.run + "/encoder.safetensors does not record the text it was pretrained on (saved by an older "
+    throw IoError(o.run +
+                  "/encoder.safetensors does not record the text it was pretrained on (saved by an older "
                   "posgrad); measure it again with posgrad compare --track encoder");
   const int64_t L = enc->length, positions = enc->model->config().model.block_size;
   const std::vector<int64_t> ctx = o.contexts.empty() ? std::vector<int64_t>{L, 2 * L, 4 * L} : o.contexts;
@@ -197,8 +202,9 @@ void add_train(CLI::App& app) {
   sub->add_flag("--resume", c->resume,
                 "Continue the run in --out-dir from its checkpoint: its saved configuration is the base, options "
                 "given explicitly change it (logged); model and data options cannot change");
-  sub->add_flag("--dry-run", c->dry_run,
-                "Resolve and validate the configuration, print it (config.json form) and the memory estimate, and exit");
+  sub->add_flag(
+      "--dry-run", c->dry_run,
+      "Resolve and validate the configuration, print it (config.json form) and the memory estimate, and exit");
   sub->add_option("--stop-after", c->stop_after, "Stop after this many steps without a final checkpoint (testing)")
       ->group("");
   c->given = add_table(sub, train::train_options(), train::train_preset("default"));
@@ -211,16 +217,18 @@ void add_train(CLI::App& app) {
 }
 
 void add_eval(CLI::App& app) {
-  auto* sub = app.add_subcommand("eval", "Evaluate a trained run: loss, perplexity and accuracy at several context lengths "
-                                         "(an encoder of compare --track encoder|both: masked-token loss and accuracy)");
+  auto* sub = app.add_subcommand("eval",
+                                 "Evaluate a trained run: loss, perplexity and accuracy at several context lengths "
+                                 "(an encoder of compare --track encoder|both: masked-token loss and accuracy)");
   auto config = std::make_shared<std::string>();
   sub->add_option("--config", *config, "JSON file of option values (keys: the option names)");
   auto given = add_table(sub, train::eval_options(), train::EvalOptions{});
-  sub->footer("The run's corpus is read from the absolute path recorded at training, from any working directory; "
-              "when that file's size or FNV-1a hash differs from the recorded ones, eval refuses it (exit 1, naming "
-              "both). Non-finite scores (a NaN weight) exit 3. A learned table's positions past the training "
-              "length print n/a.\n\n" +
-              exit_status_help());
+  sub->footer(
+      "The run's corpus is read from the absolute path recorded at training, from any working directory; "
+      "when that file's size or FNV-1a hash differs from the recorded ones, eval refuses it (exit 1, naming "
+      "both). Non-finite scores (a NaN weight) exit 3. A learned table's positions past the training "
+      "length print n/a.\n\n" +
+      exit_status_help());
   collect_extras(sub);
   sub->callback([sub, config, given] {
     check_extras(sub);
@@ -252,8 +260,8 @@ void add_eval(CLI::App& app) {
     for (int64_t c : ctx) {
       const int64_t limit = r->model->position_encoding().max_length();
       if (limit >= 0 && c > limit) {
-        fmt::print("{:>8} {:>10} {:>12} {:>10} {:>8}   ({} positions beyond the learned table of {})\n", c, "n/a", "n/a",
-                   "n/a", 0, c, limit);
+        fmt::print("{:>8} {:>10} {:>12} {:>10} {:>8}   ({} positions beyond the learned table of {})\n", c, "n/a",
+                   "n/a", "n/a", 0, c, limit);
         continue;
       }
       train::EvalResult e = train::evaluate_tokens(*r->model, ds.val(), c, o.windows, 0, Device::parse(o.device));
@@ -266,7 +274,8 @@ void add_eval(CLI::App& app) {
 }
 
 void add_sample(CLI::App& app) {
-  auto* sub = app.add_subcommand("sample", "Generate text from a trained run (the text goes to stdout, the log to stderr)");
+  auto* sub =
+      app.add_subcommand("sample", "Generate text from a trained run (the text goes to stdout, the log to stderr)");
   auto config = std::make_shared<std::string>();
   sub->add_option("--config", *config, "JSON file of option values (keys: the option names)");
   auto given = add_table(sub, train::sample_options(), train::SampleOptions{});
@@ -278,12 +287,12 @@ void add_sample(CLI::App& app) {
     const auto o = resolve_simple(train::sample_options(), *config, *given);
     const auto r = load_run(o.run, o.device, [](const train::TrainConfig& cfg) { return cfg.model.block_size; });
     const auto t0 = std::chrono::steady_clock::now();
-    const std::string text =
-        train::sample_text(*r->model, *r->tokenizer, o.prompt, o.tokens, o.temperature, o.top_k, o.seed,
-                           Device::parse(o.device), o.kv_cache);
+    const std::string text = train::sample_text(*r->model, *r->tokenizer, o.prompt, o.tokens, o.temperature, o.top_k,
+                                                o.seed, Device::parse(o.device), o.kv_cache);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fmt::print("{}{}\n", o.prompt, text);
-    spdlog::info("{} tokens in {:.2f} s ({:.0f} tokens/s)", o.tokens, s, static_cast<double>(o.tokens) / std::max(s, 1e-9));
+    spdlog::info("{} tokens in {:.2f} s ({:.0f} tokens/s)", o.tokens, s,
+                 static_cast<double>(o.tokens) / std::max(s, 1e-9));
   });
 }
 

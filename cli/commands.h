@@ -18,7 +18,7 @@ void add_sample(CLI::App& app);
 void add_gradcheck(CLI::App& app);
 void add_info(CLI::App& app);
 void add_compare(CLI::App& app);
-void add_report(CLI::App& app);  // re-renders a finished comparison
+void add_report(CLI::App& app);     // re-renders a finished comparison
 void add_fill_mask(CLI::App& app);  // an encoder of the comparison's encoder track fills masks
 
 // Refuses (CommandLineError, exit 2) a subcommand that runs in one process (eval, sample, fill-mask,

@@ -24,7 +24,8 @@ std::string exit_status_help() {
   return "Exit status: 0 success; 1 data or I/O error (a missing, unreadable or corrupt file, an unavailable "
          "device, out of memory); 2 usage error (an unknown option, a value out of range, a bad configuration file, "
          "a configuration too large for this machine); 3 numerical failure (non-finite loss, gradient or logits; "
-         "the last good checkpoint is kept); 70 internal error (a bug in posgrad); 130 train, compare or report interrupted by "
+         "the last good checkpoint is kept); 70 internal error (a bug in posgrad); 130 train, compare or report "
+         "interrupted by "
          "SIGINT or SIGTERM (a checkpoint was written; the message says how to resume; other subcommands end with the "
          "signal's own status, 128 + its number).";
 }
@@ -32,9 +33,10 @@ std::string exit_status_help() {
 void require_single_process(const std::string& subcommand) {
   const auto& w = dist::world();
   if (w.size() > 1)
-    throw CommandLineError("posgrad " + subcommand + " runs in one process, and this is one of " + std::to_string(w.size()) +
-                     " started by a launcher (mpirun, srun), which would all do the same work and write the same files: "
-                     "run it without the launcher");
+    throw CommandLineError(
+        "posgrad " + subcommand + " runs in one process, and this is one of " + std::to_string(w.size()) +
+        " started by a launcher (mpirun, srun), which would all do the same work and write the same files: "
+        "run it without the launcher");
 }
 
 }  // namespace posgrad::cli
@@ -45,8 +47,10 @@ namespace {
 // job (MPI_Abort): the others may be waiting for it inside a collective.
 int fail(int status, const std::string& what) {
   auto& w = posgrad::dist::world();
-  if (w.size() > 1) fmt::print(stderr, "posgrad: error: [rank {}/{}] {}\n", w.rank(), w.size(), what);
-  else fmt::print(stderr, "posgrad: error: {}\n", what);
+  if (w.size() > 1)
+    fmt::print(stderr, "posgrad: error: [rank {}/{}] {}\n", w.rank(), w.size(), what);
+  else
+    fmt::print(stderr, "posgrad: error: {}\n", what);
   std::fflush(stderr);
   posgrad::dist::abort_world(status);
   return status;
@@ -112,8 +116,9 @@ int run(int argc, char** argv) {
   } catch (const train::Interrupted& e) {
     // Shell-quoted, so that the line can be pasted whatever the directory is called.
     auto quote = [](const std::string& s) {
-      if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=,:+@") ==
-                            std::string::npos)
+      if (!s.empty() &&
+          s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=,:+@") ==
+              std::string::npos)
         return s;
       std::string q = "'";
       for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -126,8 +131,8 @@ int run(int argc, char** argv) {
       for (int i = 0; i < argc; ++i) resume += (i ? " " : "") + quote(argv[i]);
     }
     if (dist::world().size() > 1)
-      resume += fmt::format("   (with the same launcher and {} processes, e.g. mpirun -np {} ...)", dist::world().size(),
-                            dist::world().size());
+      resume += fmt::format("   (with the same launcher and {} processes, e.g. mpirun -np {} ...)",
+                            dist::world().size(), dist::world().size());
     if (dist::world().is_root()) fmt::print(stderr, "posgrad: {}\nposgrad: to continue, run: {}\n", e.what(), resume);
     return 130;
   } catch (const train::NonFiniteLoss& e) {
@@ -139,13 +144,15 @@ int run(int argc, char** argv) {
   } catch (const std::filesystem::filesystem_error& e) {
     return fail(1, e.what());
   } catch (const std::bad_alloc&) {
-    return fail(1, "out of memory (the configuration's estimate fitted, the allocation did not: reduce --batch-size "
-                   "or the model size)");
+    return fail(1,
+                "out of memory (the configuration's estimate fitted, the allocation did not: reduce --batch-size "
+                "or the model size)");
   } catch (const std::exception& e) {
     return fail(70, std::string("internal error (a bug in posgrad; please report it): ") + e.what());
   }
   // Results that could not be written (a full disk, a closed pipe) are a failure, not a success.
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail(1, std::string("cannot write the output: ") + std::strerror(errno));
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    return fail(1, std::string("cannot write the output: ") + std::strerror(errno));
   return 0;
 }
 

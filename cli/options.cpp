@@ -5,7 +5,8 @@
 
 namespace posgrad::cli {
 
-void add_spec(CLI::App* sub, const opt::Spec& spec, const std::string& shown_default, std::shared_ptr<GivenText> given) {
+void add_spec(CLI::App* sub, const opt::Spec& spec, const std::string& shown_default,
+              std::shared_ptr<GivenText> given) {
   std::string desc = spec.help;
   if (!spec.unit.empty()) desc += " (" + spec.unit + ")";
   desc += "; " + spec.constraint();
@@ -14,7 +15,9 @@ void add_spec(CLI::App* sub, const opt::Spec& spec, const std::string& shown_def
   sub->add_option_function<std::string>(
          spec.flag(), [given, name](const std::string& v) { (*given)[name] = v; }, desc)
       ->type_name(spec.type_name())
-      ->default_str(shown_default.empty() ? "\"\"" : shown_default == "\n" ? "\"\\n\"" : shown_default)
+      ->default_str(shown_default.empty()   ? "\"\""
+                    : shown_default == "\n" ? "\"\\n\""
+                                            : shown_default)
       ->multi_option_policy(CLI::MultiOptionPolicy::Throw)
       ->group(spec.group.empty() ? "Options" : spec.group);
 }
@@ -45,7 +48,8 @@ void check_extras(CLI::App* sub) {
   for (const CLI::Option* o : sub->get_options())
     for (const auto& l : o->get_lnames()) known.push_back("--" + l);
   const std::string near = opt::nearest(name, known);
-  throw CommandLineError(where + ": unknown option '" + name + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+  throw CommandLineError(where + ": unknown option '" + name + "'" +
+                         (near.empty() ? "" : " (did you mean '" + near + "'?)"));
 }
 
 std::string describe(const std::vector<std::pair<std::string, opt::Value>>& values) {

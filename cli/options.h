@@ -34,7 +34,8 @@ nlohmann::json read_config_file(const std::string& path);
 // The explicit settings of a command, in table order: the --config file's keys, then the command
 // line's (which win). Each value is parsed and range-checked against its row.
 template <typename S>
-std::vector<std::pair<std::string, opt::Value>> explicit_values(const opt::Table<S>& table, const std::string& config_path,
+std::vector<std::pair<std::string, opt::Value>> explicit_values(const opt::Table<S>& table,
+                                                                const std::string& config_path,
                                                                 const GivenText& given) {
   std::vector<std::pair<std::string, opt::Value>> out;
   auto put = [&](const std::string& name, opt::Value v) {

@@ -90,10 +90,12 @@ Judgement judge_family(std::vector<ClaimTest>& tests, const std::string& missing
     ClaimTest& t = tests[i];
     t.p_holm = adj[i];
     if (t.non_finite) dropped += (dropped.empty() ? "" : ", ") + t.name + " (" + std::to_string(t.non_finite) + ")";
-    if (!t.testable) unclear += (unclear.empty() ? "" : ", ") + t.name + " (" + t.why_not + ")";
+    if (!t.testable)
+      unclear += (unclear.empty() ? "" : ", ") + t.name + " (" + t.why_not + ")";
     else if (t.direction < 0 && t.p_holm < kAlpha)
       against += (against.empty() ? "" : ", ") + t.name + " (p " + p_text(t.p) + ", Holm " + p_text(t.p_holm) + ")";
-    else if (!(t.direction > 0 && t.p < kAlpha)) unclear += (unclear.empty() ? "" : ", ") + t.name + " (p " + p_text(t.p) + ")";
+    else if (!(t.direction > 0 && t.p < kAlpha))
+      unclear += (unclear.empty() ? "" : ", ") + t.name + " (p " + p_text(t.p) + ")";
   }
   const std::string note = dropped.empty() ? "" : "; non-finite per-seed values left out: " + dropped;
   const std::string of = " of " + std::to_string(m);
@@ -104,11 +106,14 @@ Judgement judge_family(std::vector<ClaimTest>& tests, const std::string& missing
                 against + note,
             m};
   if (!unclear.empty()) return {kInconclusive, "not significant at 5% for " + unclear + note, m};
-  return {kSupported, (m == 1 ? std::string("significant at 5% as claimed") : "all" + of + " significant at 5% as claimed") + note, m};
+  return {kSupported,
+          (m == 1 ? std::string("significant at 5% as claimed") : "all" + of + " significant at 5% as claimed") + note,
+          m};
 }
 
 std::vector<ClaimTest> chain_pairs(const ComparisonResult& r, const std::vector<std::string>& chain, const Metric& m,
-                              std::string& missing, const std::map<std::string, std::vector<std::string>>& groups) {
+                                   std::string& missing,
+                                   const std::map<std::string, std::vector<std::string>>& groups) {
   // An inner link of the chain is expanded twice (as the better and as the worse of a pair): the
   // missing names are a set, listed once each in alphabetical order.
   std::set<std::string> absent;

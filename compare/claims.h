@@ -63,13 +63,13 @@ std::string training_budget(const ComparisonResult& r);
 
 // One test of a claim's family.
 struct ClaimTest {
-  std::string name;       // "rope vs deberta", "bf16 / fp32 below 1.01"
+  std::string name;  // "rope vs deberta", "bf16 / fp32 below 1.01"
   bool testable = false;
-  std::string why_not;    // when not testable: the test's reason ("fewer than 2 seeds", "no variance ...")
-  int direction = 0;      // sign of the estimate against the claim: +1 as claimed, -1 against, 0 none
-  double p = NAN;         // two-sided
-  double p_holm = NAN;    // Holm-adjusted over the family (judge_family fills it)
-  int64_t non_finite = 0; // per-seed values left out as not finite
+  std::string why_not;     // when not testable: the test's reason ("fewer than 2 seeds", "no variance ...")
+  int direction = 0;       // sign of the estimate against the claim: +1 as claimed, -1 against, 0 none
+  double p = NAN;          // two-sided
+  double p_holm = NAN;     // Holm-adjusted over the family (judge_family fills it)
+  int64_t non_finite = 0;  // per-seed values left out as not finite
 };
 
 // "a is better than b" on metric m: Welch on the two rows' per-seed values.
@@ -94,7 +94,8 @@ Judgement judge_family(std::vector<ClaimTest>& tests, const std::string& missing
 // in `groups` (every member of the group with values takes part). The links without values are
 // appended to `missing`, once each in alphabetical order.
 std::vector<ClaimTest> chain_pairs(const ComparisonResult& r, const std::vector<std::string>& chain, const Metric& m,
-                              std::string& missing, const std::map<std::string, std::vector<std::string>>& groups = {});
+                                   std::string& missing,
+                                   const std::map<std::string, std::vector<std::string>>& groups = {});
 // "rope 4.3 [4.2, 4.4]; t5 ..." for the rows whose method is configured; "n/a" when none is.
 std::string measured(const ComparisonResult& r, const std::vector<std::string>& rows, const Metric& m);
 

@@ -12,22 +12,22 @@
 #include <sstream>
 
 #include "autograd/ops.h"
-#include "data/corpus.h"
-#include "data/synthetic.h"
-#include "data/fileio.h"
-#include "data/process.h"
-#include "compare/method.h"
 #include "compare/compare_dist.h"
-#include "compare/study.h"
-#include "train/interrupt.h"
+#include "compare/method.h"
 #include "compare/options.h"
-#include "train/options.h"
-#include "train/presets.h"
-#include "compare/studies/encoder/encoder_track.h"
 #include "compare/report.h"
 #include "compare/results.h"
-#include "train/trainer.h"
+#include "compare/studies/encoder/encoder_track.h"
+#include "compare/study.h"
 #include "compare/value_check.h"
+#include "data/corpus.h"
+#include "data/fileio.h"
+#include "data/process.h"
+#include "data/synthetic.h"
+#include "train/interrupt.h"
+#include "train/options.h"
+#include "train/presets.h"
+#include "train/trainer.h"
 
 namespace posgrad::train {
 
@@ -100,7 +100,8 @@ void CompareConfig::validate() const {
   POSGRAD_CHECK(unique(seeds), UsageError, "--seeds lists a seed twice (each seed is one independent run)");
   POSGRAD_CHECK(has(eval_multipliers, 1), UsageError, "--eval-multipliers must include 1 (the training length)");
   POSGRAD_CHECK(has(eval_multipliers, per_position_multiplier), UsageError, "--per-position-multiplier (",
-                per_position_multiplier, ") must be one of --eval-multipliers (the per-position loss comes from that pass)");
+                per_position_multiplier,
+                ") must be one of --eval-multipliers (the per-position loss comes from that pass)");
   const int64_t longest = *std::max_element(eval_multipliers.begin(), eval_multipliers.end()) * base.model.block_size;
   for (const auto& m : methods) {
     POSGRAD_CHECK(canonical_method(m, base.model) == m, UsageError, "--methods '", m, "' is written ",
@@ -112,7 +113,8 @@ void CompareConfig::validate() const {
     } catch (const ValueError& e) {
       if (!is_variant(m)) throw;
       // A variant's own settings: the message names the method, not only the option's flag.
-      throw UsageError("--methods '" + m + "' (its settings replace the experiment's flags of the same name): " + e.what());
+      throw UsageError("--methods '" + m +
+                       "' (its settings replace the experiment's flags of the same name): " + e.what());
     }
     check_memory(b, std::max(longest, per_position_multiplier * base.model.block_size));
     // The evaluation runs the same encoding at the longest length: what it refuses there is refused now.
@@ -122,8 +124,8 @@ void CompareConfig::validate() const {
     try {
       at_longest.validate();
     } catch (const ValueError& e) {
-      throw UsageError("--methods " + m + " at the longest evaluation length (" + std::to_string(at_longest.block_size) +
-                       " tokens, --eval-multipliers): " + e.what());
+      throw UsageError("--methods " + m + " at the longest evaluation length (" +
+                       std::to_string(at_longest.block_size) + " tokens, --eval-multipliers): " + e.what());
     }
   }
   for (const StudyEntry& s : studies())  // each study's own relations between its options
@@ -157,8 +159,8 @@ UnitResult load_kept_unit(const CompareConfig& cfg, const std::string& method, u
     c.fail("method", ValueCheck::quoted(u.method),
            "this is the folder of method " + ValueCheck::quoted(method) + " (a result copied from another unit?)");
   if (u.seed != seed)
-    c.fail("seed", std::to_string(u.seed), "this is the folder of seed " + std::to_string(seed) +
-                                               " (a result copied from another unit?)");
+    c.fail("seed", std::to_string(u.seed),
+           "this is the folder of seed " + std::to_string(seed) + " (a result copied from another unit?)");
   check_unit(u, cfg, result_path, "", advice);
   // ... and its model was trained with this experiment's settings: the unit's own config.json (the
   // Trainer's) must agree on every option that changes a result.
@@ -178,18 +180,21 @@ UnitResult load_kept_unit(const CompareConfig& cfg, const std::string& method, u
     if (o.spec.neutral || n == "max_corpus_bytes" || n == "corpus")  // no result changes (the text: corpus.json)
       continue;
     if (o.get(had) != o.get(want))
-      diff += (diff.empty() ? "" : ", ") + o.spec.flag() + " " + opt::format(o.get(had)) + " there, " + opt::format(o.get(want)) + " now";
+      diff += (diff.empty() ? "" : ", ") + o.spec.flag() + " " + opt::format(o.get(had)) + " there, " +
+              opt::format(o.get(want)) + " now";
   }
   if (!diff.empty())
     throw UsageError(config_path + ": this unit was trained with other settings than the experiment's (" + diff +
-                     "; copied from another experiment?); delete " + dir + " to measure it again, or use the same settings");
+                     "; copied from another experiment?); delete " + dir +
+                     " to measure it again, or use the same settings");
   return u;
 }
 
 void check_kept_units(const CompareConfig& cfg) {
   for (const auto& m : cfg.methods)
     for (uint64_t seed : cfg.seeds)
-      if (fs::exists(cfg.out_dir + "/" + m + "/seed" + std::to_string(seed) + "/result.json")) (void)load_kept_unit(cfg, m, seed);
+      if (fs::exists(cfg.out_dir + "/" + m + "/seed" + std::to_string(seed) + "/result.json"))
+        (void)load_kept_unit(cfg, m, seed);
 }
 
 namespace {
@@ -218,8 +223,10 @@ class Progress {
     std::map<std::string, size_t> untimed;
     for (size_t i = started_; i < kinds_.size(); ++i) {  // the units after the current one
       const auto it = timed_.find(kinds_[i]);
-      if (it == timed_.end()) ++untimed[kinds_[i]];
-      else left += it->second.first / static_cast<double>(it->second.second);
+      if (it == timed_.end())
+        ++untimed[kinds_[i]];
+      else
+        left += it->second.first / static_cast<double>(it->second.second);
     }
     if (started_ > 0) {  // the rest of the current unit, when its kind has a mean
       const auto it = timed_.find(kinds_[started_ - 1]);
@@ -368,7 +375,8 @@ void check_same_experiment(const CompareConfig& cfg) {
   const fs::path encoder_dir = fs::path(cfg.out_dir) / "encoder";
   for (auto it = fs::recursive_directory_iterator(cfg.out_dir, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
-    const bool checkpoint = it->path().filename() == "state.json" && it->path().parent_path().filename() == "checkpoint";
+    const bool checkpoint =
+        it->path().filename() == "state.json" && it->path().parent_path().filename() == "checkpoint";
     if (it->path().filename() != "result.json" && !checkpoint) continue;
     const auto rel = it->path().lexically_relative(encoder_dir);
     (!rel.empty() && *rel.begin() != ".." ? encoder_finished : decoder_finished) = true;
@@ -386,11 +394,13 @@ void check_same_experiment(const CompareConfig& cfg) {
     }
     const std::string text = data::load_corpus(cfg.base.corpus, cfg.base.data_dir, cfg.base.max_corpus_bytes);
     const nlohmann::json now = data::corpus_record(cfg.base.corpus, cfg.base.data_dir, text);
-    if (rec.value("fnv1a64", "") != now.value("fnv1a64", "") || rec.value("bytes", int64_t{-1}) != now.value("bytes", int64_t{-1}))
+    if (rec.value("fnv1a64", "") != now.value("fnv1a64", "") ||
+        rec.value("bytes", int64_t{-1}) != now.value("bytes", int64_t{-1}))
       throw UsageError(cfg.out_dir + " holds units trained on " + rec.value("path", std::string("?")) + " (" +
-                       (rec.contains("bytes") ? rec["bytes"].dump() : "?") + " bytes, fnv1a64 " + rec.value("fnv1a64", "?") +
-                       "), but --corpus " + cfg.base.corpus + " is now " + now["bytes"].dump() + " bytes, fnv1a64 " +
-                       now.value("fnv1a64", "") + ": its finished units cannot be mixed with units of other text; "
+                       (rec.contains("bytes") ? rec["bytes"].dump() : "?") + " bytes, fnv1a64 " +
+                       rec.value("fnv1a64", "?") + "), but --corpus " + cfg.base.corpus + " is now " +
+                       now["bytes"].dump() + " bytes, fnv1a64 " + now.value("fnv1a64", "") +
+                       ": its finished units cannot be mixed with units of other text; "
                        "restore the file, or use another --out-dir");
   }
   CompareConfig saved;
@@ -414,7 +424,8 @@ void check_same_experiment(const CompareConfig& cfg) {
   }
   if (!diff.empty())
     throw UsageError(cfg.out_dir + " holds an experiment with other settings (" + diff +
-                     "); its finished or half-trained units cannot be mixed with new ones: use another --out-dir, or the same settings");
+                     "); its finished or half-trained units cannot be mixed with new ones: use another --out-dir, or "
+                     "the same settings");
   // What may change: the methods and seeds may grow, a track may be added (decoder or encoder -> both);
   // nothing that would drop finished results from results.json and the report.
   if ((decoder_finished && cfg.track == "encoder") || (encoder_finished && cfg.track == "decoder"))
@@ -468,7 +479,8 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   if (job.is_root()) {
     fs::create_directories(cfg.out_dir);
     write_file_atomic(cfg.out_dir + "/compare_config.json", cfg.to_json().dump(2) + "\n");
-    if (!fs::exists(cfg.out_dir + "/corpus.json")) {  // the text of the experiment's first units (check_same_experiment)
+    if (!fs::exists(cfg.out_dir +
+                    "/corpus.json")) {  // the text of the experiment's first units (check_same_experiment)
       const std::string text = data::load_corpus(cfg.base.corpus, cfg.base.data_dir, cfg.base.max_corpus_bytes);
       write_file_atomic(cfg.out_dir + "/corpus.json",
                         data::corpus_record(cfg.base.corpus, cfg.base.data_dir, text).dump(2) + "\n");
@@ -494,8 +506,11 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   if (!job.is_root()) return "";
   std::map<std::string, std::vector<json>> own;
   for (size_t i = 0; i < units.size(); ++i) {
-    if (!units[i].study.empty()) own[units[i].study].push_back(done[i]);
-    else r.units.push_back(unit_from_json(done[i], "the result of unit " + std::to_string(i + 1) + " (" + units[i].label() + ")"));
+    if (!units[i].study.empty())
+      own[units[i].study].push_back(done[i]);
+    else
+      r.units.push_back(
+          unit_from_json(done[i], "the result of unit " + std::to_string(i + 1) + " (" + units[i].label() + ")"));
   }
   for (const auto& [study, results] : own) study_entry(study).collect(cfg, results, r);
   // Then the experiment-level studies (the cost benchmark), on rank 0.

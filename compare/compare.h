@@ -16,10 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dist/communicator.h"
 #include "compare/compare_dist.h"
 #include "compare/config.h"
 #include "compare/results.h"
+#include "dist/communicator.h"
 
 namespace posgrad::train {
 

@@ -84,8 +84,8 @@ std::vector<json> run_units_distributed(const std::vector<UnitSpec>& units, dist
         const std::string kind = kind_of(e, &signal), what = message_of(e);
         spdlog::error("unit {}/{} ({}) failed on rank {}: {}; this rank runs none of its remaining units", i + 1,
                       units.size(), u.label(), me, what);
-        sent["failures"].push_back({{"index", i}, {"label", u.label()}, {"rank", me},
-                                    {"kind", kind}, {"signal", signal}, {"message", what}});
+        sent["failures"].push_back(
+            {{"index", i}, {"label", u.label()}, {"rank", me}, {"kind", kind}, {"signal", signal}, {"message", what}});
         break;
       }
     }
@@ -102,8 +102,7 @@ std::vector<json> run_units_distributed(const std::vector<UnitSpec>& units, dist
   for (size_t r = 0; r < parts.size(); ++r) {
     const json part = json::parse(parts[r]);
     for (const auto& f : part.at("failures")) failures.push_back(f);
-    for (const auto& e : part.at("units"))
-      ordered.at(e.at("index").get<size_t>()) = e.at("result");
+    for (const auto& e : part.at("units")) ordered.at(e.at("index").get<size_t>()) = e.at("result");
   }
   if (!failures.empty()) {
     size_t finished = 0;
@@ -111,8 +110,8 @@ std::vector<json> run_units_distributed(const std::vector<UnitSpec>& units, dist
     std::string msg;
     for (const auto& f : failures)
       msg += (msg.empty() ? "" : "; ") + std::string("unit ") + std::to_string(f.at("index").get<size_t>() + 1) + "/" +
-             std::to_string(units.size()) + " (" + f.at("label").get<std::string>() + ") failed on rank " + std::to_string(f.at("rank").get<int>()) +
-             ": " + f.at("message").get<std::string>();
+             std::to_string(units.size()) + " (" + f.at("label").get<std::string>() + ") failed on rank " +
+             std::to_string(f.at("rank").get<int>()) + ": " + f.at("message").get<std::string>();
     msg += "; " + std::to_string(finished) + " of " + std::to_string(units.size()) +
            " units finished and are kept: the same command resumes the others";
     const std::string kind = failures.front().at("kind").get<std::string>();

@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dist/communicator.h"
 #include "compare/results.h"
+#include "dist/communicator.h"
 
 namespace posgrad::train {
 

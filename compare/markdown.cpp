@@ -1,6 +1,6 @@
 // markdown.cpp — see markdown.h.
-#include <algorithm>
 #include "compare/markdown.h"
+#include <algorithm>
 
 #include "data/process.h"
 
@@ -73,8 +73,9 @@ std::vector<std::string> draw_layer_panels(
   std::ofstream gp(dir + "/" + figure.name + ".gp");
   const int n = static_cast<int>(profiles.size());
   const int cols = std::min(n, 4), rows = (n + cols - 1) / cols;
-  gp << gnuplot_style(420 * cols, 330 * rows, 9) << "set output '" << figure.name << ".png'\nset multiplot layout " << rows
-     << "," << cols << " title '" << figure.title << "'\n" << figure.settings;
+  gp << gnuplot_style(420 * cols, 330 * rows, 9) << "set output '" << figure.name << ".png'\nset multiplot layout "
+     << rows << "," << cols << " title '" << figure.title << "'\n"
+     << figure.settings;
   int idx = 0;
   for (const auto& [method, by_layer] : profiles) {
     std::string plot = "plot ";

@@ -12,8 +12,8 @@
 //
 // The name is canonical: the settings sorted by NAME, each VALUE as opt::format writes it
 // ("0.750" -> "0.75", "1" -> "true") less an exponent's '+' ("500000" -> "5e05": no '+' in a
-// method's name, the separator of its derived rows such as "rope+yarn"), no setting twice and none equal to the value the experiment
-// already gives (it would be the plain method under another name). It names the method's run
+// method's name, the separator of its derived rows such as "rope+yarn"), no setting twice and none equal to the value
+// the experiment already gives (it would be the plain method under another name). It names the method's run
 // directories, rows of results.csv, report tables and plot titles, so VALUE may hold only
 // [A-Za-z0-9_.+-] (no ',' ';' '[' ']' '=' quote or space: a text option with commas, such as
 // --hybrid-layers, is set for the whole experiment instead).

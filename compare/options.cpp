@@ -40,7 +40,8 @@ const Table<CompareConfig>& compare_options() {
         .add(integer("per_position_multiplier", closed(1, 64),
                      "Window of the per-position loss, as a multiple of the training length"),
              POSGRAD_MEMBER(per_position_multiplier))
-        .add(result_neutral(text("out_dir", "Experiment directory (one run directory per method and seed inside)", false)),
+        .add(result_neutral(
+                 text("out_dir", "Experiment directory (one run directory per method and seed inside)", false)),
              POSGRAD_MEMBER(out_dir));
     // --methods all: every registered encoding; "all" stands alone.
     for (auto& o : t)
@@ -49,8 +50,10 @@ const Table<CompareConfig>& compare_options() {
         o.set = [set](CompareConfig& c, Value v) {
           auto& list = std::get<std::vector<std::string>>(v);
           if (std::find(list.begin(), list.end(), "all") != list.end()) {
-            POSGRAD_CHECK(list.size() == 1, UsageError, "--methods: 'all' names every registered encoding and stands "
-                          "alone, got ", opt::format(v));
+            POSGRAD_CHECK(list.size() == 1, UsageError,
+                          "--methods: 'all' names every registered encoding and stands "
+                          "alone, got ",
+                          opt::format(v));
             list = nn::position_encoding_kinds();
           }
           for (auto& m : list) m = parse_method(m).name();  // canonical: settings sorted, values formatted
@@ -59,8 +62,8 @@ const Table<CompareConfig>& compare_options() {
       }
     for (const StudyEntry& s : studies())  // each study's rows, under its group (compare/study.h)
       if (s.options) s.options(t);
-    auto base = lift<CompareConfig, TrainConfig>(
-        train_options(), [](auto& c) -> auto& { return c.base; }, {"pos", "seed", "out_dir"});
+    auto base = lift<CompareConfig, TrainConfig>(train_options(), [](auto& c) -> auto& { return c.base; },
+                                                 {"pos", "seed", "out_dir"});
     t.insert(t.end(), base.begin(), base.end());
     return t;
   }();

@@ -10,13 +10,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "compare/claims.h"
+#include "compare/markdown.h"
+#include "compare/options.h"
+#include "compare/study.h"
 #include "data/fileio.h"
 #include "data/process.h"
 #include "train/interrupt.h"
-#include "compare/claims.h"
-#include "compare/study.h"
-#include "compare/markdown.h"
-#include "compare/options.h"
 #include "train/options.h"
 
 namespace posgrad::train {
@@ -40,9 +40,12 @@ void write_results_csv(const ComparisonResult& r, const std::string& path) {
     for (const Metric& m : csv_metrics(r.config)) {
       const Summary s = summary(r, row, m);
       csv += row + "," + m.name() + "," + std::to_string(s.n) + ",";
-      if (s.n == 0) csv += "n/a,n/a,n/a,n/a\n";
-      else if (!s.has_interval()) csv += num(s.mean) + "," + num(s.std) + ",n/a,n/a\n";
-      else csv += num(s.mean) + "," + num(s.std) + "," + num(s.ci_low) + "," + num(s.ci_high) + "\n";
+      if (s.n == 0)
+        csv += "n/a,n/a,n/a,n/a\n";
+      else if (!s.has_interval())
+        csv += num(s.mean) + "," + num(s.std) + ",n/a,n/a\n";
+      else
+        csv += num(s.mean) + "," + num(s.std) + "," + num(s.ci_low) + "," + num(s.ci_high) + "\n";
     }
   write_file_atomic(path, csv);
 }
@@ -73,14 +76,15 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
      << "- model: GPT, " << b.model.n_layer << " layers, " << b.model.n_head << " heads, " << b.model.n_embd
      << " wide, training length " << block << ", dropout " << b.model.dropout << "\n"
      << "- training: " << b.max_iters << " steps of " << b.batch_size << "x" << block << " tokens, AdamW lr " << b.lr
-     << " (warm-up " << b.warmup_iters << ", cosine to " << b.min_lr << "), weight decay " << b.weight_decay << ", clip "
-     << b.grad_clip << "\n- seeds: ";
+     << " (warm-up " << b.warmup_iters << ", cosine to " << b.min_lr << "), weight decay " << b.weight_decay
+     << ", clip " << b.grad_clip << "\n- seeds: ";
   for (size_t i = 0; i < c.seeds.size(); ++i) md << (i ? ", " : "") << c.seeds[i];
   md << "\n";
   for (const StudyEntry& s : studies())
     if (s.settings_markdown) md << s.settings_markdown(r);
   md << "\n"
-     << "<details><summary>All settings (as <code>posgrad compare</code> options)</summary>\n\n| option | value |\n|---|---|\n";
+     << "<details><summary>All settings (as <code>posgrad compare</code> options)</summary>\n\n| option | value "
+        "|\n|---|---|\n";
   for (const auto& o : compare_options()) md << "| `" << o.spec.flag() << "` | " << opt::format(o.get(c)) << " |\n";
   md << "\n</details>\n\n";
 
@@ -154,7 +158,8 @@ std::vector<std::string> render(const ComparisonResult& r, const std::string& di
     std::string md;
     for (const StudyEntry& s : studies())
       if (s.report_alone && (!s.enabled || s.enabled(r.config))) md = s.report_alone(r);
-    POSGRAD_CHECK(!md.empty(), IoError, dir, ": an experiment without decoder units and without a study that reports alone");
+    POSGRAD_CHECK(!md.empty(), IoError, dir,
+                  ": an experiment without decoder units and without a study that reports alone");
     files = staged(staging);
     write_file_atomic(staging + "/report.md", md);
     step("report.md");
@@ -212,12 +217,13 @@ std::string write_report(const ComparisonResult& r) {
 }
 
 std::string rerender_report(const std::string& run_dir) {
-  POSGRAD_CHECK(!run_dir.empty(), UsageError, "RUN_DIR is empty: name the experiment directory (it holds results.json)");
+  POSGRAD_CHECK(!run_dir.empty(), UsageError,
+                "RUN_DIR is empty: name the experiment directory (it holds results.json)");
   const std::string path = run_dir + "/results.json";
   if (!fs::exists(path)) throw IoError("no results.json in '" + run_dir + "' (run posgrad compare there first)");
   // Schema, ranges and consistency with its own configuration (compare/results.h): IoError naming the value.
   ComparisonResult r = read_comparison(read_file(path), path);
-  r.config.out_dir = run_dir;  // render where the results are, wherever the run was made
+  r.config.out_dir = run_dir;         // render where the results are, wherever the run was made
   const DirectoryLock hold(run_dir);  // not while a compare writes there (data/process.h)
   return write_report(r);
 }

@@ -9,14 +9,14 @@
 #include <cstdio>
 #include <fstream>
 
-#include "data/fileio.h"
-#include "data/process.h"
-#include "tensor/storage.h"
 #include "compare/options.h"
 #include "compare/rows.h"
 #include "compare/study.h"
-#include "train/options.h"
 #include "compare/value_check.h"
+#include "data/fileio.h"
+#include "data/process.h"
+#include "tensor/storage.h"
+#include "train/options.h"
 
 namespace posgrad::train {
 
@@ -77,8 +77,8 @@ UnitResult unit_from_json(const json& j, const std::string& source) {
 }
 
 static json provenance_json(const Provenance& p) {
-  return {{"git_commit", p.git_commit}, {"cpu", p.cpu},         {"simd", p.simd},       {"compiler", p.compiler},
-          {"libraries", p.libraries},   {"cuda", p.cuda},       {"threads", p.threads}, {"config_hash", p.config_hash}};
+  return {{"git_commit", p.git_commit}, {"cpu", p.cpu},   {"simd", p.simd},       {"compiler", p.compiler},
+          {"libraries", p.libraries},   {"cuda", p.cuda}, {"threads", p.threads}, {"config_hash", p.config_hash}};
 }
 
 json to_json(const ComparisonResult& r) {
@@ -97,12 +97,13 @@ ComparisonResult comparison_from_json(const json& j, const std::string& source) 
   ComparisonResult r;
   try {
     if (j.value("format", "") != "posgrad-comparison-1")
-      throw IoError(source + ": not a posgrad comparison result (format '" + j.value("format", std::string("?")) + "')");
+      throw IoError(source + ": not a posgrad comparison result (format '" + j.value("format", std::string("?")) +
+                    "')");
     opt::from_json(compare_options(), r.config, j.at("config"), source + ": config", true);
     const json& p = j.at("provenance");
-    r.provenance = {p.at("git_commit").get<std::string>(), p.at("cpu").get<std::string>(),
-                    p.at("simd").get<std::string>(),       p.at("compiler").get<std::string>(),
-                    p.at("libraries").get<std::string>(),  p.at("cuda").get<std::string>(),
+    r.provenance = {p.at("git_commit").get<std::string>(),  p.at("cpu").get<std::string>(),
+                    p.at("simd").get<std::string>(),        p.at("compiler").get<std::string>(),
+                    p.at("libraries").get<std::string>(),   p.at("cuda").get<std::string>(),
                     p.at("config_hash").get<std::string>(), integer(p.at("threads"))};
     for (const auto& u : j.at("units")) r.units.push_back(unit_from_json(u, source));
     for (const StudyEntry& s : studies())
@@ -143,7 +144,8 @@ std::string cpu_model() {
 
 Provenance collect_provenance(const CompareConfig& cfg) {
   Provenance p;
-  const std::string git = first_line_of({"git", "-C", POSGRAD_SOURCE_DIR, "describe", "--always", "--abbrev=12", "--dirty"});
+  const std::string git =
+      first_line_of({"git", "-C", POSGRAD_SOURCE_DIR, "describe", "--always", "--abbrev=12", "--dirty"});
   p.git_commit = git.empty() ? "unknown (not a git checkout)" : git;
   p.cpu = cpu_model();
   __builtin_cpu_init();
@@ -194,7 +196,9 @@ std::vector<double> values(const ComparisonResult& r, const std::string& row, co
   return v;
 }
 
-Summary summary(const ComparisonResult& r, const std::string& row, const Metric& m) { return summarize(values(r, row, m)); }
+Summary summary(const ComparisonResult& r, const std::string& row, const Metric& m) {
+  return summarize(values(r, row, m));
+}
 
 std::map<uint64_t, double> values_by_seed(const ComparisonResult& r, const std::string& row, const Metric& m) {
   const StudyEntry& study = study_entry(m.study);

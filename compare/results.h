@@ -84,12 +84,12 @@ ComparisonResult read_comparison(const std::string& text, const std::string& sou
 // language-model evaluation's perplexity at 4x the training length, named "perplexity_x4" in
 // results.csv. The study that owns it builds it (lm_metric in compare/studies/lm/lm.h, ...).
 struct Metric {
-  std::string study;     // the study whose value() computes it
-  int quantity = 0;      // the study's own enumeration of what it measures
+  std::string study;       // the study whose value() computes it
+  int quantity = 0;        // the study's own enumeration of what it measures
   int64_t multiplier = 1;  // evaluation (or task) length as a multiple of the training length
-  std::string label;     // results.csv name: "val_perplexity", "perplexity_x4", "task_token_f1_x2"
+  std::string label;       // results.csv name: "val_perplexity", "perplexity_x4", "task_token_f1_x2"
   bool lower_better = false;
-  int digits = 3;        // digits shown
+  int digits = 3;  // digits shown
   const std::string& name() const { return label; }
   bool lower_is_better() const { return lower_better; }
   int precision() const { return digits; }

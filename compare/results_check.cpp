@@ -7,10 +7,10 @@
 #include <set>
 
 #include "compare/options.h"
-#include "train/options.h"
-#include "compare/study.h"
 #include "compare/results.h"
+#include "compare/study.h"
 #include "compare/value_check.h"
+#include "train/options.h"
 
 namespace posgrad::train {
 
@@ -32,7 +32,9 @@ void check_curve(const ValueCheck& c, const std::vector<std::pair<int64_t, doubl
   }
 }
 
-bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 }  // namespace
 
@@ -41,9 +43,11 @@ void check_unit(const UnitResult& u, const CompareConfig& cfg, const std::string
   const ValueCheck c(source, advice);
   const std::string& p = path;
   if (!contains(cfg.methods, u.method))
-    c.fail(dot(p, "method"), ValueCheck::quoted(u.method), "not among the configured methods (" + ValueCheck::list(cfg.methods) + ")");
+    c.fail(dot(p, "method"), ValueCheck::quoted(u.method),
+           "not among the configured methods (" + ValueCheck::list(cfg.methods) + ")");
   if (std::find(cfg.seeds.begin(), cfg.seeds.end(), u.seed) == cfg.seeds.end())
-    c.fail(dot(p, "seed"), std::to_string(u.seed), "not among the configured seeds (" + ValueCheck::list(cfg.seeds) + ")");
+    c.fail(dot(p, "seed"), std::to_string(u.seed),
+           "not among the configured seeds (" + ValueCheck::list(cfg.seeds) + ")");
   c.count(u.parameters, dot(p, "parameters"));
   if (u.position_parameters < 0 || u.position_parameters > u.parameters)
     c.fail(dot(p, "position_parameters"), std::to_string(u.position_parameters),
@@ -51,7 +55,8 @@ void check_unit(const UnitResult& u, const CompareConfig& cfg, const std::string
   check_curve(c, u.train_curve, cfg, dot(p, "train_curve"));
   check_curve(c, u.val_curve, cfg, dot(p, "val_curve"));
   // The curves every unit records: the training curve (one point per --log-interval), validation points.
-  if (cfg.base.max_iters > 0 && u.train_curve.empty()) c.fail(dot(p, "train_curve"), "[]", "a trained unit has a training curve");
+  if (cfg.base.max_iters > 0 && u.train_curve.empty())
+    c.fail(dot(p, "train_curve"), "[]", "a trained unit has a training curve");
   if (cfg.base.max_iters >= cfg.base.eval_interval && u.val_curve.empty())
     c.fail(dot(p, "val_curve"), "[]", "a unit trained past --eval-interval has validation points");
   for (const StudyEntry& s : studies())
@@ -84,15 +89,17 @@ void check_comparison(const ComparisonResult& r, const std::string& source) {
     check_unit(u, cfg, source, p, advice);
     const auto [it, fresh] = seen.emplace(std::make_pair(u.method, u.seed), i);
     if (!fresh)
-      c.fail(p, "", "a second unit for (" + u.method + ", seed " + std::to_string(u.seed) + "); the first is " +
-                        at("units", it->second));
+      c.fail(p, "",
+             "a second unit for (" + u.method + ", seed " + std::to_string(u.seed) + "); the first is " +
+                 at("units", it->second));
   }
   if (decoder)
     for (const auto& m : cfg.methods)
       for (uint64_t s : cfg.seeds)
         if (!seen.count({m, s}))
-          c.fail("units", "", "no unit for (" + m + ", seed " + std::to_string(s) + "), but config.seeds claims " +
-                                  ValueCheck::list(cfg.seeds) + " for each of " + ValueCheck::list(cfg.methods));
+          c.fail("units", "",
+                 "no unit for (" + m + ", seed " + std::to_string(s) + "), but config.seeds claims " +
+                     ValueCheck::list(cfg.seeds) + " for each of " + ValueCheck::list(cfg.methods));
   for (const StudyEntry& s : studies())
     if (s.check) s.check(r, c, source, advice);
 }

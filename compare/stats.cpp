@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <limits>
+#include <numeric>
 
 #include "tensor/errors.h"
 #include "tensor/random.h"
@@ -47,8 +47,8 @@ double beta_fraction(double a, double b, double x) {
 }  // namespace
 
 double incomplete_beta(double a, double b, double x) {
-  POSGRAD_CHECK(a > 0 && b > 0 && x >= 0 && x <= 1, ValueError, "incomplete_beta: need a, b > 0 and x in [0, 1], got a=",
-                a, " b=", b, " x=", x);
+  POSGRAD_CHECK(a > 0 && b > 0 && x >= 0 && x <= 1, ValueError,
+                "incomplete_beta: need a, b > 0 and x in [0, 1], got a=", a, " b=", b, " x=", x);
   if (x == 0 || x == 1) return x;
   // x^a (1-x)^b / (a B(a, b)), in logs.
   const double front =
@@ -111,7 +111,8 @@ Summary summarize(const std::vector<double>& values) {
   double ss = 0;
   for (double x : v) ss += (x - s.mean) * (x - s.mean);
   s.std = std::sqrt(ss / static_cast<double>(s.n - 1));
-  const double half = student_t_quantile(0.975, static_cast<double>(s.n - 1)) * s.std / std::sqrt(static_cast<double>(s.n));
+  const double half =
+      student_t_quantile(0.975, static_cast<double>(s.n - 1)) * s.std / std::sqrt(static_cast<double>(s.n));
   s.ci_low = s.mean - half;
   s.ci_high = s.mean + half;
   return s;

@@ -68,8 +68,9 @@ inline FinetuneSpec study_finetune_spec(std::string label, int64_t iterations, d
   spec.weight_decay = 0.0;
   spec.grad_clip = 1.0;
   spec.run_dir = std::move(run_dir);
-  spec.on_interrupt = "on resume the unit keeps its trained model and the studies it finished before this one "
-                      "(<unit>/studies/), and runs this study and the ones after it again";
+  spec.on_interrupt =
+      "on resume the unit keeps its trained model and the studies it finished before this one "
+      "(<unit>/studies/), and runs this study and the ones after it again";
   return spec;
 }
 

@@ -114,14 +114,18 @@ class ValueCheck {
     std::snprintf(b, sizeof b, "%.10g", v);
     return b;
   }
-  static std::string quoted(const std::string& s) { return "\"" + (s.size() > 64 ? s.substr(0, 61) + "..." : s) + "\""; }
+  static std::string quoted(const std::string& s) {
+    return "\"" + (s.size() > 64 ? s.substr(0, 61) + "..." : s) + "\"";
+  }
   template <typename T>
   static std::string list(const std::vector<T>& v) {
     std::string s;
     for (const auto& x : v) {
       if (!s.empty()) s += ", ";
-      if constexpr (std::is_same_v<T, std::string>) s += x;
-      else s += std::to_string(x);
+      if constexpr (std::is_same_v<T, std::string>)
+        s += x;
+      else
+        s += std::to_string(x);
     }
     return s.empty() ? "none" : s;
   }

@@ -50,7 +50,7 @@ static std::string read_corpus_file(const std::string& path, const std::string& 
   if (ec || !fs::exists(st)) throw IoError("corpus file '" + path + "' does not exist" + hint);
   if (fs::is_directory(st)) throw IoError("corpus '" + path + "' is a directory, not a text file");
   if (!fs::is_regular_file(st)) {
-    const char* what = fs::is_fifo(st)                                     ? "a FIFO"
+    const char* what = fs::is_fifo(st)                                      ? "a FIFO"
                        : fs::is_block_file(st) || fs::is_character_file(st) ? "a device"
                        : fs::is_socket(st)                                  ? "a socket"
                                                                             : "not a regular file";
@@ -75,14 +75,20 @@ std::string load_corpus(const std::string& spec, const std::string& data_dir, in
   POSGRAD_CHECK(!spec.empty(), ValueError, "empty corpus spec (give a file path, \"kjv\" or \"shakespeare\")");
   const std::string path = corpus_path(spec, data_dir);
   if (spec == "kjv")
-    return read_corpus_file(path, " — the King James Bible corpus is extracted by ./scripts/setup.sh (or "
-                                  "./scripts/extract_kjv.sh); set POSGRAD_HOME to look elsewhere", max_bytes);
+    return read_corpus_file(path,
+                            " — the King James Bible corpus is extracted by ./scripts/setup.sh (or "
+                            "./scripts/extract_kjv.sh); set POSGRAD_HOME to look elsewhere",
+                            max_bytes);
   if (is_shakespeare(spec)) {
-    std::string where = !data_dir.empty()                      ? "the --data-dir flag"
-                        : !env_or_empty("POSGRAD_DATA_DIR").empty() ? "$POSGRAD_DATA_DIR"
-                                                                    : "the default ../shared/data (POSGRAD_DATA_DIR unset)";
-    return read_corpus_file(path, " (looked in " + where + "; put tinyshakespeare.txt there, or set "
-                                  "POSGRAD_DATA_DIR / --data-dir to its directory)", max_bytes);
+    std::string where = !data_dir.empty() ? "the --data-dir flag"
+                        : !env_or_empty("POSGRAD_DATA_DIR").empty()
+                            ? "$POSGRAD_DATA_DIR"
+                            : "the default ../shared/data (POSGRAD_DATA_DIR unset)";
+    return read_corpus_file(path,
+                            " (looked in " + where +
+                                "; put tinyshakespeare.txt there, or set "
+                                "POSGRAD_DATA_DIR / --data-dir to its directory)",
+                            max_bytes);
   }
   return read_corpus_file(path, " (corpus names: kjv, shakespeare; anything else is a file path)", max_bytes);
 }
@@ -112,7 +118,8 @@ std::string load_recorded_corpus(const nlohmann::json& record, int64_t max_bytes
   if (got_bytes != want_bytes || got_hash != want_hash)
     throw IoError("corpus '" + path + "' has changed since " + who + " was trained on it: recorded " +
                   std::to_string(want_bytes) + " bytes, fnv1a64 " + want_hash + "; now " + std::to_string(got_bytes) +
-                  " bytes, fnv1a64 " + got_hash + " (the scores would be of other text: restore the file, or train again)");
+                  " bytes, fnv1a64 " + got_hash +
+                  " (the scores would be of other text: restore the file, or train again)");
   return text;
 }
 

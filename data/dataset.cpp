@@ -35,8 +35,8 @@ TokenSpan TokenSpan::from_vector(std::vector<int64_t> ids) {
 }
 
 TokenSpan TokenSpan::sub(int64_t begin, int64_t len) const {
-  POSGRAD_CHECK(begin >= 0 && len >= 0 && begin + len <= size_, IndexError, "token span [", begin, ", ",
-                begin + len, ") is out of range for a span of ", size_, " tokens");
+  POSGRAD_CHECK(begin >= 0 && len >= 0 && begin + len <= size_, IndexError, "token span [", begin, ", ", begin + len,
+                ") is out of range for a span of ", size_, " tokens");
   return TokenSpan(owner_, data_ + begin, len);
 }
 
@@ -92,7 +92,7 @@ TokenSpan try_map_cache(const std::string& path, const CacheHeader& want, std::s
     why = errno == ENOENT ? "absent" : std::string("cannot open: ") + std::strerror(errno);
     return {};
   }
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     why = "not a regular file";
@@ -116,13 +116,18 @@ TokenSpan try_map_cache(const std::string& path, const CacheHeader& want, std::s
 
   CacheHeader got;
   std::memcpy(&got, addr, sizeof got);
-  if (std::memcmp(got.magic, kMagic, sizeof kMagic) != 0) why = "bad magic";
-  else if (got.version != kVersion) why = "version " + std::to_string(got.version);
-  else if (got.header_bytes != kHeaderBytes) why = "header size " + std::to_string(got.header_bytes);
+  if (std::memcmp(got.magic, kMagic, sizeof kMagic) != 0)
+    why = "bad magic";
+  else if (got.version != kVersion)
+    why = "version " + std::to_string(got.version);
+  else if (got.header_bytes != kHeaderBytes)
+    why = "header size " + std::to_string(got.header_bytes);
   else if (got.count > (size - kHeaderBytes) / 8 || kHeaderBytes + got.count * 8 != size)
     why = "file size " + std::to_string(size) + " does not match " + std::to_string(got.count) + " tokens";
-  else if (got.text_hash != want.text_hash || got.text_bytes != want.text_bytes) why = "the corpus text changed";
-  else if (got.tokenizer_hash != want.tokenizer_hash || got.vocab_size != want.vocab_size) why = "the tokenizer changed";
+  else if (got.text_hash != want.text_hash || got.text_bytes != want.text_bytes)
+    why = "the corpus text changed";
+  else if (got.tokenizer_hash != want.tokenizer_hash || got.vocab_size != want.vocab_size)
+    why = "the tokenizer changed";
   if (!why.empty()) return {};
 
   const int64_t* ids = reinterpret_cast<const int64_t*>(static_cast<const char*>(addr) + kHeaderBytes);
@@ -165,7 +170,8 @@ const char* cache_status_name(CacheStatus s) {
 std::string token_cache_path(const std::string& corpus_spec, const Tokenizer& tok) {
   std::string name = corpus_spec;
   for (char& c : name) {
-    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-';
+    const bool keep =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-';
     if (!keep) c = '_';
   }
   return default_data_home() + "/cache/" + name + "." + tok.kind() + ".tokens";
@@ -206,7 +212,8 @@ TokenSpan load_or_build_tokens(const std::string& path, std::string_view text, c
 
 // ---- EvalWindows ----------------------------------------------------------------------------------
 
-EvalWindows::EvalWindows(TokenSpan split, int64_t block, int64_t max_windows) : split_(std::move(split)), block_(block) {
+EvalWindows::EvalWindows(TokenSpan split, int64_t block, int64_t max_windows)
+    : split_(std::move(split)), block_(block) {
   POSGRAD_CHECK(block >= 1, ValueError, "eval windows: block must be >= 1, got ", block);
   // Window k reads split[k*block, (k+1)*block] inclusive (the last token is only a target).
   const int64_t fit = split_.size() >= 1 ? (split_.size() - 1) / block : 0;
@@ -269,8 +276,8 @@ void TokenDataset::check_block(int64_t block) const {
 BatchSampler::BatchSampler(TokenSpan split, uint64_t seed) : split_(std::move(split)), gen_(seed) {}
 
 std::pair<Tensor, Tensor> BatchSampler::next(int64_t batch, int64_t block) {
-  POSGRAD_CHECK(batch >= 1 && block >= 1, ValueError, "batch sampler: batch and block must be >= 1, got batch ",
-                batch, ", block ", block);
+  POSGRAD_CHECK(batch >= 1 && block >= 1, ValueError, "batch sampler: batch and block must be >= 1, got batch ", batch,
+                ", block ", block);
   POSGRAD_CHECK(split_.size() >= block + 1, ValueError, "batch sampler: the split has ", split_.size(),
                 " tokens, fewer than one window of block ", block, " + 1 = ", block + 1);
   // Valid starts are 0 .. size-block-1 inclusive. u64 % n has a bias of at most n / 2^64 — nil

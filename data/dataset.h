@@ -83,7 +83,7 @@ class EvalWindows {
   EvalWindows(TokenSpan split, int64_t block, int64_t max_windows);  // ValueError when no window fits
   int64_t block() const { return block_; }
   int64_t size() const { return count_; }
-  int64_t tokens() const { return count_ * block_; }  // scored targets
+  int64_t tokens() const { return count_ * block_; }     // scored targets
   int64_t start(int64_t k) const { return k * block_; }  // offset of window k in the split
   // Windows [first, first+count) as x, y: int64 (count, block). IndexError when out of range.
   std::pair<Tensor, Tensor> batch(int64_t first, int64_t count) const;

@@ -41,9 +41,9 @@ bool is_labelling_task(EncoderTask t);
 
 // The token ids a task needs beyond the corpus's: the marker, and which corpus ids are whitespace.
 struct TaskVocab {
-  int64_t marker_id = -1;                // [MARK] (marker_segment)
-  int64_t newline_id = -1;               // '\n' in the corpus vocabulary (line_word); -1: absent
-  std::vector<int64_t> whitespace_ids;   // ' ', '\t', '\r', '\n' where present
+  int64_t marker_id = -1;               // [MARK] (marker_segment)
+  int64_t newline_id = -1;              // '\n' in the corpus vocabulary (line_word); -1: absent
+  std::vector<int64_t> whitespace_ids;  // ' ', '\t', '\r', '\n' where present
 };
 // From a tokenizer: newline and whitespace ids looked up by encoding them (absent bytes skipped).
 TaskVocab task_vocab(const Tokenizer& tok, int64_t marker_id);

@@ -89,7 +89,8 @@ std::string read_file(const std::string& path) {
     if (n <= 0) {
       const int e = errno;
       ::close(fd);
-      throw IoError("error while reading '" + path + "'" + (n < 0 ? std::string(": ") + std::strerror(e) : " (it shrank)"));
+      throw IoError("error while reading '" + path + "'" +
+                    (n < 0 ? std::string(": ") + std::strerror(e) : " (it shrank)"));
     }
     got += static_cast<size_t>(n);
   }

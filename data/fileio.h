@@ -23,7 +23,7 @@ using ByteSink = std::function<void(const void* data, size_t n)>;
 void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce);
 void write_file_atomic(const std::string& path, std::string_view bytes);
 std::string read_file(const std::string& path);  // IoError naming the path
-void fsync_dir(const std::string& dir);           // best effort
+void fsync_dir(const std::string& dir);          // best effort
 uint64_t fnv1a64(std::string_view bytes);
 std::string hex64(uint64_t v);
 

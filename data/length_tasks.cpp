@@ -25,8 +25,8 @@ constexpr const char* kDeletang = "Deletang et al. 2023, Table 1 / App. A";
 int64_t draw(Generator& g, int64_t n) { return static_cast<int64_t>(g.next_u64() % static_cast<uint64_t>(n)); }
 
 void check_length(const LengthTask& t, int64_t n) {
-  POSGRAD_CHECK(n >= t.min_length(), ValueError, "length task ", t.name(), ": input length must be >= ",
-                t.min_length(), ", got ", n);
+  POSGRAD_CHECK(n >= t.min_length(), ValueError, "length task ", t.name(), ": input length must be >= ", t.min_length(),
+                ", got ", n);
 }
 
 std::vector<int64_t> random_string(Generator& g, int64_t n, int64_t alphabet) {
@@ -45,7 +45,10 @@ class ParityCheck : public LengthTask {
   std::string source() const override { return std::string(kDeletang) + " (Parity Check)"; }
   std::string description() const override { return "string over {a,b} -> EVEN/ODD number of b"; }
   int64_t num_symbols() const override { return 4; }
-  int64_t max_answer_length(int64_t n) const override { (void)n; return 1; }
+  int64_t max_answer_length(int64_t n) const override {
+    (void)n;
+    return 1;
+  }
   LengthExample example(int64_t n, Generator& g) const override {
     check_length(*this, n);
     LengthExample e;
@@ -65,7 +68,10 @@ class EvenPairs : public LengthTask {
   std::string source() const override { return std::string(kDeletang) + " (Even Pairs)"; }
   std::string description() const override { return "string over {a,b} -> EVEN/ODD number of ab and ba pairs"; }
   int64_t num_symbols() const override { return 4; }
-  int64_t max_answer_length(int64_t n) const override { (void)n; return 1; }
+  int64_t max_answer_length(int64_t n) const override {
+    (void)n;
+    return 1;
+  }
   LengthExample example(int64_t n, Generator& g) const override {
     check_length(*this, n);
     LengthExample e;
@@ -86,7 +92,10 @@ class CycleNavigation : public LengthTask {
   std::string source() const override { return std::string(kDeletang) + " (Cycle Navigation)"; }
   std::string description() const override { return "moves {stay,+1,-1} on a 5-cycle from 0 -> final state"; }
   int64_t num_symbols() const override { return 8; }
-  int64_t max_answer_length(int64_t n) const override { (void)n; return 1; }
+  int64_t max_answer_length(int64_t n) const override {
+    (void)n;
+    return 1;
+  }
   LengthExample example(int64_t n, Generator& g) const override {
     check_length(*this, n);
     LengthExample e;
@@ -127,7 +136,9 @@ class StackManipulation : public LengthTask {
   std::string name() const override { return "stack_manipulation"; }
   ChomskyLevel level() const override { return ChomskyLevel::DeterministicContextFree; }
   std::string source() const override { return std::string(kDeletang) + " (Stack Manipulation)"; }
-  std::string description() const override { return "stack over {a,b} + pop/push actions -> final stack, top first, END"; }
+  std::string description() const override {
+    return "stack over {a,b} + pop/push actions -> final stack, top first, END";
+  }
   int64_t num_symbols() const override { return 6; }
   int64_t max_answer_length(int64_t n) const override { return n + 1; }
   LengthExample example(int64_t n, Generator& g) const override {
@@ -214,9 +225,9 @@ class BucketSort : public LengthTask {
 }  // namespace
 
 const std::vector<std::string>& length_task_names() {
-  static const std::vector<std::string> n = {"parity_check",       "even_pairs",       "cycle_navigation",
-                                             "reverse_string",     "stack_manipulation", "duplicate_string",
-                                             "odd_first",          "bucket_sort"};
+  static const std::vector<std::string> n = {"parity_check",   "even_pairs",         "cycle_navigation",
+                                             "reverse_string", "stack_manipulation", "duplicate_string",
+                                             "odd_first",      "bucket_sort"};
   return n;
 }
 
@@ -242,7 +253,8 @@ LengthBatch length_batch_from(const LengthTask& task, const std::vector<LengthEx
     POSGRAD_CHECK(!e.output.empty(), ValueError, "length task ", task.name(), ": an example has an empty answer");
     for (const auto* part : {&e.input, &e.output})
       for (int64_t v : *part)
-        POSGRAD_CHECK(v >= 0 && v < S, ValueError, "length task ", task.name(), ": symbol ", v, " outside [0, ", S, ")");
+        POSGRAD_CHECK(v >= 0 && v < S, ValueError, "length task ", task.name(), ": symbol ", v, " outside [0, ", S,
+                      ")");
     T = std::max<int64_t>(T, static_cast<int64_t>(e.input.size() + e.output.size()) + 1);
   }
   const int64_t B = static_cast<int64_t>(examples.size());
@@ -280,12 +292,14 @@ LengthBatch make_length_batch(const LengthTask& task, const std::vector<int64_t>
 }
 
 LengthScore score_length_logits(const Tensor& logits, const Tensor& y) {
-  POSGRAD_CHECK(logits.defined() && logits.dim() == 3, ShapeError, "score_length_logits: logits must be (B, T, V), got ",
+  POSGRAD_CHECK(logits.defined() && logits.dim() == 3, ShapeError,
+                "score_length_logits: logits must be (B, T, V), got ",
                 logits.defined() ? logits.str() : std::string("an undefined tensor"));
   POSGRAD_CHECK(y.defined() && y.dim() == 2 && y.size(0) == logits.size(0) && y.size(1) == logits.size(1), ShapeError,
                 "score_length_logits: y must be (B, T) = ", logits.size(0), " x ", logits.size(1), ", got ",
                 y.defined() ? y.str() : std::string("an undefined tensor"));
-  POSGRAD_CHECK(y.dtype() == DType::Int64, DTypeError, "score_length_logits: y must be int64, got ", dtype_name(y.dtype()));
+  POSGRAD_CHECK(y.dtype() == DType::Int64, DTypeError, "score_length_logits: y must be int64, got ",
+                dtype_name(y.dtype()));
   POSGRAD_CHECK(logits.dtype() == DType::Float32 || logits.dtype() == DType::Float64, DTypeError,
                 "score_length_logits: logits must be float32 or float64, got ", dtype_name(logits.dtype()));
   const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);

@@ -45,7 +45,7 @@ struct LengthExample {
 class LengthTask {
  public:
   virtual ~LengthTask() = default;
-  virtual std::string name() const = 0;         // "parity_check", ...
+  virtual std::string name() const = 0;  // "parity_check", ...
   virtual ChomskyLevel level() const = 0;
   virtual std::string source() const = 0;       // the paper (and table) the task is taken from
   virtual std::string description() const = 0;  // one line: what the input and the answer are
@@ -72,8 +72,8 @@ std::unique_ptr<LengthTask> make_length_task(const std::string& name);
 
 // A batch of examples as next-token data, right-padded to the longest sequence.
 struct LengthBatch {
-  Tensor x;  // int64 (B, T): [BOS] input [SEP] output_1 .. output_{m-1}, then PAD
-  Tensor y;  // int64 (B, T): x shifted by one; kLengthIgnore except at the m answer positions
+  Tensor x;                      // int64 (B, T): [BOS] input [SEP] output_1 .. output_{m-1}, then PAD
+  Tensor y;                      // int64 (B, T): x shifted by one; kLengthIgnore except at the m answer positions
   std::vector<int64_t> lengths;  // input length n of each example
 };
 constexpr int64_t kLengthIgnore = -100;
@@ -88,7 +88,7 @@ LengthBatch length_batch_from(const LengthTask& task, const std::vector<LengthEx
 struct LengthScore {
   int64_t examples = 0;
   double sequence_accuracy = 0, token_accuracy = 0;  // means over examples
-  std::vector<int64_t> correct, scored;               // per example: correct and scored answer tokens
+  std::vector<int64_t> correct, scored;              // per example: correct and scored answer tokens
 };
 LengthScore score_length_logits(const Tensor& logits, const Tensor& y);
 

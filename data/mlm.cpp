@@ -9,8 +9,8 @@ namespace posgrad::data {
 MlmBatch mask_tokens(const Tensor& ids, int64_t vocab_size, int64_t mask_id, Generator& gen, const MlmOptions& opt) {
   POSGRAD_CHECK(ids.dim() == 2 && ids.dtype() == DType::Int64 && ids.numel() > 0, ShapeError,
                 "mask_tokens: ids must be non-empty int64 (B, T), got ", ids.str());
-  POSGRAD_CHECK(opt.select_prob > 0 && opt.select_prob <= 1, ValueError, "mask_tokens: select_prob must be in (0, 1], got ",
-                opt.select_prob);
+  POSGRAD_CHECK(opt.select_prob > 0 && opt.select_prob <= 1, ValueError,
+                "mask_tokens: select_prob must be in (0, 1], got ", opt.select_prob);
   POSGRAD_CHECK(opt.mask_prob >= 0 && opt.random_prob >= 0 && opt.mask_prob + opt.random_prob <= 1, ValueError,
                 "mask_tokens: mask_prob (", opt.mask_prob, ") and random_prob (", opt.random_prob,
                 ") must be >= 0 and sum to at most 1");

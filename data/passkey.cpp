@@ -39,7 +39,8 @@ PasskeyTemplate parse_passkey_template(const std::string& name) {
 int64_t passkey_overhead_bytes(PasskeyTemplate t, int64_t key_length) {
   const TemplateText s = template_text(t);
   const int64_t keys = s.mid ? 3 : 2;  // twice in the needle (standard) or once, plus the answer
-  int64_t n = static_cast<int64_t>(std::string(s.pre).size() + std::string(s.post).size() + std::string(s.question).size());
+  int64_t n =
+      static_cast<int64_t>(std::string(s.pre).size() + std::string(s.post).size() + std::string(s.question).size());
   if (s.mid) n += static_cast<int64_t>(std::string(s.mid).size());
   return n + keys * key_length;
 }
@@ -54,8 +55,8 @@ PasskeyGenerator::PasskeyGenerator(TokenSpan filler, const Tokenizer& tok, int64
     try {
       return tok.encode(text);
     } catch (const ValueError& e) {
-      throw ValueError(std::string("passkey: the ") + tok.kind() + " tokenizer cannot encode the template text '" + text +
-                       "' (" + e.what() + "); use a corpus that contains it or the byte tokenizer");
+      throw ValueError(std::string("passkey: the ") + tok.kind() + " tokenizer cannot encode the template text '" +
+                       text + "' (" + e.what() + "); use a corpus that contains it or the byte tokenizer");
     }
   };
   pre_ = encode(s.pre);
@@ -100,9 +101,9 @@ int64_t PasskeyGenerator::overhead() const {
 PasskeyExample PasskeyGenerator::example(int64_t length, double depth) {
   POSGRAD_CHECK(std::isfinite(depth) && depth >= 0 && depth <= 1, ValueError, "passkey: depth must lie in [0, 1], got ",
                 depth);
-  POSGRAD_CHECK(length >= min_length(), ValueError, "passkey: length ", length, " is too short: the needle, question and ",
-                key_length_, "-symbol key take ", overhead(), " tokens, and at least one filler token is needed (length >= ",
-                min_length(), ")");
+  POSGRAD_CHECK(length >= min_length(), ValueError, "passkey: length ", length,
+                " is too short: the needle, question and ", key_length_, "-symbol key take ", overhead(),
+                " tokens, and at least one filler token is needed (length >= ", min_length(), ")");
   const int64_t F = length - overhead();
   POSGRAD_CHECK(F <= filler_.size(), ValueError, "passkey: length ", length, " needs ", F,
                 " filler tokens but the filler text holds ", filler_.size());

@@ -48,7 +48,7 @@ namespace posgrad::data {
 constexpr int64_t kPasskeyIgnore = -100;
 
 enum class PasskeyTemplate { Standard, Short };
-const std::vector<std::string>& passkey_template_names();  // {"standard", "short"}
+const std::vector<std::string>& passkey_template_names();         // {"standard", "short"}
 PasskeyTemplate parse_passkey_template(const std::string& name);  // ValueError listing the names
 // Tokens an example spends on needle, question and key with a one-token-per-byte tokenizer (the
 // byte and char tokenizers): the shortest example holds this plus one filler token.

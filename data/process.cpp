@@ -113,7 +113,8 @@ int try_flock(int fd, int op) {
   const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
   for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) holder += buf[i];
   ::close(fd);
-  throw IoError("'" + dir + "' is in use by " + (holder.empty() ? std::string("another process") : "process " + holder) +
+  throw IoError("'" + dir + "' is in use by " +
+                (holder.empty() ? std::string("another process") : "process " + holder) +
                 " (a posgrad train, compare or report writing there); wait for it to end, or use another directory");
 }
 
@@ -152,8 +153,8 @@ void DirectoryLock::check_available(const std::string& dir) {
   fs::path p = fs::absolute(dir, ec);
   while (!p.empty() && !fs::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
   if (::access(p.c_str(), W_OK | X_OK) != 0)
-    throw IoError("cannot write in '" + p.string() + "'" + (p.string() == dir ? "" : " (to create '" + dir + "')") + ": " +
-                  std::strerror(errno));
+    throw IoError("cannot write in '" + p.string() + "'" + (p.string() == dir ? "" : " (to create '" + dir + "')") +
+                  ": " + std::strerror(errno));
   const std::string lock = (fs::path(dir) / ".posgrad.lock").string();
   {
     std::lock_guard<std::mutex> guard(g_held_mutex);

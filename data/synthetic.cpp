@@ -27,8 +27,8 @@ SyntheticBatch SyntheticTaskGenerator::next(int64_t batch, int64_t length) {
   const int64_t L = length, T = 2 * L + 1;
   SyntheticBatch out;
   out.length = L;
-  out.x = Tensor::empty({batch, T}, DType::Int64);          // (B, 2L+1)
-  out.y = Tensor::empty({batch, T}, DType::Int64);          // (B, 2L+1)
+  out.x = Tensor::empty({batch, T}, DType::Int64);           // (B, 2L+1)
+  out.y = Tensor::empty({batch, T}, DType::Int64);           // (B, 2L+1)
   out.prompt = Tensor::empty({batch, L + 2}, DType::Int64);  // (B, L+2)
   out.target = Tensor::empty({batch, L}, DType::Int64);      // (B, L)
   int64_t* px = out.x.data<int64_t>();

@@ -31,10 +31,10 @@ const char* synthetic_task_name(SyntheticTask t);
 constexpr int64_t kIgnoreIndex = -100;
 
 struct SyntheticBatch {
-  Tensor x;       // int64 (B, 2L+1): [BOS] s [SEP] t_1..t_{L-1}
-  Tensor y;       // int64 (B, 2L+1): x shifted by one, kIgnoreIndex on the first L+1 positions
-  Tensor prompt;  // int64 (B, L+2): [BOS] s [SEP] — what a model continues at test time
-  Tensor target;  // int64 (B, L): the answer t
+  Tensor x;            // int64 (B, 2L+1): [BOS] s [SEP] t_1..t_{L-1}
+  Tensor y;            // int64 (B, 2L+1): x shifted by one, kIgnoreIndex on the first L+1 positions
+  Tensor prompt;       // int64 (B, L+2): [BOS] s [SEP] — what a model continues at test time
+  Tensor target;       // int64 (B, L): the answer t
   int64_t length = 0;  // L
 };
 

@@ -28,8 +28,10 @@ void check_tensor(const Tensor& t, const char* what, bool float_only) {
 // Copies n bytes between two places of which at least one may be on a device.
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
   if (n == 0) return;
-  if (dst_dev.is_cpu() && src_dev.is_cpu()) std::memcpy(dst, src, n);
-  else backend(DeviceType::CUDA).copy(dst, dst_dev, src, src_dev, n);
+  if (dst_dev.is_cpu() && src_dev.is_cpu())
+    std::memcpy(dst, src, n);
+  else
+    backend(DeviceType::CUDA).copy(dst, dst_dev, src, src_dev, n);
 }
 
 template <typename T>
@@ -85,8 +87,10 @@ void Communicator::all_reduce_sum(Tensor& t) {
   const int64_t n = t.numel();
   Tensor rows = Tensor::empty({size(), n}, t.dtype(), dev);  // (N, n): rank r's buffer in row r
   all_gather_bytes(t.raw_data(), rows.raw_data(), nbytes_of(t), dev);
-  if (t.dtype() == DType::Float32) ordered_sum(t.data<float>(), rows.data<float>(), n, size(), dev);
-  else ordered_sum(t.data<double>(), rows.data<double>(), n, size(), dev);
+  if (t.dtype() == DType::Float32)
+    ordered_sum(t.data<float>(), rows.data<float>(), n, size(), dev);
+  else
+    ordered_sum(t.data<double>(), rows.data<double>(), n, size(), dev);
 }
 
 double Communicator::all_reduce_sum(double x) {
@@ -134,7 +138,8 @@ Launch launch_from_environment() {
     const std::string f = forced;
     if (f == "mpi") return Launch::Mpi;
     if (f == "single") return Launch::Single;
-    throw UsageError("POSGRAD_DIST is '" + f + "'; it must be 'mpi' (start MPI) or 'single' (one process), or unset "
+    throw UsageError("POSGRAD_DIST is '" + f +
+                     "'; it must be 'mpi' (start MPI) or 'single' (one process), or unset "
                      "(MPI under mpirun or srun, else one process)");
   }
   return launch_reason().empty() ? Launch::Single : Launch::Mpi;

@@ -68,7 +68,8 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Gatherv(s.data(), len, MPI_BYTE, all.data(), lens.data(), displs.data(), MPI_BYTE, root, MPI_COMM_WORLD),
           "MPI_Gatherv");
     std::vector<std::string> out;
-    for (size_t r = 0; r < lens.size(); ++r) out.push_back(all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(lens[r])));
+    for (size_t r = 0; r < lens.size(); ++r)
+      out.push_back(all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(lens[r])));
     return out;
   }
 

@@ -77,7 +77,8 @@ class NcclCommunicator final : public Communicator {
   // broadcast from it in turn (the host path is only for small CPU buffers here).
   void forward_all_gather(const void* send, void* recv, size_t nbytes) {
     for (int r = 0; r < size(); ++r) {
-      std::string part = host_.broadcast(r == rank() ? std::string(static_cast<const char*>(send), nbytes) : std::string(), r);
+      std::string part =
+          host_.broadcast(r == rank() ? std::string(static_cast<const char*>(send), nbytes) : std::string(), r);
       std::memcpy(static_cast<char*>(recv) + static_cast<size_t>(r) * nbytes, part.data(), nbytes);
     }
   }

@@ -23,7 +23,7 @@ CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionE
   POSGRAD_CHECK(x.dim() == 3 && x.size(2) == n_embd, ShapeError, "CausalSelfAttention: x must be (B, T, ", n_embd,
                 "), got ", shape_str(x.shape()));
   const int64_t B = x.size(0), T = x.size(1), C = n_embd, H = n_head, D = C / H;
-  Tensor y = qkv->forward(x);  // (B, T, 3C)
+  Tensor y = qkv->forward(x);             // (B, T, 3C)
   auto split_heads = [&](int64_t part) {  // (B, T, C) slice -> (B, H, T, D)
     return y.narrow(2, part * C, C).reshape({B, T, H, D}).permute({0, 2, 1, 3});
   };
@@ -70,7 +70,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x, PositionEncoding& pe, int64
     cache->k = Tensor::zeros(s, h.k.dtype(), h.k.device());
     cache->v = Tensor::zeros(s, h.v.dtype(), h.v.device());
   }
-  POSGRAD_CHECK(cache->k.size(0) == B, ShapeError, "key/value cache of batch ", cache->k.size(0), " used with batch ", B);
+  POSGRAD_CHECK(cache->k.size(0) == B, ShapeError, "key/value cache of batch ", cache->k.size(0), " used with batch ",
+                B);
   ops::copy_into(cache->k.narrow(2, pos0, T), h.k);
   ops::copy_into(cache->v.narrow(2, pos0, T), h.v);
   const Tensor k = cache->k.narrow(2, 0, pos0 + T), v = cache->v.narrow(2, 0, pos0 + T);
@@ -85,8 +86,7 @@ Tensor CausalSelfAttention::attention_over_uniform(const Tensor& x, PositionEnco
   return attention_weight_over_uniform(h.q, h.k, h.mod, pe.causal(), h.scale);
 }
 
-Tensor CausalSelfAttention::first_key_share(const Tensor& x, PositionEncoding& pe, int64_t layer,
-                                            int64_t pos0) const {
+Tensor CausalSelfAttention::first_key_share(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0) const {
   NoGradGuard guard;
   const Heads h = heads(x, pe, layer, pos0, x.size(1), 0);
   return attention_first_key_share(h.q, h.k, h.mod, pe.causal(), h.scale);

@@ -42,8 +42,8 @@ class CausalSelfAttention : public Module {
   // supports_kv_cache(), no gradient): the cache holds the keys and values of positions 0 .. pos0-1;
   // this call appends those of its T tokens and attends them to all pos0 + T (capacity checked,
   // IndexError). The same numbers as the uncached forward over all pos0 + T tokens, row for row.
-  Tensor forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0,
-                 KVCacheLayer* cache = nullptr, int64_t capacity = 0) const;
+  Tensor forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0, KVCacheLayer* cache = nullptr,
+                 int64_t capacity = 0) const;
   // Diagnostics (no gradient): attention weight by query-key distance |i - j| = 1..T-1 over its
   // uniform share among the keys other than the query's own (attention_weight_over_uniform: 1 =
   // uniform attention), averaged over batch and query positions, heads kept: (H, T - 1) float64,

@@ -20,7 +20,8 @@ Encoder::Encoder(const EncoderConfig& cfg, Generator& gen, Generator& dropout_ge
 }
 
 Tensor Encoder::sequence_logits(const Tensor& idx) const {
-  POSGRAD_CHECK(seq_head != nullptr, ValueError, "encoder built without a sequence-classification head (num_classes 0)");
+  POSGRAD_CHECK(seq_head != nullptr, ValueError,
+                "encoder built without a sequence-classification head (num_classes 0)");
   return seq_head->forward(mean(hidden(idx), {1}));  // (B, T, C) -> (B, C) -> (B, classes)
 }
 

@@ -21,9 +21,9 @@
 namespace posgrad::nn {
 
 struct EncoderConfig {
-  GPTConfig model;           // model.vocab_size counts [MASK]; model.pos.causal is forced to false
-  int64_t num_classes = 0;   // sequence-classification head (0: none)
-  int64_t num_tags = 0;      // token-classification head (0: none)
+  GPTConfig model;          // model.vocab_size counts [MASK]; model.pos.causal is forced to false
+  int64_t num_classes = 0;  // sequence-classification head (0: none)
+  int64_t num_tags = 0;     // token-classification head (0: none)
   // ValueError naming the field: the GPT checks, and non-negative head sizes.
   void validate() const;
 };

@@ -67,8 +67,8 @@ Tensor GPT::embed(const Tensor& idx, int64_t pos0) const {
   const int64_t T = idx.size(1);
   const int64_t limit = pos_->max_length();
   const int64_t last = pos_->position_ids().empty() ? pos0 + T - 1 : pos_->position_ids().back();
-  POSGRAD_CHECK(limit < 0 || last < limit, IndexError, "sequence positions up to ", last,
-                " exceed the ", pos_->kind(), " position encoding's table of ", limit, " positions");
+  POSGRAD_CHECK(limit < 0 || last < limit, IndexError, "sequence positions up to ", last, " exceed the ", pos_->kind(),
+                " position encoding's table of ", limit, " positions");
   return pos_->embed(wte->forward(idx), pos0);
 }
 
@@ -226,8 +226,8 @@ std::vector<Tensor> GPT::last_position_gradients(const Tensor& idx, const Tensor
   const Tensor last_target = targets.narrow(1, T - 1, 1).contiguous().reshape({B});  // (B)
   const std::vector<int64_t> lt = last_target.to(Device::cpu()).to_int_vector();
   for (int64_t b = 0; b < B; ++b)
-    POSGRAD_CHECK(lt[b] >= 0 && lt[b] < V, IndexError, "GPT::last_position_gradients: window ", b,
-                  "'s last target ", lt[b], " is not a token id in [0, ", V, ")");
+    POSGRAD_CHECK(lt[b] >= 0 && lt[b] < V, IndexError, "GPT::last_position_gradients: window ", b, "'s last target ",
+                  lt[b], " is not a token id in [0, ", V, ")");
   FrozenParameters frozen(parameters());
   GradModeOn grad_on;
   Tensor x = embed(idx, 0).detach();  // x_0 (B, T, C): a leaf (no dropout: check_measurable)

@@ -11,8 +11,8 @@ namespace posgrad::nn {
 // Parameters, buffers and children share one namespace: their dotted names are the state_dict keys.
 static void check_name(const std::string& name, const NamedTensors& params, const NamedTensors& buffers,
                        const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& c) {
-  POSGRAD_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError, "invalid module member name '",
-                name, "'");
+  POSGRAD_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError, "invalid module member name '", name,
+                "'");
   for (const auto& [n, t] : params) POSGRAD_CHECK(n != name, ValueError, "duplicate member name '", name, "'");
   for (const auto& [n, t] : buffers) POSGRAD_CHECK(n != name, ValueError, "duplicate member name '", name, "'");
   for (const auto& [n, m] : c) POSGRAD_CHECK(n != name, ValueError, "duplicate member name '", name, "'");

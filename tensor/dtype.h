@@ -34,11 +34,24 @@ inline const char* dtype_name(DType t) {
 
 inline bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
-template <typename T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::Bool; };  // Bool is stored as one byte
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::Float32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::Float64;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::Int64;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = DType::Bool;
+};  // Bool is stored as one byte
 
 // Calls f(T{}) with T = float or double according to t; any other dtype is a DTypeError naming `what`.
 template <typename F>

@@ -53,8 +53,8 @@ std::string concat(Args&&... args) {
 }  // namespace detail
 
 // POSGRAD_CHECK(cond, ErrorType, message parts...): throw ErrorType(message) unless cond.
-#define POSGRAD_CHECK(cond, ErrT, ...)                                  \
-  do {                                                                  \
+#define POSGRAD_CHECK(cond, ErrT, ...)                                          \
+  do {                                                                          \
     if (!(cond)) throw ::posgrad::ErrT(::posgrad::detail::concat(__VA_ARGS__)); \
   } while (0)
 

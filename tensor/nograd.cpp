@@ -29,18 +29,26 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 }
 
 void copy_into(const Tensor& dst, const Tensor& src) {
-  POSGRAD_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype() && dst.device() == src.device(),
-                ShapeError, "copy_into: ", dst.str(), " <- ", src.str());
+  POSGRAD_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype() && dst.device() == src.device(), ShapeError,
+                "copy_into: ", dst.str(), " <- ", src.str());
   const int nd = static_cast<int>(dst.dim());
   const int64_t* shape = dst.shape().data();
   const int64_t* ds = dst.strides().data();
   const int64_t* ss = src.strides().data();
   Device dev = dst.device();
   switch (dst.dtype()) {
-    case DType::Float32: POSGRAD_KERNEL(dev, copy_strided<float>, dst.data<float>(), src.data<float>(), nd, shape, ds, ss); break;
-    case DType::Float64: POSGRAD_KERNEL(dev, copy_strided<double>, dst.data<double>(), src.data<double>(), nd, shape, ds, ss); break;
-    case DType::Int64: POSGRAD_KERNEL(dev, copy_strided<int64_t>, dst.data<int64_t>(), src.data<int64_t>(), nd, shape, ds, ss); break;
-    case DType::Bool: POSGRAD_KERNEL(dev, copy_strided<uint8_t>, dst.data<uint8_t>(), src.data<uint8_t>(), nd, shape, ds, ss); break;
+    case DType::Float32:
+      POSGRAD_KERNEL(dev, copy_strided<float>, dst.data<float>(), src.data<float>(), nd, shape, ds, ss);
+      break;
+    case DType::Float64:
+      POSGRAD_KERNEL(dev, copy_strided<double>, dst.data<double>(), src.data<double>(), nd, shape, ds, ss);
+      break;
+    case DType::Int64:
+      POSGRAD_KERNEL(dev, copy_strided<int64_t>, dst.data<int64_t>(), src.data<int64_t>(), nd, shape, ds, ss);
+      break;
+    case DType::Bool:
+      POSGRAD_KERNEL(dev, copy_strided<uint8_t>, dst.data<uint8_t>(), src.data<uint8_t>(), nd, shape, ds, ss);
+      break;
   }
 }
 

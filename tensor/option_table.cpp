@@ -24,8 +24,10 @@ bool Interval::contains(long double v) const {
 static std::string number_str(long double v) {
   if (v == std::floor(v) && std::fabs(v) < 1e19L) {
     std::ostringstream os;
-    if (v < 0) os << static_cast<int64_t>(v);
-    else os << static_cast<uint64_t>(v);
+    if (v < 0)
+      os << static_cast<int64_t>(v);
+    else
+      os << static_cast<uint64_t>(v);
     return os.str();
   }
   std::ostringstream os;
@@ -372,23 +374,29 @@ void check(const Spec& spec, const Value& v, const std::string& where) {
 
 // ---- formatting and JSON ---------------------------------------------------------------------------------
 
-
 std::string format(const Value& v) {
   return std::visit(
       [](const auto& x) -> std::string {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, double>) return real_str(x);
-        else if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
-        else if constexpr (std::is_same_v<T, std::string>) return x;
-        else if constexpr (std::is_integral_v<T>) return std::to_string(x);
+        if constexpr (std::is_same_v<T, double>)
+          return real_str(x);
+        else if constexpr (std::is_same_v<T, bool>)
+          return x ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>)
+          return x;
+        else if constexpr (std::is_integral_v<T>)
+          return std::to_string(x);
         else {
           std::string s;
           for (const auto& e : x) {
             // Appended piece by piece: `"," + std::to_string(e)` makes GCC 12 warn (falsely) of -Wrestrict.
             if (!s.empty()) s += ',';
-            if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>) s += e;
-            else if constexpr (std::is_same_v<std::decay_t<decltype(e)>, double>) s += real_str(e);
-            else s += std::to_string(e);
+            if constexpr (std::is_same_v<std::decay_t<decltype(e)>, std::string>)
+              s += e;
+            else if constexpr (std::is_same_v<std::decay_t<decltype(e)>, double>)
+              s += real_str(e);
+            else
+              s += std::to_string(e);
           }
           return s;
         }
@@ -408,7 +416,9 @@ std::string got_json(const json& j) {
   if (j.is_array()) return "an array";
   if (j.is_object()) return "an object";
   const std::string d = j.dump();
-  if (j.is_string()) return d.size() <= 40 ? "the string " + d : "a string of " + std::to_string(j.get_ref<const std::string&>().size()) + " bytes";
+  if (j.is_string())
+    return d.size() <= 40 ? "the string " + d
+                          : "a string of " + std::to_string(j.get_ref<const std::string&>().size()) + " bytes";
   return d.substr(0, 40);
 }
 
@@ -456,7 +466,8 @@ Value from_json(const Spec& spec, const json& j, const std::string& where) {
     case Type::FloatList: {
       if (!j.is_array()) fail(where, "expected an array, got " + got_json(j));
       if (j.size() > static_cast<size_t>(spec.max_items))
-        fail(where, "a list of " + std::to_string(j.size()) + " items (at most " + std::to_string(spec.max_items) + ")");
+        fail(where,
+             "a list of " + std::to_string(j.size()) + " items (at most " + std::to_string(spec.max_items) + ")");
       if (spec.type == Type::IntList) {
         std::vector<int64_t> l;
         for (const auto& e : j) l.push_back(integer_from_json<int64_t>(spec, e, where));
@@ -515,8 +526,8 @@ std::string nearest(const std::string& name, const std::vector<std::string>& kno
 
 json parse_json_limited(std::string_view text, const std::string& source, size_t max_bytes, int max_depth) {
   if (text.size() > max_bytes)
-    throw UsageError(source + ": " + std::to_string(text.size()) + " bytes is too large for a JSON configuration (at most " +
-                     std::to_string(max_bytes) + ")");
+    throw UsageError(source + ": " + std::to_string(text.size()) +
+                     " bytes is too large for a JSON configuration (at most " + std::to_string(max_bytes) + ")");
   // The depth is checked as each object or array opens, so a hostile file never builds (or
   // recurses into) a deep value.
   json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json&) {

@@ -55,10 +55,10 @@ struct Spec {
   std::string name;  // snake_case key of JSON files and config.json; the flag is --name with '_' -> '-'
   Type type = Type::Int;
   std::string help;
-  std::string unit;   // "tokens", "steps", "bytes", ... ("" when dimensionless)
-  std::string group;  // --help section
-  Interval range;     // numbers and number-list elements
-  std::vector<std::string> choices;  // texts and text-list elements: the allowed values (empty: any text)
+  std::string unit;                       // "tokens", "steps", "bytes", ... ("" when dimensionless)
+  std::string group;                      // --help section
+  Interval range;                         // numbers and number-list elements
+  std::vector<std::string> choices;       // texts and text-list elements: the allowed values (empty: any text)
   int64_t min_items = 1, max_items = 64;  // lists
   bool allow_empty_text = true;           // texts
   // false: part of the model's or the data's identity, so `train --resume` refuses to change it.
@@ -157,14 +157,22 @@ using Table = std::vector<Option<S>>;
 namespace detail {
 template <typename T>
 constexpr Type type_of() {
-  if constexpr (std::is_same_v<T, int64_t>) return Type::Int;
-  else if constexpr (std::is_same_v<T, uint64_t>) return Type::UInt;
-  else if constexpr (std::is_same_v<T, double>) return Type::Float;
-  else if constexpr (std::is_same_v<T, bool>) return Type::Bool;
-  else if constexpr (std::is_same_v<T, std::string>) return Type::Text;
-  else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return Type::IntList;
-  else if constexpr (std::is_same_v<T, std::vector<uint64_t>>) return Type::UIntList;
-  else if constexpr (std::is_same_v<T, std::vector<double>>) return Type::FloatList;
+  if constexpr (std::is_same_v<T, int64_t>)
+    return Type::Int;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return Type::UInt;
+  else if constexpr (std::is_same_v<T, double>)
+    return Type::Float;
+  else if constexpr (std::is_same_v<T, bool>)
+    return Type::Bool;
+  else if constexpr (std::is_same_v<T, std::string>)
+    return Type::Text;
+  else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+    return Type::IntList;
+  else if constexpr (std::is_same_v<T, std::vector<uint64_t>>)
+    return Type::UIntList;
+  else if constexpr (std::is_same_v<T, std::vector<double>>)
+    return Type::FloatList;
   else {
     static_assert(std::is_same_v<T, std::vector<std::string>>, "unsupported option member type");
     return Type::TextList;
@@ -240,7 +248,8 @@ class Rows {
 };
 
 // The member accessor that Rows::add and bind take: POSGRAD_MEMBER(model.n_layer).
-#define POSGRAD_MEMBER(path) [](auto& s) -> auto& { return s.path; }
+#define POSGRAD_MEMBER(path) \
+  [](auto& s) -> auto& { return s.path; }
 
 // "As many as you like": the upper bound of step counts and intervals.
 constexpr long double kMany = 1e9L;
@@ -291,7 +300,8 @@ std::vector<std::string> from_json(const Table<S>& table, S& s, const nlohmann::
     const Option<S>* o = find(table, name);
     if (!o) {
       const std::string near = nearest(name, names(table));
-      throw UsageError(source + ": unknown key '" + key + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+      throw UsageError(source + ": unknown key '" + key + "'" +
+                       (near.empty() ? "" : " (did you mean '" + near + "'?)"));
     }
     o->set(s, from_json(o->spec, value, source + ": key '" + key + "'"));
     set.push_back(name);

@@ -31,7 +31,10 @@ POSGRAD_HD Philox4 philox4x32(uint64_t counter, uint64_t key) {
     const uint32_t n1 = static_cast<uint32_t>(p1);
     const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
     const uint32_t n3 = static_cast<uint32_t>(p0);
-    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
     k0 += kW0;
     k1 += kW1;
   }

@@ -28,8 +28,8 @@ class Generator {
   }
   GeneratorState state() const { return state_; }
   void set_state(GeneratorState s) { state_ = s; }
-  uint64_t next_u64();       // a scalar draw (uses one counter)
-  double next_unit();        // uniform [0, 1)
+  uint64_t next_u64();  // a scalar draw (uses one counter)
+  double next_unit();   // uniform [0, 1)
 
  private:
   GeneratorState state_;

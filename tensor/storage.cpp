@@ -3,9 +3,9 @@
 // size); tensor.cpp has already turned impossible sizes into ShapeErrors.
 #include "tensor/storage.h"
 
+#include <malloc.h>
 #include <atomic>
 #include <cstdlib>
-#include <malloc.h>
 
 #include <cstring>
 #include <limits>
@@ -40,7 +40,8 @@ class CpuBackend final : public DeviceBackend {
                   current_.load(), " bytes held in tensors)");
     size_t now = current_.fetch_add(rounded) + rounded;
     size_t prev = peak_.load();
-    while (now > prev && !peak_.compare_exchange_weak(prev, now)) {}
+    while (now > prev && !peak_.compare_exchange_weak(prev, now)) {
+    }
     return p;
   }
   void deallocate(void* ptr, size_t nbytes) override {
@@ -71,8 +72,7 @@ DeviceBackend& backend(DeviceType t) {
   static CpuBackend cpu;
   if (t == DeviceType::CPU) return cpu;
 #if POSGRAD_HAVE_CUDA
-  if (!cuda_device_present())
-    throw DeviceError("CUDA device requested, but no CUDA GPU is present on this machine");
+  if (!cuda_device_present()) throw DeviceError("CUDA device requested, but no CUDA GPU is present on this machine");
   return cuda_backend();
 #else
   throw DeviceError("CUDA device requested, but posgrad was built without CUDA (configure with -DPOSGRAD_CUDA=ON)");
@@ -101,9 +101,7 @@ Device Device::parse(const std::string& s) {
   throw ValueError("unknown device '" + s + "' (expected cpu, cuda or cuda:N)");
 }
 
-Storage::Storage(size_t nbytes, Device dev) : nbytes_(nbytes), dev_(dev) {
-  ptr_ = backend(dev.type).allocate(nbytes);
-}
+Storage::Storage(size_t nbytes, Device dev) : nbytes_(nbytes), dev_(dev) { ptr_ = backend(dev.type).allocate(nbytes); }
 
 Storage::~Storage() {
   if (ptr_) backend(dev_.type).deallocate(ptr_, nbytes_);

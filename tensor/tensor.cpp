@@ -70,10 +70,9 @@ size_t shape_nbytes(const Shape& s, DType dtype) {
 }
 
 static void check_shape(const Shape& shape, const char* what) {
-  for (int64_t d : shape)
-    POSGRAD_CHECK(d >= 0, ShapeError, what, ": negative dimension in shape ", shape_str(shape));
-  POSGRAD_CHECK(shape.size() <= static_cast<size_t>(kernels::kMaxDims), ShapeError, what, ": shape ",
-                shape_str(shape), " has more than ", kernels::kMaxDims, " dims");
+  for (int64_t d : shape) POSGRAD_CHECK(d >= 0, ShapeError, what, ": negative dimension in shape ", shape_str(shape));
+  POSGRAD_CHECK(shape.size() <= static_cast<size_t>(kernels::kMaxDims), ShapeError, what, ": shape ", shape_str(shape),
+                " has more than ", kernels::kMaxDims, " dims");
   // contiguous_strides multiplies the extents after each dim (zeros counted as 1), so the largest
   // stride — the product of every extent but the first — must fit in int64 even when the tensor is
   // empty: (0, 2^62, 4) holds nothing but its strides overflow; (2^40, 2^40, 0) is a valid empty tensor.
@@ -127,8 +126,8 @@ Tensor Tensor::ones(const Shape& shape, DType dtype, Device dev) { return full(s
 Tensor Tensor::scalar(double v, DType dtype, Device dev) { return full({}, v, dtype, dev); }
 
 Tensor Tensor::from_vector(const std::vector<double>& v, const Shape& shape, DType dtype) {
-  POSGRAD_CHECK(static_cast<int64_t>(v.size()) == shape_numel(shape), ShapeError, "from_vector: ",
-                v.size(), " values do not fill shape ", shape_str(shape));
+  POSGRAD_CHECK(static_cast<int64_t>(v.size()) == shape_numel(shape), ShapeError, "from_vector: ", v.size(),
+                " values do not fill shape ", shape_str(shape));
   Tensor t = empty(shape, dtype);
   switch (dtype) {
     case DType::Float32: std::copy(v.begin(), v.end(), t.data<float>()); break;
@@ -144,16 +143,16 @@ Tensor Tensor::from_vector(const std::vector<double>& v, const Shape& shape, DTy
 }
 
 Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& shape) {
-  POSGRAD_CHECK(static_cast<int64_t>(v.size()) == shape_numel(shape), ShapeError, "from_vector: ",
-                v.size(), " values do not fill shape ", shape_str(shape));
+  POSGRAD_CHECK(static_cast<int64_t>(v.size()) == shape_numel(shape), ShapeError, "from_vector: ", v.size(),
+                " values do not fill shape ", shape_str(shape));
   Tensor t = empty(shape, DType::Float32);
   std::copy(v.begin(), v.end(), t.data<float>());
   return t;
 }
 
 Tensor Tensor::from_ints(const std::vector<int64_t>& v, const Shape& shape) {
-  POSGRAD_CHECK(static_cast<int64_t>(v.size()) == shape_numel(shape), ShapeError, "from_ints: ",
-                v.size(), " values do not fill shape ", shape_str(shape));
+  POSGRAD_CHECK(static_cast<int64_t>(v.size()) == shape_numel(shape), ShapeError, "from_ints: ", v.size(),
+                " values do not fill shape ", shape_str(shape));
   Tensor t = empty(shape, DType::Int64);
   std::copy(v.begin(), v.end(), t.data<int64_t>());
   return t;
@@ -183,8 +182,7 @@ int64_t Tensor::wrap_dim(int64_t d, bool for_insert) const {
   // Strictly below n: a 0-d tensor has no dim to index (only an insert, e.g. unsqueeze, may name
   // dim 0 of it); allowing dim 0 there made size(0), narrow, squeeze, sum and max read shape()[0]
   // of an empty shape.
-  POSGRAD_CHECK(w >= 0 && w < n, IndexError, "dim ", d, " out of range for tensor of shape ",
-                shape_str(shape()));
+  POSGRAD_CHECK(w >= 0 && w < n, IndexError, "dim ", d, " out of range for tensor of shape ", shape_str(shape()));
   return w;
 }
 
@@ -239,8 +237,7 @@ Tensor Tensor::detach() const {
 }
 
 Tensor& Tensor::set_requires_grad(bool r) {
-  POSGRAD_CHECK(is_leaf(), AutogradError, "set_requires_grad on non-leaf tensor ", str(),
-                " (detach() it first)");
+  POSGRAD_CHECK(is_leaf(), AutogradError, "set_requires_grad on non-leaf tensor ", str(), " (detach() it first)");
   POSGRAD_CHECK(!r || is_floating(dtype()), DTypeError, "only floating tensors can require grad, got ", str());
   impl().requires_grad = r;
   return *this;
@@ -267,9 +264,7 @@ Tensor diff_narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) 
 Tensor diff_expand(const Tensor& x, const Shape& shape) {
   return x.requires_grad() ? autograd_hooks("expand").expand(x, shape) : nograd::expand(x, shape);
 }
-Tensor diff_copy(const Tensor& x) {
-  return x.requires_grad() ? autograd_hooks("copy").copy(x) : nograd::copy(x);
-}
+Tensor diff_copy(const Tensor& x) { return x.requires_grad() ? autograd_hooks("copy").copy(x) : nograd::copy(x); }
 Tensor diff_to_dtype(const Tensor& x, DType t) {
   return x.requires_grad() ? autograd_hooks("to(dtype)").to_dtype(x, t) : nograd::to_dtype(x, t);
 }
@@ -360,8 +355,8 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
-  POSGRAD_CHECK(static_cast<int64_t>(dims.size()) == dim(), ShapeError, "permute of ", shape_str(shape()),
-                " needs ", dim(), " dims, got ", dims.size());
+  POSGRAD_CHECK(static_cast<int64_t>(dims.size()) == dim(), ShapeError, "permute of ", shape_str(shape()), " needs ",
+                dim(), " dims, got ", dims.size());
   std::vector<int64_t> p(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -383,8 +378,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d);
   // length <= size - start, not start + length <= size: the sum may overflow.
   POSGRAD_CHECK(start >= 0 && length >= 0 && start <= shape()[d] && length <= shape()[d] - start, IndexError,
-                "narrow(dim=", d,
-                ", start=", start, ", length=", length, ") out of range for shape ", shape_str(shape()));
+                "narrow(dim=", d, ", start=", start, ", length=", length, ") out of range for shape ",
+                shape_str(shape()));
   return diff_narrow(*this, d, start, length);
 }
 
@@ -473,8 +468,8 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   POSGRAD_CHECK(requires_grad(), AutogradError, "backward on tensor ", str(), " that does not require grad");
   Tensor g = grad;
   if (!g.defined()) {
-    POSGRAD_CHECK(numel() == 1, AutogradError, "backward() without a gradient needs a one-element tensor, got ",
-                  str(), "; pass backward(grad)");
+    POSGRAD_CHECK(numel() == 1, AutogradError, "backward() without a gradient needs a one-element tensor, got ", str(),
+                  "; pass backward(grad)");
     g = Tensor::ones(shape(), dtype(), device());
   }
   POSGRAD_CHECK(g.shape() == shape(), ShapeError, "backward: gradient shape ", shape_str(g.shape()),

@@ -38,12 +38,12 @@ struct TensorImpl {
   DType dtype = DType::Float32;
   // autograd
   bool requires_grad = false;
-  std::shared_ptr<TensorImpl> grad;       // accumulated gradient (leaves, or retain_grad)
-  std::shared_ptr<Node> grad_fn;          // producer node; null for leaves
-  uint32_t output_nr = 0;                 // which output of grad_fn this is
-  std::shared_ptr<Node> grad_accumulator; // leaves only, created on first use
-  bool retains_grad = false;              // retain_grad() was called (its hook is registered once)
-  std::string name;                       // optional, used in messages
+  std::shared_ptr<TensorImpl> grad;        // accumulated gradient (leaves, or retain_grad)
+  std::shared_ptr<Node> grad_fn;           // producer node; null for leaves
+  uint32_t output_nr = 0;                  // which output of grad_fn this is
+  std::shared_ptr<Node> grad_accumulator;  // leaves only, created on first use
+  bool retains_grad = false;               // retain_grad() was called (its hook is registered once)
+  std::string name;                        // optional, used in messages
 };
 
 class Tensor {
@@ -75,12 +75,16 @@ class Tensor {
   bool is_contiguous() const;
   std::string str() const;  // "float32(3, 7) cpu"
   std::string name() const { return impl().name; }
-  Tensor& set_name(std::string n) { impl().name = std::move(n); return *this; }
+  Tensor& set_name(std::string n) {
+    impl().name = std::move(n);
+    return *this;
+  }
   // Normalises a possibly negative dim against dim() (+1 when `for_insert`), or throws IndexError.
   int64_t wrap_dim(int64_t d, bool for_insert = false) const;
 
   // Typed pointer to the first element (after the offset). Throws DTypeError on a dtype mismatch.
-  template <typename T> T* data() const;
+  template <typename T>
+  T* data() const;
   void* raw_data() const;
 
   // ---- views (share storage; differentiable) -----------------------------------------------
@@ -102,9 +106,9 @@ class Tensor {
   Tensor as_strided_nograd(const Shape& shape, const Shape& strides, int64_t offset) const;
 
   // ---- conversion ---------------------------------------------------------------------------
-  Tensor to(DType dtype) const;   // differentiable between float types
-  Tensor to(Device dev) const;    // differentiable
-  double item() const;            // one-element tensor -> double
+  Tensor to(DType dtype) const;           // differentiable between float types
+  Tensor to(Device dev) const;            // differentiable
+  double item() const;                    // one-element tensor -> double
   std::vector<double> to_vector() const;  // any dtype, any layout, row-major order
   std::vector<float> to_float_vector() const;
   std::vector<int64_t> to_int_vector() const;
@@ -123,7 +127,7 @@ class Tensor {
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
   // Runs fn on this tensor's gradient during backward; fn may return a replacement (or undefined).
   void register_hook(GradHook fn) const;
-  void retain_grad() const;  // keep .grad() on a non-leaf
+  void retain_grad() const;                        // keep .grad() on a non-leaf
   std::shared_ptr<Node> grad_accumulator() const;  // leaves: the node that accumulates into grad
 
   TensorImpl& impl() const;

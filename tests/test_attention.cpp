@@ -86,7 +86,8 @@ Built build(const Case& c, DType dt, uint64_t seed) {
       break;
     case Mod::ALiBi:
       b.mod.kind = ScoreBias::Distance;
-      b.mod.bias_by_distance = nn::alibi_bias_by_distance(nn::alibi_slopes(c.H), c.T, c.T, c.q_offset, dt, Device::cpu());
+      b.mod.bias_by_distance =
+          nn::alibi_bias_by_distance(nn::alibi_slopes(c.H), c.T, c.T, c.q_offset, dt, Device::cpu());
       break;
     case Mod::DeBERTa:
       b.inputs.push_back(in({12, c.H, c.D}));
@@ -144,9 +145,14 @@ std::vector<Case> cases() {
   for (auto [kind, kname] : kinds)
     for (bool causal : {true, false})
       for (const auto& s : shapes) {
-        Case c{std::string(kname) + (causal ? "_causal_" : "_bidir_") + std::to_string(s[0]) + "x" + std::to_string(s[1]) +
-                   "x" + std::to_string(s[2]) + "x" + std::to_string(s[3]),
-               kind, causal, s[0], s[1], s[2], s[3]};
+        Case c{std::string(kname) + (causal ? "_causal_" : "_bidir_") + std::to_string(s[0]) + "x" +
+                   std::to_string(s[1]) + "x" + std::to_string(s[2]) + "x" + std::to_string(s[3]),
+               kind,
+               causal,
+               s[0],
+               s[1],
+               s[2],
+               s[3]};
         v.push_back(c);
       }
   // Query offsets: negative leaves the first rows without keys (output and gradients 0).
@@ -201,7 +207,8 @@ TEST(AttentionSinks, SpecTestVector) {
                                {0.3352761884, 0.0694246828, -0.2500579804, -0.3763687281},
                                {0.3103318494, 0.0018703764, -0.3080359783, -0.3799819211}};
     for (int i = 0; i < 4; ++i)
-      for (int e = 0; e < 4; ++e) EXPECT_NEAR(ov[i * 4 + e], o_h0[i][e], 1e-10) << naive << " O[0," << i << "," << e << "]";
+      for (int e = 0; e < 4; ++e)
+        EXPECT_NEAR(ov[i * 4 + e], o_h0[i][e], 1e-10) << naive << " O[0," << i << "," << e << "]";
     sum(o * gen4(sh, 8.0)).backward();
     const auto g = sinks.grad().to_vector();
     EXPECT_NEAR(g[0], -0.1194318555, 1e-10) << (naive ? "reference" : "fused");
@@ -347,7 +354,7 @@ TEST(Attention, ArgumentErrors) {
   ScoreModifier distance;
   distance.kind = ScoreBias::Distance;
   EXPECT_THROW(attention(q, k, k, distance, true, 0.5), ShapeError);  // no bias tensor
-  distance.bias_by_distance = randn({2, 8}, g);                     // Tq + Tk - 1 = 9 diagonals
+  distance.bias_by_distance = randn({2, 8}, g);                       // Tq + Tk - 1 = 9 diagonals
   EXPECT_THROW(attention(q, k, k, distance, true, 0.5), ShapeError);
   distance.bias_by_distance = randn({2, 9}, g, DType::Float64);
   EXPECT_THROW(attention(q, k, k, distance, true, 0.5), DTypeError);
@@ -484,8 +491,8 @@ TensorList run_positions(bool content_position, bool causal, int64_t T, const st
   }
   m.query_positions = m.key_positions = pos;
   const double scale = 0.4;
-  Tensor y = naive ? attention_reference(x[0], x[1], x[2], m, causal, scale)
-                   : attention(x[0], x[1], x[2], m, causal, scale);
+  Tensor y =
+      naive ? attention_reference(x[0], x[1], x[2], m, causal, scale) : attention(x[0], x[1], x[2], m, causal, scale);
   Generator gy(7);
   y.backward(randn(y.shape(), gy, dt));
   TensorList out{y.detach()};
@@ -586,7 +593,8 @@ TEST(Attention, SubnormalProductsAreFlushedAndTheThreadStateRestored) {
                v64 = in({1, H, Tk, D}, DType::Float64);
   std::vector<double> bias(static_cast<size_t>(H * (Tq + Tk - 1)));
   for (int64_t h = 0; h < H; ++h)
-    for (int64_t d = 0; d < Tq + Tk - 1; ++d) bias[h * (Tq + Tk - 1) + d] = -0.8 * (h + 1) * static_cast<double>(Tk - 1 - d);
+    for (int64_t d = 0; d < Tq + Tk - 1; ++d)
+      bias[h * (Tq + Tk - 1) + d] = -0.8 * (h + 1) * static_cast<double>(Tk - 1 - d);
   ScoreModifier m64;
   m64.kind = ScoreBias::Distance;
   m64.bias_by_distance = Tensor::from_vector(bias, {H, Tq + Tk - 1}, DType::Float64);

@@ -43,7 +43,6 @@ struct OmpThreads {
   ~OmpThreads() { omp_set_num_threads(prev); }
 };
 
-
 // ---- basics ----------------------------------------------------------------------------------------
 
 TEST(Autograd, RequiresGradPropagationAndLeaves) {
@@ -307,8 +306,16 @@ TEST(AutogradHooks, NonLeafHookSeesTheRightGradientAndCanReplaceIt) {
   Tensor b = a * 1.0;
   std::vector<std::vector<double>> order;
   int calls = 0;
-  b.register_hook([&](const Tensor& g) { order.push_back(g.to_vector()); ++calls; return g + 1.0; });
-  b.register_hook([&](const Tensor& g) { order.push_back(g.to_vector()); ++calls; return Tensor(); });
+  b.register_hook([&](const Tensor& g) {
+    order.push_back(g.to_vector());
+    ++calls;
+    return g + 1.0;
+  });
+  b.register_hook([&](const Tensor& g) {
+    order.push_back(g.to_vector());
+    ++calls;
+    return Tensor();
+  });
   sum(b * b).backward();  // dL/db = 2b = (2, 4)
   EXPECT_EQ(calls, 2);
   ASSERT_EQ(order.size(), 2u);
@@ -335,7 +342,10 @@ TEST(AutogradHooks, HookOnOneOutputOfAMultiOutputOp) {
   auto [v, idx] = max(x, 1);
   EXPECT_FALSE(idx.requires_grad());
   std::vector<double> seen;
-  v.register_hook([&](const Tensor& g) { seen = g.to_vector(); return Tensor(); });
+  v.register_hook([&](const Tensor& g) {
+    seen = g.to_vector();
+    return Tensor();
+  });
   sum(v * v).backward();  // dL/dv = 2v = (10, 14)
   EXPECT_EQ(seen, (std::vector<double>{10, 14}));
   EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{0, 10, 0, 14, 0, 0}));
@@ -455,8 +465,10 @@ TEST(AutogradMemory, BackwardFreesSavedTensorsUnlessRetained) {
     const size_t after = cpu_bytes();
     // Before: x and the 8 exp outputs the graph saved. After: x.grad is one new tensor and, without
     // retain_graph, the 8 saved outputs are gone.
-    if (!retain) EXPECT_LE(after + 6 * one, before + one) << "saved tensors were not released";
-    else EXPECT_GE(after + one / 2, before + one) << "retain_graph must keep the saved tensors";
+    if (!retain)
+      EXPECT_LE(after + 6 * one, before + one) << "saved tensors were not released";
+    else
+      EXPECT_GE(after + one / 2, before + one) << "retain_graph must keep the saved tensors";
   }
 }
 
@@ -520,7 +532,7 @@ TEST(AutogradViews, NarrowOfTransposeAndFriends) {
 
   // expand sums the gradient over broadcast dims; unsqueeze/squeeze/permute/view pass it through.
   Tensor b = leaf({1, 2, 3}, {3});
-  Tensor e = b.unsqueeze(0).expand({4, 3});       // (4, 3)
+  Tensor e = b.unsqueeze(0).expand({4, 3});        // (4, 3)
   Tensor pe = e.unsqueeze(-1).permute({2, 1, 0});  // (1, 3, 4)
   Tensor s = pe.squeeze(0).reshape({12});          // non-contiguous -> reshape copies
   Tensor wv = Tensor::from_vector(iota_vec(12), {12}, DType::Float64);
@@ -536,9 +548,9 @@ TEST(AutogradViews, GradcheckThroughViewChains) {
   Tensor w = randn({5, 2, 3}, gen, DType::Float64);
   auto f = [&](const TensorList& in) {
     const Tensor& a = in[0];
-    Tensor v = a.permute({1, 2, 0})     // (5, 4, 3)
-                   .narrow(1, 1, 2)     // (5, 2, 3), non-contiguous
-                   .reshape({10, 3})    // copy
+    Tensor v = a.permute({1, 2, 0})   // (5, 4, 3)
+                   .narrow(1, 1, 2)   // (5, 2, 3), non-contiguous
+                   .reshape({10, 3})  // copy
                    .view({5, 2, 3});
     Tensor u = a.transpose(0, 2).narrow(0, 2, 1).squeeze(0).t().unsqueeze(1);  // (3, 1, 5)
     Tensor z = v * w + sum(u, {0, 1}).view({5, 1, 1}).expand({5, 2, 3});
@@ -575,12 +587,12 @@ RunResult run_small_model(uint64_t seed) {
   Tensor drop_gen_probe = rand({8}, gen);  // advances the generator like a training step would
   x.set_requires_grad(true);
   w.set_requires_grad(true);
-  Tensor h = tanh(x * w + 0.25);                              // (64, 1024)
+  Tensor h = tanh(x * w + 0.25);  // (64, 1024)
   Tensor a = gelu(h) * silu(h.t().contiguous().t()) - exp(h * -0.5);
-  Tensor m = mean(a, {1}, true);                              // (64, 1)
-  Tensor c = a - m;                                           // broadcast
-  Tensor v = sum(c * c, {0});                                 // (1024)
-  auto [mx, idx] = max(c.view({64, 32, 32}), 2);              // (64, 32)
+  Tensor m = mean(a, {1}, true);                  // (64, 1)
+  Tensor c = a - m;                               // broadcast
+  Tensor v = sum(c * c, {0});                     // (1024)
+  auto [mx, idx] = max(c.view({64, 32, 32}), 2);  // (64, 32)
   Tensor loss = sum(sqrt(v + 1.0)) + mean(mx.t().narrow(0, 3, 20)) + sum(drop_gen_probe);
   loss.backward();
   return {{loss.item()}, x.grad().to_vector(), w.grad().to_vector()};

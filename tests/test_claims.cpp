@@ -16,8 +16,8 @@
 #include "compare/compare.h"
 #include "compare/studies/attention/attention.h"
 #include "compare/studies/cost/cost.h"
-#include "compare/studies/lm/lm.h"
 #include "compare/studies/encoder/encoder_track.h"
+#include "compare/studies/lm/lm.h"
 
 using namespace posgrad;
 using namespace posgrad::train;
@@ -85,7 +85,8 @@ struct Synthetic {
     e.config.seeds = r.config.seeds;
     e.config.tasks = {"marker_segment"};
     e.config.multipliers = {1};
-    if (std::find(e.config.methods.begin(), e.config.methods.end(), m) == e.config.methods.end()) e.config.methods.push_back(m);
+    if (std::find(e.config.methods.begin(), e.config.methods.end(), m) == e.config.methods.end())
+      e.config.methods.push_back(m);
     for (size_t s = 0; s < acc.size(); ++s) {
       EncoderUnitResult u;
       u.method = m;
@@ -238,7 +239,8 @@ TEST(ArticleClaims, B_AccuracyAndF1OnTheEncoderTrack) {
   auto build = [](std::vector<double> rope_f1) {
     Synthetic s(kArticle);
     s.encoder("rope", {0.60, 0.61, 0.62}, rope_f1).encoder("deberta", {0.55, 0.56, 0.57}, {0.80, 0.81, 0.82});
-    s.encoder("t5", {0.50, 0.51, 0.52}, {0.70, 0.71, 0.72}).encoder("sinusoidal", {0.40, 0.41, 0.42}, {0.60, 0.61, 0.62});
+    s.encoder("t5", {0.50, 0.51, 0.52}, {0.70, 0.71, 0.72})
+        .encoder("sinusoidal", {0.40, 0.41, 0.42}, {0.60, 0.61, 0.62});
     s.encoder("learned", {0.35, 0.36, 0.37}, {0.50, 0.51, 0.52});
     return s;
   };
@@ -260,7 +262,9 @@ TEST(ArticleClaims, B_AccuracyAndF1OnTheEncoderTrack) {
 
 TEST(ArticleClaims, C_ExtrapolationOrdering) {
   Synthetic s = ordered();
-  s.growth("rope", {1.01, 1.02, 1.015}, 4).growth("deberta", {1.10, 1.11, 1.105}, 4).growth("t5", {1.20, 1.21, 1.205}, 4);
+  s.growth("rope", {1.01, 1.02, 1.015}, 4)
+      .growth("deberta", {1.10, 1.11, 1.105}, 4)
+      .growth("t5", {1.20, 1.21, 1.205}, 4);
   s.growth("sinusoidal", {2.0, 2.1, 2.05}, 4).growth("learned", {2.2, 2.3, 2.25}, 4);
   expect(s.r, "c", kSupported, "all of 4 significant");
   const auto all = judge_claims(s.r);
@@ -274,7 +278,10 @@ TEST(ArticleClaims, C_ExtrapolationOrdering) {
 
 TEST(ArticleClaims, D_RelativeBeatAbsolute) {
   Synthetic s({"t5", "rope", "sinusoidal", "learned"});
-  s.ppl("t5", {4.0, 4.02, 4.01}).ppl("rope", {4.1, 4.12, 4.11}).ppl("sinusoidal", {5.0, 5.02, 5.01}).ppl("learned", {5.1, 5.12, 5.11});
+  s.ppl("t5", {4.0, 4.02, 4.01})
+      .ppl("rope", {4.1, 4.12, 4.11})
+      .ppl("sinusoidal", {5.0, 5.02, 5.01})
+      .ppl("learned", {5.1, 5.12, 5.11});
   expect(s.r, "d", kSupported, "all of 4 significant");
   s.ppl("rope", {6.0, 6.02, 6.01});
   expect(s.r, "d", kContradicted, "rope vs sinusoidal");
@@ -335,7 +342,7 @@ TEST(CostBenchmark, LogRatiosArePairedByRound) {
   c.rows.push_back(CostRow{"c", "step", 64, 1, {2.0, 4.0}, 0, 0});
   const auto lr = c.log_ratios("a", "b", "step", 64);
   ASSERT_EQ(lr.size(), 3u);
-  for (double x : lr) EXPECT_DOUBLE_EQ(x, std::log(0.5));  // the machine's mood divides out
+  for (double x : lr) EXPECT_DOUBLE_EQ(x, std::log(0.5));   // the machine's mood divides out
   EXPECT_TRUE(c.log_ratios("a", "c", "step", 64).empty());  // round counts differ
   EXPECT_TRUE(c.log_ratios("a", "x", "step", 64).empty());
   EXPECT_EQ(ratio_text(lr), "0.500 [0.500, 0.500]");
@@ -504,7 +511,8 @@ TEST(PaperClaims, EveryVerdictOfN5AndN6) {
 // experiments. Under the uncorrected rule (any one pair reversed at 5%), (d) and (j) read
 // contradicted in about 12% of them.
 TEST(NullExperiment, ComparativeVerdictsStayWithinTheStatedRate) {
-  const std::vector<std::string> methods = {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi", "kerple"};
+  const std::vector<std::string> methods = {"none",    "sinusoidal", "learned", "t5",
+                                            "deberta", "rope",       "alibi",   "kerple"};
   const std::vector<std::string> ids = {"a", "b", "c", "d", "j"};
   constexpr int kExperiments = 600;
   std::mt19937_64 gen(20261202);

@@ -14,13 +14,13 @@
 #include <set>
 #include <sstream>
 
+#include "compare/compare.h"
+#include "compare/options.h"
 #include "data/fileio.h"
 #include "nn/posenc/position_encoding.h"
 #include "support/process.h"
 #include "support/test_util.h"
 #include "train/checkpoint.h"
-#include "compare/compare.h"
-#include "compare/options.h"
 #include "train/options.h"
 #include "train/presets.h"
 
@@ -139,27 +139,38 @@ TEST(OptionParsing, BooleansChoicesAndLists) {
 
 TEST(OptionParsing, JsonKeysTypesDepthAndSize) {
   train::TrainConfig c;
-  EXPECT_EQ(usage_error([&] { opt::from_json(train::train_options(), c, {{"max_iter", 3}}, "f.json"); }),
+  EXPECT_EQ(usage_error([&] {
+              opt::from_json(train::train_options(), c, {{"max_iter", 3}}, "f.json");
+            }),
             "f.json: unknown key 'max_iter' (did you mean 'max_iters'?)");
-  EXPECT_TRUE(contains(usage_error([&] { opt::from_json(train::train_options(), c, {{"lr", true}}, "f.json"); }),
-                       "f.json: key 'lr': expected a number"));
-  EXPECT_TRUE(contains(usage_error([&] { opt::from_json(train::train_options(), c, {{"n_layer", 2.5}}, "f.json"); }),
-                       "key 'n_layer': expected an integer"));
-  EXPECT_TRUE(contains(usage_error([&] { opt::from_json(train::train_options(), c, {{"n_layer", 0}}, "f.json"); }),
-                       "key 'n_layer': 0 is out of range"));
   EXPECT_TRUE(contains(usage_error([&] {
-                         opt::from_json(train::train_options(), c, {{"seed", std::numeric_limits<uint64_t>::max()}}, "f");
-                         opt::from_json(train::train_options(), c, {{"n_layer", std::numeric_limits<uint64_t>::max()}}, "f");
+                         opt::from_json(train::train_options(), c, {{"lr", true}}, "f.json");
                        }),
-                       "out of range"));
+                       "f.json: key 'lr': expected a number"));
+  EXPECT_TRUE(contains(usage_error([&] {
+                         opt::from_json(train::train_options(), c, {{"n_layer", 2.5}}, "f.json");
+                       }),
+                       "key 'n_layer': expected an integer"));
+  EXPECT_TRUE(contains(usage_error([&] {
+                         opt::from_json(train::train_options(), c, {{"n_layer", 0}}, "f.json");
+                       }),
+                       "key 'n_layer': 0 is out of range"));
+  EXPECT_TRUE(
+      contains(usage_error([&] {
+                 opt::from_json(train::train_options(), c, {{"seed", std::numeric_limits<uint64_t>::max()}}, "f");
+                 opt::from_json(train::train_options(), c, {{"n_layer", std::numeric_limits<uint64_t>::max()}}, "f");
+               }),
+               "out of range"));
   // Keys written with '-' (as flags) are accepted.
   opt::from_json(train::train_options(), c, {{"max-iters", 7}}, "f.json");
   EXPECT_EQ(c.max_iters, 7);
   std::string deep(100000, '[');
   EXPECT_TRUE(contains(usage_error([&] { opt::parse_json_limited(deep, "deep.json"); }), "nested deeper than 16"));
   EXPECT_NO_THROW(opt::parse_json_limited(std::string(15, '[') + std::string(15, ']'), "ok.json"));
-  EXPECT_TRUE(contains(usage_error([&] { opt::parse_json_limited(std::string(2 << 20, ' '), "big.json"); }), "too large"));
-  EXPECT_TRUE(contains(usage_error([&] { opt::parse_json_limited("{\"lr\": ", "cut.json"); }), "cut.json: not valid JSON"));
+  EXPECT_TRUE(
+      contains(usage_error([&] { opt::parse_json_limited(std::string(2 << 20, ' '), "big.json"); }), "too large"));
+  EXPECT_TRUE(
+      contains(usage_error([&] { opt::parse_json_limited("{\"lr\": ", "cut.json"); }), "cut.json: not valid JSON"));
 }
 
 // ---- the command line ---------------------------------------------------------------------------
@@ -290,7 +301,8 @@ TEST(Cli, SubcommandsResolveTheirOwnPresets) {
   EXPECT_EQ(p.status, 2);
   EXPECT_TRUE(contains(p.err, "--preset")) << p.err;
   // Every encoding option is reachable from the command line.
-  p = run_posgrad("train --dry-run --corpus " + corpus + " --pos rope --rope-scaling llama3 --rope-scaling-factor 8 "
+  p = run_posgrad("train --dry-run --corpus " + corpus +
+                  " --pos rope --rope-scaling llama3 --rope-scaling-factor 8 "
                   "--rope-llama3-low-freq-factor 2 --rope-llama3-high-freq-factor 6 --rope-yarn-beta-fast 16 "
                   "--sinusoidal-scale-embedding false --t5-num-buckets 16");
   ASSERT_EQ(p.status, 0) << p.err;
@@ -301,8 +313,9 @@ TEST(Cli, SubcommandsResolveTheirOwnPresets) {
   EXPECT_EQ(j["sinusoidal_scale_embedding"], false);
   EXPECT_EQ(j["t5_num_buckets"], 16);
   // Relations between options are checked too, naming both.
-  p = run_posgrad("train --dry-run --pos rope --rope-scaling llama3 --rope-llama3-low-freq-factor 5 "
-                  "--rope-llama3-high-freq-factor 4");
+  p = run_posgrad(
+      "train --dry-run --pos rope --rope-scaling llama3 --rope-llama3-low-freq-factor 5 "
+      "--rope-llama3-high-freq-factor 4");
   EXPECT_EQ(p.status, 2);
   EXPECT_TRUE(contains(p.err, "rope_llama3_high_freq_factor")) << p.err;
   p = run_posgrad("train --dry-run --min-lr 0.1 --lr 0.01");
@@ -319,7 +332,8 @@ TEST(Cli, ImpossibleSizesFailAtOnceNamingTheOptions) {
   p = run_posgrad("train --dry-run --batch-size 1048576 --block-size 1048576");
   EXPECT_EQ(p.status, 2);
   EXPECT_TRUE(contains(p.err, "--batch-size 1048576")) << p.err;
-  p = run_posgrad("compare --dry-run --preset tiny --eval-multipliers 1,64 --per-position-multiplier 64 --block-size 1048576");
+  p = run_posgrad(
+      "compare --dry-run --preset tiny --eval-multipliers 1,64 --per-position-multiplier 64 --block-size 1048576");
   EXPECT_EQ(p.status, 2);
   EXPECT_TRUE(contains(p.err, "estimated")) << p.err;
   // An in-range configuration the machine can hold passes and prints the estimate.
@@ -345,9 +359,10 @@ TEST(Cli, ErrorsGoToStderrWithTheDocumentedStatus) {
   EXPECT_EQ(p.status, 2);
   // A diverging run stops with status 3 and keeps its last good checkpoint.
   const std::string corpus = write_corpus(d);
-  p = run_posgrad("train --preset tiny --optimizer sgd --momentum 0 --lr 1e6 --grad-clip 0 --warmup-iters 0 "
-                  "--max-iters 200 --checkpoint-interval 1 --eval-interval 1000 --corpus " + corpus + " --out-dir " +
-                  d.str("r"));
+  p = run_posgrad(
+      "train --preset tiny --optimizer sgd --momentum 0 --lr 1e6 --grad-clip 0 --warmup-iters 0 "
+      "--max-iters 200 --checkpoint-interval 1 --eval-interval 1000 --corpus " +
+      corpus + " --out-dir " + d.str("r"));
   EXPECT_EQ(p.status, 3) << p.err;
   EXPECT_TRUE(contains(p.err, "at step")) << p.err;
   ASSERT_TRUE(fs::exists(d.str("r/checkpoint/state.json"))) << p.err;
@@ -439,8 +454,10 @@ TEST(Cli, ResumeAsDocumentedEqualsTheUninterruptedRunAndLeavesNoTemporaries) {
   POSGRAD_REQUIRE_BIN();
   TempDir d;
   const std::string corpus = write_corpus(d, 2000);
-  const std::string common = "train --preset tiny --max-iters 3000 --checkpoint-interval 50 --eval-interval 1000 "
-                             "--log-interval 1 --threads 2 --corpus " + corpus;
+  const std::string common =
+      "train --preset tiny --max-iters 3000 --checkpoint-interval 50 --eval-interval 1000 "
+      "--log-interval 1 --threads 2 --corpus " +
+      corpus;
   // Interrupted with SIGINT (Ctrl-C) once training is under way ...
   Background b(common + " --out-dir " + d.str("b"), d.str("b.err"));
   ASSERT_TRUE(b.wait_for("step    60/3000")) << test::slurp(d.str("b.err"));
@@ -448,7 +465,8 @@ TEST(Cli, ResumeAsDocumentedEqualsTheUninterruptedRunAndLeavesNoTemporaries) {
   ASSERT_EQ(b.wait(), 130) << test::slurp(d.str("b.err"));
   const std::string err = test::slurp(d.str("b.err"));
   EXPECT_TRUE(contains(err, "interrupted by SIGINT at step")) << err;
-  EXPECT_TRUE(contains(err, "to continue, run: " + test::bin_path() + " train --out-dir " + d.str("b") + " --resume")) << err;
+  EXPECT_TRUE(contains(err, "to continue, run: " + test::bin_path() + " train --out-dir " + d.str("b") + " --resume"))
+      << err;
   EXPECT_TRUE(temporaries(d.str("b")).empty());
   const auto at = train::read_checkpoint(d.str("b")).state.step;
   EXPECT_GT(at, 0);
@@ -491,7 +509,8 @@ TEST(Cli, ResumeChangesOnlyWhatIsGivenAndLogsIt) {
   TempDir d;
   const std::string corpus = write_corpus(d);
   const std::string dir = d.str("r");
-  ASSERT_EQ(run_posgrad("train --preset tiny --max-iters 10 --lr 0.003 --corpus " + corpus + " --out-dir " + dir).status, 0);
+  ASSERT_EQ(
+      run_posgrad("train --preset tiny --max-iters 10 --lr 0.003 --corpus " + corpus + " --out-dir " + dir).status, 0);
   Proc p = run_posgrad("train --out-dir " + dir + " --resume --max-iters 14");
   ASSERT_EQ(p.status, 0) << p.err;
   EXPECT_TRUE(contains(p.err, "resume: --max-iters 10 -> 14 (given explicitly)")) << p.err;
@@ -522,14 +541,16 @@ TEST(Cli, ScaledRopeTrainsAndEvaluates) {
   TempDir d;
   const std::string corpus = write_corpus(d);
   const std::string tiny = " --preset tiny --max-iters 6 --corpus " + corpus;
-  Proc p = run_posgrad("train --pos rope --rope-scaling yarn --rope-scaling-factor 4" + tiny + " --out-dir " + d.str("yarn"));
+  Proc p = run_posgrad("train --pos rope --rope-scaling yarn --rope-scaling-factor 4" + tiny + " --out-dir " +
+                       d.str("yarn"));
   ASSERT_EQ(p.status, 0) << p.err;
   ASSERT_EQ(run_posgrad("train --pos rope" + tiny + " --out-dir " + d.str("plain")).status, 0);
   auto cfg = nlohmann::json::parse(read_file(d.str("yarn/config.json")));
   EXPECT_EQ(cfg["rope_scaling"], "yarn");
   EXPECT_EQ(cfg["rope_scaling_factor"], 4.0);
   // The scaling changes the model: the trained weights differ from plain RoPE's.
-  EXPECT_NE(read_file(d.str("yarn/checkpoint/model.safetensors")), read_file(d.str("plain/checkpoint/model.safetensors")));
+  EXPECT_NE(read_file(d.str("yarn/checkpoint/model.safetensors")),
+            read_file(d.str("plain/checkpoint/model.safetensors")));
   p = run_posgrad("eval --run " + d.str("yarn") + " --contexts 16,64 --windows 2");
   ASSERT_EQ(p.status, 0) << p.err;
   EXPECT_TRUE(contains(p.out, "perplexity")) << p.out;
@@ -580,7 +601,8 @@ TEST(EvalCommand, RecordedCorpusAndNonFiniteScores) {
   const std::string corpus = write_corpus(tmp);
   const std::string original = test::slurp(corpus);
   fs::create_directories(tmp.str("elsewhere"));
-  Proc p = run_posgrad("train --preset tiny --max-iters 2 --eval-interval 2 --corpus corpus.txt --out-dir run", tmp.str());
+  Proc p =
+      run_posgrad("train --preset tiny --max-iters 2 --eval-interval 2 --corpus corpus.txt --out-dir run", tmp.str());
   ASSERT_EQ(p.status, 0) << p.err;
   const train::LoadedCheckpoint ck0 = train::read_checkpoint(tmp.str("run"), false);
   EXPECT_EQ(ck0.state.corpus.at("path").get<std::string>(), corpus);

@@ -9,6 +9,19 @@
 #include <fstream>
 #include <sstream>
 
+#include "compare/claims.h"
+#include "compare/compare.h"
+#include "compare/report.h"
+#include "compare/results.h"
+#include "compare/rows.h"
+#include "compare/studies/attention/attention.h"
+#include "compare/studies/cost/cost.h"
+#include "compare/studies/lm/lm.h"
+#include "compare/studies/passkey/passkey.h"
+#include "compare/studies/passkey/passkey_config.h"
+#include "compare/studies/pi/pi_protocol.h"
+#include "compare/studies/suite/length_suite.h"
+#include "compare/studies/task/task.h"
 #include "data/fileio.h"
 #include "nn/gpt.h"
 #include "nn/posenc/position_encoding.h"
@@ -16,19 +29,6 @@
 #include "support/compare_config.h"
 #include "support/process.h"
 #include "support/test_util.h"
-#include "compare/claims.h"
-#include "compare/studies/task/task.h"
-#include "compare/studies/attention/attention.h"
-#include "compare/studies/cost/cost.h"
-#include "compare/studies/passkey/passkey.h"
-#include "compare/compare.h"
-#include "compare/rows.h"
-#include "compare/studies/lm/lm.h"
-#include "compare/report.h"
-#include "compare/results.h"
-#include "compare/studies/passkey/passkey_config.h"
-#include "compare/studies/pi/pi_protocol.h"
-#include "compare/studies/suite/length_suite.h"
 
 using namespace posgrad;
 using posgrad::test::TempDir;
@@ -75,9 +75,11 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   // The claims table has one row per claim (a) .. (k), the newer encodings' papers' (n1 .. n6), the
   // suite's (s1 .. s3), the position interpolation protocol's (p1 .. p4), passkey's, and flip-flop's f1
   // once per method, each with a verdict.
-  for (const char id : std::string("abcdefghijk")) EXPECT_NE(md.find(std::string("| ") + id + " | "), std::string::npos) << id;
-  for (const char* id : {"| n1 | ", "| n2 | ", "| n3 | ", "| n4 | ", "| n5 | ", "| n6 | ", "| s1 | ", "| s2 | ", "| s3 | ", "| p1 | ",
-                         "| p2 | ", "| p3 | ", "| p4 | ", "| pk1 | ", "| pk2 | ", "| f1 rope | ", "| f1 none | "})
+  for (const char id : std::string("abcdefghijk"))
+    EXPECT_NE(md.find(std::string("| ") + id + " | "), std::string::npos) << id;
+  for (const char* id :
+       {"| n1 | ", "| n2 | ", "| n3 | ", "| n4 | ", "| n5 | ", "| n6 | ", "| s1 | ", "| s2 | ", "| s3 | ", "| p1 | ",
+        "| p2 | ", "| p3 | ", "| p4 | ", "| pk1 | ", "| pk2 | ", "| f1 rope | ", "| f1 none | "})
     EXPECT_NE(md.find(id), std::string::npos) << id;
   EXPECT_EQ(count(md, "| **supported** |") + count(md, "| **contradicted** |") + count(md, "| **inconclusive** |") +
                 count(md, "| **not measured** |"),
@@ -91,7 +93,8 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   EXPECT_EQ(passkey, read_file(d.str("b/passkey.csv")));
   EXPECT_EQ(passkey.substr(0, passkey.find('\n')), "row,multiplier,depth,n,mean,std,ci_low,ci_high");
   for (const auto& m : nn::position_encoding_kinds())
-    for (const char* cell : {",1,0,2,", ",1,1,2,", ",1,mean,2,"}) EXPECT_NE(passkey.find("\n" + m + cell), std::string::npos) << m << cell;
+    for (const char* cell : {",1,0,2,", ",1,1,2,", ",1,mean,2,"})
+      EXPECT_NE(passkey.find("\n" + m + cell), std::string::npos) << m << cell;
   EXPECT_NE(passkey.find("\nlearned,2,mean,0,n/a"), std::string::npos);
   for (const char* v : {"rope+linear", "rope+dynamic", "rope+yarn"})
     EXPECT_NE(passkey.find(std::string("\n") + v + ",2,mean,2,"), std::string::npos) << v;
@@ -107,7 +110,8 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   for (const auto& m : nn::position_encoding_kinds())
     EXPECT_NE(suite.find("\n" + m + ",even_pairs,1,3,sequence_accuracy,2,"), std::string::npos) << m;
   for (const char* m : {"sinusoidal", "learned", "rope"})
-    EXPECT_NE(suite.find(std::string("\n") + m + "+randomized,reverse_string,4,6,token_accuracy,2,"), std::string::npos) << m;
+    EXPECT_NE(suite.find(std::string("\n") + m + "+randomized,reverse_string,4,6,token_accuracy,2,"), std::string::npos)
+        << m;
   // The cost benchmark: every method at every length, attention and step, with peak memory.
   const std::string cost = read_file(d.str("a/cost.csv"));
   for (const auto& m : nn::position_encoding_kinds())
@@ -295,7 +299,8 @@ train::ComparisonResult synthetic(const std::map<std::string, std::vector<double
       const double g = growth_4x.count(m) ? growth_4x.at(m)[s] : 1.0;
       for (double mult : {1.0, 2.0, 4.0}) {
         const double p = v[s] * (mult == 4.0 ? g : 1.0);
-        u.parts.get<train::LmResult>().lengths.push_back(train::LengthResult{static_cast<int64_t>(16 * mult), 4, std::log(p), p, 0.5});
+        u.parts.get<train::LmResult>().lengths.push_back(
+            train::LengthResult{static_cast<int64_t>(16 * mult), 4, std::log(p), p, 0.5});
       }
       r.units.push_back(u);
     }
@@ -372,11 +377,13 @@ TEST(Claims, ParameterCountsAreExact) {
 
 TEST(Results, JsonRoundTripIsExact) {
   auto r = synthetic({{"rope", {4.0, 4.1, 4.2}}, {"t5", {5.0, 5.1, 5.2}}});
-  r.units.front().parts.get<train::LmResult>().variants["rope+yarn"] = r.units.front().parts.get<train::LmResult>().lengths;
+  r.units.front().parts.get<train::LmResult>().variants["rope+yarn"] =
+      r.units.front().parts.get<train::LmResult>().lengths;
   r.units.front().parts.get<train::LmResult>().variants["rope+yarn"][2].reset();
   r.units.front().parts.get<train::TaskResult>().scores = {train::TaskScore{3, 4, 0.25, 0.5, 0.75}, std::nullopt};
   r.units.front().parts.get<train::AttentionResult>().over_uniform = {{1.5, 0.75, 0.625}};
-  r.units.front().parts.get<train::PasskeyRows>().rows["rope+yarn"] = {0.5, {"letters", {{1, 0.25, 4, 0.75}, {2, 0.25, 0, std::nullopt}}}};
+  r.units.front().parts.get<train::PasskeyRows>().rows["rope+yarn"] = {
+      0.5, {"letters", {{1, 0.25, 4, 0.75}, {2, 0.25, 0, std::nullopt}}}};
   r.parts.get<train::CostResult>().rounds = 2;
   r.parts.get<train::CostResult>().lengths = {16};
   r.parts.get<train::CostResult>().rows.push_back({"rope", "step", 16, 4, {0.1, 0.3}, 1024, 77});
@@ -391,9 +398,11 @@ TEST(Results, JsonRoundTripIsExact) {
   EXPECT_THROW(train::comparison_from_json(broken, "broken.json"), IoError);
   broken = j;
   broken["units"][0]["passkey"]["rope+yarn"]["cells"][0].erase("depth");
-  EXPECT_NE(test::thrown_message<IoError>([&] { train::comparison_from_json(broken, "broken.json"); }).find("broken.json"),
-            std::string::npos);
-  for (const nlohmann::json& bad : {nlohmann::json(1e300), nlohmann::json(-1.5), nlohmann::json(true), nlohmann::json("7")}) {
+  EXPECT_NE(
+      test::thrown_message<IoError>([&] { train::comparison_from_json(broken, "broken.json"); }).find("broken.json"),
+      std::string::npos);
+  for (const nlohmann::json& bad :
+       {nlohmann::json(1e300), nlohmann::json(-1.5), nlohmann::json(true), nlohmann::json("7")}) {
     broken = j;
     broken["units"][0]["parameters"] = bad;  // integers must be JSON integers: no conversion of 1e300
     EXPECT_THROW(train::comparison_from_json(broken, "broken.json"), IoError) << bad.dump();
@@ -402,12 +411,9 @@ TEST(Results, JsonRoundTripIsExact) {
 
 TEST(Rows, NamesAreSpelledAndReadInOnePlace) {
   const std::vector<std::pair<train::Row, std::string>> cases = {
-      {{"rope", "", 0, false}, "rope"},
-      {{"rope", "+yarn", 0, false}, "rope+yarn"},
-      {{"rope", "@bf16", 0, false}, "rope@bf16"},
-      {{"rope", "+linear", 2, false}, "rope+linear ft2x"},
-      {{"rope", "", 16, false}, "rope ft16x"},
-      {{"learned", "", 0, true}, "learned+randomized"},
+      {{"rope", "", 0, false}, "rope"},           {{"rope", "+yarn", 0, false}, "rope+yarn"},
+      {{"rope", "@bf16", 0, false}, "rope@bf16"}, {{"rope", "+linear", 2, false}, "rope+linear ft2x"},
+      {{"rope", "", 16, false}, "rope ft16x"},    {{"learned", "", 0, true}, "learned+randomized"},
   };
   for (const auto& [row, name] : cases) {
     EXPECT_EQ(row.name(), name);
@@ -629,8 +635,8 @@ TEST(CompareDryRun, RefusesEverythingTheRealRunRefuses) {
   const std::vector<Case> cases = {
       {"passkey template letters missing from the corpus", repeated("0123 4567 89\n", 400),
        "--track decoder --methods none", 2, "cannot encode the template text"},
-      {"decoder corpus shorter than the block", repeated(fox, 2), "--track decoder --methods none --passkey-iters 0",
-       2, "corpus too short for block 16"},
+      {"decoder corpus shorter than the block", repeated(fox, 2), "--track decoder --methods none --passkey-iters 0", 2,
+       "corpus too short for block 16"},
       {"encoder corpus too short for the longest evaluation", repeated(fox, 8), "--track encoder --methods none", 2,
        "(--encoder-length 16 x the largest of --encoder-multipliers, 4, + 1)"},
       {"line_word without a newline", repeated("the quick brown fox ", 200), "--track encoder --methods none", 2,
@@ -672,8 +678,10 @@ TEST(CompareDryRun, RopeDynamicRowIsSkippedWithAReasonAtTwoRotaryChannels) {
   POSGRAD_REQUIRE_BIN();
   TempDir tmp;
   write_text(tmp.str("corpus.txt"), repeated("the quick brown fox jumps over the lazy dog.\n", 400));
-  const std::string args = "compare --preset tiny --track decoder --methods rope --seeds 1 "
-                           "--rope-fraction 0.25 --corpus " + tmp.str("corpus.txt") + " --out-dir " + tmp.str("run");
+  const std::string args =
+      "compare --preset tiny --track decoder --methods rope --seeds 1 "
+      "--rope-fraction 0.25 --corpus " +
+      tmp.str("corpus.txt") + " --out-dir " + tmp.str("run");
   train::CompareConfig cfg = train::compare_preset("tiny");
   cfg.base.model.pos.set("rope_fraction", 0.25);
   const auto skipped = train::skipped_variants(cfg);

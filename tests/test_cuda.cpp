@@ -28,7 +28,7 @@ bool mentions_cuda(const std::string& s) { return s.find("CUDA") != std::string:
 
 // A float tensor on the CPU with values in [lo, hi).
 [[maybe_unused]] Tensor uniform(const Shape& shape, uint64_t seed, DType dt = DType::Float32, double lo = -1,
-                               double hi = 1) {
+                                double hi = 1) {
   Generator g(seed);
   return rand(shape, g, dt, Device::cpu(), lo, hi);
 }
@@ -214,8 +214,10 @@ TEST(CudaBackend, EmbeddingBackwardIsDeterministicAndMatchesCpu) {
     Tensor dtg = Tensor::zeros({V, C}, DType::Float32, Device::cuda());
     kernels::cuda::embedding_backward<float>(dtg.data<float>(), dyg.data<float>(), idg.data<int64_t>(), N, V, C);
     auto got = dtg.to(Device::cpu()).to_vector();
-    if (rep == 0) first = got;
-    else EXPECT_EQ(got, first) << "run-to-run difference";
+    if (rep == 0)
+      first = got;
+    else
+      EXPECT_EQ(got, first) << "run-to-run difference";
   }
   EXPECT_EQ(first, dtc.to_vector()) << "same summation order as the CPU: bit-identical";
 #endif
@@ -314,9 +316,9 @@ TEST(CudaKernelsEmulated, Elementwise) {
   auto x = rnd<double>(n, 4, 0.1, 2.0), dy = rnd<double>(n, 5), b = rnd<double>(n, 6, 0.5, 1.5);
   std::vector<double> y(n);
   for (int64_t i = 0; i < n; i += 3) x[i] = -x[i];  // negatives for relu/gelu/silu (log/sqrt/pow skip them)
-  for (UnaryOp op : {UnaryOp::Neg, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Tanh, UnaryOp::Relu,
-                     UnaryOp::Gelu, UnaryOp::GeluTanh, UnaryOp::Silu, UnaryOp::Pow, UnaryOp::AddScalar,
-                     UnaryOp::MulScalar}) {
+  for (UnaryOp op :
+       {UnaryOp::Neg, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Tanh, UnaryOp::Relu, UnaryOp::Gelu,
+        UnaryOp::GeluTanh, UnaryOp::Silu, UnaryOp::Pow, UnaryOp::AddScalar, UnaryOp::MulScalar}) {
     std::vector<double> in = x;
     if (op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Pow)
       for (auto& v : in) v = std::fabs(v);
@@ -358,7 +360,9 @@ TEST(CudaKernelsEmulated, Elementwise) {
 
 TEST(CudaKernelsEmulated, Reductions) {
   POSGRAD_REQUIRE_EMULATION();
-  struct Case { int64_t outer, R, inner; };
+  struct Case {
+    int64_t outer, R, inner;
+  };
   for (Case c : {Case{3, 7, 1}, Case{5, 300, 1}, Case{2, 9, 13}, Case{1, 1, 1}}) {
     const int64_t n = c.outer * c.R * c.inner, m = c.outer * c.inner;
     auto x = rnd<double>(n, 10);
@@ -523,10 +527,10 @@ TEST(CudaKernelsEmulated, NumericsEdgeCases) {
     EXPECT_EQ(o[0], 2.f);
     EXPECT_EQ(st[0], 1e4f);
     EXPECT_NEAR(st[1], ln2, 1e-7);
-    emuk::attention_backward<float>(dq.data(), dk.data(), dv.data(), nullptr, nullptr, nullptr, nullptr,
-                                    scratch.data(), dout.data(), q.data(), k.data(), v.data(), o.data(), st.data(),
-                                    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 2, 1, 0, 0,
-                                    kernels::ScoreBias::None, false, 1.f);
+    emuk::attention_backward<float>(dq.data(), dk.data(), dv.data(), nullptr, nullptr, nullptr, nullptr, scratch.data(),
+                                    dout.data(), q.data(), k.data(), v.data(), o.data(), st.data(), nullptr, nullptr,
+                                    nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 2, 1, 0, 0, kernels::ScoreBias::None,
+                                    false, 1.f);
     EXPECT_NEAR(dv[0], 0.5, 1e-7);
     EXPECT_NEAR(dv[1], 0.5, 1e-7);
     EXPECT_NEAR(dk[0], -50, 1e-5);
@@ -611,8 +615,9 @@ TEST(CudaKernelsEmulated, GemmMapping) {
             emuk::gemm_batched<double>(Ce.data(), A.data(), B.data(), batch, M, N, K, ldc, lda, ldb, sc, a_rows * lda,
                                        0, ta, tb, 0.7, beta);
           }
-          expect_close(Cc, Ce, 1e-14, "gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
-                                          " beta=" + std::to_string(beta) + " mode=" + std::to_string(mode));
+          expect_close(Cc, Ce, 1e-14,
+                       "gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " beta=" + std::to_string(beta) +
+                           " mode=" + std::to_string(mode));
         }
   std::vector<float> C(12, std::numeric_limits<float>::quiet_NaN()), A(1), B(1);
   emuk::gemm<float>(C.data(), A.data(), B.data(), 3, 4, 0, 4, 1, 4, false, false, 1.f, 0.f);  // K == 0, beta == 0
@@ -627,8 +632,8 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
                     int64_t q_offset, bool with_kr, bool with_qr, bool with_sinks = false) {
   using kernels::ScoreBias;
   const std::string what = std::string("bias ") + std::to_string(static_cast<int>(bias)) + (causal ? " causal" : "") +
-                           " Tq=" + std::to_string(Tq) + " Tk=" + std::to_string(Tk) + " off=" +
-                           std::to_string(q_offset) + (with_kr ? " kr" : "") + (with_qr ? " qr" : "") +
+                           " Tq=" + std::to_string(Tq) + " Tk=" + std::to_string(Tk) +
+                           " off=" + std::to_string(q_offset) + (with_kr ? " kr" : "") + (with_qr ? " qr" : "") +
                            (with_sinks ? " sinks" : "");
   const std::vector<double> sinks = with_sinks ? rnd<double>(H, 37, -1.5, 1.5) : std::vector<double>();
   std::vector<double> dsc(sinks.size(), 0.7), dse = dsc;
@@ -652,10 +657,10 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
   }
   auto ptr = [](const auto& vec) { return vec.empty() ? nullptr : vec.data(); };
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  std::vector<double> scratch(static_cast<size_t>(
-      std::max({kernels::cpu::attention_scratch_elems(bias, 0, B, H, Tq, Tk, D, U),
-                kernels::cpu::attention_scratch_elems(bias, 1, B, H, Tq, Tk, D, U),
-                kernels::cpu::attention_scratch_elems(bias, 2, B, H, Tq, Tk, D, U), int64_t(1)})));
+  std::vector<double> scratch(
+      static_cast<size_t>(std::max({kernels::cpu::attention_scratch_elems(bias, 0, B, H, Tq, Tk, D, U),
+                                    kernels::cpu::attention_scratch_elems(bias, 1, B, H, Tq, Tk, D, U),
+                                    kernels::cpu::attention_scratch_elems(bias, 2, B, H, Tq, Tk, D, U), int64_t(1)})));
   // The CUDA kernels must fit in whatever the (CPU-sized) scratch the op allocates.
   for (int pass = 0; pass < 3; ++pass)
     ASSERT_LE(emuk::attention_scratch_elems(bias, pass, B, H, Tq, Tk, D, U),
@@ -673,19 +678,19 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
 
   std::vector<double> dqc(q.size(), 0.1), dqe = dqc, dkc(k.size(), 0.2), dke = dkc, dvc(v.size(), 0.3), dve = dvc;
   std::vector<double> dtc(table.size(), 0.4), dte = dtc, dkrc(kr.size(), 0.5), dkre = dkrc, dqrc(qr.size(), 0.6),
-      dqre = dqrc;
+                                              dqre = dqrc;
   double* dt_c = bias == ScoreBias::Distance ? dtc.data() : nullptr;
   double* dt_e = bias == ScoreBias::Distance ? dte.data() : nullptr;
   cpuk::attention_backward<double>(dqc.data(), dkc.data(), dvc.data(), dt_c, ptr(dkrc) ? dkrc.data() : nullptr,
-                                   ptr(dqrc) ? dqrc.data() : nullptr, with_sinks ? dsc.data() : nullptr,
-                                   scratch.data(), dout.data(), q.data(), k.data(), v.data(), oc.data(), lc.data(),
-                                   ptr(table), ptr(kr), ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D,
-                                   U, q_offset, bias, causal, scale);
+                                   ptr(dqrc) ? dqrc.data() : nullptr, with_sinks ? dsc.data() : nullptr, scratch.data(),
+                                   dout.data(), q.data(), k.data(), v.data(), oc.data(), lc.data(), ptr(table), ptr(kr),
+                                   ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias,
+                                   causal, scale);
   emuk::attention_backward<double>(dqe.data(), dke.data(), dve.data(), dt_e, ptr(dkre) ? dkre.data() : nullptr,
-                                   ptr(dqre) ? dqre.data() : nullptr, with_sinks ? dse.data() : nullptr,
-                                   scratch.data(), dout.data(), q.data(), k.data(), v.data(), oe.data(), le.data(),
-                                   ptr(table), ptr(kr), ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D,
-                                   U, q_offset, bias, causal, scale);
+                                   ptr(dqre) ? dqre.data() : nullptr, with_sinks ? dse.data() : nullptr, scratch.data(),
+                                   dout.data(), q.data(), k.data(), v.data(), oe.data(), le.data(), ptr(table), ptr(kr),
+                                   ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias,
+                                   causal, scale);
   expect_close(dqc, dqe, 1e-12, what + " dq");
   expect_close(dkc, dke, 1e-12, what + " dk");
   expect_close(dvc, dve, 1e-12, what + " dv");
@@ -701,12 +706,10 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
 
   if (Tq == Tk && q_offset == 0) {
     std::vector<double> sc(H * nd, 0.5), se(H * nd, 0.5);
-    cpuk::attention_diagonal_sums<double>(sc.data(), scratch.data(), q.data(), k.data(), lc.data(), ptr(table),
-                                          ptr(kr), ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, 0, bias,
-                                          causal, scale);
-    emuk::attention_diagonal_sums<double>(se.data(), scratch.data(), q.data(), k.data(), le.data(), ptr(table),
-                                          ptr(kr), ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, 0, bias,
-                                          causal, scale);
+    cpuk::attention_diagonal_sums<double>(sc.data(), scratch.data(), q.data(), k.data(), lc.data(), ptr(table), ptr(kr),
+                                          ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, 0, bias, causal, scale);
+    emuk::attention_diagonal_sums<double>(se.data(), scratch.data(), q.data(), k.data(), le.data(), ptr(table), ptr(kr),
+                                          ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, 0, bias, causal, scale);
     expect_close(sc, se, 1e-12, what + " diagonal sums");
   }
 }

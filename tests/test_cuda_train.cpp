@@ -10,9 +10,9 @@
 #include <fstream>
 
 #include "autograd/ops.h"
+#include "nn/gpt.h"
 #include "support/test_util.h"
 #include "train/optim.h"
-#include "nn/gpt.h"
 
 using namespace posgrad;
 

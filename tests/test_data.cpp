@@ -15,8 +15,8 @@
 #include "data/dataset.h"
 #include "data/synthetic.h"
 #include "data/tokenizer.h"
-#include "tests/support/test_util.h"
 #include "tensor/errors.h"
+#include "tests/support/test_util.h"
 
 namespace fs = std::filesystem;
 using namespace posgrad;
@@ -25,9 +25,7 @@ using namespace posgrad::data;
 
 namespace {
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 // Sets (or unsets, with nullptr) an environment variable for the scope of a test.
 class ScopedEnv {
@@ -36,19 +34,22 @@ class ScopedEnv {
     const char* old = std::getenv(name);
     had_ = old != nullptr;
     if (had_) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
-    else ::unsetenv(name_.c_str());
+    if (had_)
+      ::setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
   }
 
  private:
   std::string name_, old_;
   bool had_ = false;
 };
-
 
 std::string some_text() {
   std::string s;
@@ -136,7 +137,8 @@ TEST(Tokenizer, BadJsonAndUnknownKind) {
 TEST(Tokenizer, TinyShakespeareHas65Symbols) {
   const std::string dir = test::data_dir();
   const std::string path = dir + "/tinyshakespeare.txt";
-  if (dir.empty() || !fs::exists(path)) GTEST_SKIP() << "tinyshakespeare.txt not found (POSGRAD_DATA_DIR='" << dir << "')";
+  if (dir.empty() || !fs::exists(path))
+    GTEST_SKIP() << "tinyshakespeare.txt not found (POSGRAD_DATA_DIR='" << dir << "')";
   std::string text = load_corpus("shakespeare", dir);
   EXPECT_EQ(text.size(), 1115394u);  // nanoGPT's shakespeare_char: "length of dataset in characters: 1,115,394"
   auto tok = make_tokenizer("char", text);
@@ -425,8 +427,10 @@ TEST(EvalWindows, SameTextAcrossLengths) {
     EvalWindows w = ds.eval_windows(block, budget / block);
     EXPECT_EQ(w.tokens(), budget);
     auto xv = w.batch(0, w.size()).first.to_int_vector();
-    if (mult == 1) text_at_1x = xv;
-    else EXPECT_EQ(xv, text_at_1x) << "block " << block;  // identical scored text at every length
+    if (mult == 1)
+      text_at_1x = xv;
+    else
+      EXPECT_EQ(xv, text_at_1x) << "block " << block;  // identical scored text at every length
   }
 }
 
@@ -506,7 +510,7 @@ TEST(Synthetic, ScorerOnHandMadeExamples) {
   EXPECT_DOUBLE_EQ(token_f1({1, 2, 3}, {1, 2, 3}), 1.0);
   EXPECT_DOUBLE_EQ(token_f1({3, 2, 1}, {1, 2, 3}), 1.0);  // bag of tokens: order ignored
   EXPECT_DOUBLE_EQ(token_f1({1, 2, 4}, {1, 2, 3}), 2.0 / 3.0);
-  EXPECT_DOUBLE_EQ(token_f1({1, 1}, {1, 2}), 0.5);  // multiset: the second 1 is unmatched
+  EXPECT_DOUBLE_EQ(token_f1({1, 1}, {1, 2}), 0.5);     // multiset: the second 1 is unmatched
   EXPECT_DOUBLE_EQ(token_f1({1}, {1, 2, 3, 4}), 0.4);  // P = 1, R = 1/4 -> 2*(1/4)/(5/4)
   EXPECT_DOUBLE_EQ(token_f1({5, 6}, {1, 2}), 0.0);
   EXPECT_DOUBLE_EQ(token_f1({}, {}), 1.0);

@@ -7,18 +7,18 @@
 // The collectives across processes are tests/mpi/ (CTest mpi.*, run with mpirun -np 2).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "compare/compare_dist.h"
 #include "data/fileio.h"
 #include "dist/communicator.h"
 #include "support/process.h"
 #include "support/test_util.h"
-#include "compare/compare_dist.h"
 #include "train/data_parallel.h"
 
 using namespace posgrad;
@@ -52,12 +52,16 @@ class EnvVar {
     const char* old = std::getenv(name);
     had_ = old != nullptr;
     if (had_) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
   }
   ~EnvVar() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
   }
 
  private:
@@ -161,10 +165,13 @@ TEST(DataParallel, EachRankTakesAContiguousSliceOfTheGlobalBatch) {
   EXPECT_EQ(sy.to_int_vector().back(), 19);  // row 4
   EXPECT_EQ(dp.global_tokens(3 * 4), 8 * 4);
   Tensor wrong = Tensor::from_ints(std::vector<int64_t>(12, 0), {3, 4});
-  EXPECT_NE(thrown_message<ValueError>([&] { dp.slice({wrong, wrong}); }).find("expected x and y of 8 rows"),
+  EXPECT_NE(thrown_message<ValueError>([&] {
+              dp.slice({wrong, wrong});
+            }).find("expected x and y of 8 rows"),
             std::string::npos);
-  EXPECT_NE(thrown_message<UsageError>([&] { train::DataParallel small(c, 2); }).find("--batch-size 2 is smaller than the 3"),
-            std::string::npos);
+  EXPECT_NE(
+      thrown_message<UsageError>([&] { train::DataParallel small(c, 2); }).find("--batch-size 2 is smaller than the 3"),
+      std::string::npos);
 }
 
 TEST(CompareDist, UnitsKeepTheSingleProcessOrderAndGoRoundRobin) {
@@ -211,7 +218,8 @@ TEST(MpiLaunch, TrainWritesOnceResumesAndRefusesASmallBatch) {
   test::TempDir d;
   {
     std::ofstream corpus(d.str("corpus.txt"));
-    for (int i = 0; i < 300; ++i) corpus << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
+    for (int i = 0; i < 300; ++i)
+      corpus << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
   }
   // The tiny preset: 20 steps, progress at steps 1, 5, 10, 15, 20, evaluation at 10 and 20.
   test::Proc p = run_launched("train --preset tiny --corpus corpus.txt --out-dir run --threads 1", d);
@@ -220,14 +228,17 @@ TEST(MpiLaunch, TrainWritesOnceResumesAndRefusesASmallBatch) {
   EXPECT_NE(p.err.find("data-parallel: 2 processes (mpi)"), std::string::npos) << p.err;
   EXPECT_EQ(p.err.find("[rank 1/2] info"), std::string::npos) << "rank 1 logs progress too:\n" << p.err;
   const std::string metrics = read_file(d.str("run/metrics.jsonl"));
-  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 7) << "metrics.jsonl written more than once?\n" << metrics;
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 7) << "metrics.jsonl written more than once?\n"
+                                                                 << metrics;
   // Resume to 30 steps: 2 more progress lines and 1 more evaluation.
   p = run_launched("train --out-dir run --resume --max-iters 30", d);
   ASSERT_EQ(p.status, 0) << p.err;
   EXPECT_NE(p.err.find("resumed run at step 20"), std::string::npos) << p.err;
   EXPECT_EQ(nlohmann::json::parse(read_file(d.str("run/checkpoint/state.json"))).at("step").get<int64_t>(), 30);
-  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n') + 3,
-            [&] { const std::string m = read_file(d.str("run/metrics.jsonl")); return std::count(m.begin(), m.end(), '\n'); }());
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n') + 3, [&] {
+    const std::string m = read_file(d.str("run/metrics.jsonl"));
+    return std::count(m.begin(), m.end(), '\n');
+  }());
   // info names the job.
   p = run_launched("info", d);
   EXPECT_EQ(p.status, 0) << p.err;

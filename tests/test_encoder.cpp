@@ -17,7 +17,8 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
-#include "data/fileio.h"
+#include "compare/studies/encoder/encoder.h"
+#include "compare/studies/encoder/encoder_metrics.h"
 #include "data/encoder_tasks.h"
 #include "data/fileio.h"
 #include "data/mlm.h"
@@ -27,8 +28,6 @@
 #include "support/posenc_config.h"
 #include "support/process.h"
 #include "support/test_util.h"
-#include "compare/studies/encoder/encoder.h"
-#include "compare/studies/encoder/encoder_metrics.h"
 #include "train/safetensors.h"
 
 using namespace posgrad;
@@ -225,9 +224,12 @@ TEST(Mlm, RatesLabelsAndDeterminism) {
     }
     ++selected;
     EXPECT_EQ(lab[i], ids[i]) << "label is not the original token at " << i;
-    if (in[i] == MASK) ++masked;
-    else if (in[i] == ids[i]) ++kept;
-    else ++changed_random;
+    if (in[i] == MASK)
+      ++masked;
+    else if (in[i] == ids[i])
+      ++kept;
+    else
+      ++changed_random;
   }
   EXPECT_EQ(selected, mb.selected);
   EXPECT_EQ(masked, mb.masked);
@@ -295,10 +297,8 @@ data::TaskVocab test_vocab() {
 TEST(EncoderTasks, LineWordTagsByHand) {
   //                      a b \n c d _ e f \n g h _ _ i
   const auto w = encode("ab\ncd ef\ngh  i");
-  EXPECT_EQ(data::line_word_tags(w, test_vocab(), 1),
-            (std::vector<int64_t>{0, 0, 0, 1, 2, 0, 0, 0, 0, 1, 2, 0, 0, 0}));
-  EXPECT_EQ(data::line_word_tags(w, test_vocab(), 2),
-            (std::vector<int64_t>{0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 1}));
+  EXPECT_EQ(data::line_word_tags(w, test_vocab(), 1), (std::vector<int64_t>{0, 0, 0, 1, 2, 0, 0, 0, 0, 1, 2, 0, 0, 0}));
+  EXPECT_EQ(data::line_word_tags(w, test_vocab(), 2), (std::vector<int64_t>{0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 1}));
   // no newline: nothing tagged (the line start is not visible); a word cut by the end stays a span
   EXPECT_EQ(data::line_word_tags(encode("ab cd"), test_vocab(), 1), (std::vector<int64_t>(5, 0)));
   EXPECT_EQ(data::line_word_tags(encode("x\nabc"), test_vocab(), 1), (std::vector<int64_t>{0, 0, 1, 2, 2}));
@@ -332,7 +332,8 @@ TEST(EncoderTasks, SequenceTasksHaveKnownLabels) {
     EXPECT_LT(ones, 28);
   }
   {
-    data::EncoderTaskGenerator gen(data::EncoderTask::MarkerSegment, data::TokenSpan::from_vector(ids), test_vocab(), 7);
+    data::EncoderTaskGenerator gen(data::EncoderTask::MarkerSegment, data::TokenSpan::from_vector(ids), test_vocab(),
+                                   7);
     EXPECT_EQ(gen.num_labels(), 4);
     const data::TaskBatch tb = gen.next(32, 12);
     const auto in = tb.input.to_vector(), lab = tb.labels.to_vector();
@@ -344,7 +345,8 @@ TEST(EncoderTasks, SequenceTasksHaveKnownLabels) {
       EXPECT_EQ(lab[b], double(pos * 4 / 12)) << "marker at " << pos;  // segments of 3 tokens
     }
     // the same seed draws the same examples
-    data::EncoderTaskGenerator again(data::EncoderTask::MarkerSegment, data::TokenSpan::from_vector(ids), test_vocab(), 7);
+    data::EncoderTaskGenerator again(data::EncoderTask::MarkerSegment, data::TokenSpan::from_vector(ids), test_vocab(),
+                                     7);
     EXPECT_EQ(again.next(32, 12).input.to_vector(), in);
   }
   {
@@ -599,12 +601,12 @@ TEST(EncoderTrack, CompareTrackEncoderStopsOnSigterm) {
   const std::string dir = ::testing::TempDir() + "/posgrad_encoder_sigterm";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  {
-    std::ofstream(dir + "/corpus.txt") << tiny_corpus();
-  }
-  test::Background b("compare --preset tiny --track encoder --methods rope --seeds 1 --encoder-mlm-iters 1000000 "
-                     "--corpus " + dir + "/corpus.txt --out-dir " + dir + "/run",
-                     dir + "/err.txt");
+  { std::ofstream(dir + "/corpus.txt") << tiny_corpus(); }
+  test::Background b(
+      "compare --preset tiny --track encoder --methods rope --seeds 1 --encoder-mlm-iters 1000000 "
+      "--corpus " +
+          dir + "/corpus.txt --out-dir " + dir + "/run",
+      dir + "/err.txt");
   ASSERT_TRUE(b.wait_for("=== encoder track")) << test::slurp(dir + "/err.txt");
   kill(b.pid, SIGTERM);
   EXPECT_EQ(b.wait(), 130) << test::slurp(dir + "/err.txt");
@@ -706,7 +708,8 @@ TEST(EncoderTrack, FinishedUnitsAreKeptAndOtherSettingsRefused) {
                              std::filesystem::copy_options::overwrite_existing);
   std::string m = test::thrown_message<IoError>([&] { train::run_encoder_track(c, ds, *tok, false, dir); });
   EXPECT_NE(m.find(dir + "/none/seed1/result.json: unit.method = \"rope\": this is the folder of method \"none\""),
-            std::string::npos) << m;
+            std::string::npos)
+      << m;
   EXPECT_NE(m.find("delete it to measure that unit again"), std::string::npos) << m;
   nlohmann::json edited = nlohmann::json::parse(none_result);
   edited["unit"]["mlm_accuracy"][0] = 1.25;
@@ -720,7 +723,8 @@ TEST(EncoderTrack, FinishedUnitsAreKeptAndOtherSettingsRefused) {
   flipped[flipped.size() / 3] ^= 0x01;
   write_file_atomic(weights, flipped);
   m = test::thrown_message<IoError>([&] { train::run_encoder_track(c, ds, *tok, false, dir); });
-  EXPECT_NE(m.find("checksum " + hex64(fnv1a64(flipped)) + ", expected " + hex64(fnv1a64(saved))), std::string::npos) << m;
+  EXPECT_NE(m.find("checksum " + hex64(fnv1a64(flipped)) + ", expected " + hex64(fnv1a64(saved))), std::string::npos)
+      << m;
   write_file_atomic(weights, saved);
   EXPECT_NO_THROW(train::run_encoder_track(c, ds, *tok, false, dir));
   { std::ofstream(dir + "/rope/seed1/result.json") << "{\"settings\": "; }
@@ -756,11 +760,13 @@ TEST(EncoderTrack, CompareCommandValidatesKeepsAndEvaluates) {
   p = test::run_posgrad(base + " --device cuda --dry-run");  // the encoders train on the CPU only
   EXPECT_EQ(p.status, 2) << p.err;
   EXPECT_NE(p.err.find("--device cuda: the encoder track (--track encoder) trains its encoders on the CPU only"),
-            std::string::npos) << p.err;
+            std::string::npos)
+      << p.err;
   // an encoding's own constraint at the encoder's sizes: RoPE needs 2 rotary channels per head
   p = test::run_posgrad(base + " --encoder-n-embd 64 --encoder-n-head 64 --dry-run");
   EXPECT_EQ(p.status, 2) << p.err;
-  EXPECT_NE(p.err.find("the encoder track's rope encoder (--encoder-n-embd 64, --encoder-n-head 64)"), std::string::npos)
+  EXPECT_NE(p.err.find("the encoder track's rope encoder (--encoder-n-embd 64, --encoder-n-head 64)"),
+            std::string::npos)
       << p.err;
   // "-0" is read as 0 (no signed zero in the configuration)
   p = test::run_posgrad(base + " --passkey-depths -0,1 --dry-run");
@@ -807,12 +813,15 @@ TEST(EncoderTrack, EncoderAloneWritesOnlyItsFiles) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   { std::ofstream(dir + "/corpus.txt") << tiny_corpus(); }
-  const test::Proc p = test::run_posgrad("compare --preset tiny --track encoder --methods rope --seeds 1 --encoder-tasks reversed "
-                                         "--pi-iters 2 --suite-iters 2 --corpus " + dir + "/corpus.txt --out-dir " + dir + "/run");
+  const test::Proc p = test::run_posgrad(
+      "compare --preset tiny --track encoder --methods rope --seeds 1 --encoder-tasks reversed "
+      "--pi-iters 2 --suite-iters 2 --corpus " +
+      dir + "/corpus.txt --out-dir " + dir + "/run");
   ASSERT_EQ(p.status, 0) << p.err;
   EXPECT_TRUE(std::filesystem::exists(dir + "/run/encoder_results.csv"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/run/report.md"));
-  for (const char* f : {"results.csv", "pi.csv", "suite.csv", "suite_seeds.csv", "passkey.csv", "plots/ppl_vs_length.png", "plots/train_loss.gp"})
+  for (const char* f : {"results.csv", "pi.csv", "suite.csv", "suite_seeds.csv", "passkey.csv",
+                        "plots/ppl_vs_length.png", "plots/train_loss.gp"})
     EXPECT_FALSE(std::filesystem::exists(dir + "/run/" + f)) << f;
   EXPECT_EQ(p.err.find("gnuplot failed"), std::string::npos) << p.err;
   // The progress line names the kinds of units it has no time for yet instead of guessing.
@@ -902,10 +911,11 @@ void poison_encoder(const std::string& dir) {
   save_safetensors(dir + "/encoder.safetensors", f.tensors, f.metadata);
   // The checksum of the poisoned weights, as save_encoder writes it: the NaN, not the checksum, is what
   // eval and fill-mask must find.
-  write_file_atomic(dir + "/encoder.json",
-                    nlohmann::json{{"format", "posgrad-encoder-checksum-1"},
-                                   {"checksums", {{"encoder.safetensors", hex64(fnv1a64(read_file(dir + "/encoder.safetensors")))}}}}
-                        .dump(2));
+  write_file_atomic(
+      dir + "/encoder.json",
+      nlohmann::json{{"format", "posgrad-encoder-checksum-1"},
+                     {"checksums", {{"encoder.safetensors", hex64(fnv1a64(read_file(dir + "/encoder.safetensors")))}}}}
+          .dump(2));
 }
 
 }  // namespace
@@ -1085,8 +1095,10 @@ TEST(EncoderTrack, EvalAndFillMaskExitStatusesAndCorpusProvenance) {
   { std::ofstream(tmp.str("corpus.txt")) << tiny_corpus(); }
   std::filesystem::create_directories(tmp.str("elsewhere"));
   // a relative --corpus, run from tmp
-  test::Proc p = test::run_posgrad("compare --preset tiny --track encoder --methods learned --seeds 1 "
-                                   "--encoder-tasks reversed --corpus corpus.txt --out-dir run", tmp.str());
+  test::Proc p = test::run_posgrad(
+      "compare --preset tiny --track encoder --methods learned --seeds 1 "
+      "--encoder-tasks reversed --corpus corpus.txt --out-dir run",
+      tmp.str());
   ASSERT_EQ(p.status, 0) << p.err;
   const std::string enc = tmp.str("run/encoder/learned/seed1");
   const auto loaded = train::load_encoder(enc);
@@ -1117,7 +1129,8 @@ TEST(EncoderTrack, EvalAndFillMaskExitStatusesAndCorpusProvenance) {
   p = test::run_posgrad("eval --run " + tmp.str("run/encoder/learned/seed9"));
   EXPECT_EQ(p.status, 1) << p.err;
   EXPECT_NE(p.err.find("no run in '" + tmp.str("run/encoder/learned/seed9") + "' (no such directory)"),
-            std::string::npos) << p.err;
+            std::string::npos)
+      << p.err;
   EXPECT_NE(p.err.find("encoder.safetensors"), std::string::npos) << p.err;
 }
 
@@ -1169,6 +1182,7 @@ TEST(EncoderTrack, AKeptUnitsEncoderMustBeItsFoldersMethod) {
     ADD_FAILURE() << "a copied encoder was kept";
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find("an encoder of method \"none\", but this is the folder of \"rope\""),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
 }

@@ -106,9 +106,8 @@ TEST(Finetune, FirstFinalAndTailLosses) {
   // tail the mean of the last two (19, 20).
   Flat m;
   auto spec = spec_of(20, 1, train::FinetuneSchedule::cosine);
-  const train::FinetuneResult r = train::finetune(m, spec, [&](int64_t step) {
-    return sum(m.w) * 0.0 + static_cast<double>(step + 1);
-  });
+  const train::FinetuneResult r =
+      train::finetune(m, spec, [&](int64_t step) { return sum(m.w) * 0.0 + static_cast<double>(step + 1); });
   EXPECT_EQ(r.steps, 20);
   EXPECT_EQ(r.first_loss, 1.0);
   EXPECT_EQ(r.final_loss, 20.0);
@@ -159,8 +158,9 @@ TEST(Finetune, StopSignalThrowsInterruptedBeforeTheNextStep) {
     EXPECT_EQ(e.step, 3);  // steps done
     EXPECT_EQ(e.signal, SIGINT);
     EXPECT_EQ(e.run_dir, "/tmp/some-run");
-    EXPECT_EQ(std::string(e.what()), "test fine-tuning (flat seed 1) interrupted by SIGINT after 3 of 10 steps "
-                                     "(the same command runs it again)");
+    EXPECT_EQ(std::string(e.what()),
+              "test fine-tuning (flat seed 1) interrupted by SIGINT after 3 of 10 steps "
+              "(the same command runs it again)");
   }
   EXPECT_EQ(last, 2);
   EXPECT_NEAR(m.value(), -(1e-2 / 2 + 1e-2 + spec.lr_schedule().at(2)), 1e-9);  // three steps taken
@@ -210,7 +210,8 @@ TEST(Finetune, NonFiniteLossNamesTheLabelAndStepBeforeAnyUpdate) {
 TEST(Finetune, BadSpecIsAValueErrorNamingTheLabelAndField) {
   Flat m;
   auto expect_error = [&](train::FinetuneSpec s, const std::string& field) {
-    const std::string msg = thrown_message<ValueError>([&] { (void)train::finetune(m, s, [&](int64_t) { return sum(m.w); }); });
+    const std::string msg =
+        thrown_message<ValueError>([&] { (void)train::finetune(m, s, [&](int64_t) { return sum(m.w); }); });
     EXPECT_NE(msg.find("test fine-tuning (flat seed 1)"), std::string::npos) << msg;
     EXPECT_NE(msg.find(field), std::string::npos) << msg;
   };
@@ -269,9 +270,10 @@ TEST(Finetune, DecoderFormTakesTrainingStepsStepsBitForBit) {
                    train::AdamWOptions(spec.lr).betas(spec.beta1, spec.beta2));
   std::vector<double> losses_a;
   for (int64_t it = 0; it < spec.iterations; ++it)
-    losses_a.push_back(train::training_step(a, opt, spec.lr_schedule(), it, spec.grad_accum, spec.grad_clip,
-                                            Device::cpu(), [&] { return batch(dataa); })
-                           .loss);
+    losses_a.push_back(
+        train::training_step(a, opt, spec.lr_schedule(), it, spec.grad_accum, spec.grad_clip, Device::cpu(), [&] {
+          return batch(dataa);
+        }).loss);
 
   Generator gb(3), db(4), datab(5);
   nn::GPT b(mc, gb, db);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compare/options.h"
 #include "data/fileio.h"
 #include "tensor/errors.h"
 #include "tensor/option_table.h"
@@ -15,7 +16,6 @@
 #include "tests/fuzz/fuzz_targets.h"
 #include "tests/support/test_util.h"
 #include "train/checkpoint.h"
-#include "compare/options.h"
 #include "train/options.h"
 #include "train/safetensors.h"
 
@@ -55,7 +55,8 @@ std::string run_with_state(json st) {
 TEST(FuzzFindings, OptionTextMustBeUtf8) {
   const auto& run = spec_of(train::eval_options(), "run");
   EXPECT_EQ(thrown_message<UsageError>([&] { opt::parse(run, "runs/\xff", "--run"); }),
-            "--run: text is not valid UTF-8 (invalid UTF-8 byte at index 5: 0xFF); options are saved as JSON, which holds UTF-8 only");
+            "--run: text is not valid UTF-8 (invalid UTF-8 byte at index 5: 0xFF); options are saved as JSON, which "
+            "holds UTF-8 only");
   // Overlong forms, surrogates and truncated sequences are not UTF-8 either; real characters are.
   for (const char* bad : {"\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\xf4\x90\x80\x80"})
     EXPECT_THROW(opt::parse(run, bad, "--run"), UsageError) << bad;
@@ -101,12 +102,15 @@ TEST(FuzzFindings, SafetensorsShapeWhoseStridesOverflow) {
   EXPECT_EQ(thrown_message<IoError>([&] { parse_safetensors(safetensors_bytes(h), "x.safetensors"); }),
             "safetensors file 'x.safetensors': tensor 'a': shape [0,4611686018427387904,4] overflows (its strides "
             "exceed int64)");
-  EXPECT_EQ(thrown_message<ShapeError>([] { Tensor::empty({0, int64_t{1} << 62, 4}); }),
+  EXPECT_EQ(thrown_message<ShapeError>([] {
+              Tensor::empty({0, int64_t{1} << 62, 4});
+            }),
             "empty: shape (0, 4611686018427387904, 4) has more elements (counting empty dims as 1) than an int64 can "
             "index");
   const std::string rank9 = R"({"a":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]}})";
-  EXPECT_EQ(thrown_message<IoError>([&] { parse_safetensors(safetensors_bytes(rank9, std::string(4, '\0')), "r.st"); }),
-            "safetensors file 'r.st': tensor 'a': shape [1,1,1,1,1,1,1,1,1] has 9 dims; posgrad tensors have at most 8");
+  EXPECT_EQ(
+      thrown_message<IoError>([&] { parse_safetensors(safetensors_bytes(rank9, std::string(4, '\0')), "r.st"); }),
+      "safetensors file 'r.st': tensor 'a': shape [1,1,1,1,1,1,1,1,1] has 9 dims; posgrad tensors have at most 8");
   // The largest empty shape that still indexes is fine.
   EXPECT_EQ(Tensor::empty({0, (int64_t{1} << 61) - 1, 4}).numel(), 0);  // strides up to 2^63 - 4
 }
@@ -137,7 +141,8 @@ TEST(FuzzFindings, CheckpointIntegersAreStrict) {
   st = good;
   st["rng"]["init"].erase("offset");
   dir = run_with_state(st);
-  EXPECT_EQ(thrown_message<IoError>([&] { train::read_checkpoint(dir); }), where + ": rng.init is incomplete: no \"offset\"");
+  EXPECT_EQ(thrown_message<IoError>([&] { train::read_checkpoint(dir); }),
+            where + ": rng.init is incomplete: no \"offset\"");
   // The largest seed is an integer like any other.
   st = good;
   st["rng"]["init"]["seed"] = UINT64_MAX;
@@ -151,7 +156,8 @@ TEST(FuzzFindings, CheckpointIntegersAreStrict) {
 TEST(FuzzFindings, MetricsRowsWithNonIntegerStepsAreDropped) {
   test::TempDir tmp;
   const std::string path = tmp.file("metrics.jsonl");
-  write_file_atomic(path, "{\"step\": 3}\n{\"step\": 1e300}\n{\"step\": 9}\n[1]\n{\"loss\": 1}\n{\"step\": 18446744073709551615}\n");
+  write_file_atomic(
+      path, "{\"step\": 3}\n{\"step\": 1e300}\n{\"step\": 9}\n[1]\n{\"loss\": 1}\n{\"step\": 18446744073709551615}\n");
   train::truncate_metrics(path, 5);
   EXPECT_EQ(read_file(path), "{\"step\": 3}\n{\"loss\": 1}\n");
 }

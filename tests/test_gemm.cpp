@@ -23,12 +23,12 @@
 
 namespace posgrad::kernels::cpu {
 template <typename T>
-void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda,
-          int64_t ldb, bool trans_a, bool trans_b, T alpha, T beta);
+void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda, int64_t ldb,
+          bool trans_a, bool trans_b, T alpha, T beta);
 template <typename T>
 void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t ldc,
-                  int64_t lda, int64_t ldb, int64_t stride_c, int64_t stride_a, int64_t stride_b,
-                  bool trans_a, bool trans_b, T alpha, T beta);
+                  int64_t lda, int64_t ldb, int64_t stride_c, int64_t stride_a, int64_t stride_b, bool trans_a,
+                  bool trans_b, T alpha, T beta);
 }  // namespace posgrad::kernels::cpu
 
 namespace {
@@ -88,8 +88,8 @@ struct gemm_case {
 
 std::string describe(const gemm_case& c) {
   return "M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
-         " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " pads=" + std::to_string(c.pad_a) +
-         "," + std::to_string(c.pad_b) + "," + std::to_string(c.pad_c) + " alpha=" + std::to_string(c.alpha) +
+         " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) + " pads=" + std::to_string(c.pad_a) + "," +
+         std::to_string(c.pad_b) + "," + std::to_string(c.pad_c) + " alpha=" + std::to_string(c.alpha) +
          " beta=" + std::to_string(c.beta) + " isa=" + gd::gemm_isa_name(gd::gemm_active_isa());
 }
 
@@ -123,8 +123,7 @@ void check_case(const gemm_case& c, std::mt19937& rng) {
       }
       long double sum = 0, mag = 0;
       for (int64_t k = 0; k < c.K; ++k) {
-        const long double p =
-            static_cast<long double>(op_at(A, la.ld, c.ta, i, k)) * op_at(B, lb.ld, c.tb, k, j);
+        const long double p = static_cast<long double>(op_at(A, la.ld, c.ta, i, k)) * op_at(B, lb.ld, c.tb, k, j);
         sum += p;
         mag += std::fabs(p);
       }
@@ -153,9 +152,8 @@ template <typename T>
 void sweep_shapes() {
   isa_guard guard;
   std::mt19937 rng(1234);
-  const int64_t dims[][3] = {{1, 1, 1},     {3, 7, 13},   {17, 31, 33},  {13, 65, 7},
-                             {65, 17, 129}, {31, 129, 3}, {33, 1, 65},   {1, 257, 31},
-                             {129, 33, 17}, {7, 13, 257}, {257, 65, 33}, {67, 97, 150}};
+  const int64_t dims[][3] = {{1, 1, 1},   {3, 7, 13},   {17, 31, 33},  {13, 65, 7},  {65, 17, 129}, {31, 129, 3},
+                             {33, 1, 65}, {1, 257, 31}, {129, 33, 17}, {7, 13, 257}, {257, 65, 33}, {67, 97, 150}};
   for (const auto isa : supported_isas()) {
     gd::gemm_set_isa(isa);
     for (const auto& d : dims) {
@@ -166,12 +164,8 @@ void sweep_shapes() {
   }
 }
 
-TEST(Gemm, ShapesAndTransposesFloat) {
-  sweep_shapes<float>();
-}
-TEST(Gemm, ShapesAndTransposesDouble) {
-  sweep_shapes<double>();
-}
+TEST(Gemm, ShapesAndTransposesFloat) { sweep_shapes<float>(); }
+TEST(Gemm, ShapesAndTransposesDouble) { sweep_shapes<double>(); }
 
 template <typename T>
 void sweep_views_and_scalars() {
@@ -194,12 +188,8 @@ void sweep_views_and_scalars() {
   }
 }
 
-TEST(Gemm, ViewsAlphaBetaFloat) {
-  sweep_views_and_scalars<float>();
-}
-TEST(Gemm, ViewsAlphaBetaDouble) {
-  sweep_views_and_scalars<double>();
-}
+TEST(Gemm, ViewsAlphaBetaFloat) { sweep_views_and_scalars<float>(); }
+TEST(Gemm, ViewsAlphaBetaDouble) { sweep_views_and_scalars<double>(); }
 
 template <typename T>
 void degenerate_sizes() {
@@ -218,12 +208,8 @@ void degenerate_sizes() {
   for (const T v : C) EXPECT_EQ(v, T(1));
 }
 
-TEST(Gemm, DegenerateSizesFloat) {
-  degenerate_sizes<float>();
-}
-TEST(Gemm, DegenerateSizesDouble) {
-  degenerate_sizes<double>();
-}
+TEST(Gemm, DegenerateSizesFloat) { degenerate_sizes<float>(); }
+TEST(Gemm, DegenerateSizesDouble) { degenerate_sizes<double>(); }
 
 // Same inputs, 1 vs 2 OpenMP threads: results must match bit for bit (K is never split and
 // the blocking does not depend on the team size). Covers both work splits (over M tiles and,
@@ -261,34 +247,26 @@ void thread_count_invariance() {
   }
 }
 
-TEST(Gemm, ThreadCountInvarianceFloat) {
-  thread_count_invariance<float>();
-}
-TEST(Gemm, ThreadCountInvarianceDouble) {
-  thread_count_invariance<double>();
-}
+TEST(Gemm, ThreadCountInvarianceFloat) { thread_count_invariance<float>(); }
+TEST(Gemm, ThreadCountInvarianceDouble) { thread_count_invariance<double>(); }
 
 // Batched products against per-matrix gemm calls (which test_case validated): all strides,
 // broadcast A or B (stride 0), the stacked-A fast path, and small matrices (batch-parallel).
 template <typename T>
-void batched_case(int64_t batch, int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool broadcast_a,
-                  bool broadcast_b, T beta, std::mt19937& rng) {
+void batched_case(int64_t batch, int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool broadcast_a, bool broadcast_b,
+                  T beta, std::mt19937& rng) {
   const int64_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 3;
   const int64_t sa = broadcast_a ? 0 : (ta ? K : M) * lda;
   const int64_t sb = broadcast_b ? 0 : (tb ? N : K) * ldb;
   const int64_t sc = M * ldc;
-  const auto A =
-      random_vector<T>(static_cast<std::size_t>((broadcast_a ? 1 : batch) * (ta ? K : M) * lda), rng);
-  const auto B =
-      random_vector<T>(static_cast<std::size_t>((broadcast_b ? 1 : batch) * (tb ? N : K) * ldb), rng);
+  const auto A = random_vector<T>(static_cast<std::size_t>((broadcast_a ? 1 : batch) * (ta ? K : M) * lda), rng);
+  const auto B = random_vector<T>(static_cast<std::size_t>((broadcast_b ? 1 : batch) * (tb ? N : K) * ldb), rng);
   const auto C0 = random_vector<T>(static_cast<std::size_t>(batch * sc), rng);
   std::vector<T> got = C0, want = C0;
   const T alpha = T(0.75);
-  gemm_batched<T>(got.data(), A.data(), B.data(), batch, M, N, K, ldc, lda, ldb, sc, sa, sb, ta, tb, alpha,
-                  beta);
+  gemm_batched<T>(got.data(), A.data(), B.data(), batch, M, N, K, ldc, lda, ldb, sc, sa, sb, ta, tb, alpha, beta);
   for (int64_t b = 0; b < batch; ++b) {
-    gemm<T>(want.data() + b * sc, A.data() + b * sa, B.data() + b * sb, M, N, K, ldc, lda, ldb, ta, tb, alpha,
-            beta);
+    gemm<T>(want.data() + b * sc, A.data() + b * sa, B.data() + b * sb, M, N, K, ldc, lda, ldb, ta, tb, alpha, beta);
   }
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0)
       << "batch=" << batch << " M=" << M << " N=" << N << " K=" << K << " ta=" << ta << " tb=" << tb
@@ -312,25 +290,18 @@ void batched_sweep() {
   const auto B = random_vector<T>(static_cast<std::size_t>(K * N), rng);
   std::vector<T> got(static_cast<std::size_t>(batch * M * N), std::numeric_limits<T>::quiet_NaN());
   std::vector<T> want = got;
-  gemm_batched<T>(got.data(), A.data(), B.data(), batch, M, N, K, N, K, N, M * N, M * K, 0, false, false,
-                  T(1), T(0));
+  gemm_batched<T>(got.data(), A.data(), B.data(), batch, M, N, K, N, K, N, M * N, M * K, 0, false, false, T(1), T(0));
   for (int64_t b = 0; b < batch; ++b) {
-    gemm<T>(want.data() + b * M * N, A.data() + b * M * K, B.data(), M, N, K, N, K, N, false, false, T(1),
-            T(0));
+    gemm<T>(want.data() + b * M * N, A.data() + b * M * K, B.data(), M, N, K, N, K, N, false, false, T(1), T(0));
   }
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0);
   // batch == 0 and M == 0 are no-ops.
-  gemm_batched<T>(got.data(), A.data(), B.data(), 0, M, N, K, N, K, N, M * N, M * K, 0, false, false, T(1),
-                  T(0));
+  gemm_batched<T>(got.data(), A.data(), B.data(), 0, M, N, K, N, K, N, M * N, M * K, 0, false, false, T(1), T(0));
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0);
 }
 
-TEST(Gemm, BatchedFloat) {
-  batched_sweep<float>();
-}
-TEST(Gemm, BatchedDouble) {
-  batched_sweep<double>();
-}
+TEST(Gemm, BatchedFloat) { batched_sweep<float>(); }
+TEST(Gemm, BatchedDouble) { batched_sweep<double>(); }
 
 // A call from inside an active parallel region runs single-threaded and stays correct.
 TEST(Gemm, InsideParallelRegion) {

@@ -22,7 +22,11 @@ namespace {
 // `bad_index`, where it adds `error` to the gradient.
 struct SquareWithWrongElementFn : Function<SquareWithWrongElementFn> {
   static constexpr const char* kName = "square_with_wrong_element";
-  struct Saved { Tensor x; int64_t bad_index = -1; double error = 0; };
+  struct Saved {
+    Tensor x;
+    int64_t bad_index = -1;
+    double error = 0;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, int64_t bad_index, double error) {
     Tensor xc = x.contiguous();
     Tensor y = Tensor::empty(x.shape(), DType::Float64);
@@ -45,7 +49,10 @@ struct SquareWithWrongElementFn : Function<SquareWithWrongElementFn> {
 // a * dy * (1 + rel) + abs_err[i].
 struct ScaleWithErrorsFn : Function<ScaleWithErrorsFn> {
   static constexpr const char* kName = "scale_with_errors";
-  struct Saved { std::vector<double> a, abs_err; double rel = 0; };
+  struct Saved {
+    std::vector<double> a, abs_err;
+    double rel = 0;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, const std::vector<double>& a, double rel,
                         const std::vector<double>& abs_err) {
     Tensor xc = x.contiguous();
@@ -58,8 +65,7 @@ struct ScaleWithErrorsFn : Function<ScaleWithErrorsFn> {
     Tensor dy = g[0].contiguous();
     Tensor dx = Tensor::zeros(dy.shape(), DType::Float64);
     for (int64_t i = 0; i < dx.numel(); ++i)
-      dx.data<double>()[i] =
-          ctx.saved.a[i] * dy.data<double>()[i] * (1 + ctx.saved.rel) + ctx.saved.abs_err[i];
+      dx.data<double>()[i] = ctx.saved.a[i] * dy.data<double>()[i] * (1 + ctx.saved.rel) + ctx.saved.abs_err[i];
     return {dx};
   }
 };

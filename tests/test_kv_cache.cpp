@@ -60,9 +60,11 @@ TEST_P(KVCacheEveryEncoding, IncrementalLogitsEqualTheFullForward) {
   int64_t pos = 0;
   for (int64_t step : {5, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1}) {  // 16 positions in all
     std::vector<int64_t> chunk;
-    for (int64_t b = 0; b < B; ++b) chunk.insert(chunk.end(), all.begin() + b * T + pos, all.begin() + b * T + pos + step);
+    for (int64_t b = 0; b < B; ++b)
+      chunk.insert(chunk.end(), all.begin() + b * T + pos, all.begin() + b * T + pos + step);
     const Tensor got = model.forward(Tensor::from_ints(chunk, {B, step}), cache);
-    EXPECT_EQ(rows(got, 0, step), rows(full, pos, pos + step)) << GetParam() << " positions " << pos << ".." << pos + step - 1;
+    EXPECT_EQ(rows(got, 0, step), rows(full, pos, pos + step))
+        << GetParam() << " positions " << pos << ".." << pos + step - 1;
     pos += step;
   }
   EXPECT_EQ(cache.length, T);
@@ -107,7 +109,8 @@ TEST_P(KVCacheEveryEncoding, ComparisonSizedModel) {
   for (int64_t pos = 0; pos < T;) {
     const int64_t step = pos == 0 ? 10 : 1;
     std::vector<int64_t> chunk;
-    for (int64_t b = 0; b < B; ++b) chunk.insert(chunk.end(), all.begin() + b * T + pos, all.begin() + b * T + pos + step);
+    for (int64_t b = 0; b < B; ++b)
+      chunk.insert(chunk.end(), all.begin() + b * T + pos, all.begin() + b * T + pos + step);
     const Tensor got = model.forward(Tensor::from_ints(chunk, {B, step}), cache);
     ASSERT_EQ(rows(got, 0, step), rows(full, pos, pos + step)) << GetParam() << " position " << pos;
     pos += step;

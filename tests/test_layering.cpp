@@ -43,9 +43,9 @@ TEST(Layering, AutogradHooksAreLinkedAndInstalled) { EXPECT_TRUE(has_autograd_ho
 
 TEST(Layering, ViewsOfATensorWithoutGradRecordNothing) {
   Tensor x = iota({2, 3, 4});
-  for (const Tensor& y : {x.view({6, 4}), x.reshape({4, 6}), x.permute({2, 0, 1}), x.transpose(0, 2),
-                          x.narrow(1, 1, 2), x.unsqueeze(0).expand({5, 2, 3, 4}), x.unsqueeze(1).squeeze(1),
-                          x.flatten(), x.transpose(0, 1).contiguous(), x.clone(), x.to(DType::Float64)}) {
+  for (const Tensor& y : {x.view({6, 4}), x.reshape({4, 6}), x.permute({2, 0, 1}), x.transpose(0, 2), x.narrow(1, 1, 2),
+                          x.unsqueeze(0).expand({5, 2, 3, 4}), x.unsqueeze(1).squeeze(1), x.flatten(),
+                          x.transpose(0, 1).contiguous(), x.clone(), x.to(DType::Float64)}) {
     EXPECT_FALSE(y.requires_grad()) << y.str();
     EXPECT_EQ(y.grad_fn(), nullptr) << y.str();
   }
@@ -105,5 +105,5 @@ TEST(Layering, WithoutTheAutogradLayerAutogradMethodsThrowNamingThemselves) {
   // What needs no autograd still works on it: metadata, detach, reading the data.
   EXPECT_EQ(x.detach().t().contiguous().to_vector(), (std::vector<double>{0, 3, 1, 4, 2, 5}));
   EXPECT_EQ(x.to_vector(), (std::vector<double>{0, 1, 2, 3, 4, 5}));  // to_vector detaches first
-  x.retain_grad();  // a leaf: nothing to do, so no autograd needed
+  x.retain_grad();                                                    // a leaf: nothing to do, so no autograd needed
 }

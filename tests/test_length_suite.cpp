@@ -10,16 +10,16 @@
 
 #include "autograd/node.h"
 #include "autograd/ops/attention.h"
+#include "compare/compare.h"
+#include "compare/results.h"
+#include "compare/studies/suite/length_suite.h"
+#include "compare/studies/suite/length_suite_report.h"
 #include "data/length_tasks.h"
 #include "nn/gpt.h"
 #include "nn/posenc/position_encoding.h"
-#include "tensor/errors.h"
 #include "support/claim_verdict.h"
-#include "compare/compare.h"
-#include "compare/studies/suite/length_suite.h"
-#include "compare/studies/suite/length_suite_report.h"
+#include "tensor/errors.h"
 #include "train/optim.h"
-#include "compare/results.h"
 #include "train/trainer.h"
 
 using namespace posgrad;
@@ -249,7 +249,8 @@ TEST(LengthSuiteReport, TablesSizingSeparationsAndClaimsFromKnownValues) {
                  {"rope+randomized", {{1.0, 0.80}, {0.99, 0.82}, {1.0, 0.81}}},
                  {"alibi", {{0.95, 0.30}, {0.96, 0.31}, {0.97, 0.29}}}});
   EXPECT_EQ(train::suite_rows(r), std::vector<std::string>({"rope", "rope+randomized", "alibi"}));
-  EXPECT_EQ(train::suite_values(r, "rope+randomized", "reverse_string", 1, true), std::vector<double>({0.80, 0.82, 0.81}));
+  EXPECT_EQ(train::suite_values(r, "rope+randomized", "reverse_string", 1, true),
+            std::vector<double>({0.80, 0.82, 0.81}));
   EXPECT_EQ(train::suite_ood_values(r, "alibi", "reverse_string"), std::vector<double>({0.30, 0.31, 0.29}));
   const std::string md = train::suite_markdown(r, false);
   EXPECT_NE(md.find("## Length generalisation suite"), std::string::npos);

@@ -55,9 +55,12 @@ std::vector<int64_t> rule(const std::string& task, const std::vector<int64_t>& i
     bool actions = false;
     for (int64_t v : in) {
       actions = actions || v >= 2;
-      if (!actions) st.push_back(v);
-      else if (v == 2) { if (!st.empty()) st.pop_back(); }
-      else st.push_back(v == 3 ? 0 : 1);
+      if (!actions)
+        st.push_back(v);
+      else if (v == 2) {
+        if (!st.empty()) st.pop_back();
+      } else
+        st.push_back(v == 3 ? 0 : 1);
     }
     out.assign(st.rbegin(), st.rend());
     out.push_back(5);
@@ -112,11 +115,12 @@ TEST(LengthTasks, EveryAnswerFollowsTheTaskRuleAtEveryLength) {
 
 TEST(LengthTasks, KnownExamples) {
   // Hand-worked answers, through the same rule the generators are checked against.
-  EXPECT_EQ(rule("parity_check", {1, 0, 1, 1}), std::vector<int64_t>({3}));        // three b: odd
-  EXPECT_EQ(rule("even_pairs", {0, 1, 1, 0}), std::vector<int64_t>({2}));          // ab, ba: two pairs
+  EXPECT_EQ(rule("parity_check", {1, 0, 1, 1}), std::vector<int64_t>({3}));          // three b: odd
+  EXPECT_EQ(rule("even_pairs", {0, 1, 1, 0}), std::vector<int64_t>({2}));            // ab, ba: two pairs
   EXPECT_EQ(rule("cycle_navigation", {2, 2, 0, 1}), std::vector<int64_t>({3 + 4}));  // 0 -1 -1 +0 +1 = -1 = 4
   EXPECT_EQ(rule("odd_first", {0, 1, 1, 0, 1}), std::vector<int64_t>({0, 1, 1, 1, 0}));
-  EXPECT_EQ(rule("stack_manipulation", {0, 1, 2, 4, 3}), std::vector<int64_t>({0, 1, 0, 5}));  // ab, pop, push b, push a
+  EXPECT_EQ(rule("stack_manipulation", {0, 1, 2, 4, 3}),
+            std::vector<int64_t>({0, 1, 0, 5}));  // ab, pop, push b, push a
   // And the generators produce answers for inputs of their own: check one complete draw per task
   // against a rule applied by hand to the drawn input.
   auto t = make_length_task("bucket_sort");

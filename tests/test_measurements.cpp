@@ -100,7 +100,7 @@ Tensor q_from(const std::vector<double>& v, const Shape& s) { return Tensor::fro
 // so row 1 attends (1/3, 2/3) and row 2 (1/6, 2/6, 3/6).
 TEST(AttentionRowEntropy, HandComputedRows) {
   const Tensor q = q_from({1, 1, 1}, {1, 1, 3, 1}), k = q_from({0, kLn2, kLn3}, {1, 1, 3, 1});
-  const double h1 = kLn3 - 2.0 / 3.0 * kLn2;                    // -(1/3 ln 1/3 + 2/3 ln 2/3)
+  const double h1 = kLn3 - 2.0 / 3.0 * kLn2;                     // -(1/3 ln 1/3 + 2/3 ln 2/3)
   const double h2 = kLn6 - 2.0 / 6.0 * kLn2 - 3.0 / 6.0 * kLn3;  // -sum p ln p for (1, 2, 3)/6
   const auto causal = attention_row_entropy(q, k, ScoreModifier{}, true, 1.0).to_vector();
   ASSERT_EQ(causal.size(), 3u);
@@ -417,10 +417,12 @@ TEST(AttentionFirstKeyShare, UniformAttentionReadsExactlyOneAndSinksAreIgnored) 
         if (sinks) m.sinks = Tensor::from_vector(std::vector<double>{2.0, -3.0}, {H}, dt);
         const Tensor a = attention_first_key_share(q, k, m, causal, 0.5);
         ASSERT_EQ(a.shape(), (Shape{H}));
-        for (double v : a.to_vector()) EXPECT_EQ(v, 1.0) << (causal ? "causal" : "bidirectional") << (sinks ? "+sinks" : "");
+        for (double v : a.to_vector())
+          EXPECT_EQ(v, 1.0) << (causal ? "causal" : "bidirectional") << (sinks ? "+sinks" : "");
       }
-  for (double v : attention_first_key_share(Tensor::zeros({1, 2, 1, 3}), randn({1, 2, 1, 3}, g), ScoreModifier{}, true, 1.0)
-                      .to_vector())
+  for (double v :
+       attention_first_key_share(Tensor::zeros({1, 2, 1, 3}), randn({1, 2, 1, 3}, g), ScoreModifier{}, true, 1.0)
+           .to_vector())
     EXPECT_TRUE(std::isnan(v));
   // Random scores with sinks: the same as without (the sinks are ignored).
   const Tensor q = randn({2, 2, 6, 3}, g, DType::Float64), k = randn({2, 2, 6, 3}, g, DType::Float64);
@@ -503,7 +505,7 @@ TEST(AttentionEntropyByPosition, UniformAttentionReadsOneBidirectional) {
     zero_query_key(model);
     const auto e = model.attention_entropy_by_position(random_ids(2, 6, 6));
     for (const auto& row : e)
-      for (double v : row) EXPECT_NEAR(v, 1.0, 1e-12) << kind;  // every query sees T = 6 keys, log 6
+      for (double v : row) EXPECT_NEAR(v, 1.0, 1e-12) << kind;                  // every query sees T = 6 keys, log 6
     const auto one = model.attention_entropy_by_position(random_ids(2, 1, 6));  // T = 1: one key each
     for (const auto& row : one) EXPECT_TRUE(std::isnan(row[0]));
   }

@@ -128,7 +128,9 @@ TEST(Method, MethodsFlagReadsVariantsAndValidateChecksThem) {
   // tiny size (n_embd 16, 2 heads: 8 channels, 0.1 of 4 pairs rounds to 0) is refused up front.
   CompareConfig bad = compare_preset("tiny");
   bad.methods = {"rope[rope_fraction=0.1;rope_partial=prope]"};
-  EXPECT_NE(test::thrown_message<UsageError>([&] { bad.validate(); }).find("--methods 'rope[rope_fraction=0.1;rope_partial=prope]'"),
+  EXPECT_NE(test::thrown_message<UsageError>([&] {
+              bad.validate();
+            }).find("--methods 'rope[rope_fraction=0.1;rope_partial=prope]'"),
             std::string::npos);
 }
 
@@ -167,7 +169,8 @@ TEST(Method, TinyComparisonTrainsEachVariantWithItsSettings) {
   const std::string report = read_file(c.out_dir + "/report.md");
   EXPECT_NE(report.find("| n5 |"), std::string::npos);
   EXPECT_NE(report.find("| n6 |"), std::string::npos);
-  EXPECT_NE(report.find("rope[attention_sinks=true] below rope by more than 0.01 (paired by seed)"), std::string::npos) << report;
+  EXPECT_NE(report.find("rope[attention_sinks=true] below rope by more than 0.01 (paired by seed)"), std::string::npos)
+      << report;
   const std::string csv = read_file(c.out_dir + "/results.csv");
   EXPECT_NE(csv.find("rope[rope_fraction=0.5;rope_partial=prope],attention_first_token_share,1,"), std::string::npos);
   // A second run keeps the variants' finished units (their settings are checked against the folder).
@@ -185,7 +188,8 @@ TEST(Method, TinyComparisonTrainsEachVariantWithItsSettings) {
 // do not fit it.
 TEST(Method, ThePiProtocolLeavesOutVariantsItCannotScale) {
   CompareConfig c = compare_preset("quick");
-  c.methods = {"rope", "rope[rope_fraction=0.75;rope_partial=prope]", "rope[rope_scaling=linear;rope_scaling_factor=2]"};
+  c.methods = {"rope", "rope[rope_fraction=0.75;rope_partial=prope]",
+               "rope[rope_scaling=linear;rope_scaling_factor=2]"};
   EXPECT_NO_THROW(c.validate());
   EXPECT_EQ(pi_methods(c), (std::vector<std::string>{"rope"}));
   EXPECT_NE(pi_refusal(c, c.methods[1]).find("--pi-scalings ntk"), std::string::npos) << pi_refusal(c, c.methods[1]);

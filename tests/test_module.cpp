@@ -13,12 +13,11 @@
 #include "tensor/random.h"
 
 using namespace posgrad;
-using posgrad::test::thrown_message;
 using nn::Module;
 using nn::ModuleList;
+using posgrad::test::thrown_message;
 
 namespace {
-
 
 struct Lin : Module {
   Tensor weight, bias;

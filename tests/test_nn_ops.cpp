@@ -64,14 +64,20 @@ TEST(NnOpsErrors, MatmulBatchMismatchNamesShapes) {
 
 TEST(NnOpsErrors, MatmulVectorAndDtype) {
   expect_error<ShapeError>([&] { matmul(Tensor::zeros({3, 4}), Tensor::zeros({4})); }, {"(4,)"});
-  expect_error<DTypeError>([&] { matmul(Tensor::zeros({3, 4}), Tensor::zeros({4, 2}, DType::Float64)); },
-                           {"float32", "float64"});
+  expect_error<DTypeError>(
+      [&] {
+        matmul(Tensor::zeros({3, 4}), Tensor::zeros({4, 2}, DType::Float64));
+      },
+      {"float32", "float64"});
 }
 
 TEST(NnOpsErrors, LinearMismatchNamesShapes) {
   expect_error<ShapeError>([&] { linear(Tensor::zeros({2, 7}), Tensor::zeros({5, 6})); }, {"(2, 7)", "(5, 6)"});
-  expect_error<ShapeError>([&] { linear(Tensor::zeros({2, 6}), Tensor::zeros({5, 6}), Tensor::zeros({4})); },
-                           {"(4,)", "(5, 6)"});
+  expect_error<ShapeError>(
+      [&] {
+        linear(Tensor::zeros({2, 6}), Tensor::zeros({5, 6}), Tensor::zeros({4}));
+      },
+      {"(4,)", "(5, 6)"});
 }
 
 TEST(NnOpsErrors, NormParamShape) {
@@ -97,8 +103,11 @@ TEST(NnOpsErrors, CrossEntropyTargetOutOfRange) {
 TEST(NnOpsErrors, CatMismatchNamesIndexAndShapes) {
   TensorList xs{Tensor::zeros({2, 3}), Tensor::zeros({4, 3}), Tensor::zeros({1, 5})};
   expect_error<ShapeError>([&] { cat(xs, 0); }, {"tensor 2", "(1, 5)", "(2, 3)"});
-  expect_error<ShapeError>([&] { cat({Tensor::zeros({2, 3}), Tensor::zeros({2, 3, 1})}, 0); },
-                           {"tensor 1", "(2, 3, 1)"});
+  expect_error<ShapeError>(
+      [&] {
+        cat({Tensor::zeros({2, 3}), Tensor::zeros({2, 3, 1})}, 0);
+      },
+      {"tensor 1", "(2, 3, 1)"});
   expect_error<ShapeError>([&] { cat({}, 0); }, {"at least one"});
 }
 

@@ -63,7 +63,6 @@ Tensor leaf(const std::vector<double>& v, const Shape& s, DType dt) {
   return t;
 }
 
-
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
@@ -249,10 +248,13 @@ TEST(Numerics, RmsNormZeroRowsAndHugeValues) {
 
 // Issue 10: max([1, NaN, 3], 0) returned 3 at index 2 (and NaN only when the NaN came first).
 TEST(Numerics, MaxPropagatesNaNAtTheFirstNaN) {
-  struct Case { std::vector<double> x; int64_t idx; };
+  struct Case {
+    std::vector<double> x;
+    int64_t idx;
+  };
   for (DType dt : {DType::Float32, DType::Float64})
-    for (const Case& c : {Case{{1, kNaN, 3}, 1}, Case{{kNaN, 1, 3}, 0}, Case{{1, 3, kNaN}, 2},
-                          Case{{kNaN, kNaN, 3}, 0}, Case{{3, kNaN, kNaN}, 1}, Case{{-kInf, kNaN}, 1}}) {
+    for (const Case& c : {Case{{1, kNaN, 3}, 1}, Case{{kNaN, 1, 3}, 0}, Case{{1, 3, kNaN}, 2}, Case{{kNaN, kNaN, 3}, 0},
+                          Case{{3, kNaN, kNaN}, 1}, Case{{-kInf, kNaN}, 1}}) {
       Tensor x = leaf(c.x, {static_cast<int64_t>(c.x.size())}, dt);
       auto [v, i] = max(x, 0);
       EXPECT_TRUE(std::isnan(v.item())) << dtype_name(dt);
@@ -271,9 +273,9 @@ TEST(Numerics, MaxPropagatesNaNAtTheFirstNaN) {
 TEST(Numerics, ArgmaxOverRowsAndStridedDimsWithNaN) {
   const int64_t R = 300;  // several threads per row in the CUDA kernel
   std::vector<double> v(2 * R, 0.0);
-  v[17] = 9;           // row 0: maximum at 17, NaN at 250
+  v[17] = 9;  // row 0: maximum at 17, NaN at 250
   v[250] = kNaN;
-  v[R + 3] = 5;        // row 1: maximum at 3 and 299 (tie)
+  v[R + 3] = 5;  // row 1: maximum at 3 and 299 (tie)
   v[R + 299] = 5;
   Tensor x = Tensor::from_vector(v, {2, R});
   EXPECT_EQ(max(x, -1).second.to_int_vector(), (std::vector<int64_t>{250, 3}));
@@ -301,8 +303,10 @@ TEST(Numerics, GradNormReportsNaNAndInfWhereverTheySit) {
       g[pos] = bad;
       p.set_grad(Tensor::from_vector(g, {1000}));
       const double n = train::grad_norm({p});
-      if (std::isnan(bad)) EXPECT_TRUE(std::isnan(n)) << pos;
-      else EXPECT_EQ(n, kInf) << pos;
+      if (std::isnan(bad))
+        EXPECT_TRUE(std::isnan(n)) << pos;
+      else
+        EXPECT_EQ(n, kInf) << pos;
       // clip_grad_norm reports it and leaves the gradients alone (the trainer stops on it).
       const double c = train::clip_grad_norm({p}, 1.0);
       EXPECT_FALSE(std::isfinite(c));
@@ -403,7 +407,8 @@ TEST(Numerics, VectorisedErfExpAndGelu) {
   using kernels::cpu::exp_approx;
   std::vector<float> xs;
   for (int i = -600000; i <= 600000; ++i) xs.push_back(float(i) * 1e-5f);
-  for (double e = -30; e <= 0.8; e += 0.001) xs.push_back(float(std::pow(10.0, e))), xs.push_back(-float(std::pow(10.0, e)));
+  for (double e = -30; e <= 0.8; e += 0.001)
+    xs.push_back(float(std::pow(10.0, e))), xs.push_back(-float(std::pow(10.0, e)));
   for (float seam : {1.0f, 4.0f})
     for (float x = std::nextafter(seam, 0.0f), k = 0; k < 5; ++k, x = std::nextafter(x, 10.0f)) xs.push_back(x);
   double worst = 0;
@@ -456,9 +461,12 @@ TEST(Numerics, ScratchSizesAreOverflowChecked) {
 // A representable size the machine cannot hold: OutOfMemoryError naming the bytes (2^50 bytes is
 // beyond x86-64's 47-bit user address space, so the allocation fails on any machine).
 TEST(Numerics, FailedAllocationsAreOutOfMemoryErrorsNamingTheBytes) {
-  std::string m = posgrad::test::thrown_message<OutOfMemoryError>([] { (void)Tensor::empty({int64_t(1) << 47}, DType::Float64); });
+  std::string m =
+      posgrad::test::thrown_message<OutOfMemoryError>([] { (void)Tensor::empty({int64_t(1) << 47}, DType::Float64); });
   EXPECT_TRUE(contains(m, "1125899906842624 bytes")) << m;
-  m = posgrad::test::thrown_message<OutOfMemoryError>([] { (void)Tensor::zeros({int64_t(1) << 24, int64_t(1) << 24}, DType::Int64); });
+  m = posgrad::test::thrown_message<OutOfMemoryError>([] {
+    (void)Tensor::zeros({int64_t(1) << 24, int64_t(1) << 24}, DType::Int64);
+  });
   EXPECT_TRUE(contains(m, "2251799813685248 bytes")) << m;
   // The allocator's accounting is unchanged by the failures.
   Tensor ok = Tensor::ones({3});

@@ -55,7 +55,8 @@ TEST_P(OpRegistry, ForwardMatchesNaiveReference) {
 
   // float32: same inputs rounded to float, looser tolerance.
   TensorList in32;
-  for (const auto& t : in) in32.push_back(t.defined() && t.dtype() == DType::Float64 ? t.detach().to(DType::Float32) : t);
+  for (const auto& t : in)
+    in32.push_back(t.defined() && t.dtype() == DType::Float64 ? t.detach().to(DType::Float32) : t);
   Tensor y32 = op().fn(in32);
   EXPECT_EQ(y32.dtype(), DType::Float32) << op().name;
   EXPECT_LE(max_abs_diff(y32, ref), 1e-4 * scale) << op().name << " (float32)";
@@ -68,7 +69,10 @@ TEST_P(OpRegistry, CudaMatchesCpu) {
   TensorList cpu_in = op().inputs(gen, DType::Float32);
   TensorList gpu_in;
   for (const auto& t : cpu_in) {
-    if (!t.defined()) { gpu_in.push_back(t); continue; }
+    if (!t.defined()) {
+      gpu_in.push_back(t);
+      continue;
+    }
     Tensor g = t.detach().to(Device::cuda());
     if (t.requires_grad()) g.set_requires_grad(true);
     gpu_in.push_back(g);
@@ -106,8 +110,8 @@ TEST(OpRegistryMeta, NamesAreUnique) {
 
 // "" when got matches want elementwise (NaN <-> NaN, infinities exactly, else within
 // ulps * epsilon * |want| * ulp_scale + atol), else a message naming the first mismatches.
-std::string compare_exact(const std::vector<double>& got, const std::vector<double>& want, DType dt,
-                          const EdgePoint& e, double ulp_scale) {
+std::string compare_exact(const std::vector<double>& got, const std::vector<double>& want, DType dt, const EdgePoint& e,
+                          double ulp_scale) {
   std::ostringstream os;
   if (got.size() != want.size()) {
     os << got.size() << " values, expected " << want.size();
@@ -118,9 +122,12 @@ std::string compare_exact(const std::vector<double>& got, const std::vector<doub
   for (size_t i = 0; i < got.size(); ++i) {
     const double g = got[i], w = want[i];
     bool ok;
-    if (std::isnan(w)) ok = std::isnan(g);
-    else if (std::isinf(w)) ok = g == w;
-    else ok = std::isfinite(g) && std::fabs(g - w) <= e.ulps * ulp_scale * eps * std::fabs(w) + e.atol;
+    if (std::isnan(w))
+      ok = std::isnan(g);
+    else if (std::isinf(w))
+      ok = g == w;
+    else
+      ok = std::isfinite(g) && std::fabs(g - w) <= e.ulps * ulp_scale * eps * std::fabs(w) + e.atol;
     if (!ok && bad++ < 4) os << " [" << i << "] got " << g << " want " << w << ";";
   }
   if (bad) os << " (" << bad << " of " << got.size() << " differ)";
@@ -201,13 +208,12 @@ TEST(OpRegistryMeta, EveryEncodingHasCases) {
 // Every op with a singular point, a tie rule, a saturation or a log-sum-exp carries exact edge
 // points (an op added to this list without them, or losing them, fails here).
 TEST(OpRegistryMeta, SingularOpsHaveEdgePoints) {
-  for (const char* name :
-       {"elementwise/pow", "elementwise/sqrt", "elementwise/log", "elementwise/exp", "elementwise/tanh",
-        "elementwise/relu", "elementwise/gelu", "elementwise/gelu_tanh", "elementwise/silu",
-        "elementwise/div/(3, 7, 13)x(7, 13)", "reduce/max/dim0", "nn/softmax/dim-1(3, 7, 13)",
-        "nn/log_softmax/dim-1(3, 7, 13)", "nn/cross_entropy/NV_ignore", "nn/cross_entropy_rows/NV",
-        "nn/layer_norm/affine", "nn/rms_norm/weight", "attention/none/bidir/2x1x7x3",
-        "attention/sinks/none/bidir/2x3x7x5"}) {
+  for (const char* name : {"elementwise/pow", "elementwise/sqrt", "elementwise/log", "elementwise/exp",
+                           "elementwise/tanh", "elementwise/relu", "elementwise/gelu", "elementwise/gelu_tanh",
+                           "elementwise/silu", "elementwise/div/(3, 7, 13)x(7, 13)", "reduce/max/dim0",
+                           "nn/softmax/dim-1(3, 7, 13)", "nn/log_softmax/dim-1(3, 7, 13)", "nn/cross_entropy/NV_ignore",
+                           "nn/cross_entropy_rows/NV", "nn/layer_norm/affine", "nn/rms_norm/weight",
+                           "attention/none/bidir/2x1x7x3", "attention/sinks/none/bidir/2x3x7x5"}) {
     bool found = false;
     for (const auto& c : nn::all_op_cases())
       if (c.name == name) {

@@ -14,7 +14,9 @@ using namespace posgrad;
 
 namespace {
 
-struct AdamHp { double lr, b1, b2, eps, wd; };
+struct AdamHp {
+  double lr, b1, b2, eps, wd;
+};
 
 // One AdamW step for one element at step t (1-based), PyTorch semantics.
 void adamw_ref(long double& p, long double& m, long double& v, long double g, int t, const AdamHp& h) {
@@ -113,8 +115,7 @@ TEST(OptimKernels, AdamWFloat) {
 TEST(OptimKernels, AdamWFirstStepIsSignedLr) {
   // With zero moments, step 1 moves every parameter by lr * g / (|g| + eps) ~ lr * sign(g).
   std::vector<double> p{0.5, -0.5}, m(2, 0), v(2, 0), g{3.0, -0.25};
-  kernels::cpu::adamw_step<double>(p.data(), m.data(), v.data(), g.data(), 2, 0.1, 0.9, 0.999, 1e-12, 0.0, 0.1,
-                                   0.001);
+  kernels::cpu::adamw_step<double>(p.data(), m.data(), v.data(), g.data(), 2, 0.1, 0.9, 0.999, 1e-12, 0.0, 0.1, 0.001);
   EXPECT_NEAR(p[0], 0.4, 1e-9);
   EXPECT_NEAR(p[1], -0.4, 1e-9);
 }

@@ -9,6 +9,12 @@
 #include <filesystem>
 
 #include "autograd/node.h"
+#include "compare/compare.h"
+#include "compare/options.h"
+#include "compare/results.h"
+#include "compare/studies/passkey/passkey.h"
+#include "compare/studies/passkey/passkey_config.h"
+#include "compare/studies/passkey/passkey_report.h"
 #include "data/fileio.h"
 #include "data/passkey.h"
 #include "data/tokenizer.h"
@@ -16,13 +22,7 @@
 #include "support/claim_verdict.h"
 #include "support/test_util.h"
 #include "tensor/errors.h"
-#include "compare/compare.h"
-#include "compare/options.h"
 #include "train/options.h"
-#include "compare/studies/passkey/passkey.h"
-#include "compare/studies/passkey/passkey_report.h"
-#include "compare/results.h"
-#include "compare/studies/passkey/passkey_config.h"
 
 using namespace posgrad;
 using posgrad::test::thrown_message;
@@ -78,8 +78,10 @@ TEST(PasskeyData, ExactLengthDepthAnswerAndTargets) {
     const auto x = b.x.to_int_vector(), y = b.y.to_int_vector();
     for (int64_t j = 0; j < L - 1; ++j) {
       EXPECT_EQ(x[j], e.tokens[j]);
-      if (j < L - 1 - 5) EXPECT_EQ(y[j], data::kPasskeyIgnore) << j;
-      else EXPECT_EQ(y[j], e.key[j - (L - 1 - 5)]) << j;
+      if (j < L - 1 - 5)
+        EXPECT_EQ(y[j], data::kPasskeyIgnore) << j;
+      else
+        EXPECT_EQ(y[j], e.key[j - (L - 1 - 5)]) << j;
     }
   }
 }
@@ -105,7 +107,8 @@ TEST(PasskeyData, SameSeedSameExamplesAndLettersWithoutDigits) {
   EXPECT_EQ(s.substr(s.size() - 9), " key " + e.key_text);
   // The digits win when all ten are there.
   const data::CharTokenizer with_digits(text + "0123456789");
-  EXPECT_EQ(data::PasskeyGenerator(span_of(tok, text), with_digits, 4, data::PasskeyTemplate::Short, 3).alphabet(), "digits");
+  EXPECT_EQ(data::PasskeyGenerator(span_of(tok, text), with_digits, 4, data::PasskeyTemplate::Short, 3).alphabet(),
+            "digits");
 }
 
 TEST(PasskeyData, RefusedInputsAreNamed) {
@@ -120,10 +123,9 @@ TEST(PasskeyData, RefusedInputsAreNamed) {
   EXPECT_TRUE(contains(thrown_message<ValueError>([&] { g.example(g.max_length() + 1, 0.5); }), "filler text holds"));
   // A vocabulary without the template's 'W' (standard) or 'y' (short), or without any key alphabet.
   const data::CharTokenizer no_w("the pass key is. remember it? abcdefghijklmnopqrstuvwxyz TR");
-  EXPECT_TRUE(contains(thrown_message<ValueError>([&] {
-                         data::PasskeyGenerator(filler, no_w, 5, data::PasskeyTemplate::Standard, 1);
-                       }),
-                       "cannot encode the template text ' What is the pass key? The pass key is '"));
+  EXPECT_TRUE(contains(
+      thrown_message<ValueError>([&] { data::PasskeyGenerator(filler, no_w, 5, data::PasskeyTemplate::Standard, 1); }),
+      "cannot encode the template text ' What is the pass key? The pass key is '"));
   const data::CharTokenizer no_y(" ke.abcdefghijklmnopqrstuvwx");
   EXPECT_TRUE(contains(thrown_message<ValueError>([&] {
                          data::PasskeyGenerator(span_of(no_y, "abc abc"), no_y, 5, data::PasskeyTemplate::Short, 1);
@@ -134,10 +136,9 @@ TEST(PasskeyData, RefusedInputsAreNamed) {
                          data::PasskeyGenerator(span_of(few, "abc abc"), few, 5, data::PasskeyTemplate::Short, 1);
                        }),
                        "neither all digits 0-9 nor all lowercase letters"));
-  EXPECT_TRUE(contains(thrown_message<ValueError>([&] {
-                         data::PasskeyGenerator(filler, tok, 0, data::PasskeyTemplate::Short, 1);
-                       }),
-                       "key_length"));
+  EXPECT_TRUE(contains(
+      thrown_message<ValueError>([&] { data::PasskeyGenerator(filler, tok, 0, data::PasskeyTemplate::Short, 1); }),
+      "key_length"));
   EXPECT_TRUE(contains(thrown_message<ValueError>([] { data::parse_passkey_template("long"); }), "standard, short"));
 }
 
@@ -281,14 +282,30 @@ TEST(PasskeyOptions, RefusedSettingsNameTheOption) {
     change(c);
     return thrown_message<UsageError>([&] { c.validate(); });
   };
-  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().multipliers = {2, 4}; }), "--passkey-multipliers must include 1"));
-  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().multipliers = {1, 2, 2}; }), "--passkey-multipliers lists"));
-  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().depths = {0, 0.5, 0.5}; }), "--passkey-depths lists a depth twice"));
-  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().depths = {0, 1.5}; }), "--passkey-depths"));
-  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().template_name = "standard"; }), "--passkey-template standard"));
-  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().key_length = 5; }), "--block-size 16"));
+  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) {
+                         c.of<train::PasskeyConfig>().multipliers = {2, 4};
+                       }),
+                       "--passkey-multipliers must include 1"));
+  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) {
+                         c.of<train::PasskeyConfig>().multipliers = {1, 2, 2};
+                       }),
+                       "--passkey-multipliers lists"));
+  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) {
+                         c.of<train::PasskeyConfig>().depths = {0, 0.5, 0.5};
+                       }),
+                       "--passkey-depths lists a depth twice"));
+  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) {
+                         c.of<train::PasskeyConfig>().depths = {0, 1.5};
+                       }),
+                       "--passkey-depths"));
+  EXPECT_TRUE(
+      contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().template_name = "standard"; }),
+               "--passkey-template standard"));
+  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().key_length = 5; }),
+                       "--block-size 16"));
   // Every preset's passkey settings are valid (the full one uses the standard template at 128 tokens).
-  for (const std::string preset : {"quick", "full", "tiny"}) EXPECT_NO_THROW(train::compare_preset(preset).validate()) << preset;
+  for (const std::string preset : {"quick", "full", "tiny"})
+    EXPECT_NO_THROW(train::compare_preset(preset).validate()) << preset;
   EXPECT_EQ(train::compare_preset("full").of<train::PasskeyConfig>().template_name, "standard");
   // Off: the passkey options are not checked against each other.
   train::CompareConfig off = train::compare_preset("tiny");
@@ -379,8 +396,8 @@ TEST(PasskeyReport, TableCsvAndClaimsFromKnownValues) {
   // realistic counts are known-answer tests in test_study_claims.cpp.
   EXPECT_EQ(verdict(claims, "pk1"), "supported");  // rope drops (learned has nothing beyond 1x)
   EXPECT_EQ(verdict(claims, "pk2"), "inconclusive");
-  auto flat = made({{"rope", {{0.95, 0.96}, {0.96, 0.96}, {0.97, 0.97}}},
-                    {"rope+yarn", {{0.95, 0.1}, {0.96, 0.0}, {0.97, 0.2}}}});
+  auto flat = made(
+      {{"rope", {{0.95, 0.96}, {0.96, 0.96}, {0.97, 0.97}}}, {"rope+yarn", {{0.95, 0.1}, {0.96, 0.0}, {0.97, 0.2}}}});
   EXPECT_EQ(verdict(train::judge_passkey_claims(flat), "pk1"), "inconclusive");
   EXPECT_EQ(verdict(train::judge_passkey_claims(flat), "pk2"), "contradicted");
   auto unlearned = made({{"rope", {{0.1, 0.0}, {0.0, 0.0}, {0.2, 0.1}}}});

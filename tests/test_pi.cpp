@@ -10,14 +10,14 @@
 #include <fstream>
 #include <sstream>
 
-#include "data/fileio.h"
-#include "support/test_util.h"
 #include "compare/compare.h"
-#include "train/interrupt.h"
-#include "compare/studies/pi/pi_protocol.h"
-#include "compare/studies/pi/pi_report.h"
 #include "compare/results.h"
 #include "compare/studies/passkey/passkey_config.h"
+#include "compare/studies/pi/pi_protocol.h"
+#include "compare/studies/pi/pi_report.h"
+#include "data/fileio.h"
+#include "support/test_util.h"
+#include "train/interrupt.h"
 
 using namespace posgrad;
 using posgrad::test::TempDir;
@@ -53,7 +53,8 @@ train::CompareConfig config() {
   c.of<train::PiSettings>().multipliers = {2, 4};
   c.of<train::PiSettings>().scalings = {"none", "linear", "ntk", "yarn"};
   c.eval_tokens = 64;
-  c.of<train::PasskeyConfig>().iters = 0;  // the test corpus has no 'k' for the passkey template; passkey is test_passkey's
+  c.of<train::PasskeyConfig>().iters =
+      0;  // the test corpus has no 'k' for the passkey template; passkey is test_passkey's
   return c;
 }
 
@@ -76,24 +77,26 @@ TEST(PiProtocol, FineTunesScaledCopiesAndIsBitReproducible) {
   const data::TokenSpan train_split = text(600, 1), val = text(200, 2);
   const auto cfg = config();
   std::vector<std::string> seen;
-  const auto a = train::run_pi_protocol(*model, "rope", train_split, val, cfg, 7, Device::cpu(), [&](const std::string& row, nn::GPT& tuned) {
-    seen.push_back(row);
-    const auto& o = tuned.config().pos.options;
-    EXPECT_EQ(tuned.config().block_size, kBlock) << row;  // YaRN's L0 and the evaluation lengths stay L
-    EXPECT_FALSE(tuned.is_training()) << row;
-    if (row == "rope+drope ft1x") {  // DroPE: the rotary embedding dropped, the rest of the model kept
-      EXPECT_EQ(tuned.config().pos.kind, "none");
-      return;
-    }
-    EXPECT_EQ(tuned.config().pos.kind, "rope") << row;
-    const std::string scaling = o.text("rope_scaling");
-    const int64_t M = row.find("ft2x") != std::string::npos ? 2 : 4;
-    EXPECT_EQ(row, train::pi_row_name("rope", scaling, M));  // the copy carries the row's scaling ...
-    EXPECT_EQ(o.real("rope_scaling_factor"), scaling == "none" ? 1.0 : static_cast<double>(M)) << row;  // ... at s = M
-  });
-  const std::vector<std::string> rows = {"rope ft2x", "rope+linear ft2x", "rope+ntk ft2x", "rope+yarn ft2x",
-                                         "rope ft4x", "rope+linear ft4x", "rope+ntk ft4x", "rope+yarn ft4x",
-                                         "rope+drope ft1x"};
+  const auto a = train::run_pi_protocol(
+      *model, "rope", train_split, val, cfg, 7, Device::cpu(), [&](const std::string& row, nn::GPT& tuned) {
+        seen.push_back(row);
+        const auto& o = tuned.config().pos.options;
+        EXPECT_EQ(tuned.config().block_size, kBlock) << row;  // YaRN's L0 and the evaluation lengths stay L
+        EXPECT_FALSE(tuned.is_training()) << row;
+        if (row == "rope+drope ft1x") {  // DroPE: the rotary embedding dropped, the rest of the model kept
+          EXPECT_EQ(tuned.config().pos.kind, "none");
+          return;
+        }
+        EXPECT_EQ(tuned.config().pos.kind, "rope") << row;
+        const std::string scaling = o.text("rope_scaling");
+        const int64_t M = row.find("ft2x") != std::string::npos ? 2 : 4;
+        EXPECT_EQ(row, train::pi_row_name("rope", scaling, M));  // the copy carries the row's scaling ...
+        EXPECT_EQ(o.real("rope_scaling_factor"), scaling == "none" ? 1.0 : static_cast<double>(M))
+            << row;  // ... at s = M
+      });
+  const std::vector<std::string> rows = {"rope ft2x",      "rope+linear ft2x", "rope+ntk ft2x",
+                                         "rope+yarn ft2x", "rope ft4x",        "rope+linear ft4x",
+                                         "rope+ntk ft4x",  "rope+yarn ft4x",   "rope+drope ft1x"};
   EXPECT_EQ(seen, rows);
   ASSERT_EQ(a.size(), 9u);
   EXPECT_EQ(a.back().scaling, "drope");
@@ -139,14 +142,16 @@ TEST(PiProtocol, BadInputsAndInterruption) {
                                  [&](const std::string&, nn::GPT&) { ++before; });
     ADD_FAILURE() << "a too short split was accepted";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("at 4x needs a training split of at least 33 tokens"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("at 4x needs a training split of at least 33 tokens"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(before, 0);
   // Not RoPE.
   nn::GPTConfig c = model->config();
   c.pos.kind = "alibi";
   nn::GPT alibi(c, g, d);
-  EXPECT_THROW((void)train::run_pi_protocol(alibi, "alibi", text(600, 1), text(200, 2), cfg, 1, Device::cpu()), UsageError);
+  EXPECT_THROW((void)train::run_pi_protocol(alibi, "alibi", text(600, 1), text(200, 2), cfg, 1, Device::cpu()),
+               UsageError);
   // SIGINT during the first row's evaluation: the next row stops before its first step.
   train::install_interrupt_handlers();
   int rows = 0;
@@ -196,7 +201,8 @@ TEST(PiProtocol, OptionErrorsAreNamed) {
 TEST(PiProtocol, TinyComparisonReportsTheRows) {
   TempDir d;
   std::ostringstream os;
-  for (int i = 0; i < 300; ++i) os << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
+  for (int i = 0; i < 300; ++i)
+    os << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
   std::ofstream(d.str("corpus.txt")) << os.str();
   auto c = train::compare_preset("tiny");
   c.base.corpus = d.str("corpus.txt");

@@ -26,11 +26,10 @@ namespace {
 
 TEST(T5Buckets, SpecTestVectors) {
   // r, bidirectional, causal
-  const int64_t v[][3] = {{-200, 15, 31}, {-129, 15, 31}, {-128, 15, 31}, {-100, 15, 30}, {-33, 12, 21},
-                          {-16, 10, 16},  {-15, 9, 15},   {-8, 8, 8},     {-1, 1, 1},     {0, 0, 0},
-                          {1, 17, 0},     {8, 24, 0},     {15, 25, 0},    {16, 26, 0},    {33, 28, 0},
-                          {100, 31, 0},   {128, 31, 0},   {200, 31, 0},   {-64, 14, 26},  {-32, 12, 21},
-                          {32, 28, 0},    {64, 30, 0}};
+  const int64_t v[][3] = {{-200, 15, 31}, {-129, 15, 31}, {-128, 15, 31}, {-100, 15, 30}, {-33, 12, 21}, {-16, 10, 16},
+                          {-15, 9, 15},   {-8, 8, 8},     {-1, 1, 1},     {0, 0, 0},      {1, 17, 0},    {8, 24, 0},
+                          {15, 25, 0},    {16, 26, 0},    {33, 28, 0},    {100, 31, 0},   {128, 31, 0},  {200, 31, 0},
+                          {-64, 14, 26},  {-32, 12, 21},  {32, 28, 0},    {64, 30, 0}};
   for (const auto& row : v) {
     EXPECT_EQ(t5_relative_bucket(row[0], true), row[1]) << "bidirectional r=" << row[0];
     EXPECT_EQ(t5_relative_bucket(row[0], false), row[2]) << "causal r=" << row[0];
@@ -56,6 +55,7 @@ void check_ranges(bool bidirectional, const std::vector<std::pair<int64_t, int64
 }
 
 TEST(T5Buckets, FullRangeTables) {
+  // clang-format off
   check_ranges(true, {{0, 0},   {1, 1},   {2, 2},   {3, 3},   {4, 4},   {5, 5},   {6, 6},   {7, 7},
                       {8, 11},  {12, 15}, {16, 22}, {23, 31}, {32, 45}, {46, 63}, {64, 90}, {91, 5000}});
   std::vector<std::pair<int64_t, int64_t>> causal;
@@ -64,6 +64,7 @@ TEST(T5Buckets, FullRangeTables) {
                                                          {35, 39}, {40, 45}, {46, 51}, {52, 58}, {59, 66}, {67, 76},
                                                          {77, 86}, {87, 98}, {99, 112}, {113, 5000}})
     causal.push_back(r);
+  // clang-format on
   check_ranges(false, causal);
   for (int64_t r = 1; r <= 300; ++r) EXPECT_EQ(t5_relative_bucket(r, false), 0) << "future key r=" << r;
 }
@@ -82,10 +83,10 @@ TEST(T5Buckets, ConfigurableAndValidated) {
 
 TEST(DebertaBuckets, SpecTestVectors) {
   // rel = i - j, HF bucket, row = clamp(bucket + 256, 0, 511)
-  const int64_t v[][3] = {{-600, -270, 0}, {-300, -207, 49}, {-257, -192, 64}, {-256, -192, 64}, {-129, -129, 127},
-                          {-128, -128, 128}, {-64, -64, 192}, {-1, -1, 255},     {0, 0, 256},       {1, 1, 257},
-                          {64, 64, 320},     {128, 128, 384}, {129, 129, 385},   {256, 192, 448},   {257, 192, 448},
-                          {300, 207, 463},   {600, 270, 511}, {-512, -256, 0},   {-511, -255, 1},   {511, 255, 511},
+  const int64_t v[][3] = {{-600, -270, 0},   {-300, -207, 49}, {-257, -192, 64}, {-256, -192, 64}, {-129, -129, 127},
+                          {-128, -128, 128}, {-64, -64, 192},  {-1, -1, 255},    {0, 0, 256},      {1, 1, 257},
+                          {64, 64, 320},     {128, 128, 384},  {129, 129, 385},  {256, 192, 448},  {257, 192, 448},
+                          {300, 207, 463},   {600, 270, 511},  {-512, -256, 0},  {-511, -255, 1},  {511, 255, 511},
                           {512, 256, 511}};
   for (const auto& row : v) {
     EXPECT_EQ(deberta_log_bucket(row[0], 256, 512), row[1]) << "rel=" << row[0];
@@ -107,8 +108,8 @@ TEST(DebertaBuckets, NoBucketingAndSpan) {
   EXPECT_EQ(deberta_log_bucket(700, 0, 512), 700);
   EXPECT_EQ(deberta_span(0, 64), 64);
   EXPECT_EQ(deberta_span(32, 128), 32);
-  EXPECT_EQ(deberta_row(-100, 0, 64), 0);     // delta <= -S -> row 0
-  EXPECT_EQ(deberta_row(63, 0, 64), 127);     // delta >= S - 1 -> last row
+  EXPECT_EQ(deberta_row(-100, 0, 64), 0);  // delta <= -S -> row 0
+  EXPECT_EQ(deberta_row(63, 0, 64), 127);  // delta >= S - 1 -> last row
   EXPECT_EQ(deberta_row(5, 0, 64), 69);
 }
 
@@ -118,8 +119,9 @@ TEST(Alibi, SlopesSpecTestVectors) {
   const std::map<int64_t, std::vector<double>> expect = {
       {4, {0.25, 0.0625, 0.015625, 0.00390625}},
       {8, {0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625}},
-      {12, {0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625, 0.7071067812, 0.3535533906,
-            0.1767766953, 0.08838834765}}};
+      {12,
+       {0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625, 0.7071067812, 0.3535533906, 0.1767766953,
+        0.08838834765}}};
   for (const auto& [n, s] : expect) {
     auto m = alibi_slopes(n);
     ASSERT_EQ(m.size(), s.size());
@@ -286,9 +288,12 @@ TEST(Rope, LargeDimScalings) {
   auto ld = rope_frequencies(l, 10);
   int same = 0, divided = 0, smoothed = 0;
   for (int k = 0; k < 64; ++k) {
-    if (lf.inv_freq[k] == ld.inv_freq[k]) ++same;
-    else if (std::fabs(lf.inv_freq[k] - ld.inv_freq[k] / 8) <= 1e-15 * ld.inv_freq[k]) ++divided;
-    else ++smoothed;
+    if (lf.inv_freq[k] == ld.inv_freq[k])
+      ++same;
+    else if (std::fabs(lf.inv_freq[k] - ld.inv_freq[k] / 8) <= 1e-15 * ld.inv_freq[k])
+      ++divided;
+    else
+      ++smoothed;
   }
   EXPECT_EQ(same, 29);
   EXPECT_EQ(divided, 29);
@@ -367,7 +372,8 @@ TEST(Rope, RelativeProperty) {
       };
       for (int64_t delta : {0, 1, 7, 40}) {
         const double ref = dot(delta, 0);
-        for (int64_t n : {int64_t(3), int64_t(17), int64_t(60), T - 1 - delta}) EXPECT_NEAR(dot(n + delta, n), ref, 1e-10) << scaling << " " << il;
+        for (int64_t n : {int64_t(3), int64_t(17), int64_t(60), T - 1 - delta})
+          EXPECT_NEAR(dot(n + delta, n), ref, 1e-10) << scaling << " " << il;
       }
     }
 }
@@ -402,7 +408,7 @@ TEST(Rope, ModuleConfigErrors) {
   auto a = q.to_vector(), b = qr.to_vector();
   for (int64_t row = 0; row < 15; ++row)
     for (int64_t e = 2; e < 4; ++e) EXPECT_EQ(a[row * 4 + e], b[row * 4 + e]);  // pass-through channels
-  for (int64_t t = 1; t < 5; ++t) EXPECT_NE(a[t * 4 + 0], b[t * 4 + 0]) << t;  // positions 1.. rotate channel 0
+  for (int64_t t = 1; t < 5; ++t) EXPECT_NE(a[t * 4 + 0], b[t * 4 + 0]) << t;   // positions 1.. rotate channel 0
 }
 
 // ---- partial rotary conventions (SPEC-positions-2 §2, test vectors §10.2) ------------------------
@@ -467,8 +473,10 @@ TEST(PartialRotary, NeoxAndProportionalFrequencies) {
   EXPECT_EQ(h.freq_dim, 19);
   const auto hf = freqs(rope_head(64, 0.3, "neox_hf"));
   ASSERT_EQ(hf.size(), 10u);
-  expect_freqs(hf, {1, 0.379269, 0.143845, 0.05455595, 0.02069138, 0.0078476, 0.002976351, 0.001128838,
-                    0.0004281332, 0.0001623777}, "neox_hf 64 x 0.3");
+  expect_freqs(
+      hf,
+      {1, 0.379269, 0.143845, 0.05455595, 0.02069138, 0.0078476, 0.002976351, 0.001128838, 0.0004281332, 0.0001623777},
+      "neox_hf 64 x 0.3");
   EXPECT_EQ(rope_params(rope_head(64, 0.3, "prope")).kept_freqs, 9);
   // The double product truncated: 100 x 0.57 = 56.99999999999999 -> 56 (not 57).
   EXPECT_EQ(rope_params(rope_head(100, 0.57, "neox")).rotary_dim, 56);
@@ -491,10 +499,9 @@ TEST(PartialRotary, NeoxAndProportionalFrequencies) {
 TEST(PartialRotary, RotatedVectorsInBothConventions) {
   const std::vector<double> x = gen1(64, 0.0);
   const std::vector<double> neox = rotate_one(rope_head(64, 0.25, "neox"), x, 7);
-  const std::vector<double> want_n = {0.214854186,  -0.637574424, -0.0603696725, -0.0524964218,
-                                      -0.306046157, -0.481727617, -0.438283257,  -0.185968927,
-                                      0.393853448,  0.141983235,  0.595924127,   0.327960994,
-                                      -0.00904016631, -0.323277149, -0.493548165, -0.43813882};
+  const std::vector<double> want_n = {
+      0.214854186, -0.637574424, -0.0603696725, -0.0524964218, -0.306046157,   -0.481727617, -0.438283257, -0.185968927,
+      0.393853448, 0.141983235,  0.595924127,   0.327960994,   -0.00904016631, -0.323277149, -0.493548165, -0.43813882};
   for (int i = 0; i < 16; ++i) EXPECT_NEAR(neox[i], want_n[i], 2e-9) << "neox channel " << i;
   for (int i = 16; i < 64; ++i) EXPECT_EQ(neox[i], x[i]) << "neox channel " << i << " passes through";
   const std::vector<double> prope = rotate_one(rope_head(64, 0.25, "prope"), x, 7);
@@ -630,9 +637,13 @@ FireParams spec_fire(double c, double m, double L0) {
     t.set_requires_grad(true);
     return t;
   };
-  return FireParams{param({0.5, -1, 1.5, -0.25}, {4, 1}), param({0.1, 0.2, -0.3, 0.05}, {4}),
-                    param({1, -0.5, 0.25, 2, -1, 0.75, 0.5, -0.2}, {2, 4}), param({0.01, -0.02}, {2}),
-                    param({c}, {1}), param({m}, {1}), L0};
+  return FireParams{param({0.5, -1, 1.5, -0.25}, {4, 1}),
+                    param({0.1, 0.2, -0.3, 0.05}, {4}),
+                    param({1, -0.5, 0.25, 2, -1, 0.75, 0.5, -0.2}, {2, 4}),
+                    param({0.01, -0.02}, {2}),
+                    param({c}, {1}),
+                    param({m}, {1}),
+                    L0};
 }
 
 std::vector<int64_t> iota(int64_t n, int64_t from = 0) {
@@ -644,12 +655,16 @@ std::vector<int64_t> iota(int64_t n, int64_t from = 0) {
 TEST(Fire, NormalisedDistanceSpotValues) {
   // An identity MLP (W = 1, H = 1: ReLU(u)) reads u itself; c = 0.1, L = 512.
   auto one = [](double v) { return Tensor::from_vector(std::vector<double>{v}, {1}, DType::Float64); };
-  FireParams id{Tensor::from_vector(std::vector<double>{1}, {1, 1}, DType::Float64), one(0),
-                Tensor::from_vector(std::vector<double>{1}, {1, 1}, DType::Float64), one(0), one(0.1), one(1), 512};
-  const std::vector<std::array<double, 3>> spots = {{1, 0, 0.02409814608},   {10, 0, 0.1752547529},
-                                                    {63, 0, 0.5026124861},   {511, 0, 0.9995149164},
-                                                    {1023, 0, 0.9999997844}, {1023, 512, 0.8524090557},
-                                                    {2047, 0, 0.9999998123}};
+  FireParams id{Tensor::from_vector(std::vector<double>{1}, {1, 1}, DType::Float64),
+                one(0),
+                Tensor::from_vector(std::vector<double>{1}, {1, 1}, DType::Float64),
+                one(0),
+                one(0.1),
+                one(1),
+                512};
+  const std::vector<std::array<double, 3>> spots = {
+      {1, 0, 0.02409814608},   {10, 0, 0.1752547529},     {63, 0, 0.5026124861},  {511, 0, 0.9995149164},
+      {1023, 0, 0.9999997844}, {1023, 512, 0.8524090557}, {2047, 0, 0.9999998123}};
   for (const auto& [i, j, u] : spots) {
     const auto b = fire_bias(id, {int64_t(i)}, {int64_t(j)}, true).to_vector();
     EXPECT_NEAR(b[0], u, 1e-10) << "u(" << i << ", " << j << ")";
@@ -657,9 +672,10 @@ TEST(Fire, NormalisedDistanceSpotValues) {
 }
 
 TEST(Fire, SpecBiasCausalAndBidirectional) {
-  const FireParams p = spec_fire(0.1, 1.5, 3.0);  // L = 4.5
+  const FireParams p = spec_fire(0.1, 1.5, 3.0);                    // L = 4.5
   const auto b = fire_bias(p, iota(8), iota(8), true).to_vector();  // (2, 8, 8)
-  const double head0_row7[] = {0.90999835, 0.81002922, 0.70360613, 0.58983788, 0.46763490, 0.33564562, 0.19980864, 0.11};
+  const double head0_row7[] = {0.90999835, 0.81002922, 0.70360613, 0.58983788,
+                               0.46763490, 0.33564562, 0.19980864, 0.11};
   const double head1_row5[] = {-0.02000062, -0.06253985, -0.10823293, -0.15758521, -0.21123419, 0.02};
   for (int j = 0; j < 8; ++j) EXPECT_NEAR(b[0 * 64 + 7 * 8 + j], head0_row7[j], 5e-9) << j;
   for (int j = 0; j < 6; ++j) EXPECT_NEAR(b[1 * 64 + 5 * 8 + j], head1_row5[j], 5e-9) << j;
@@ -692,7 +708,8 @@ TEST(Fire, SpecBackwardAndTieRule) {
   EXPECT_NEAR(p.m.grad().to_vector()[0], -2.375136214, 1e-8);
   const double dw1[] = {3.976213301, -0.001465005838, 5.090443109, 0.2339863806};
   const double db1[] = {7.622541028, 0.9843120643, 10.32985135, 14.70059601};
-  const double dw2[] = {7.363486789, 1.4780465, 8.728896381, 0.3695116249, 4.613126035, 1.249800891, 4.708970325, 0.3124502229};
+  const double dw2[] = {7.363486789, 1.4780465,   8.728896381, 0.3695116249,
+                        4.613126035, 1.249800891, 4.708970325, 0.3124502229};
   const auto gw1 = p.w1.grad().to_vector(), gb1 = p.b1.grad().to_vector(), gw2 = p.w2.grad().to_vector(),
              gb2 = p.b2.grad().to_vector();
   for (int e = 0; e < 4; ++e) {
@@ -725,8 +742,8 @@ TEST(Fire, EncodingParametersOptionsAndDevice) {
   EXPECT_THROW(enc->scores(2, LayerProjections{}, 5, 5, 0), IndexError);
   // L0 = 0 means a quarter of the context (64 / 4 = 16): rows below 16 read one distance bias.
   const auto b = enc->scores(0, LayerProjections{}, 20, 20, 0).bias_dense.to_vector();
-  EXPECT_EQ(b[(10 * 20) + 7], b[(15 * 20) + 12]);  // distance 3 below L
-  EXPECT_NE(b[(18 * 20) + 15], b[(15 * 20) + 12]);  // distance 3, row 18 > L: its own normaliser
+  EXPECT_EQ(b[(10 * 20) + 7], b[(15 * 20) + 12]);                   // distance 3 below L
+  EXPECT_NE(b[(18 * 20) + 15], b[(15 * 20) + 12]);                  // distance 3, row 18 > L: its own normaliser
   EXPECT_THROW(cfg.set("fire_mlp_width", int64_t{0}), UsageError);  // the option's range [1, 4096]
 }
 
@@ -837,7 +854,7 @@ TEST(Cope, SpecTestVectors) {
     EXPECT_NEAR(S[4 * 5 + j], 0.5 * (dot(4, j) + l), 1e-7) << j;
   }
   EXPECT_NEAR(1.0 / (1.0 + std::exp(-0.5 * dot(4, 4))), 0.71179134, 1e-8);  // the gate g_44
-  EXPECT_EQ(S[0 * 5 + 1], 0.0);  // a future key: 0 (masked by the attention)
+  EXPECT_EQ(S[0 * 5 + 1], 0.0);                                             // a future key: 0 (masked by the attention)
   const Tensor O = attention(q, k, v, m, true, 0.5);
   const double want_O[5][4] = {{0.2100835184, 0.4871541802, 0.3878940965, -0.0110174743},
                                {0.2439370332, 0.4889058945, 0.3561907961, -0.0516847203},
@@ -926,12 +943,20 @@ TEST(Hybrid, LayerPatternAndTemperatureSpecVectors) {
   EXPECT_EQ(pattern(6, 2), "RNRNRN");
   EXPECT_EQ(pattern(3, 1), "NNN");  // K = 1: every layer NoPE
   EXPECT_EQ(pattern(48, 4), "RRRNRRRNRRRNRRRNRRRNRRRNRRRNRRRNRRRNRRRNRRRNRRRN");
-  const std::vector<std::array<double, 3>> tau = {
-      {8190, 8192, 1},           {8191, 8192, 1.069314718}, {16383, 8192, 1.109861229}, {131071, 8192, 1.283321334},
-      {1048575, 8192, 1.48598124}, {14, 16, 1},             {15, 16, 1.069314718},      {63, 16, 1.160943791},
-      {1023, 16, 1.417438727},   {62, 64, 1},               {63, 64, 1.069314718},      {1023, 64, 1.283321334}};
+  const std::vector<std::array<double, 3>> tau = {{8190, 8192, 1},
+                                                  {8191, 8192, 1.069314718},
+                                                  {16383, 8192, 1.109861229},
+                                                  {131071, 8192, 1.283321334},
+                                                  {1048575, 8192, 1.48598124},
+                                                  {14, 16, 1},
+                                                  {15, 16, 1.069314718},
+                                                  {63, 16, 1.160943791},
+                                                  {1023, 16, 1.417438727},
+                                                  {62, 64, 1},
+                                                  {63, 64, 1.069314718},
+                                                  {1023, 64, 1.283321334}};
   for (const auto& [p, f, v] : tau) EXPECT_NEAR(nope_temperature(int64_t(p), 0.1, f), v, 1e-9) << p << " F " << f;
-  EXPECT_THROW(hybrid_layer_kinds("rope,none", 4, 3), ValueError);         // one per layer
+  EXPECT_THROW(hybrid_layer_kinds("rope,none", 4, 3), ValueError);          // one per layer
   EXPECT_THROW(hybrid_layer_kinds("rope,learned,none", 4, 3), ValueError);  // an absolute table
   EXPECT_THROW(hybrid_layer_kinds("rope,ropes,none", 4, 3), ValueError);    // unknown kind
   EXPECT_EQ(hybrid_layer_kinds("alibi,rope,none", 4, 3), (std::vector<std::string>{"alibi", "rope", "none"}));
@@ -987,8 +1012,8 @@ TEST(Hybrid, EachLayerActsAsItsEncodingAndTheTemperatureScalesNopeQueries) {
 
 TEST(Sandwich, SpecTestVectors) {
   const int64_t rs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 63, 64, 100, 1000};
-  const double base[] = {4,          3.99495366, 3.97986456, 3.95488198, 3.92025302, 3.8763202, 3.82351797, 3.76236844,
-                         3.6934761,  3.6175218,  3.53525597, 3.80588246, 3.7932129,  1.69618494, 1.55855381};
+  const double base[] = {4,         3.99495366, 3.97986456, 3.95488198, 3.92025302, 3.8763202,  3.82351797, 3.76236844,
+                         3.6934761, 3.6175218,  3.53525597, 3.80588246, 3.7932129,  1.69618494, 1.55855381};
   for (int i = 0; i < 15; ++i) {
     EXPECT_NEAR(sandwich_base(rs[i], 8), base[i], 5e-9) << "r=" << rs[i];
     EXPECT_EQ(sandwich_base(-rs[i], 8), sandwich_base(rs[i], 8));  // symmetric
@@ -999,10 +1024,19 @@ TEST(Sandwich, SpecTestVectors) {
   Tensor b = sandwich_bias_by_distance(8, 4, 1, 11, 10, DType::Float64, Device::cpu());
   ASSERT_EQ(b.shape(), (Shape{4, 11}));
   const auto v = b.to_vector();
-  const double h1[] = {0,           -0.0025231697, -0.010067718, -0.022559011, -0.03987349, -0.061839901,
-                       -0.088241013, -0.11881578,   -0.15326195,  -0.1912391,   -0.23237201};
-  const double h4[] = {0,            -0.00063079241, -0.0025169294, -0.0056397528, -0.0099683724, -0.015459975,
-                       -0.022060253, -0.029703945,   -0.038315488,  -0.047809775,  -0.058093004};
+  const double h1[] = {0,           -0.0025231697, -0.010067718, -0.022559011, -0.03987349, -0.061839901, -0.088241013,
+                       -0.11881578, -0.15326195,   -0.1912391,   -0.23237201};
+  const double h4[] = {0,
+                       -0.00063079241,
+                       -0.0025169294,
+                       -0.0056397528,
+                       -0.0099683724,
+                       -0.015459975,
+                       -0.022060253,
+                       -0.029703945,
+                       -0.038315488,
+                       -0.047809775,
+                       -0.058093004};
   for (int r = 0; r <= 10; ++r) {  // printed to 8 significant digits
     EXPECT_NEAR(v[0 * 11 + 10 - r], h1[r], 6e-8 * std::fabs(h1[r]) + 1e-15) << "h=1 r=" << r;
     EXPECT_NEAR(v[3 * 11 + 10 - r], h4[r], 6e-8 * std::fabs(h4[r]) + 1e-15) << "h=4 r=" << r;
@@ -1106,7 +1140,7 @@ TEST(Learned, PositionBeyondTableIsAnError) {
 
 TEST(Registry, EveryKindAndUnknownKind) {
   const std::vector<std::string> expect = {"none",   "sinusoidal", "learned", "t5",   "deberta", "rope", "alibi",
-                                           "kerple", "sandwich",   "xpos",    "fire", "hybrid",  "fox", "cope"};
+                                           "kerple", "sandwich",   "xpos",    "fire", "hybrid",  "fox",  "cope"};
   EXPECT_EQ(position_encoding_kinds(), expect);
   for (const auto& k : expect) {
     Generator g(0);

@@ -13,11 +13,11 @@
 #include <set>
 #include <sstream>
 
+#include "compare/compare.h"
+#include "compare/options.h"
 #include "data/fileio.h"
 #include "dist/communicator.h"
 #include "support/process.h"
-#include "compare/compare.h"
-#include "compare/options.h"
 #include "train/options.h"
 #include "train/presets.h"
 
@@ -89,11 +89,13 @@ bool gives(const std::string& args, const std::string& flag) {
 // trained or where (kept as the README chose them).
 template <typename S>
 std::string tiny_overrides(const std::string& args, const opt::Table<S>& table, const S& tiny) {
-  static const std::set<std::string> keep = {"out_dir", "corpus", "data_dir", "tokenizer", "methods", "seeds",
-                                             "pos",     "device", "threads",  "rope_scaling", "rope_scaling_factor"};
+  static const std::set<std::string> keep = {
+      "out_dir", "corpus",  "data_dir",     "tokenizer",          "methods", "seeds", "pos",
+      "device",  "threads", "rope_scaling", "rope_scaling_factor"};
   std::string extra;
   for (const auto& o : table) {
-    if (keep.count(o.spec.name) || gives(args, o.spec.flag()) || o.spec.group.rfind("Position encoding", 0) == 0) continue;
+    if (keep.count(o.spec.name) || gives(args, o.spec.flag()) || o.spec.group.rfind("Position encoding", 0) == 0)
+      continue;
     // Appended piece by piece: one `" " + ... + "'"` expression makes GCC 12 warn (falsely) of -Wrestrict.
     extra += ' ';
     extra += o.spec.flag();
@@ -134,15 +136,17 @@ TEST(Readme, EveryDocumentedCommandRuns) {
       if (!dist::mpi_built() || std::system("command -v mpirun >/dev/null 2>&1") != 0) continue;
       env = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
     }
-    const std::string cmd = "cd '" + cwd.str() + "' && " + env + "POSGRAD_HOME='" + data_home + "' " + c.launcher + "'" +
-                            test::bin_path() + "' " + args + " " + (c.redirect.empty() ? ">/dev/null" : c.redirect) +
-                            " 2>'" + cwd.str("stderr.txt") + "' </dev/null";
+    const std::string cmd = "cd '" + cwd.str() + "' && " + env + "POSGRAD_HOME='" + data_home + "' " + c.launcher +
+                            "'" + test::bin_path() + "' " + args + " " +
+                            (c.redirect.empty() ? ">/dev/null" : c.redirect) + " 2>'" + cwd.str("stderr.txt") +
+                            "' </dev/null";
     const int status = test::decode_status(std::system(cmd.c_str()));
     EXPECT_EQ(status, 0) << "README command failed: " << c.line << "\n  ran: " << cmd << "\n"
                          << test::slurp(cwd.str("stderr.txt"));
   }
   // The tour covers every subcommand.
-  for (const char* s : {"train", "eval", "sample", "compare", "gradcheck", "info"}) EXPECT_TRUE(subcommands.count(s)) << s;
+  for (const char* s : {"train", "eval", "sample", "compare", "gradcheck", "info"})
+    EXPECT_TRUE(subcommands.count(s)) << s;
   // The documented outputs exist where the README says.
   EXPECT_TRUE(fs::exists(cwd.str("runs/compare-quick/report.md")));
   EXPECT_TRUE(fs::exists(cwd.str("runs/rope/checkpoint/state.json")));

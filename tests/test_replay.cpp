@@ -231,8 +231,9 @@ TEST(HfReference, Llama4NopeLayerTemperatureForwardAndBackward) {
   NoGradGuard ng;
   auto [q0, k0] = plain->rotate(layer, heads("wq"), heads("wk"), 0);
   const Tensor o0 = attention(q0, k0, heads("wv"), ScoreModifier{}, true, 1.0 / std::sqrt(double(D)));
-  EXPECT_GT(diff(matmul(o0.permute({0, 2, 1, 3}).reshape({T, C}), fx.at("wo").t()).reshape({1, T, C}), fx.at("out")).first,
-            1e-6);
+  EXPECT_GT(
+      diff(matmul(o0.permute({0, 2, 1, 3}).reshape({T, C}), fx.at("wo").t()).reshape({1, T, C}), fx.at("out")).first,
+      1e-6);
   std::printf("[hf] llama4_nope_temp   max |d| out %.2e  dx %.2e\n", d_out, d_dx);
 }
 

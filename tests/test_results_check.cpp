@@ -9,16 +9,16 @@
 #include <filesystem>
 #include <fstream>
 
+#include "compare/claims.h"
+#include "compare/compare.h"
+#include "compare/report.h"
+#include "compare/results.h"
+#include "compare/studies/lm/lm.h"
 #include "data/fileio.h"
 #include "support/process.h"
 #include "support/test_util.h"
 #include "tensor/option_table.h"
-#include "compare/studies/lm/lm.h"
-#include "compare/claims.h"
-#include "compare/compare.h"
 #include "train/options.h"
-#include "compare/report.h"
-#include "compare/results.h"
 
 using namespace posgrad;
 using json = nlohmann::json;
@@ -63,69 +63,122 @@ TEST(ResultsCheck, HandEditsAreRefusedNamingTheValue) {
     std::vector<std::string> message;  // parts the message must hold
   };
   const std::vector<Case> cases = {
-      {"negative perplexity", [](json& j) { j["units"][0]["lengths"][0]["perplexity"] = -1; },
+      {"negative perplexity",
+       [](json& j) { j["units"][0]["lengths"][0]["perplexity"] = -1; },
        {"units[0].lengths[0].perplexity = -1", "finite and >= 1"}},
-      {"absurd perplexity", [](json& j) { j["units"][0]["lengths"][1]["perplexity"] = 1e308; },
+      {"absurd perplexity",
+       [](json& j) { j["units"][0]["lengths"][1]["perplexity"] = 1e308; },
        {"units[0].lengths[1].perplexity = 1e+308", "not exp(loss)"}},
-      {"perplexity edited alone", [](json& j) { j["units"][1]["lengths"][0]["perplexity"] = 20.0; },
+      {"perplexity edited alone",
+       [](json& j) { j["units"][1]["lengths"][0]["perplexity"] = 20.0; },
        {"units[1].lengths[0].perplexity = 20", "not exp(loss)"}},
       {"negative loss", [](json& j) { j["units"][0]["val_curve"][0][1] = -0.5; }, {"units[0].val_curve[0][1] = -0.5"}},
-      {"accuracy 1.7", [](json& j) { j["units"][0]["lengths"][0]["accuracy"] = 1.7; },
+      {"accuracy 1.7",
+       [](json& j) { j["units"][0]["lengths"][0]["accuracy"] = 1.7; },
        {"units[0].lengths[0].accuracy = 1.7", "[0, 1]"}},
-      {"token F1 1.7", [](json& j) { j["units"][1]["task"][1]["token_f1"] = 1.7; }, {"units[1].task[1].token_f1 = 1.7"}},
+      {"token F1 1.7",
+       [](json& j) { j["units"][1]["task"][1]["token_f1"] = 1.7; },
+       {"units[1].task[1].token_f1 = 1.7"}},
       {"negative seconds", [](json& j) { j["units"][0]["train_seconds"] = -3; }, {"units[0].train_seconds = -3"}},
-      {"negative count", [](json& j) { j["units"][0]["task"][0]["examples"] = -4; }, {"units[0].task[0].examples = -4"}},
-      {"unknown method", [](json& j) { j["units"][1]["method"] = "bogus"; },
+      {"negative count",
+       [](json& j) { j["units"][0]["task"][0]["examples"] = -4; },
+       {"units[0].task[0].examples = -4"}},
+      {"unknown method",
+       [](json& j) { j["units"][1]["method"] = "bogus"; },
        {"units[1].method = \"bogus\"", "not among the configured methods (alibi, rope)"}},
-      {"three seeds, one unit each", [](json& j) { j["config"]["seeds"] = {1, 2, 3}; },
+      {"three seeds, one unit each",
+       [](json& j) {
+         j["config"]["seeds"] = {1, 2, 3};
+       },
        {"no unit for (alibi, seed 2)", "claims 1, 2, 3"}},
-      {"duplicate unit", [](json& j) { j["units"].push_back(j["units"][0]); },
+      {"duplicate unit",
+       [](json& j) { j["units"].push_back(j["units"][0]); },
        {"units[2]: a second unit for (alibi, seed 1); the first is units[0]"}},
-      {"lengths of other multipliers", [](json& j) { j["units"][0]["lengths"].erase(2); },
+      {"lengths of other multipliers",
+       [](json& j) { j["units"][0]["lengths"].erase(2); },
        {"units[0].lengths: holds 2 entries, expected 3", "--eval-multipliers 1, 2, 4"}},
-      {"suite rows not configured", [](json& j) { j["units"][0]["suite"] = seed("tiny_rope.json")["units"][0]["suite"]; },
+      {"suite rows not configured",
+       [](json& j) { j["units"][0]["suite"] = seed("tiny_rope.json")["units"][0]["suite"]; },
        {"units[0].suite: holds"}},
       {"negative cost", [](json& j) { j["cost"]["rows"][0]["seconds"][0] = -0.1; }, {"cost.rows[0].seconds[0] = -0.1"}},
-      {"encoder accuracy", [](json& j) { j["encoder"]["units"][1]["mlm_accuracy"][0] = 1.5; },
+      {"encoder accuracy",
+       [](json& j) { j["encoder"]["units"][1]["mlm_accuracy"][0] = 1.5; },
        {"encoder.units[1].mlm_accuracy[0] = 1.5"}},
       {"encoder unit missing", [](json& j) { j["encoder"]["units"].erase(0); }, {"no unit for (alibi, seed 1)"}},
       {"encoder track gone", [](json& j) { j.erase("encoder"); }, {"encoder: missing, but config.track is \"both\""}},
-      {"encoder F1", [](json& j) { j["encoder"]["units"][0]["tasks"][2]["span_f1"] = -0.25; },
+      {"encoder F1",
+       [](json& j) { j["encoder"]["units"][0]["tasks"][2]["span_f1"] = -0.25; },
        {"encoder.units[0].tasks[2].span_f1 = -0.25"}},
-      {"a null number", [](json& j) { j["units"][0]["parameters"] = nullptr; }, {"expected an integer (int64), got null"}},
+      {"a null number",
+       [](json& j) { j["units"][0]["parameters"] = nullptr; },
+       {"expected an integer (int64), got null"}},
       // What every unit and the cost benchmark always hold: no row of them may vanish.
-      {"derived rows emptied", [](json& j) { j["units"][1]["variants"] = json::object(); }, {"units[1].variants: has no row \"rope+linear\""}},
+      {"derived rows emptied",
+       [](json& j) { j["units"][1]["variants"] = json::object(); },
+       {"units[1].variants: has no row \"rope+linear\""}},
       {"derived rows null", [](json& j) { j["units"][1]["variants"] = nullptr; }, {"units[1]"}},
-      {"a derived row for alibi", [](json& j) { j["units"][0]["variants"]["alibi+linear"] = j["units"][0]["lengths"]; },
+      {"a derived row for alibi",
+       [](json& j) { j["units"][0]["variants"]["alibi+linear"] = j["units"][0]["lengths"]; },
        {"only rope units have derived rows"}},
       {"task at 1x null", [](json& j) { j["units"][0]["task"][0] = nullptr; }, {"units[0].task[0] = null"}},
-      {"per-position loss emptied", [](json& j) { j["units"][0]["per_position_loss"] = json::array(); },
+      {"per-position loss emptied",
+       [](json& j) { j["units"][0]["per_position_loss"] = json::array(); },
        {"units[0].per_position_loss: holds 0 entries, expected 32"}},
-      {"attention profile emptied", [](json& j) { j["units"][0]["attention_over_uniform"] = json::array(); },
+      {"attention profile emptied",
+       [](json& j) { j["units"][0]["attention_over_uniform"] = json::array(); },
        {"units[0].attention_over_uniform: holds 0 entries"}},
-      {"attention profile shortened", [](json& j) { j["units"][0]["attention_over_uniform"][0].erase(0); },
+      {"attention profile shortened",
+       [](json& j) { j["units"][0]["attention_over_uniform"][0].erase(0); },
        {"units[0].attention_over_uniform[0]: holds"}},
-      {"attention weight above its bound", [](json& j) { j["units"][0]["attention_over_uniform"][0][0] = 1e3; },
+      {"attention weight above its bound",
+       [](json& j) { j["units"][0]["attention_over_uniform"][0][0] = 1e3; },
        {"units[0].attention_over_uniform[0][0] = 1000: a weight over its uniform share 1/n is at most n"}},
-      {"attention weight negative", [](json& j) { j["units"][0]["attention_over_uniform"][0][2] = -0.5; },
+      {"attention weight negative",
+       [](json& j) { j["units"][0]["attention_over_uniform"][0][2] = -0.5; },
        {"units[0].attention_over_uniform[0][2] = -0.5"}},
-      {"training curve emptied", [](json& j) { j["units"][0]["train_curve"] = json::array(); }, {"units[0].train_curve = []"}},
-      {"validation curve emptied", [](json& j) { j["units"][0]["val_curve"] = json::array(); }, {"units[0].val_curve = []"}},
+      {"training curve emptied",
+       [](json& j) { j["units"][0]["train_curve"] = json::array(); },
+       {"units[0].train_curve = []"}},
+      {"validation curve emptied",
+       [](json& j) { j["units"][0]["val_curve"] = json::array(); },
+       {"units[0].val_curve = []"}},
       {"cost rows emptied", [](json& j) { j["cost"]["rows"] = json::array(); }, {"cost.rows: holds 0 entries"}},
-      {"a round dropped", [](json& j) { j["cost"]["rows"][0]["seconds"].erase(0); }, {"cost.rows[0].seconds: holds 1 entries, expected 2"}},
+      {"a round dropped",
+       [](json& j) { j["cost"]["rows"][0]["seconds"].erase(0); },
+       {"cost.rows[0].seconds: holds 1 entries, expected 2"}},
       {"cost lengths emptied", [](json& j) { j["cost"]["lengths"] = json::array(); }, {"cost.lengths"}},
-      {"passkey alphabet", [](json& j) { j = seed("tiny_rope.json"); j["units"][0]["passkey"]["rope"]["alphabet"] = "bogus"; },
+      {"passkey alphabet",
+       [](json& j) {
+         j = seed("tiny_rope.json");
+         j["units"][0]["passkey"]["rope"]["alphabet"] = "bogus";
+       },
        {"units[0].passkey[\"rope\"].alphabet = \"bogus\"", "\"digits\" or \"letters\""}},
-      {"passkey at 1x null", [](json& j) { j = seed("tiny_rope.json"); j["units"][0]["passkey"]["rope"]["cells"][0]["accuracy"] = nullptr; },
+      {"passkey at 1x null",
+       [](json& j) {
+         j = seed("tiny_rope.json");
+         j["units"][0]["passkey"]["rope"]["cells"][0]["accuracy"] = nullptr;
+       },
        {"units[0].passkey[\"rope\"].cells[0].accuracy = null"}},
       // The configuration itself, by the rules of the command line (one unit would count twice).
-      {"a seed twice", [](json& j) { j["config"]["seeds"] = {1, 1}; }, {"config: a configuration posgrad compare refuses", "--seeds lists a seed twice"}},
-      {"a method twice", [](json& j) { j["config"]["methods"] = {"alibi", "rope", "alibi"}; }, {"--methods lists a method twice"}},
-      {"heads that do not divide the width", [](json& j) { j["config"]["n_head"] = 3; }, {"config: a configuration posgrad compare refuses"}},
+      {"a seed twice",
+       [](json& j) {
+         j["config"]["seeds"] = {1, 1};
+       },
+       {"config: a configuration posgrad compare refuses", "--seeds lists a seed twice"}},
+      {"a method twice",
+       [](json& j) {
+         j["config"]["methods"] = {"alibi", "rope", "alibi"};
+       },
+       {"--methods lists a method twice"}},
+      {"heads that do not divide the width",
+       [](json& j) { j["config"]["n_head"] = 3; },
+       {"config: a configuration posgrad compare refuses"}},
       // An encoder score is n/a only past a learned table's trained rows: rope is scored at every length.
-      {"encoder n/a where measured", [](json& j) { j["encoder"]["units"][0]["mlm_accuracy"][0] = nullptr; },
+      {"encoder n/a where measured",
+       [](json& j) { j["encoder"]["units"][0]["mlm_accuracy"][0] = nullptr; },
        {"encoder.units[0].mlm_accuracy[0] = null", "must be a number"}},
-      {"encoder task n/a where measured", [](json& j) { j["encoder"]["units"][0]["tasks"][0]["accuracy"] = nullptr; },
+      {"encoder task n/a where measured",
+       [](json& j) { j["encoder"]["units"][0]["tasks"][0]["accuracy"] = nullptr; },
        {"encoder.units[0].tasks[0].accuracy = null", "must be a number"}},
   };
   for (const auto& c : cases) {
@@ -182,7 +235,8 @@ TEST(ResultsCheck, MissingMethodsAreListedOnceSorted) {
       train::UnitResult u;
       u.method = m;
       u.seed = s;
-      for (int k : {1, 2, 4}) u.parts.get<train::LmResult>().lengths.push_back(train::LengthResult{16 * k, 2, 1.5, std::exp(1.5), 0.5});
+      for (int k : {1, 2, 4})
+        u.parts.get<train::LmResult>().lengths.push_back(train::LengthResult{16 * k, 2, 1.5, std::exp(1.5), 0.5});
       r.units.push_back(u);
     }
   bool seen = false;

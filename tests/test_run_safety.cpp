@@ -14,16 +14,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "data/fileio.h"
-#include "data/process.h"
-#include "support/compare_config.h"
-#include "support/process.h"
-#include "support/test_util.h"
 #include "compare/compare.h"
 #include "compare/options.h"
-#include "train/interrupt.h"
-#include "train/presets.h"
-#include "train/trainer.h"
 #include "compare/report.h"
 #include "compare/results.h"
 #include "compare/studies/attention/attention.h"
@@ -31,6 +23,14 @@
 #include "compare/studies/passkey/passkey_config.h"
 #include "compare/studies/pi/pi_protocol.h"
 #include "compare/studies/suite/length_suite.h"
+#include "data/fileio.h"
+#include "data/process.h"
+#include "support/compare_config.h"
+#include "support/process.h"
+#include "support/test_util.h"
+#include "train/interrupt.h"
+#include "train/presets.h"
+#include "train/trainer.h"
 
 using namespace posgrad;
 using posgrad::test::TempDir;
@@ -145,7 +145,9 @@ TEST(DirectoryLock, HoldsArePerProcessAndCounted) {
         _exit(0);
       } catch (const IoError& e) {
         const std::string m = e.what();
-        _exit(m.find("process " + std::to_string(getppid())) != std::string::npos && m.find(dir) != std::string::npos ? 3 : 4);
+        _exit(m.find("process " + std::to_string(getppid())) != std::string::npos && m.find(dir) != std::string::npos
+                  ? 3
+                  : 4);
       }
     }
     int st = 0;
@@ -202,8 +204,10 @@ TEST(DirectoryLock, ASecondCompareOrTrainOnOneDirectoryIsRefused) {
   TempDir d;
   test::write_corpus(d);
   // A training long enough to be caught running; SIGTERM ends it once the second one was refused.
-  test::Background first("train --preset tiny --corpus " + d.str("corpus.txt") + " --max-iters 100000 --eval-interval 100000 "
-                         "--out-dir " + d.str("run") + " --threads 1",
+  test::Background first("train --preset tiny --corpus " + d.str("corpus.txt") +
+                             " --max-iters 100000 --eval-interval 100000 "
+                             "--out-dir " +
+                             d.str("run") + " --threads 1",
                          d.str("first.err"));
   ASSERT_TRUE(first.wait_for("step")) << test::slurp(d.str("first.err"));
   const test::Proc second = test::run_posgrad("train --out-dir " + d.str("run") + " --resume --threads 1");
@@ -217,9 +221,9 @@ TEST(DirectoryLock, ASecondCompareOrTrainOnOneDirectoryIsRefused) {
                            " --max-iters 100000 --out-dir " + d.str("cmp") + " --threads 1",
                        d.str("cmp.err"));
   ASSERT_TRUE(cmp.wait_for("seed 1] training")) << test::slurp(d.str("cmp.err"));
-  const test::Proc other = test::run_posgrad("compare --preset tiny --methods rope --seeds 1 --corpus " +
-                                             d.str("corpus.txt") + " --max-iters 100000 --out-dir " + d.str("cmp") +
-                                             " --threads 1");
+  const test::Proc other =
+      test::run_posgrad("compare --preset tiny --methods rope --seeds 1 --corpus " + d.str("corpus.txt") +
+                        " --max-iters 100000 --out-dir " + d.str("cmp") + " --threads 1");
   EXPECT_EQ(other.status, 1) << other.err;
   EXPECT_NE(other.err.find("process " + std::to_string(cmp.pid)), std::string::npos) << other.err;
   const test::Proc report = test::run_posgrad("report " + d.str("cmp"));
@@ -346,7 +350,9 @@ TEST(RunSafety, AUnitInterruptedInAStudyResumesAtThatStudy) {
   // The state an interruption in the task study leaves: lm and attention saved, no result.json.
   const auto j = nlohmann::json::parse(read_file(unit + "/result.json"));
   std::filesystem::create_directories(unit + "/studies");
-  nlohmann::json lm = {{"lengths", j["lengths"]}, {"sliding", j["sliding"]}, {"variants", j["variants"]},
+  nlohmann::json lm = {{"lengths", j["lengths"]},
+                       {"sliding", j["sliding"]},
+                       {"variants", j["variants"]},
                        {"per_position_loss", j["per_position_loss"]}};
   nlohmann::json attention = {{"attention_over_uniform", j["attention_over_uniform"]},
                               {"attention_first_token_share", j["attention_first_token_share"]}};
@@ -373,8 +379,9 @@ TEST(RunSafety, AUnitInterruptedInAStudyResumesAtThatStudy) {
   const std::string now = read_file(c.out_dir + "/results.csv");
   EXPECT_EQ(without_row(now), without_row(csv));
   char kept[64];
-  std::snprintf(kept, sizeof kept, "1,%.6f,",
-                train::attention_decay_contrast(again["attention_over_uniform"].get<std::vector<std::vector<double>>>()));
+  std::snprintf(
+      kept, sizeof kept, "1,%.6f,",
+      train::attention_decay_contrast(again["attention_over_uniform"].get<std::vector<std::vector<double>>>()));
   EXPECT_NE(now.find(row + kept), std::string::npos) << now;
   // A damaged saved part is refused, naming it.
   std::filesystem::create_directories(unit + "/studies");
@@ -508,7 +515,9 @@ TEST(RunSafety, AUnitTrainedWithOtherSettingsIsRefused) {
     ADD_FAILURE() << "a unit of other settings was kept";
   } catch (const UsageError& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find(d.str("a/rope/seed1/config.json") + ": this unit was trained with other settings"), std::string::npos) << m;
+    EXPECT_NE(m.find(d.str("a/rope/seed1/config.json") + ": this unit was trained with other settings"),
+              std::string::npos)
+        << m;
     EXPECT_NE(m.find("--lr"), std::string::npos) << m;
   }
   // Without compare_config.json the experiment-level check cannot run; the units' own still do.
@@ -539,8 +548,10 @@ TEST(RunSafety, AChangedCorpusIsRefused) {
     train::run_compare(more);
     ADD_FAILURE() << "a changed corpus was accepted";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("holds units trained on " + fs::absolute(c.base.corpus).lexically_normal().string()),
-              std::string::npos) << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find("holds units trained on " + fs::absolute(c.base.corpus).lexically_normal().string()),
+        std::string::npos)
+        << e.what();
   }
   train::TrainConfig t = train::train_preset("tiny");
   t.corpus = test::write_corpus(d, 300);
@@ -556,7 +567,8 @@ TEST(RunSafety, AChangedCorpusIsRefused) {
     train::Trainer tr(t, true);
     ADD_FAILURE() << "a checkpoint resumed on other text";
   } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("has changed since the checkpoint was written"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("has changed since the checkpoint was written"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -566,8 +578,10 @@ TEST(RunSafety, ADamagedKeptUnitIsFoundBeforeTraining) {
   POSGRAD_REQUIRE_BIN();
   TempDir d;
   const std::string corpus = test::write_corpus(d);
-  const std::string base = "compare --preset tiny --seeds 1 --threads 1 --pi-iters 0 --suite-iters 0 --passkey-iters 0 "
-                           "--corpus " + corpus + " --out-dir " + d.str("run");
+  const std::string base =
+      "compare --preset tiny --seeds 1 --threads 1 --pi-iters 0 --suite-iters 0 --passkey-iters 0 "
+      "--corpus " +
+      corpus + " --out-dir " + d.str("run");
   ASSERT_EQ(test::run_posgrad(base + " --methods rope,alibi").status, 0);
   std::ofstream(d.str("run/alibi/seed1/result.json"), std::ios::trunc) << "{";
   const test::Proc dry = test::run_posgrad(base + " --methods t5,rope,alibi --dry-run");

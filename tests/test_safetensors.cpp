@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tensor/errors.h"
 #include "support/test_util.h"
+#include "tensor/errors.h"
 #include "tensor/tensor.h"
 #include "train/safetensors.h"
 
@@ -53,7 +53,7 @@ Named sample_tensors() {
   Tensor d = Tensor::from_vector(std::vector<double>{3.141592653589793, -1e300, 2.5}, {3}, DType::Float64);
   Tensor i = Tensor::from_ints({-9000000000LL, 0, 1, 42, 7, -1, 5, 6}, {2, 2, 2});
   Tensor s = Tensor::scalar(0.125, DType::Float32);  // 0-d
-  Tensor e = Tensor::empty({0, 4}, DType::Float32);   // no elements
+  Tensor e = Tensor::empty({0, 4}, DType::Float32);  // no elements
   Tensor b = Tensor::from_vector(std::vector<double>{1, 0, 1}, {3}, DType::Bool);
   Tensor s64 = Tensor::scalar(-0.5, DType::Float64);  // 0-d F64
   return {{"w.weight", f}, {"double", d}, {"ints", i}, {"scalar", s}, {"empty", e}, {"mask", b}, {"s64", s64}};
@@ -62,8 +62,10 @@ Named sample_tensors() {
 void expect_same(const Tensor& a, const Tensor& b, const std::string& name) {
   EXPECT_EQ(a.dtype(), b.dtype()) << name;
   EXPECT_EQ(a.shape(), b.shape()) << name;
-  if (a.dtype() == DType::Int64) EXPECT_EQ(a.to_int_vector(), b.to_int_vector()) << name;
-  else EXPECT_EQ(a.to_vector(), b.to_vector()) << name;
+  if (a.dtype() == DType::Int64)
+    EXPECT_EQ(a.to_int_vector(), b.to_int_vector()) << name;
+  else
+    EXPECT_EQ(a.to_vector(), b.to_vector()) << name;
 }
 
 const Tensor* find(const Named& v, const std::string& name) {
@@ -196,7 +198,9 @@ TEST(Safetensors, AtomicOverwriteAndBadNames) {
   ASSERT_EQ(out.tensors.size(), 1u);
   EXPECT_EQ(out.tensors[0].first, "b");
   // A directory that does not exist: IoError naming it, nothing created.
-  std::string msg = io_error_of([&] { save_safetensors(d.file("no/such/dir/x.safetensors"), {{"a", Tensor::ones({1})}}); });
+  std::string msg = io_error_of([&] {
+    save_safetensors(d.file("no/such/dir/x.safetensors"), {{"a", Tensor::ones({1})}});
+  });
   EXPECT_NE(msg.find("no/such/dir"), std::string::npos) << msg;
   EXPECT_EQ(d.entries(), std::vector<std::string>{"m.safetensors"});
 }

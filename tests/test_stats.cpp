@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/errors.h"
 #include "compare/stats.h"
+#include "tensor/errors.h"
 
 using namespace posgrad;
 using namespace posgrad::train;

@@ -25,7 +25,6 @@ using posgrad::test::thrown_message;
 
 namespace {
 
-
 std::vector<double> iota_vec(int64_t n) {
   std::vector<double> v(static_cast<size_t>(n));
   std::iota(v.begin(), v.end(), 0.0);
@@ -337,8 +336,8 @@ TEST(TensorViews, RandomLayoutsViewOrReshapeAgreeWithAContiguousCopy) {
     if (pick(3) == 0) target.insert(target.begin() + pick(static_cast<int64_t>(target.size()) + 1), 1);
     ASSERT_EQ(shape_numel(target), x.numel());
 
-    const std::string where = "layout " + shape_str(x.shape()) + " strides " + shape_str(x.strides()) + " -> " +
-                              shape_str(target);
+    const std::string where =
+        "layout " + shape_str(x.shape()) + " strides " + shape_str(x.strides()) + " -> " + shape_str(target);
     try {
       Tensor v = x.view(target);
       ++viewed;
@@ -518,12 +517,18 @@ TEST(Philox, ReferenceMatchesRandom123KnownAnswers) {
   // Random123's tests/kat_vectors for philox4x32 10 (counter words, key words -> output words);
   // the same three vectors are quoted by TensorFlow's stateful_random_ops_test from
   // Random123-Boost's test_philox.cpp.
-  struct Kat { std::array<uint32_t, 4> ctr; std::array<uint32_t, 2> key; std::array<uint32_t, 4> out; };
+  struct Kat {
+    std::array<uint32_t, 4> ctr;
+    std::array<uint32_t, 2> key;
+    std::array<uint32_t, 4> out;
+  };
   const Kat kats[] = {
       {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}},
-      {{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}, {0xffffffffu, 0xffffffffu},
+      {{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+       {0xffffffffu, 0xffffffffu},
        {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}},
-      {{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}, {0xa4093822u, 0x299f31d0u},
+      {{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+       {0xa4093822u, 0x299f31d0u},
        {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}},
   };
   for (const auto& k : kats) EXPECT_EQ(philox_reference(k.ctr, k.key), k.out);

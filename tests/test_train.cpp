@@ -13,9 +13,9 @@
 #include <sstream>
 
 #include "autograd/ops.h"
+#include "data/fileio.h"
 #include "support/test_util.h"
 #include "train/checkpoint.h"
-#include "data/fileio.h"
 #include "train/options.h"
 #include "train/presets.h"
 #include "train/safetensors.h"
@@ -286,7 +286,8 @@ TEST(Threads, ProcStatSumsTheListedCpus) {
   ASSERT_TRUE(both.has_value());
   // busy = user + nice + system + irq + softirq + steal; total = user..steal (guest is inside user).
   EXPECT_DOUBLE_EQ(both->busy, ((100 + 10 + 20 + 1 + 1 + 2) + (200 + 30 + 40 + 1 + 2 + 3)) / 100.0);
-  EXPECT_DOUBLE_EQ(both->total, ((100 + 10 + 20 + 400 + 5 + 1 + 1 + 2) + (200 + 30 + 40 + 500 + 5 + 1 + 2 + 3)) / 100.0);
+  EXPECT_DOUBLE_EQ(both->total,
+                   ((100 + 10 + 20 + 400 + 5 + 1 + 1 + 2) + (200 + 30 + 40 + 500 + 5 + 1 + 2 + 3)) / 100.0);
   auto one = train::parse_proc_stat(stat, {1}, 100.0);
   ASSERT_TRUE(one.has_value());
   EXPECT_DOUBLE_EQ(one->busy, (200 + 30 + 40 + 1 + 2 + 3) / 100.0);
@@ -295,8 +296,8 @@ TEST(Threads, ProcStatSumsTheListedCpus) {
   ASSERT_TRUE(old.has_value());
   EXPECT_DOUBLE_EQ(old->busy, 0.2);
   EXPECT_DOUBLE_EQ(old->total, 1.0);
-  EXPECT_FALSE(train::parse_proc_stat(stat, {5}, 100.0).has_value());           // not a listed CPU
-  EXPECT_FALSE(train::parse_proc_stat("cpu0 1 2\n", {}, 100.0).has_value());    // malformed
+  EXPECT_FALSE(train::parse_proc_stat(stat, {5}, 100.0).has_value());         // not a listed CPU
+  EXPECT_FALSE(train::parse_proc_stat("cpu0 1 2\n", {}, 100.0).has_value());  // malformed
   EXPECT_FALSE(train::parse_proc_stat("", {}, 100.0).has_value());
 }
 
@@ -305,7 +306,7 @@ TEST(Threads, FewerThreadsForTheCoresOthersKeepBusy) {
   EXPECT_EQ(train::threads_for_load(2, 0.3), 2);
   EXPECT_EQ(train::threads_for_load(2, 0.67), 1);  // a busy loop sharing two cores with our two threads
   EXPECT_EQ(train::threads_for_load(2, 1.0), 1);
-  EXPECT_EQ(train::threads_for_load(2, 5.0), 1);   // never fewer than one
+  EXPECT_EQ(train::threads_for_load(2, 5.0), 1);  // never fewer than one
   EXPECT_EQ(train::threads_for_load(16, 3.4), 13);
   EXPECT_EQ(train::threads_for_load(4, -1.0), 4);
 }
@@ -359,8 +360,8 @@ TEST(MemoryEstimate, MaterialisingEncodingsCountTheirQuadraticTensors) {
   const long double train_entries = 4 * H * 256 * 256, eval_entries = 8 * H * 512 * 512;
   EXPECT_NEAR(static_cast<double>(cope.activation_bytes - rope.activation_bytes),
               static_cast<double>(L * train_entries * 32), 1.0);
-  EXPECT_NEAR(static_cast<double>(cope.evaluation_bytes - rope.evaluation_bytes), static_cast<double>(eval_entries * 16),
-              1.0);
+  EXPECT_NEAR(static_cast<double>(cope.evaluation_bytes - rope.evaluation_bytes),
+              static_cast<double>(eval_entries * 16), 1.0);
   c.model.pos.kind = "fire";
   const train::MemoryEstimate fire = train::estimate_memory(c, 512);
   EXPECT_GT(fire.activation_bytes, rope.activation_bytes);

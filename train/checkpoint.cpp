@@ -60,16 +60,18 @@ void write_checkpoint(const std::string& run_dir, const CheckpointState& s, cons
   fs::create_directories(tmp);
   save_safetensors(tmp + "/model.safetensors", model, {{"format", "pt"}, {"producer", "posgrad"}});
   save_safetensors(tmp + "/optimizer.safetensors", optimizer, {{"producer", "posgrad"}});
-  json st = {{"format_version", kFormatVersion},
-             {"track", "decoder"},  // the encoder track saves encoder.safetensors instead (compare/studies/encoder/encoder.h)
-             {"step", s.step},
-             {"optimizer_steps", s.optimizer_steps},
-             {"config", s.config},
-             {"tokenizer", s.tokenizer},
-             {"rng", {{"init", rng_json(s.init_rng)}, {"dropout", rng_json(s.dropout_rng)}, {"sampler", rng_json(s.sampler_rng)}}},
-             {"checksums",
-              {{"model.safetensors", hex64(fnv1a64(read_file(tmp + "/model.safetensors")))},
-               {"optimizer.safetensors", hex64(fnv1a64(read_file(tmp + "/optimizer.safetensors")))}}}};
+  json st = {
+      {"format_version", kFormatVersion},
+      {"track", "decoder"},  // the encoder track saves encoder.safetensors instead (compare/studies/encoder/encoder.h)
+      {"step", s.step},
+      {"optimizer_steps", s.optimizer_steps},
+      {"config", s.config},
+      {"tokenizer", s.tokenizer},
+      {"rng",
+       {{"init", rng_json(s.init_rng)}, {"dropout", rng_json(s.dropout_rng)}, {"sampler", rng_json(s.sampler_rng)}}},
+      {"checksums",
+       {{"model.safetensors", hex64(fnv1a64(read_file(tmp + "/model.safetensors")))},
+        {"optimizer.safetensors", hex64(fnv1a64(read_file(tmp + "/optimizer.safetensors")))}}}};
   if (!s.corpus.is_null()) st["corpus"] = s.corpus;
   st["state_checksum"] = hex64(fnv1a64(st.dump()));  // over the canonical (sorted-key) dump of the rest
   write_file_atomic(tmp + "/state.json", st.dump(2) + "\n");
@@ -177,7 +179,9 @@ std::vector<std::string> remove_stale_temporaries(const std::string& run_dir) {
     if (at == std::string::npos) return false;
     const std::string rest = name.substr(at + 5);
     const size_t dot = rest.find('.');
-    auto digits = [](const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; };
+    auto digits = [](const std::string& s) {
+      return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+    };
     return dot != std::string::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1));
   };
   for (const std::string sub : {"", "/checkpoint"}) {
@@ -209,7 +213,8 @@ void truncate_metrics(const std::string& path, int64_t step) {
       if (row.contains("step")) {
         const json& s = row["step"];
         if (!s.is_number_integer()) continue;  // damaged (and get<int64_t> of 1e300 is undefined)
-        if (s.is_number_unsigned() ? s.get<uint64_t>() > static_cast<uint64_t>(step) : s.get<int64_t>() > step) continue;
+        if (s.is_number_unsigned() ? s.get<uint64_t>() > static_cast<uint64_t>(step) : s.get<int64_t>() > step)
+          continue;
       }
     } catch (const json::exception&) {
       continue;  // a torn last line of a killed run

@@ -28,8 +28,10 @@ std::pair<Tensor, Tensor> DataParallel::slice(const std::pair<Tensor, Tensor>& b
 namespace {
 
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n) {
-  if (dst_dev.is_cpu() && src_dev.is_cpu()) std::memcpy(dst, src, n);
-  else backend(DeviceType::CUDA).copy(dst, dst_dev, src, src_dev, n);
+  if (dst_dev.is_cpu() && src_dev.is_cpu())
+    std::memcpy(dst, src, n);
+  else
+    backend(DeviceType::CUDA).copy(dst, dst_dev, src, src_dev, n);
 }
 
 }  // namespace

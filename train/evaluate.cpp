@@ -108,12 +108,13 @@ std::vector<std::vector<int64_t>> generate(nn::GPT& model, const std::vector<std
   POSGRAD_CHECK(temperature >= 0 && std::isfinite(temperature), ValueError, "temperature must be finite and >= 0, got ",
                 temperature);
   POSGRAD_CHECK(top_k >= 0, ValueError, "top_k must be >= 0, got ", top_k);
-  POSGRAD_CHECK(!prompts.empty() && !prompts.front().empty(), ValueError, "generate needs at least one non-empty prompt");
+  POSGRAD_CHECK(!prompts.empty() && !prompts.front().empty(), ValueError,
+                "generate needs at least one non-empty prompt");
   POSGRAD_CHECK(temperature == 0 || gen, ValueError, "sampling (temperature > 0) needs a generator");
   const size_t B = prompts.size();
   for (const auto& p : prompts)
-    POSGRAD_CHECK(p.size() == prompts.front().size(), ShapeError, "generate: prompts of different lengths (",
-                  p.size(), " and ", prompts.front().size(), ")");
+    POSGRAD_CHECK(p.size() == prompts.front().size(), ShapeError, "generate: prompts of different lengths (", p.size(),
+                  " and ", prompts.front().size(), ")");
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -142,7 +143,8 @@ std::vector<std::vector<int64_t>> generate(nn::GPT& model, const std::vector<std
       std::vector<double> l(all.begin() + b * V, all.begin() + (b + 1) * V);
       const double mx = *std::max_element(l.begin(), l.end());
       if (!std::isfinite(mx))
-        throw NonFiniteLoss(detail::concat("the model produced non-finite logits (max ", mx, ") at generated token ", t));
+        throw NonFiniteLoss(
+            detail::concat("the model produced non-finite logits (max ", mx, ") at generated token ", t));
       int64_t pick = static_cast<int64_t>(std::max_element(l.begin(), l.end()) - l.begin());  // greedy
       if (temperature > 0) {
         if (top_k > 0 && top_k < static_cast<int64_t>(V)) {
@@ -180,8 +182,8 @@ std::string sample_text(nn::GPT& model, const data::Tokenizer& tok, const std::s
   POSGRAD_CHECK(temperature > 0, ValueError, "temperature must be positive, got ", temperature);
   Generator gen(seed);
   const std::vector<int64_t> ids = tok.encode(prompt.empty() ? "\n" : prompt);
-  return tok.decode(generate(model, {ids}, n, temperature, top_k, &gen, model.config().block_size, dev, use_kv_cache)
-                        .front());
+  return tok.decode(
+      generate(model, {ids}, n, temperature, top_k, &gen, model.config().block_size, dev, use_kv_cache).front());
 }
 
 }  // namespace posgrad::train

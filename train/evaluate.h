@@ -16,10 +16,10 @@
 namespace posgrad::train {
 
 struct EvalResult {
-  int64_t context = 0;   // evaluation window length (tokens of input per window)
-  int64_t windows = 0;   // number of windows scored
-  int64_t stride = 0;    // tokens between the starts of consecutive windows (non-overlapping: context)
-  int64_t tokens = 0;    // targets scored, each once: the sum of window_tokens
+  int64_t context = 0;  // evaluation window length (tokens of input per window)
+  int64_t windows = 0;  // number of windows scored
+  int64_t stride = 0;   // tokens between the starts of consecutive windows (non-overlapping: context)
+  int64_t tokens = 0;   // targets scored, each once: the sum of window_tokens
   // loss: mean next-token cross-entropy over the scored targets (nats); perplexity = exp(loss);
   // accuracy: the fraction of scored targets that are the argmax of the logits.
   double loss = 0, perplexity = 0, accuracy = 0;

@@ -45,9 +45,10 @@ FinetuneResult finetune(nn::Module& model, const FinetuneSpec& spec, const StepL
   const double scale = 1.0 / static_cast<double>(spec.grad_accum);
   for (int64_t it = 0; it < n; ++it) {
     if (interrupt_requested())
-      throw Interrupted(detail::concat(spec.label, " interrupted by ", signal_name(interrupt_signal()), " after ", it,
-                                       " of ", n, " steps", spec.on_interrupt.empty() ? "" : " (" + spec.on_interrupt + ")"),
-                        spec.run_dir, it, interrupt_signal());
+      throw Interrupted(
+          detail::concat(spec.label, " interrupted by ", signal_name(interrupt_signal()), " after ", it, " of ", n,
+                         " steps", spec.on_interrupt.empty() ? "" : " (" + spec.on_interrupt + ")"),
+          spec.run_dir, it, interrupt_signal());
     opt.set_lr(sched.at(it));
     model.train();
     opt.zero_grad();
@@ -56,7 +57,8 @@ FinetuneResult finetune(nn::Module& model, const FinetuneSpec& spec, const StepL
       Tensor loss = loss_of(it);
       const double l = loss.item();
       if (!std::isfinite(l))
-        throw NonFiniteLoss(detail::concat(spec.label, ": loss is ", l, " at step ", it + 1, " (micro-batch ", micro, ")"));
+        throw NonFiniteLoss(
+            detail::concat(spec.label, ": loss is ", l, " at step ", it + 1, " (micro-batch ", micro, ")"));
       loss_sum += l;
       (scale != 1.0 ? loss * scale : loss).backward();
     }

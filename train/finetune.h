@@ -29,16 +29,16 @@ enum class FinetuneSchedule {
 };
 
 struct FinetuneSpec {
-  std::string label;  // names the run in messages: "synthetic task (rope seed 1)"
+  std::string label;       // names the run in messages: "synthetic task (rope seed 1)"
   int64_t iterations = 0;  // optimizer steps (0: nothing is trained)
   double lr = 1e-3;        // peak learning rate, reached at the end of the warm-up
   int64_t warmup = 0;      // steps of linear warm-up: step k < warmup runs at lr·(k+1)/(warmup+1)
   FinetuneSchedule schedule = FinetuneSchedule::cosine;
-  double min_lr = 1e-4;  // the cosine's floor (unused by constant)
+  double min_lr = 1e-4;               // the cosine's floor (unused by constant)
   double beta1 = 0.9, beta2 = 0.999;  // AdamW's betas (eps: PyTorch's 1e-8)
-  double weight_decay = 0.0;  // decoupled, on parameters of >= 2 dims only (decay_groups, optim.h)
-  double grad_clip = 1.0;     // the global gradient L2 norm is clipped to this (0: no clipping)
-  int64_t grad_accum = 1;     // micro-batches per step, each loss scaled by 1/grad_accum before backward
+  double weight_decay = 0.0;          // decoupled, on parameters of >= 2 dims only (decay_groups, optim.h)
+  double grad_clip = 1.0;             // the global gradient L2 norm is clipped to this (0: no clipping)
+  int64_t grad_accum = 1;             // micro-batches per step, each loss scaled by 1/grad_accum before backward
   // Interrupted::run_dir of a stop signal ("" when the caller has none), and what a re-run of the
   // command does, appended to the message in parentheses ("" for nothing).
   std::string run_dir, on_interrupt;
@@ -54,9 +54,9 @@ struct FinetuneSpec {
 inline int64_t tenth_warmup(int64_t iterations) { return std::max<int64_t>(1, iterations / 10); }
 
 struct FinetuneResult {
-  int64_t steps = 0;       // steps taken (= spec.iterations)
-  double first_loss = 0;   // the loss of the first step: mean over its micro-batches (0 without steps)
-  double final_loss = 0;   // the loss of the last step
+  int64_t steps = 0;      // steps taken (= spec.iterations)
+  double first_loss = 0;  // the loss of the first step: mean over its micro-batches (0 without steps)
+  double final_loss = 0;  // the loss of the last step
   // The mean loss of the last max(1, iterations/10) steps, each step's loss divided by that count
   // and summed in step order (0 without steps).
   double tail_loss = 0;

@@ -23,7 +23,7 @@ struct Interrupted : Error {
 
 void install_interrupt_handlers();  // for SIGINT and SIGTERM
 bool interrupt_requested();
-int interrupt_signal();             // the signal received (0: none)
+int interrupt_signal();  // the signal received (0: none)
 void clear_interrupt();
 const char* signal_name(int signal);  // "SIGINT", "SIGTERM", ...
 

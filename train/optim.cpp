@@ -37,9 +37,11 @@ void Optimizer::zero_grad() {
     for (auto& p : g.params) p.second.zero_grad();
 }
 
-AdamW::AdamW(const nn::NamedTensors& params, const AdamWOptions& opt) : AdamW({ParamGroup{params, opt.weight_decay()}}, opt) {}
+AdamW::AdamW(const nn::NamedTensors& params, const AdamWOptions& opt)
+    : AdamW({ParamGroup{params, opt.weight_decay()}}, opt) {}
 
-AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& opt) : Optimizer(std::move(groups), opt.lr()), opt_(opt) {
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& opt)
+    : Optimizer(std::move(groups), opt.lr()), opt_(opt) {
   POSGRAD_CHECK(opt.beta1() >= 0 && opt.beta1() < 1, ValueError, "AdamW beta1 must be in [0, 1), got ", opt.beta1());
   POSGRAD_CHECK(opt.beta2() >= 0 && opt.beta2() < 1, ValueError, "AdamW beta2 must be in [0, 1), got ", opt.beta2());
   POSGRAD_CHECK(opt.eps() > 0, ValueError, "AdamW eps must be positive, got ", opt.eps());
@@ -61,9 +63,8 @@ void AdamW::step() {
   for_each_with_grad([&](size_t gi, size_t i, const Tensor& p, const Tensor& grad, double wd) {
     dispatch_floating(p.dtype(), "AdamW", [&](auto tag) {
       using T = decltype(tag);
-      POSGRAD_KERNEL(p.device(), adamw_step<T>, p.data<T>(), m_[gi][i].data<T>(), v_[gi][i].data<T>(),
-                     grad.data<T>(), p.numel(), T(lr_), T(opt_.beta1()), T(opt_.beta2()), T(opt_.eps()), T(wd), T(bc1),
-                     T(bc2));
+      POSGRAD_KERNEL(p.device(), adamw_step<T>, p.data<T>(), m_[gi][i].data<T>(), v_[gi][i].data<T>(), grad.data<T>(),
+                     p.numel(), T(lr_), T(opt_.beta1()), T(opt_.beta2()), T(opt_.eps()), T(wd), T(bc1), T(bc2));
     });
   });
 }
@@ -177,7 +178,8 @@ double LRSchedule::at(int64_t step) const {
   if (step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup + 1);
   if (!cosine) return lr;
   if (step > decay_steps) return min_lr;
-  const double ratio = static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, decay_steps - warmup));
+  const double ratio =
+      static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, decay_steps - warmup));
   const double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
   return min_lr + coeff * (lr - min_lr);
 }

@@ -38,8 +38,7 @@ class Optimizer {
   Optimizer(std::vector<ParamGroup> groups, double lr);
   // Calls f(group index, parameter index, parameter, contiguous gradient, group weight decay) for
   // every parameter that received a gradient (the shared loop of the step() functions).
-  void for_each_with_grad(
-      const std::function<void(size_t, size_t, const Tensor&, const Tensor&, double)>& f) const;
+  void for_each_with_grad(const std::function<void(size_t, size_t, const Tensor&, const Tensor&, double)>& f) const;
   std::vector<ParamGroup> groups_;
   double lr_;
   int64_t steps_ = 0;

@@ -19,13 +19,14 @@ const Table<TrainConfig>& train_options() {
     Table<TrainConfig> t;
     Rows<TrainConfig> r(t);
     r.group("Data")
-        .add(fixed_on_resume(text("corpus", "Text to train on: a file path, 'kjv' (offline default) or 'shakespeare'",
-                                  false)),
+        .add(fixed_on_resume(
+                 text("corpus", "Text to train on: a file path, 'kjv' (offline default) or 'shakespeare'", false)),
              POSGRAD_MEMBER(corpus))
         .add(fixed_on_resume(choice("tokenizer", {"char", "byte"},
                                     "Tokenizer: char (vocabulary from the corpus) or byte (256 symbols)")),
              POSGRAD_MEMBER(tokenizer))
-        .add(result_neutral(text("data_dir", "Directory holding tinyshakespeare.txt (empty: $POSGRAD_DATA_DIR, else ../shared/data)")),
+        .add(result_neutral(text(
+                 "data_dir", "Directory holding tinyshakespeare.txt (empty: $POSGRAD_DATA_DIR, else ../shared/data)")),
              POSGRAD_MEMBER(data_dir))
         .add(integer("max_corpus_bytes", closed(1, 1LL << 40), "Refuse a corpus file larger than this", "bytes"),
              POSGRAD_MEMBER(max_corpus_bytes));
@@ -45,7 +46,8 @@ const Table<TrainConfig>& train_options() {
                                      "row as a key with value 0 (gpt-oss; StreamingLLM), with any --pos")),
              POSGRAD_MEMBER(model.attention_sinks));
     for (const Spec& s : nn::position_encoding_options())
-      t.push_back(bind_value<TrainConfig>(s, [](auto& c) -> auto& { return c.model.pos.options; }));
+      t.push_back(bind_value<TrainConfig>(
+          s, [](auto& c) -> auto& { return c.model.pos.options; }));
     r.group("Optimisation")
         .add(fixed_on_resume(choice("optimizer", {"adamw", "sgd"}, "Optimizer")), POSGRAD_MEMBER(optimizer))
         .add(real("lr", open_closed(0, 1e6), "Peak learning rate"), POSGRAD_MEMBER(lr))
@@ -54,10 +56,12 @@ const Table<TrainConfig>& train_options() {
         .add(integer("warmup_iters", closed(0, kMany), "Linear warm-up", "steps"), POSGRAD_MEMBER(warmup_iters))
         .add(integer("max_iters", closed(0, kMany), "Optimisation steps of the whole run", "steps"),
              POSGRAD_MEMBER(max_iters))
-        .add(integer("lr_decay_iters", closed(0, kMany), "Step at which the cosine reaches min_lr (0: max_iters)", "steps"),
+        .add(integer("lr_decay_iters", closed(0, kMany), "Step at which the cosine reaches min_lr (0: max_iters)",
+                     "steps"),
              POSGRAD_MEMBER(lr_decay_iters))
         .add(boolean("cosine", "Cosine decay after warm-up (false: constant)"), POSGRAD_MEMBER(cosine))
-        .add(real("weight_decay", closed(0, 100), "Decoupled weight decay (matrices only)"), POSGRAD_MEMBER(weight_decay))
+        .add(real("weight_decay", closed(0, 100), "Decoupled weight decay (matrices only)"),
+             POSGRAD_MEMBER(weight_decay))
         .add(real("beta1", closed_open(0, 1), "AdamW beta1"), POSGRAD_MEMBER(beta1))
         .add(real("beta2", closed_open(0, 1), "AdamW beta2"), POSGRAD_MEMBER(beta2))
         .add(real("momentum", closed_open(0, 1), "SGD momentum"), POSGRAD_MEMBER(momentum))
@@ -65,21 +69,26 @@ const Table<TrainConfig>& train_options() {
              POSGRAD_MEMBER(grad_clip))
         .add(integer("batch_size", closed(1, 1 << 20), "Sequences per micro-batch", "sequences"),
              POSGRAD_MEMBER(batch_size))
-        .add(integer("grad_accum", closed(1, 1 << 20), "Micro-batches accumulated per step"), POSGRAD_MEMBER(grad_accum));
+        .add(integer("grad_accum", closed(1, 1 << 20), "Micro-batches accumulated per step"),
+             POSGRAD_MEMBER(grad_accum));
     r.group("Run")
-        .add(integer("eval_interval", closed(1, kMany), "Steps between evaluations", "steps"), POSGRAD_MEMBER(eval_interval))
+        .add(integer("eval_interval", closed(1, kMany), "Steps between evaluations", "steps"),
+             POSGRAD_MEMBER(eval_interval))
         .add(integer("eval_windows", closed(1, 1 << 20), "Validation windows per evaluation", "windows"),
              POSGRAD_MEMBER(eval_windows))
         .add(result_neutral(integer("log_interval", closed(1, kMany), "Steps between progress lines", "steps")),
              POSGRAD_MEMBER(log_interval))
-        .add(result_neutral(integer("checkpoint_interval", closed(0, kMany), "Steps between checkpoints (0: eval_interval)", "steps")),
+        .add(result_neutral(integer("checkpoint_interval", closed(0, kMany),
+                                    "Steps between checkpoints (0: eval_interval)", "steps")),
              POSGRAD_MEMBER(checkpoint_interval))
         .add(fixed_on_resume(unsigned_integer("seed", "Seed of initialisation, data order and dropout")),
              POSGRAD_MEMBER(seed))
         .add(text("device", "cpu or cuda[:N]", false), POSGRAD_MEMBER(device))
-        .add(result_neutral(text("out_dir", "Run directory (checkpoint, metrics.jsonl, config.json)", false)), POSGRAD_MEMBER(out_dir))
-        .add(result_neutral(integer("threads", closed(0, 1024), "OpenMP threads (0: all cores, fewer while other processes keep "
-                                                                "some busy; results do not depend on it)")),
+        .add(result_neutral(text("out_dir", "Run directory (checkpoint, metrics.jsonl, config.json)", false)),
+             POSGRAD_MEMBER(out_dir))
+        .add(result_neutral(integer("threads", closed(0, 1024),
+                                    "OpenMP threads (0: all cores, fewer while other processes keep "
+                                    "some busy; results do not depend on it)")),
              POSGRAD_MEMBER(threads));
     return t;
   }();
@@ -95,7 +104,8 @@ const Table<EvalOptions>& eval_options() {
         .add(integer_list("contexts", closed(1, 1 << 20), 0, 32,
                           "Context lengths to evaluate (empty: 1, 2 and 4 times the training length)", "tokens"),
              POSGRAD_MEMBER(contexts))
-        .add(integer("windows", closed(1, 1 << 20), "Validation windows per length", "windows"), POSGRAD_MEMBER(windows))
+        .add(integer("windows", closed(1, 1 << 20), "Validation windows per length", "windows"),
+             POSGRAD_MEMBER(windows))
         .add(text("device", "cpu or cuda[:N]", false), POSGRAD_MEMBER(device));
     return t;
   }();
@@ -112,11 +122,13 @@ const Table<SampleOptions>& sample_options() {
         .add(integer("tokens", closed(0, 1 << 20), "Tokens to generate", "tokens"), POSGRAD_MEMBER(tokens))
         .add(real("temperature", open_closed(0, 1e6), "Softmax temperature; towards 0 sampling becomes greedy"),
              POSGRAD_MEMBER(temperature))
-        .add(integer("top_k", closed(0, 1LL << 30), "Sample among the k most likely tokens (0: all)"), POSGRAD_MEMBER(top_k))
+        .add(integer("top_k", closed(0, 1LL << 30), "Sample among the k most likely tokens (0: all)"),
+             POSGRAD_MEMBER(top_k))
         .add(unsigned_integer("seed", "Sampling seed"), POSGRAD_MEMBER(seed))
         .add(text("device", "cpu or cuda[:N]", false), POSGRAD_MEMBER(device))
-        .add(boolean("kv_cache", "Reuse the keys and values of earlier tokens while the text fits the training context "
-                                 "(the same tokens as without; false recomputes the window every token)"),
+        .add(boolean("kv_cache",
+                     "Reuse the keys and values of earlier tokens while the text fits the training context "
+                     "(the same tokens as without; false recomputes the window every token)"),
              POSGRAD_MEMBER(kv_cache));
     return t;
   }();
@@ -140,8 +152,9 @@ MemoryEstimate estimate_memory(const TrainConfig& c, int64_t longest_context) {
   if (kind == "learned") pos = T * C;
   if (kind == "t5") pos = static_cast<LD>(m.pos.options.integer("t5_num_buckets")) * H * L;
   if (kind == "deberta") {
-    LD span = static_cast<LD>(std::max<int64_t>({m.pos.options.integer("deberta_position_buckets"),
-                                                 m.pos.options.integer("deberta_max_relative_positions"), m.block_size}));
+    LD span =
+        static_cast<LD>(std::max<int64_t>({m.pos.options.integer("deberta_position_buckets"),
+                                           m.pos.options.integer("deberta_max_relative_positions"), m.block_size}));
     pos = 2 * span * C + 2 * L * (C * C + C);
   }
   MemoryEstimate e;

@@ -30,7 +30,9 @@ const opt::Table<SampleOptions>& sample_options();
 struct MemoryEstimate {
   long double parameters = 0;  // count
   long double parameter_bytes = 0, activation_bytes = 0, evaluation_bytes = 0;
-  long double total() const { return parameter_bytes + (activation_bytes > evaluation_bytes ? activation_bytes : evaluation_bytes); }
+  long double total() const {
+    return parameter_bytes + (activation_bytes > evaluation_bytes ? activation_bytes : evaluation_bytes);
+  }
 };
 // The model in `c` trained with c.batch_size sequences of c.model.block_size tokens, evaluated at
 // up to `longest_context` tokens. Long double arithmetic: no product of sizes can overflow.

@@ -58,11 +58,16 @@ const char* st_dtype(DType t) {
 }
 
 bool parse_st_dtype(const std::string& s, DType& out) {
-  if (s == "F32") out = DType::Float32;
-  else if (s == "F64") out = DType::Float64;
-  else if (s == "I64") out = DType::Int64;
-  else if (s == "BOOL") out = DType::Bool;
-  else return false;
+  if (s == "F32")
+    out = DType::Float32;
+  else if (s == "F64")
+    out = DType::Float64;
+  else if (s == "I64")
+    out = DType::Int64;
+  else if (s == "BOOL")
+    out = DType::Bool;
+  else
+    return false;
   return true;
 }
 
@@ -86,8 +91,8 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     POSGRAD_CHECK(!name.empty(), ValueError, "save_safetensors '", path, "': empty tensor name");
     POSGRAD_CHECK(name != "__metadata__", ValueError, "save_safetensors '", path,
                   "': \"__metadata__\" is reserved and cannot name a tensor");
-    POSGRAD_CHECK(seen.insert(name).second, ValueError, "save_safetensors '", path, "': duplicate tensor name '",
-                  name, "'");
+    POSGRAD_CHECK(seen.insert(name).second, ValueError, "save_safetensors '", path, "': duplicate tensor name '", name,
+                  "'");
     POSGRAD_CHECK(t.defined(), ValueError, "save_safetensors '", path, "': tensor '", name, "' is undefined");
   }
   // Stable order by descending element size: every tensor then starts at a multiple of its size.
@@ -107,7 +112,8 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   for (size_t i : order) {
     const Tensor& t = tensors[i].second;
     const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
-    header[tensors[i].first] = {{"dtype", st_dtype(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + nbytes}}};
+    header[tensors[i].first] = {
+        {"dtype", st_dtype(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
   std::string hdr;
@@ -264,7 +270,8 @@ SafetensorsFile read_safetensors(const std::string& path, uint64_t file_size, co
     const Entry& e = entries[i];
     if (e.begin < expect)
       corrupt(path, "tensor '" + e.name + "' data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                        "] overlap tensor '" + entries[i - 1].name + "' (which ends at " + std::to_string(expect) + ")");
+                        "] overlap tensor '" + entries[i - 1].name + "' (which ends at " + std::to_string(expect) +
+                        ")");
     if (e.begin > expect)
       corrupt(path, "tensor '" + e.name + "' data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
                         "] leave a gap: the previous tensor ends at " + std::to_string(expect));
@@ -293,13 +300,12 @@ SafetensorsFile load_safetensors(const std::string& path) {
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (f.fd < 0) throw IoError("cannot open safetensors file '" + path + "': " + std::strerror(errno));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(f.fd, &st) != 0) throw IoError("cannot stat safetensors file '" + path + "': " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) corrupt(path, "not a regular file");
-  return read_safetensors(path, static_cast<uint64_t>(st.st_size),
-                          [&](void* dst, uint64_t n, uint64_t at, const std::string& what) {
-                            read_exact(f.fd, path, dst, n, at, what);
-                          });
+  return read_safetensors(
+      path, static_cast<uint64_t>(st.st_size),
+      [&](void* dst, uint64_t n, uint64_t at, const std::string& what) { read_exact(f.fd, path, dst, n, at, what); });
 }
 
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& name) {

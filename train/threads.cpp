@@ -33,7 +33,8 @@ std::vector<int> affinity_cpus() {
 
 }  // namespace
 
-std::optional<CpuTimes> parse_proc_stat(const std::string& text, const std::vector<int>& cpus, double ticks_per_second) {
+std::optional<CpuTimes> parse_proc_stat(const std::string& text, const std::vector<int>& cpus,
+                                        double ticks_per_second) {
   std::istringstream in(text);
   std::string line;
   CpuTimes t;
@@ -95,7 +96,8 @@ std::optional<ThreadGovernor::Sample> ThreadGovernor::sample() const {
   if (!cpu) return std::nullopt;
   timespec ts{};
   if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return std::nullopt;
-  return Sample{std::chrono::steady_clock::now(), *cpu, static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec)};
+  return Sample{std::chrono::steady_clock::now(), *cpu,
+                static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec)};
 }
 
 void ThreadGovernor::between_steps() {
@@ -114,9 +116,10 @@ void ThreadGovernor::between_steps() {
   const int cores = std::max<int>(1, static_cast<int>(cpus_.empty() ? max_threads_ : cpus_.size()));
   const int want = std::min(max_threads_, threads_for_load(cores, others));
   if (want != threads_) {
-    spdlog::info("OpenMP threads {} -> {}: other processes kept {:.1f} of {} cores busy (--threads N fixes the count; "
-                 "results do not depend on it)",
-                 threads_, want, others, cores);
+    spdlog::info(
+        "OpenMP threads {} -> {}: other processes kept {:.1f} of {} cores busy (--threads N fixes the count; "
+        "results do not depend on it)",
+        threads_, want, others, cores);
     threads_ = want;
     omp_set_num_threads(threads_);
   }

@@ -49,15 +49,17 @@ TrainConfig TrainConfig::from_json(const json& j, const std::string& source) {
   return c;
 }
 
-std::vector<std::string> apply_resume_overrides(TrainConfig& saved, const std::vector<std::pair<std::string, opt::Value>>& overrides) {
+std::vector<std::string> apply_resume_overrides(TrainConfig& saved,
+                                                const std::vector<std::pair<std::string, opt::Value>>& overrides) {
   std::vector<std::string> changes;
   for (const auto& [name, value] : overrides) {
     const auto* o = opt::find(train_options(), name);
     POSGRAD_CHECK(o, UsageError, "unknown option '", name, "'");
     const opt::Value before = o->get(saved);
     if (before == value) continue;
-    POSGRAD_CHECK(o->spec.resumable, UsageError, o->spec.flag(), " cannot change when resuming (the run was trained with ",
-                  opt::format(before), ", asked for ", opt::format(value),
+    POSGRAD_CHECK(o->spec.resumable, UsageError, o->spec.flag(),
+                  " cannot change when resuming (the run was trained with ", opt::format(before), ", asked for ",
+                  opt::format(value),
                   "): it defines the model or the data; start a new run in another --out-dir instead");
     o->set(saved, value);
     changes.push_back(o->spec.flag() + " " + opt::format(before) + " -> " + opt::format(value));
@@ -94,11 +96,16 @@ Trainer::Trainer(TrainConfig cfg, bool resume, dist::Communicator* comm) : cfg_(
   // so that metrics.jsonl never holds two runs.
   if (writes_ && !resume) {
     std::error_code ec;
-    const bool partial = fs::exists(cfg_.out_dir + "/checkpoint", ec), metrics = fs::exists(cfg_.out_dir + "/metrics.jsonl", ec);
+    const bool partial = fs::exists(cfg_.out_dir + "/checkpoint", ec),
+               metrics = fs::exists(cfg_.out_dir + "/metrics.jsonl", ec);
     if (partial || metrics) {
-      spdlog::warn("{}: {} of an earlier attempt with no complete checkpoint (no checkpoint/state.json): discarded, "
-                   "training starts at step 0", cfg_.out_dir,
-                   partial && metrics ? "the checkpoint folder and metrics.jsonl" : partial ? "a checkpoint folder" : "metrics.jsonl");
+      spdlog::warn(
+          "{}: {} of an earlier attempt with no complete checkpoint (no checkpoint/state.json): discarded, "
+          "training starts at step 0",
+          cfg_.out_dir,
+          partial && metrics ? "the checkpoint folder and metrics.jsonl"
+          : partial          ? "a checkpoint folder"
+                             : "metrics.jsonl");
       fs::remove_all(cfg_.out_dir + "/checkpoint", ec);
       fs::remove(cfg_.out_dir + "/metrics.jsonl", ec);
     }
@@ -166,8 +173,8 @@ StepStats training_step(nn::GPT& model, Optimizer& opt, const LRSchedule& sched,
     loss_sum = dp->reduce(model.parameters(), loss_sum);
     st.tokens = dp->global_tokens(st.tokens);
     if (!std::isfinite(loss_sum))
-      throw NonFiniteLoss(detail::concat("loss is ", loss_sum, " at step ", step + 1, " (summed over ", dp->comm().size(),
-                                         " processes)"));
+      throw NonFiniteLoss(detail::concat("loss is ", loss_sum, " at step ", step + 1, " (summed over ",
+                                         dp->comm().size(), " processes)"));
   }
   st.grad_norm = clip_grad_norm(model.parameters(), grad_clip);
   if (!std::isfinite(st.grad_norm))
@@ -181,8 +188,9 @@ StepStats training_step(nn::GPT& model, Optimizer& opt, const LRSchedule& sched,
 StepStats Trainer::step() {
   StepStats st;
   try {
-    st = training_step(*model_, *opt_, sched_, step_, cfg_.grad_accum, cfg_.grad_clip, device_,
-                       [this] { return sampler_->next(cfg_.batch_size, cfg_.model.block_size); }, dp_.get());
+    st = training_step(
+        *model_, *opt_, sched_, step_, cfg_.grad_accum, cfg_.grad_clip, device_,
+        [this] { return sampler_->next(cfg_.batch_size, cfg_.model.block_size); }, dp_.get());
   } catch (const NonFiniteLoss& e) {
     throw NonFiniteLoss(std::string(e.what()) + "; stopping — " +
                         (fs::exists(cfg_.out_dir + "/checkpoint/state.json")
@@ -244,8 +252,10 @@ std::string format_eta(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   int64_t s = static_cast<int64_t>(seconds);
   char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", long(s / 3600), long(s % 3600 / 60));
-  else std::snprintf(buf, sizeof buf, "%ldm%02lds", long(s / 60), long(s % 60));
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", long(s / 3600), long(s % 3600 / 60));
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", long(s / 60), long(s % 60));
   return buf;
 }
 
@@ -256,13 +266,14 @@ void Trainer::run(int64_t stop_after) {
   }
   const int64_t ckpt_every = cfg_.checkpoint_interval > 0 ? cfg_.checkpoint_interval : cfg_.eval_interval;
   spdlog::info("model: {} parameters ({} without position tables), {} layers, {} heads, {} wide, pos={}",
-               model_->num_parameters(), model_->num_non_position_parameters(), cfg_.model.n_layer,
-               cfg_.model.n_head, cfg_.model.n_embd, cfg_.model.pos.kind);
+               model_->num_parameters(), model_->num_non_position_parameters(), cfg_.model.n_layer, cfg_.model.n_head,
+               cfg_.model.n_embd, cfg_.model.pos.kind);
   spdlog::info("data: {} train / {} val tokens, vocab {}, batch {}x{} (x{} accumulation)", data_->train().size(),
                data_->val().size(), tok_->vocab_size(), cfg_.batch_size, cfg_.model.block_size, cfg_.grad_accum);
   if (dp_)
-    spdlog::info("data-parallel: {} processes ({}), this one rank {} with rows {}..{} of each batch", dp_->comm().size(),
-                 dp_->comm().name(), dp_->comm().rank(), dp_->first_row(), dp_->first_row() + dp_->rows() - 1);
+    spdlog::info("data-parallel: {} processes ({}), this one rank {} with rows {}..{} of each batch",
+                 dp_->comm().size(), dp_->comm().name(), dp_->comm().rank(), dp_->first_row(),
+                 dp_->first_row() + dp_->rows() - 1);
   double window_time = 0;
   int64_t window_tokens = 0, done_here = 0;
   auto start = std::chrono::steady_clock::now();
@@ -279,7 +290,10 @@ void Trainer::run(int64_t stop_after) {
       double eta = elapsed / static_cast<double>(done_here) * static_cast<double>(cfg_.max_iters - step_);
       spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad {:.3f} | {:.0f} tok/s | ETA {}", step_,
                    cfg_.max_iters, st.loss, st.lr, st.grad_norm, tokens_per_s, format_eta(eta));
-      log_metrics({{"step", step_}, {"train_loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm},
+      log_metrics({{"step", step_},
+                   {"train_loss", st.loss},
+                   {"lr", st.lr},
+                   {"grad_norm", st.grad_norm},
                    {"tokens_per_s", tokens_per_s}});
       train_curve_.emplace_back(step_, st.loss);
       window_time = 0;
@@ -292,8 +306,11 @@ void Trainer::run(int64_t stop_after) {
                    ev.accuracy);
       json gn = json::object();
       for (auto& [g, v] : norms) gn[g] = v;
-      log_metrics({{"step", step_}, {"val_loss", ev.loss}, {"val_perplexity", ev.perplexity},
-                   {"val_accuracy", ev.accuracy}, {"grad_norms", gn}});
+      log_metrics({{"step", step_},
+                   {"val_loss", ev.loss},
+                   {"val_perplexity", ev.perplexity},
+                   {"val_accuracy", ev.accuracy},
+                   {"grad_norms", gn}});
       val_curve_.emplace_back(step_, ev.loss);
     }
     if (stop_after >= 0 && done_here >= stop_after) {
@@ -340,8 +357,9 @@ void Trainer::load_checkpoint() {
        ck.state.corpus.value("bytes", int64_t{-1}) != corpus_record_.value("bytes", int64_t{-1})))
     throw IoError("resuming " + cfg_.out_dir + ": the corpus " + corpus_record_.value("path", cfg_.corpus) +
                   " has changed since the checkpoint was written (recorded " + ck.state.corpus["bytes"].dump() +
-                  " bytes, fnv1a64 " + ck.state.corpus.value("fnv1a64", "") + "; now " + corpus_record_["bytes"].dump() +
-                  " bytes, " + corpus_record_.value("fnv1a64", "") + "): restore it, or train into another --out-dir");
+                  " bytes, fnv1a64 " + ck.state.corpus.value("fnv1a64", "") + "; now " +
+                  corpus_record_["bytes"].dump() + " bytes, " + corpus_record_.value("fnv1a64", "") +
+                  "): restore it, or train into another --out-dir");
   model_->load_state_dict(ck.model);
   opt_->load_state(ck.optimizer, ck.state.optimizer_steps);
   step_ = ck.state.step;
@@ -360,8 +378,10 @@ void Trainer::load_checkpoint() {
       if (line.empty()) continue;
       try {
         const json j = json::parse(line);
-        if (j.contains("train_loss")) train_curve_.emplace_back(j.at("step").get<int64_t>(), j.at("train_loss").get<double>());
-        if (j.contains("val_loss")) val_curve_.emplace_back(j.at("step").get<int64_t>(), j.at("val_loss").get<double>());
+        if (j.contains("train_loss"))
+          train_curve_.emplace_back(j.at("step").get<int64_t>(), j.at("train_loss").get<double>());
+        if (j.contains("val_loss"))
+          val_curve_.emplace_back(j.at("step").get<int64_t>(), j.at("val_loss").get<double>());
       } catch (const json::exception& e) {
         throw IoError(cfg_.out_dir + "/metrics.jsonl has a damaged line (" + e.what() + ")");
       }

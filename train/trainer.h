@@ -110,8 +110,8 @@ class Trainer {
   LRSchedule sched_;
   int64_t step_ = 0;
   std::vector<std::pair<int64_t, double>> train_curve_, val_curve_;
-  std::unique_ptr<DataParallel> dp_;  // null: one process
-  bool writes_ = true;                // rank 0 (or the one process) writes files and evaluates
+  std::unique_ptr<DataParallel> dp_;     // null: one process
+  bool writes_ = true;                   // rank 0 (or the one process) writes files and evaluates
   std::unique_ptr<DirectoryLock> lock_;  // the writer's hold on out_dir (data/process.h)
 
  public:
@@ -127,7 +127,7 @@ class Trainer {
 struct LoadedModel {
   TrainConfig config;  // the run's configuration (config.model.vocab_size: the tokenizer's)
   std::unique_ptr<data::Tokenizer> tokenizer;
-  Generator init{0}, dropout{0};  // the model's generators, kept alive with it (the weights are loaded)
+  Generator init{0}, dropout{0};   // the model's generators, kept alive with it (the weights are loaded)
   std::unique_ptr<nn::GPT> model;  // on the CPU, in training mode: move it with model->to(device)
   int64_t step = 0;
   nlohmann::json corpus;  // data::corpus_record of the text trained on (null: an older checkpoint)

@@ -99,10 +99,10 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
     same_kind(sinks, "sinks");
   }
   if (scores.defined()) {
-    POSGRAD_CHECK(scores.dim() == 4 && scores.size(0) == B && scores.size(1) == H && scores.size(2) == Tq &&
-                      scores.size(3) == Tk,
-                  ShapeError, "attention: materialised scores must be (B = ", B, ", H = ", H, ", Tq = ", Tq,
-                  ", Tk = ", Tk, "), got ", shape_str(scores.shape()));
+    POSGRAD_CHECK(
+        scores.dim() == 4 && scores.size(0) == B && scores.size(1) == H && scores.size(2) == Tq && scores.size(3) == Tk,
+        ShapeError, "attention: materialised scores must be (B = ", B, ", H = ", H, ", Tq = ", Tq, ", Tk = ", Tk,
+        "), got ", shape_str(scores.shape()));
     same_kind(scores, "materialised scores");
   }
   int64_t U = 0;
@@ -123,10 +123,10 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
       same_kind(bias, "bias_dense");
       break;
     case ScoreBias::Separable:
-      POSGRAD_CHECK(bias.defined() && bias.dim() == 3 && bias.size(0) == B && bias.size(1) == H &&
-                        bias.size(2) == Tq + Tk,
-                    ShapeError, "attention: bias_separable must be (B = ", B, ", H = ", H, ", Tq + Tk = ", Tq + Tk,
-                    "), got ", bias.defined() ? shape_str(bias.shape()) : std::string("undefined"));
+      POSGRAD_CHECK(
+          bias.defined() && bias.dim() == 3 && bias.size(0) == B && bias.size(1) == H && bias.size(2) == Tq + Tk,
+          ShapeError, "attention: bias_separable must be (B = ", B, ", H = ", H, ", Tq + Tk = ", Tq + Tk, "), got ",
+          bias.defined() ? shape_str(bias.shape()) : std::string("undefined"));
       same_kind(bias, "bias_separable");
       break;
     case ScoreBias::ContentPosition: {
@@ -138,8 +138,8 @@ Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
                       "attention: kr/qr must be (R, H = ", H, ", D = ", D, "), got ", shape_str(t->shape()));
         same_kind(*t, "kr/qr");
       }
-      POSGRAD_CHECK(!(kr.defined() && qr.defined()) || kr.size(0) == qr.size(0), ShapeError,
-                    "attention: kr ", shape_str(kr.shape()), " and qr ", shape_str(qr.shape()), " differ in rows");
+      POSGRAD_CHECK(!(kr.defined() && qr.defined()) || kr.size(0) == qr.size(0), ShapeError, "attention: kr ",
+                    shape_str(kr.shape()), " and qr ", shape_str(qr.shape()), " differ in rows");
       U = static_cast<int64_t>(cfg.ix.rows.size());
       break;
     }
@@ -169,7 +169,8 @@ AttentionConfig make_config(const ScoreModifier& mod, const Tensor& q, const Ten
   const bool shaped = q.dim() == 4 && k.dim() == 4;  // (check_inputs names a bad shape)
   if (shaped) cfg.nw = q.size(2) + k.size(2) - 1;
   if (mod.kind == ScoreBias::Dense || mod.kind == ScoreBias::Separable) {
-    const char* what = mod.kind == ScoreBias::Dense ? "the dense (H, Tq, Tk) bias (FIRE)" : "the separable (B, H, Tq + Tk) bias (FoX)";
+    const char* what =
+        mod.kind == ScoreBias::Dense ? "the dense (H, Tq, Tk) bias (FIRE)" : "the separable (B, H, Tq + Tk) bias (FoX)";
     POSGRAD_CHECK(!q.device().is_cuda(), DeviceError, "attention: ", what,
                   " has no CUDA kernel; run it on the CPU (--device cpu)");
     POSGRAD_CHECK(!mod.has_positions(), ValueError, "attention: ", what,
@@ -250,17 +251,25 @@ struct AttentionFn : Function<AttentionFn> {
         kernels::cpu::attention_forward_positions<T>(
             o.data<T>(), stats.data<T>(), scratch.data<T>(), qc.data<T>(), kc.data<T>(), vc.data<T>(),
             data_or_null<T>(tc), data_or_null<T>(krc), data_or_null<T>(qrc), data_or_null<T>(snc), du, rows,
-            cfg.q_pos.data(),
-            cfg.k_pos.data(), d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.kind, cfg.causal, T(cfg.scale));
+            cfg.q_pos.data(), cfg.k_pos.data(), d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.kind, cfg.causal, T(cfg.scale));
         return;
       }
       POSGRAD_KERNEL(q.device(), attention_forward<T>, o.data<T>(), stats.data<T>(), scratch.data<T>(), qc.data<T>(),
                      kc.data<T>(), vc.data<T>(), data_or_null<T>(tc), data_or_null<T>(krc), data_or_null<T>(qrc),
-                     data_or_null<T>(snc), du, rows, d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.q_offset, cfg.kind,
-                     cfg.causal, T(cfg.scale));
+                     data_or_null<T>(snc), du, rows, d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.q_offset, cfg.kind, cfg.causal,
+                     T(cfg.scale));
     });
-    ctx.saved = {save_tensor(qc), save_tensor(kc), save_tensor(vc), save_tensor(o), stats, save_tensor(tc),
-                 save_tensor(krc), save_tensor(qrc), save_tensor(snc), cfg, d};
+    ctx.saved = {save_tensor(qc),
+                 save_tensor(kc),
+                 save_tensor(vc),
+                 save_tensor(o),
+                 stats,
+                 save_tensor(tc),
+                 save_tensor(krc),
+                 save_tensor(qrc),
+                 save_tensor(snc),
+                 cfg,
+                 d};
     return o;
   }
 
@@ -287,12 +296,12 @@ struct AttentionFn : Function<AttentionFn> {
       using T = decltype(tag);
       if (s.cfg.positions()) {
         kernels::cpu::attention_backward_positions<T>(
-            data_or_null<T>(dq), data_or_null<T>(dk), data_or_null<T>(dv), data_or_null<T>(dbias),
-            data_or_null<T>(dkr), data_or_null<T>(dqr), data_or_null<T>(dsinks), scratch.data<T>(), dout.data<T>(),
-            data_or_null<T>(s.q), data_or_null<T>(s.k), data_or_null<T>(s.v), data_or_null<T>(s.o),
-            data_or_null<T>(s.stats), data_or_null<T>(s.bias), data_or_null<T>(s.kr), data_or_null<T>(s.qr),
-            data_or_null<T>(s.sinks), du, rows, s.cfg.q_pos.data(),
-            s.cfg.k_pos.data(), d.B, d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.kind, s.cfg.causal, T(s.cfg.scale));
+            data_or_null<T>(dq), data_or_null<T>(dk), data_or_null<T>(dv), data_or_null<T>(dbias), data_or_null<T>(dkr),
+            data_or_null<T>(dqr), data_or_null<T>(dsinks), scratch.data<T>(), dout.data<T>(), data_or_null<T>(s.q),
+            data_or_null<T>(s.k), data_or_null<T>(s.v), data_or_null<T>(s.o), data_or_null<T>(s.stats),
+            data_or_null<T>(s.bias), data_or_null<T>(s.kr), data_or_null<T>(s.qr), data_or_null<T>(s.sinks), du, rows,
+            s.cfg.q_pos.data(), s.cfg.k_pos.data(), d.B, d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.kind, s.cfg.causal,
+            T(s.cfg.scale));
         return;
       }
       POSGRAD_KERNEL(dout.device(), attention_backward<T>, data_or_null<T>(dq), data_or_null<T>(dk),
@@ -319,12 +328,12 @@ std::vector<int64_t> diagonal_relative_positions(int64_t Tq, int64_t Tk, int64_t
 }
 
 namespace {
-Tensor materialising_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod,
-                               bool causal, double scale, int64_t q_offset);
+Tensor materialising_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
+                               double scale, int64_t q_offset);
 }  // namespace
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
-                 double scale, int64_t q_offset) {
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal, double scale,
+                 int64_t q_offset) {
   if (mod.scores.defined()) return materialising_attention(q, k, v, mod, causal, scale, q_offset);
   AttentionConfig cfg = make_config(mod, q, k, causal, scale, q_offset);
   const ModifierInputs in = modifier_inputs(mod);
@@ -348,7 +357,7 @@ Tensor reference_scores(const Tensor& q, const Tensor& k, const ScoreModifier& m
   // Table row of each (i, j) (content-position terms), from the per-diagonal index the fused op uses.
   auto row_at = [&](int64_t i, int64_t j) { return cfg.ix.rows[cfg.ix.diag_u[column(i, j)]]; };
 
-  if (in.scores.defined()) return in.scores;  // materialised by the encoding: the whole logits
+  if (in.scores.defined()) return in.scores;               // materialised by the encoding: the whole logits
   Tensor scores = matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, Tq, Tk)
   switch (mod.kind) {
     case ScoreBias::None: break;
@@ -362,8 +371,9 @@ Tensor reference_scores(const Tensor& q, const Tensor& k, const ScoreModifier& m
       break;
     }
     case ScoreBias::Dense: scores = scores + in.bias; break;  // (H, Tq, Tk) broadcast over the batch
-    case ScoreBias::Separable:  // a[b, h, i] + c[b, h, j]
-      scores = scores + in.bias.narrow(2, 0, Tq).reshape({B, H, Tq, 1}) + in.bias.narrow(2, Tq, Tk).reshape({B, H, 1, Tk});
+    case ScoreBias::Separable:                                // a[b, h, i] + c[b, h, j]
+      scores =
+          scores + in.bias.narrow(2, 0, Tq).reshape({B, H, Tq, 1}) + in.bias.narrow(2, Tq, Tk).reshape({B, H, 1, Tk});
       break;
     case ScoreBias::ContentPosition: {
       // c2p[b,h,i,j] = C2P[b,h,i,c(i,j)] with C2P = Q Kr^T (B, H, Tq, R): a gather, written as an
@@ -392,8 +402,8 @@ namespace {
 
 // attention_reference, and attention() for materialised scores: every (B, H, Tq, Tk) tensor built by
 // ordinary ops (scores, mask, softmax with the sink column, P V).
-Tensor materialising_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod,
-                               bool causal, double scale, int64_t q_offset) {
+Tensor materialising_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
+                               double scale, int64_t q_offset) {
   AttentionConfig cfg = make_config(mod, q, k, causal, scale, q_offset);
   const ModifierInputs in = modifier_inputs(mod);
   const Dims d = check_inputs(q, k, v, in.bias, in.kr, in.qr, in.sinks, cfg, in.scores);
@@ -465,7 +475,7 @@ HostDims for_each_host_window(const Tensor& q, const Tensor& k, const ScoreModif
   Dims one = d;
   one.B = 1;
   for (int64_t b = 0; b < d.B; ++b) {  // (1, H, T, T) scores at a time, not (B, H, T, T)
-    ModifierInputs in_b = in;  // a per-(b, h) bias: this batch element's rows
+    ModifierInputs in_b = in;          // a per-(b, h) bias: this batch element's rows
     if (m.kind == ScoreBias::Separable) in_b.bias = in.bias.narrow(0, b, 1);
     if (in.scores.defined()) in_b.scores = in.scores.narrow(0, b, 1);
     const std::vector<double> s =

@@ -81,8 +81,8 @@ std::vector<int64_t> diagonal_relative_positions(int64_t Tq, int64_t Tk, int64_t
 // -> (B, H, Tq, D). Query i is at position i + q_offset, key j at j; `causal` hides keys with
 // j > i + q_offset (a query that sees no key outputs 0). Memory: O(B H T) beyond inputs/outputs;
 // with materialised scores (ScoreModifier::scores) the materialising path instead, O(B H Tq Tk).
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal,
-                 double scale, int64_t q_offset = 0);
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreModifier& mod, bool causal, double scale,
+                 int64_t q_offset = 0);
 
 // The same function built from ordinary ops (matmul, embedding-gather, masked_fill, softmax): it
 // materialises the (B, H, Tq, Tk) scores, bias and probabilities. The oracle for tests/benchmarks.

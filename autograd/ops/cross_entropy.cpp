@@ -38,11 +38,9 @@ struct CrossEntropyFn : Function<CrossEntropyFn> {
                   shape_str(logits.shape()));
     const Shape row_shape(logits.shape().begin(), logits.shape().end() - 1);
     POSGRAD_CHECK(targets.shape() == row_shape, ShapeError, "cross_entropy: targets ", shape_str(targets.shape()),
-                  " do not match logits ", shape_str(logits.shape()), " (expected targets ", shape_str(row_shape),
-                  ")");
+                  " do not match logits ", shape_str(logits.shape()), " (expected targets ", shape_str(row_shape), ")");
     const int64_t V = logits.size(-1), N = shape_numel(row_shape);
-    POSGRAD_CHECK(V > 0 || N == 0, ShapeError, "cross_entropy: empty class dim in logits ",
-                  shape_str(logits.shape()));
+    POSGRAD_CHECK(V > 0 || N == 0, ShapeError, "cross_entropy: empty class dim in logits ", shape_str(logits.shape()));
     Tensor tc = targets.contiguous();
     int64_t count = 0;
     {
@@ -63,8 +61,8 @@ struct CrossEntropyFn : Function<CrossEntropyFn> {
       using T = decltype(tag);
       const Device dev = logits.device();
       if (N > 0)
-        POSGRAD_KERNEL(dev, cross_entropy_forward<T>, rows.data<T>(), stats.data<T>(), lc.data<T>(),
-                       tc.data<int64_t>(), N, V, ignore_index);
+        POSGRAD_KERNEL(dev, cross_entropy_forward<T>, rows.data<T>(), stats.data<T>(), lc.data<T>(), tc.data<int64_t>(),
+                       N, V, ignore_index);
       if (!mean) {
         out = rows.view(row_shape);
         return;
@@ -86,9 +84,10 @@ struct CrossEntropyFn : Function<CrossEntropyFn> {
     Tensor dlogits = Tensor::zeros(s.logits_shape, s.logits.dtype(), s.logits.device());
     if (N == 0 || s.count == 0) return {dlogits, Tensor()};
     Tensor dloss;  // (N)
-    if (s.mean) dloss = Tensor::full({N}, grads[0].item() / static_cast<double>(s.count), s.logits.dtype(),
-                                     s.logits.device());
-    else dloss = grads[0].contiguous();
+    if (s.mean)
+      dloss = Tensor::full({N}, grads[0].item() / static_cast<double>(s.count), s.logits.dtype(), s.logits.device());
+    else
+      dloss = grads[0].contiguous();
     dispatch_floating(s.logits.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       POSGRAD_KERNEL(s.logits.device(), cross_entropy_backward<T>, dlogits.data<T>(), dloss.data<T>(),

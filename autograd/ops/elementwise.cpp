@@ -27,7 +27,10 @@ template <BinaryOp OP>
 struct BinaryFn : Function<BinaryFn<OP>> {
   static constexpr const char* kName = binary_name(OP);
   static constexpr bool kNeedsInputs = OP == BinaryOp::Mul || OP == BinaryOp::Div;
-  struct Saved { Tensor a, b; Shape a_shape, b_shape, out_shape; };
+  struct Saved {
+    Tensor a, b;
+    Shape a_shape, b_shape, out_shape;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& a, const Tensor& b) {
     check_same_kind(a, b, kName);
     Shape out = broadcast_shapes(a.shape(), b.shape());
@@ -54,10 +57,8 @@ struct BinaryFn : Function<BinaryFn<OP>> {
     if (ctx.needs(1)) db = Tensor::zeros(s.out_shape, dy.dtype(), dy.device());
     dispatch_floating(dy.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
-      POSGRAD_KERNEL(dy.device(), binary_backward<T>, data_or_null<T>(da),
-                     data_or_null<T>(db), dy.data<T>(),
-                     data_or_null<T>(s.a), data_or_null<T>(s.b),
-                     dy.numel(), OP);
+      POSGRAD_KERNEL(dy.device(), binary_backward<T>, data_or_null<T>(da), data_or_null<T>(db), dy.data<T>(),
+                     data_or_null<T>(s.a), data_or_null<T>(s.b), dy.numel(), OP);
     });
     return {da.defined() ? sum_to(da, s.a_shape) : Tensor(), db.defined() ? sum_to(db, s.b_shape) : Tensor()};
   }
@@ -66,7 +67,10 @@ struct BinaryFn : Function<BinaryFn<OP>> {
 template <UnaryOp OP>
 struct UnaryFn : Function<UnaryFn<OP>> {
   static constexpr const char* kName = "unary";
-  struct Saved { Tensor x, y; double s = 0; };
+  struct Saved {
+    Tensor x, y;
+    double s = 0;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, double s) {
     POSGRAD_CHECK(is_floating(x.dtype()), DTypeError, kernels::unary_op_name(OP), ": expected a floating tensor, got ",
                   x.str());
@@ -89,9 +93,8 @@ struct UnaryFn : Function<UnaryFn<OP>> {
     Tensor dx = Tensor::zeros(dy.shape(), dy.dtype(), dy.device());
     dispatch_floating(dy.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
-      POSGRAD_KERNEL(dy.device(), unary_backward<T>, dx.data<T>(), dy.data<T>(),
-                     data_or_null<T>(s.x), data_or_null<T>(s.y),
-                     dy.numel(), OP, T(s.s));
+      POSGRAD_KERNEL(dy.device(), unary_backward<T>, dx.data<T>(), dy.data<T>(), data_or_null<T>(s.x),
+                     data_or_null<T>(s.y), dy.numel(), OP, T(s.s));
     });
     return {dx};
   }
@@ -99,7 +102,9 @@ struct UnaryFn : Function<UnaryFn<OP>> {
 
 struct MaskedFillFn : Function<MaskedFillFn> {
   static constexpr const char* kName = "masked_fill";
-  struct Saved { Tensor mask; };
+  struct Saved {
+    Tensor mask;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, const Tensor& mask, double value) {
     POSGRAD_CHECK(mask.dtype() == DType::Bool, DTypeError, "masked_fill: mask must be bool, got ", mask.str());
     POSGRAD_CHECK(is_floating(x.dtype()), DTypeError, "masked_fill: expected a floating tensor, got ", x.str());
@@ -129,7 +134,10 @@ struct MaskedFillFn : Function<MaskedFillFn> {
 
 struct DropoutFn : Function<DropoutFn> {
   static constexpr const char* kName = "dropout";
-  struct Saved { double p = 0; uint64_t seed = 0, offset = 0; };
+  struct Saved {
+    double p = 0;
+    uint64_t seed = 0, offset = 0;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, double p, uint64_t seed, uint64_t offset) {
     ctx.saved = {p, seed, offset};
     Tensor xc = x.contiguous();

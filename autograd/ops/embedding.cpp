@@ -24,7 +24,10 @@ std::string position_str(const Shape& shape, int64_t flat) {
 
 struct EmbeddingFn : Function<EmbeddingFn> {
   static constexpr const char* kName = "embedding";
-  struct Saved { Tensor idx; int64_t V = 0, C = 0; };  // idx (N) contiguous
+  struct Saved {
+    Tensor idx;
+    int64_t V = 0, C = 0;
+  };  // idx (N) contiguous
 
   // table (V, C), idx (...) -> (..., C)
   static Tensor forward(Context<Saved>& ctx, const Tensor& table, const Tensor& idx) {

@@ -30,10 +30,10 @@ namespace posgrad {
 namespace {
 
 void check_pair(const Tensor& a, const Tensor& b, const char* op, const char* an, const char* bn) {
-  POSGRAD_CHECK(a.dtype() == b.dtype(), DTypeError, op, ": dtype mismatch, ", an, " is ", a.str(), " but ", bn,
+  POSGRAD_CHECK(a.dtype() == b.dtype(), DTypeError, op, ": dtype mismatch, ", an, " is ", a.str(), " but ", bn, " is ",
+                b.str());
+  POSGRAD_CHECK(a.device() == b.device(), DeviceError, op, ": device mismatch, ", an, " is ", a.str(), " but ", bn,
                 " is ", b.str());
-  POSGRAD_CHECK(a.device() == b.device(), DeviceError, op, ": device mismatch, ", an, " is ", a.str(), " but ",
-                bn, " is ", b.str());
   POSGRAD_CHECK(is_floating(a.dtype()), DTypeError, op, ": expected floating tensors, got ", a.str());
 }
 
@@ -101,8 +101,8 @@ bool collapses(const std::vector<int64_t>& st, const Shape& bs, size_t p) {
 // Batch dims where out's stride is 0 are reductions: their products are summed into the same
 // out matrix (beta must then be 1 with out zero-filled, or out pre-filled). ldo is out's row stride.
 template <typename T>
-void batched_product(Device dev, T* out, std::vector<int64_t> ost, int64_t ldo, MatArg<T> L, MatArg<T> R,
-                     Shape bs, int64_t M, int64_t N, int64_t K, T beta) {
+void batched_product(Device dev, T* out, std::vector<int64_t> ost, int64_t ldo, MatArg<T> L, MatArg<T> R, Shape bs,
+                     int64_t M, int64_t N, int64_t K, T beta) {
   // Drop size-1 batch dims: they contribute nothing.
   {
     Shape b2;
@@ -152,8 +152,8 @@ void batched_product(Device dev, T* out, std::vector<int64_t> ost, int64_t ldo, 
       lo += i * L.bst[d];
       ro += i * R.bst[d];
     }
-    POSGRAD_KERNEL(dev, gemm_batched<T>, out + oo, L.ptr + lo, R.ptr + ro, inner, M, N, K, ldo, L.ld, R.ld, so, sl,
-                   sr, L.trans, R.trans, T(1), beta);
+    POSGRAD_KERNEL(dev, gemm_batched<T>, out + oo, L.ptr + lo, R.ptr + ro, inner, M, N, K, ldo, L.ld, R.ld, so, sl, sr,
+                   L.trans, R.trans, T(1), beta);
   }
 }
 
@@ -186,16 +186,16 @@ struct MatmulFn : Function<MatmulFn> {
     try {
       bs = broadcast_shapes(ba, bb);
     } catch (const ShapeError&) {
-      throw ShapeError(detail::concat("matmul: batch dims of a ", shape_str(a.shape()), " and b ",
-                                      shape_str(b.shape()), " cannot be broadcast together"));
+      throw ShapeError(detail::concat("matmul: batch dims of a ", shape_str(a.shape()), " and b ", shape_str(b.shape()),
+                                      " cannot be broadcast together"));
     }
     GemmLayout la = gemm_layout(a), lb = gemm_layout(b);
     Shape out_shape = bs;
     out_shape.push_back(M);
     out_shape.push_back(N);
     // K == 0: an empty sum, the product is 0 (the GEMM is skipped).
-    Tensor y = K == 0 ? Tensor::zeros(out_shape, a.dtype(), a.device())
-                      : Tensor::empty(out_shape, a.dtype(), a.device());
+    Tensor y =
+        K == 0 ? Tensor::zeros(out_shape, a.dtype(), a.device()) : Tensor::empty(out_shape, a.dtype(), a.device());
     dispatch_floating(a.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       batched_product<T>(a.device(), y.data<T>(), contiguous_batch_strides(out_shape, bs), N,
@@ -230,20 +230,18 @@ struct MatmulFn : Function<MatmulFn> {
       if (ctx.needs(0)) {  // dA (M, K) = dC (M, N) @ op(B)^T (N, K)
         const auto st = contiguous_batch_strides(s.a_shape, s.bs);
         const bool red = is_reduced(st, s.bs) || N == 0;
-        da = red ? Tensor::zeros(s.a_shape, dc.dtype(), dc.device())
-                 : Tensor::empty(s.a_shape, dc.dtype(), dc.device());
+        da =
+            red ? Tensor::zeros(s.a_shape, dc.dtype(), dc.device()) : Tensor::empty(s.a_shape, dc.dtype(), dc.device());
         batched_product<T>(dc.device(), da.data<T>(), st, K, dC,
-                           {s.b.data<T>(), !s.tb, s.ldb, batch_strides(s.b, s.bs)}, s.bs, M, K, N,
-                           red ? T(1) : T(0));
+                           {s.b.data<T>(), !s.tb, s.ldb, batch_strides(s.b, s.bs)}, s.bs, M, K, N, red ? T(1) : T(0));
       }
       if (ctx.needs(1)) {  // dB (K, N) = op(A)^T (K, M) @ dC (M, N)
         const auto st = contiguous_batch_strides(s.b_shape, s.bs);
         const bool red = is_reduced(st, s.bs) || M == 0;
-        db = red ? Tensor::zeros(s.b_shape, dc.dtype(), dc.device())
-                 : Tensor::empty(s.b_shape, dc.dtype(), dc.device());
-        batched_product<T>(dc.device(), db.data<T>(), st, N,
-                           {s.a.data<T>(), !s.ta, s.lda, batch_strides(s.a, s.bs)}, dC, s.bs, K, N, M,
-                           red ? T(1) : T(0));
+        db =
+            red ? Tensor::zeros(s.b_shape, dc.dtype(), dc.device()) : Tensor::empty(s.b_shape, dc.dtype(), dc.device());
+        batched_product<T>(dc.device(), db.data<T>(), st, N, {s.a.data<T>(), !s.ta, s.lda, batch_strides(s.a, s.bs)},
+                           dC, s.bs, K, N, M, red ? T(1) : T(0));
       }
     });
     return {da, db};
@@ -255,7 +253,7 @@ struct MatmulFn : Function<MatmulFn> {
 struct LinearFn : Function<LinearFn> {
   static constexpr const char* kName = "linear";
   struct Saved {
-    Tensor x, w;  // x (R, in) contiguous; w as stored (see wt)
+    Tensor x, w;      // x (R, in) contiguous; w as stored (see wt)
     bool wt = false;  // w's last two dims are a transposed row-major (in, out) matrix
     int64_t ldw = 1;
     Shape x_shape, w_shape;
@@ -321,8 +319,8 @@ struct LinearFn : Function<LinearFn> {
       if (ctx.needs(1)) {  // dw (out, in) = dy^T (out, R) @ x (R, in)
         dw = Tensor::zeros(s.w_shape, dy.dtype(), dev);
         if (R > 0 && in > 0 && out > 0)
-          POSGRAD_KERNEL(dev, gemm<T>, dw.data<T>(), dy.data<T>(), s.x.data<T>(), out, in, R, in, out, in, true,
-                         false, T(1), T(1));
+          POSGRAD_KERNEL(dev, gemm<T>, dw.data<T>(), dy.data<T>(), s.x.data<T>(), out, in, R, in, out, in, true, false,
+                         T(1), T(1));
       }
       if (s.has_bias && ctx.needs(2)) {  // db (out) = sum over the R rows of dy (R, out), rows in order
         // The column-sum kernel streams dy once with a vectorised row loop; a GEMM against a ones

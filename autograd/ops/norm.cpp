@@ -28,7 +28,9 @@ void check_x(const Tensor& x, const char* op, double eps) {
 
 struct LayerNormFn : Function<LayerNormFn> {
   static constexpr const char* kName = "layer_norm";
-  struct Saved { Tensor x, w, mean, rstd; };  // x (N, C) contiguous; mean (N, 2) as hi + lo; rstd (N)
+  struct Saved {
+    Tensor x, w, mean, rstd;
+  };  // x (N, C) contiguous; mean (N, 2) as hi + lo; rstd (N)
 
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
     check_x(x, kName, eps);
@@ -59,9 +61,8 @@ struct LayerNormFn : Function<LayerNormFn> {
     if (ctx.needs(2)) db = Tensor::zeros({C}, dy.dtype(), dy.device());
     dispatch_floating(dy.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
-      POSGRAD_KERNEL(dy.device(), layer_norm_backward<T>, data_or_null<T>(dx), data_or_null<T>(dw),
-                     data_or_null<T>(db), dy.data<T>(), s.x.data<T>(), data_or_null<T>(s.w), s.mean.data<T>(),
-                     s.rstd.data<T>(), N, C);
+      POSGRAD_KERNEL(dy.device(), layer_norm_backward<T>, data_or_null<T>(dx), data_or_null<T>(dw), data_or_null<T>(db),
+                     dy.data<T>(), s.x.data<T>(), data_or_null<T>(s.w), s.mean.data<T>(), s.rstd.data<T>(), N, C);
     });
     return {dx, dw, db};
   }
@@ -69,7 +70,9 @@ struct LayerNormFn : Function<LayerNormFn> {
 
 struct RmsNormFn : Function<RmsNormFn> {
   static constexpr const char* kName = "rms_norm";
-  struct Saved { Tensor x, w, rstd; };  // x (N, C) contiguous; rstd (N)
+  struct Saved {
+    Tensor x, w, rstd;
+  };  // x (N, C) contiguous; rstd (N)
 
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, const Tensor& w, double eps) {
     check_x(x, kName, eps);
@@ -81,8 +84,8 @@ struct RmsNormFn : Function<RmsNormFn> {
     Tensor rstd = Tensor::empty({N}, x.dtype(), x.device());
     dispatch_floating(x.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
-      POSGRAD_KERNEL(x.device(), rms_norm_forward<T>, y.data<T>(), rstd.data<T>(), xc.data<T>(), data_or_null<T>(wc),
-                     N, C, T(eps));
+      POSGRAD_KERNEL(x.device(), rms_norm_forward<T>, y.data<T>(), rstd.data<T>(), xc.data<T>(), data_or_null<T>(wc), N,
+                     C, T(eps));
     });
     ctx.saved = {save_tensor(xc), save_tensor(wc), rstd};
     return y;

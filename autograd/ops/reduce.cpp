@@ -30,7 +30,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
 
 namespace {
 
-struct Extents { int64_t outer, R, inner; };
+struct Extents {
+  int64_t outer, R, inner;
+};
 Extents extents(const Shape& s, int64_t d) {
   Extents e{1, s[d], 1};
   for (int64_t i = 0; i < d; ++i) e.outer *= s[i];
@@ -40,7 +42,10 @@ Extents extents(const Shape& s, int64_t d) {
 
 struct SumFn : Function<SumFn> {
   static constexpr const char* kName = "sum";
-  struct Saved { Shape in_shape; std::vector<int64_t> dims; };  // dims sorted descending
+  struct Saved {
+    Shape in_shape;
+    std::vector<int64_t> dims;
+  };  // dims sorted descending
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
     POSGRAD_CHECK(is_floating(x.dtype()), DTypeError, "sum: expected a floating tensor, got ", x.str());
     std::vector<int64_t> ds;
@@ -89,7 +94,11 @@ struct SumFn : Function<SumFn> {
 
 struct MaxFn : Function<MaxFn> {
   static constexpr const char* kName = "max";
-  struct Saved { Tensor idx; Shape in_shape; int64_t dim = 0; };
+  struct Saved {
+    Tensor idx;
+    Shape in_shape;
+    int64_t dim = 0;
+  };
   static TensorList forward(Context<Saved>& ctx, const Tensor& x, int64_t dim, bool keepdim) {
     POSGRAD_CHECK(is_floating(x.dtype()), DTypeError, "max: expected a floating tensor, got ", x.str());
     dim = x.wrap_dim(dim);
@@ -165,11 +174,13 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   const size_t lead = x.shape().size() - shape.size();
   std::vector<int64_t> dims;
   for (size_t i = 0; i < x.shape().size(); ++i) {
-    if (i < lead) dims.push_back(static_cast<int64_t>(i));
-    else if (shape[i - lead] == 1 && x.shape()[i] != 1) dims.push_back(static_cast<int64_t>(i));
+    if (i < lead)
+      dims.push_back(static_cast<int64_t>(i));
+    else if (shape[i - lead] == 1 && x.shape()[i] != 1)
+      dims.push_back(static_cast<int64_t>(i));
     else
-      POSGRAD_CHECK(shape[i - lead] == x.shape()[i], ShapeError, "sum_to: cannot reduce ", shape_str(x.shape()),
-                    " to ", shape_str(shape));
+      POSGRAD_CHECK(shape[i - lead] == x.shape()[i], ShapeError, "sum_to: cannot reduce ", shape_str(x.shape()), " to ",
+                    shape_str(shape));
   }
   return sum(x, dims, true).reshape(shape);
 }

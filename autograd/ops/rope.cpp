@@ -10,7 +10,10 @@ namespace {
 
 struct RopeFn : Function<RopeFn> {
   static constexpr const char* kName = "rope";
-  struct Saved { Tensor cos, sin; bool interleaved = false; };
+  struct Saved {
+    Tensor cos, sin;
+    bool interleaved = false;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved) {
     POSGRAD_CHECK(x.dim() >= 2, ShapeError, "rope: x must be (..., T, D), got ", shape_str(x.shape()));
     const int64_t T = x.size(-2), D = x.size(-1);

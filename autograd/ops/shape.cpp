@@ -15,7 +15,10 @@ namespace {
 
 struct CatFn : Function<CatFn> {
   static constexpr const char* kName = "cat";
-  struct Saved { std::vector<int64_t> sizes; int64_t dim = 0; };  // extent of each input along dim
+  struct Saved {
+    std::vector<int64_t> sizes;
+    int64_t dim = 0;
+  };  // extent of each input along dim
 
   // xs[i] (..., n_i, ...) -> (..., sum n_i, ...)
   static Tensor forward(Context<Saved>& ctx, const TensorList& xs, int64_t dim) {
@@ -66,7 +69,11 @@ struct CatFn : Function<CatFn> {
 
 struct SplitFn : Function<SplitFn> {
   static constexpr const char* kName = "split";
-  struct Saved { std::vector<int64_t> sizes; int64_t dim = 0; Shape in_shape; };
+  struct Saved {
+    std::vector<int64_t> sizes;
+    int64_t dim = 0;
+    Shape in_shape;
+  };
 
   // x (..., sum n_i, ...) -> [(..., n_i, ...)], each a fresh contiguous tensor.
   static TensorList forward(Context<Saved>& ctx, const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
@@ -100,8 +107,10 @@ struct SplitFn : Function<SplitFn> {
     for (size_t i = 0; i < s.sizes.size(); ++i) {
       if (s.sizes[i] > 0) {
         Tensor slot = dx.narrow(s.dim, off, s.sizes[i]);
-        if (grads[i].defined()) ops::copy_into(slot, grads[i]);
-        else ops::copy_into(slot, Tensor::zeros(slot.shape(), dx.dtype(), dx.device()));
+        if (grads[i].defined())
+          ops::copy_into(slot, grads[i]);
+        else
+          ops::copy_into(slot, Tensor::zeros(slot.shape(), dx.dtype(), dx.device()));
       }
       off += s.sizes[i];
     }

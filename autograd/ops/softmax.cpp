@@ -14,7 +14,10 @@ namespace {
 template <bool LOG>
 struct SoftmaxFn : Function<SoftmaxFn<LOG>> {
   static constexpr const char* kName = LOG ? "log_softmax" : "softmax";
-  struct Saved { Tensor y; int64_t dim = -1; };  // y: the output with `dim` moved last, contiguous (N, C)
+  struct Saved {
+    Tensor y;
+    int64_t dim = -1;
+  };  // y: the output with `dim` moved last, contiguous (N, C)
 
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, int64_t dim) {
     POSGRAD_CHECK(is_floating(x.dtype()), DTypeError, kName, ": expected a floating tensor, got ", x.str());
@@ -26,8 +29,10 @@ struct SoftmaxFn : Function<SoftmaxFn<LOG>> {
     if (N > 0)
       dispatch_floating(x.dtype(), kName, [&](auto tag) {
         using T = decltype(tag);
-        if constexpr (LOG) POSGRAD_KERNEL(x.device(), log_softmax_forward<T>, yt.data<T>(), xt.data<T>(), N, C);
-        else POSGRAD_KERNEL(x.device(), softmax_forward<T>, yt.data<T>(), xt.data<T>(), N, C);
+        if constexpr (LOG)
+          POSGRAD_KERNEL(x.device(), log_softmax_forward<T>, yt.data<T>(), xt.data<T>(), N, C);
+        else
+          POSGRAD_KERNEL(x.device(), softmax_forward<T>, yt.data<T>(), xt.data<T>(), N, C);
       });
     ctx.saved.y = save_tensor(yt);
     ctx.saved.dim = d;
@@ -45,7 +50,8 @@ struct SoftmaxFn : Function<SoftmaxFn<LOG>> {
         using T = decltype(tag);
         if constexpr (LOG)
           POSGRAD_KERNEL(yt.device(), log_softmax_backward<T>, dxt.data<T>(), dyt.data<T>(), yt.data<T>(), N, C);
-        else POSGRAD_KERNEL(yt.device(), softmax_backward<T>, dxt.data<T>(), dyt.data<T>(), yt.data<T>(), N, C);
+        else
+          POSGRAD_KERNEL(yt.device(), softmax_backward<T>, dxt.data<T>(), dyt.data<T>(), yt.data<T>(), N, C);
       });
     return {d == last ? dxt : dxt.transpose(d, last)};
   }

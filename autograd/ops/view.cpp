@@ -15,7 +15,9 @@ namespace {
 
 struct ViewFn : Function<ViewFn> {
   static constexpr const char* kName = "view";
-  struct Saved { Shape in_shape; };
+  struct Saved {
+    Shape in_shape;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, const Shape& shape, const Shape& strides) {
     ctx.saved.in_shape = x.shape();
     return nograd::view_as(x, shape, strides);
@@ -25,7 +27,9 @@ struct ViewFn : Function<ViewFn> {
 
 struct PermuteFn : Function<PermuteFn> {
   static constexpr const char* kName = "permute";
-  struct Saved { std::vector<int64_t> inverse; };
+  struct Saved {
+    std::vector<int64_t> inverse;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, const std::vector<int64_t>& dims) {
     ctx.saved.inverse.resize(dims.size());
     for (size_t i = 0; i < dims.size(); ++i) ctx.saved.inverse[dims[i]] = static_cast<int64_t>(i);
@@ -36,7 +40,10 @@ struct PermuteFn : Function<PermuteFn> {
 
 struct NarrowFn : Function<NarrowFn> {
   static constexpr const char* kName = "narrow";
-  struct Saved { Shape in_shape; int64_t dim = 0, start = 0, length = 0; };
+  struct Saved {
+    Shape in_shape;
+    int64_t dim = 0, start = 0, length = 0;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, int64_t dim, int64_t start, int64_t length) {
     ctx.saved = {x.shape(), dim, start, length};
     return nograd::narrow(x, dim, start, length);
@@ -51,7 +58,9 @@ struct NarrowFn : Function<NarrowFn> {
 
 struct ExpandFn : Function<ExpandFn> {
   static constexpr const char* kName = "expand";
-  struct Saved { Shape in_shape; };
+  struct Saved {
+    Shape in_shape;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, const Shape& shape) {
     ctx.saved.in_shape = x.shape();
     return nograd::expand(x, shape);
@@ -68,7 +77,9 @@ struct CopyFn : Function<CopyFn> {
 
 struct ToDTypeFn : Function<ToDTypeFn> {
   static constexpr const char* kName = "to_dtype";
-  struct Saved { DType from = DType::Float32; };
+  struct Saved {
+    DType from = DType::Float32;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, DType t) {
     ctx.saved.from = x.dtype();
     return nograd::to_dtype(x, t);
@@ -80,7 +91,9 @@ struct ToDTypeFn : Function<ToDTypeFn> {
 
 struct ToDeviceFn : Function<ToDeviceFn> {
   static constexpr const char* kName = "to_device";
-  struct Saved { Device from; };
+  struct Saved {
+    Device from;
+  };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, Device d) {
     ctx.saved.from = x.device();
     return nograd::to_device(x, d);

@@ -25,8 +25,8 @@ std::vector<double> alibi_slopes(int64_t n_heads) {
   return m;
 }
 
-Tensor alibi_bias_by_distance(const std::vector<double>& slopes, int64_t Tq, int64_t Tk, int64_t q_offset,
-                              DType dtype, Device device) {
+Tensor alibi_bias_by_distance(const std::vector<double>& slopes, int64_t Tq, int64_t Tk, int64_t q_offset, DType dtype,
+                              Device device) {
   const int64_t H = static_cast<int64_t>(slopes.size());
   POSGRAD_CHECK(H > 0, ValueError, "ALiBi: no slopes");
   std::vector<double> distance;
@@ -66,7 +66,8 @@ class AlibiEncoding : public PositionEncoding {
 // slopes of H heads; nothing to differentiate but q, k, v).
 void alibi_op_cases(std::vector<OpCase>& out) {
   add_distance_bias_cases(
-      out, "alibi", [](Generator&, DType t, int64_t H) { return TensorList{Tensor::zeros({H}, t)}; },  // carries H and the dtype
+      out, "alibi",
+      [](Generator&, DType t, int64_t H) { return TensorList{Tensor::zeros({H}, t)}; },  // carries H and the dtype
       [](const TensorList& p, int64_t Tq, int64_t Tk, int64_t q_offset) {
         const int64_t H = p[0].size(0);
         return alibi_bias_by_distance(alibi_slopes(H), Tq, Tk, q_offset, p[0].dtype(), Device::cpu());

@@ -92,7 +92,8 @@ struct CopeScoresFn : Function<CopeScoresFn> {
     const int64_t entries = kernels::checked_elems({B, H, T, T}, "cope_scores");
     POSGRAD_CHECK(entries <= kCopeMaxScoreEntries, ValueError, "CoPE materialises the (B, H, T, T) = (", B, ", ", H,
                   ", ", T, ", ", T, ") attention logits: ", entries, " entries exceed its limit of ",
-                  kCopeMaxScoreEntries, " per layer (2^27, about 0.5 GiB per float32 copy); use a shorter "
+                  kCopeMaxScoreEntries,
+                  " per layer (2^27, about 0.5 GiB per float32 copy); use a shorter "
                   "sequence or a smaller batch");
     ctx.saved = {save_tensor(q), save_tensor(k), save_tensor(E), scale, nodiv ? 1.0 : scale};
     const Sizes n{B * H, T, q.size(3), E.size(1)};
@@ -140,7 +141,7 @@ struct CopeScoresFn : Function<CopeScoresFn> {
         for (int64_t j = 0; j <= i; ++j) {
           const Interp t = interp(p[j], n.P);
           const double dl = gs[j] * sv.pos_scale;  // d/d(positional logit)
-          dai[j] = gs[j] * sv.scale;                // content path
+          dai[j] = gs[j] * sv.scale;               // content path
           dzi[t.f] += dl * (1.0 - t.w);
           dzi[t.c] += dl * t.w;
           // dw; the clamp p <= P - 1 passes the gradient at equality (torch.clamp's convention).
@@ -265,9 +266,9 @@ void cope_op_cases(std::vector<OpCase>& out) {
     };
     c.fn = [scale, nodiv](const TensorList& x) { return cope_scores(x[0], x[1], x[2], scale, nodiv); };
     c.reference = [qs, P, scale, nodiv](const TensorList& x) {
-      return Tensor::from_vector(naive_cope_logits(host(x[0]), host(x[1]), host(x[2]), qs[0] * qs[1], qs[2], qs[3], P,
-                                                   scale, nodiv),
-                                 {qs[0], qs[1], qs[2], qs[2]}, DType::Float64);
+      return Tensor::from_vector(
+          naive_cope_logits(host(x[0]), host(x[1]), host(x[2]), qs[0] * qs[1], qs[2], qs[3], P, scale, nodiv),
+          {qs[0], qs[1], qs[2], qs[2]}, DType::Float64);
     };
     c.cuda = false;
     out.push_back(c);
@@ -290,8 +291,8 @@ void cope_op_cases(std::vector<OpCase>& out) {
       const std::vector<double> qh = host(x[0]), kh = host(x[1]);
       std::vector<double> S = naive_cope_logits(qh, kh, host(x[3]), BH, T, D, P, scale, false);
       // naive_attention adds scale q.k itself: the bias is the positional part alone.
-      const std::vector<double> content = naive_cope_logits(qh, kh, std::vector<double>(D * P, 0.0), BH, T, D, P,
-                                                            scale, false);
+      const std::vector<double> content =
+          naive_cope_logits(qh, kh, std::vector<double>(D * P, 0.0), BH, T, D, P, scale, false);
       for (size_t i = 0; i < S.size(); ++i) S[i] -= content[i];
       return [=](int64_t b, int64_t h, int64_t i, int64_t j) { return S[((b * 2 + h) * T + i) * T + j]; };
     };
@@ -304,20 +305,22 @@ void cope_op_cases(std::vector<OpCase>& out) {
 
 PosEncEntry cope_encoding() {
   using namespace opt;
-  PosEncEntry e{"cope",
-                "positions counted by learned gates, sigmoid(q.k), between key and query, their logit interpolated "
-                "in a table (CoPE, Golovneva et al. 2024); causal, CPU only, materialises the (B, H, T, T) logits "
-                "(at most 2^27 entries per layer)",
-                [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<CopeEncoding>(cfg, gen); },
-                {added_later_default(integer("cope_positions", closed(0, 1 << 20),
-                                             "CoPE: P, the positions 0..P-1 of the table E (D, P) per layer; counted "
-                                             "positions beyond P - 1 share its last entry (0: the training context + 1)"),
-                                     int64_t{0}),
-                 added_later_default(boolean("cope_nodiv", "CoPE: add the positional logit without the 1/sqrt(D) of "
-                                                           "the content logit (RAM's cope_nodiv)"),
-                                     false)},
-                nullptr,
-                cope_op_cases};
+  PosEncEntry e{
+      "cope",
+      "positions counted by learned gates, sigmoid(q.k), between key and query, their logit interpolated "
+      "in a table (CoPE, Golovneva et al. 2024); causal, CPU only, materialises the (B, H, T, T) logits "
+      "(at most 2^27 entries per layer)",
+      [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<CopeEncoding>(cfg, gen); },
+      {added_later_default(integer("cope_positions", closed(0, 1 << 20),
+                                   "CoPE: P, the positions 0..P-1 of the table E (D, P) per layer; counted "
+                                   "positions beyond P - 1 share its last entry (0: the training context + 1)"),
+                           int64_t{0}),
+       added_later_default(boolean("cope_nodiv",
+                                   "CoPE: add the positional logit without the 1/sqrt(D) of "
+                                   "the content logit (RAM's cope_nodiv)"),
+                           false)},
+      nullptr,
+      cope_op_cases};
   e.causal_only = true;
   e.cpu_only = true;  // cope_scores has no CUDA kernel
   // Per (B, H, T, T) entry: cope_scores' double buffer and its float result; with the graph also the

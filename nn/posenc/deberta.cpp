@@ -90,7 +90,8 @@ class DebertaEncoding : public PositionEncoding {
     (void)deberta_log_bucket(M_, PB_, M_);  // validates the bucket parameters
     const int64_t C = cfg.n_embd;
     rel_embeddings = register_parameter("rel_embeddings", randn({2 * S, C}, gen, cfg.dtype, Device::cpu(), 0.0, 0.02));
-    if (cfg.options.boolean("deberta_layer_norm")) rel_norm = register_module("rel_norm", std::make_shared<LayerNorm>(C, 1e-7, cfg.dtype));
+    if (cfg.options.boolean("deberta_layer_norm"))
+      rel_norm = register_module("rel_norm", std::make_shared<LayerNorm>(C, 1e-7, cfg.dtype));
     if (!share_) {
       if (c2p_) pos_key_proj = register_module("pos_key_proj", std::make_shared<ModuleList<Linear>>());
       if (p2c_) pos_query_proj = register_module("pos_query_proj", std::make_shared<ModuleList<Linear>>());
@@ -147,8 +148,9 @@ namespace {
 void add_deberta_case(std::vector<OpCase>& out, const std::string& name, Shape q, bool causal, bool c2p, bool p2c,
                       int64_t pb, int64_t mrp, std::vector<int64_t> positions = {}) {
   const double scale = 1.0 / std::sqrt(double(q[3]) * (1 + int(c2p) + int(p2c)));
-  add_content_position_case(out, "posenc/deberta/" + name, q, q, causal, 0, scale, 2 * deberta_span(pb, mrp), c2p,
-                            p2c, [=](int64_t r) { return deberta_row(-r, pb, mrp); }, std::move(positions));
+  add_content_position_case(
+      out, "posenc/deberta/" + name, q, q, causal, 0, scale, 2 * deberta_span(pb, mrp), c2p, p2c,
+      [=](int64_t r) { return deberta_row(-r, pb, mrp); }, std::move(positions));
 }
 
 // q, k, v (B, H, T, D) from x (B, T, C) through a fused qkv weight (3C, C) + bias (3C).
@@ -184,9 +186,14 @@ void deberta_op_cases(std::vector<OpCase>& out) {
     add_composite(
         out, std::string("posenc/deberta/shared_table_two_layers") + (causal ? "" : "/bidir"),
         [](Generator& g, DType t) {
-          return TensorList{make_input({2, 9, 6}, g, t),   make_input({18, 6}, g, t), make_input({18}, g, t),
-                            make_input({18, 6}, g, t),     make_input({18}, g, t),    make_input({8, 6}, g, t),
-                            make_input({6}, g, t, true, 0.5, 1.5), make_input({6}, g, t)};
+          return TensorList{make_input({2, 9, 6}, g, t),
+                            make_input({18, 6}, g, t),
+                            make_input({18}, g, t),
+                            make_input({18, 6}, g, t),
+                            make_input({18}, g, t),
+                            make_input({8, 6}, g, t),
+                            make_input({6}, g, t, true, 0.5, 1.5),
+                            make_input({6}, g, t)};
         },
         [causal](const TensorList& x, bool naive) {
           const int64_t H = 3, PB = 4, M = 6;
@@ -209,7 +216,8 @@ void deberta_op_cases(std::vector<OpCase>& out) {
 
 PosEncEntry deberta_encoding() {
   using namespace opt;
-  return {"deberta", "disentangled content-to-position and position-to-content attention terms (He et al. 2021)",
+  return {"deberta",
+          "disentangled content-to-position and position-to-content attention terms (He et al. 2021)",
           [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<DebertaEncoding>(cfg, gen); },
           {with_default(integer("deberta_position_buckets", closed(0, 4096),
                                 "DeBERTa: position_buckets of the log bucketing (0: no bucketing)"),

@@ -116,12 +116,12 @@ Tensor fire_bias(const FireParams& w, const std::vector<int64_t>& qpos, const st
   std::vector<double> not_tie;
   for (double t : p.tie) not_tie.push_back(1.0 - t);
   const Tensor r = column(p.distance), i = column(p.position), a = column(p.tie), rest = column(not_tie);
-  const Tensor abs_c = w.c.reshape({1, 1}) * sign_of(c_now);             // |c|
-  const Tensor L = w.m.reshape({1, 1}) * (w.L0 * sign_of(mL0));          // |m L0|
-  const Tensor n = a * L + rest * i;                                      // max(i, L), tie rule of torch.maximum
-  const Tensor u = log(abs_c * r + 1.0) / (log(abs_c * n + 1.0) + kEps);  // (P, 1)
+  const Tensor abs_c = w.c.reshape({1, 1}) * sign_of(c_now);                    // |c|
+  const Tensor L = w.m.reshape({1, 1}) * (w.L0 * sign_of(mL0));                 // |m L0|
+  const Tensor n = a * L + rest * i;                                            // max(i, L), tie rule of torch.maximum
+  const Tensor u = log(abs_c * r + 1.0) / (log(abs_c * n + 1.0) + kEps);        // (P, 1)
   const Tensor hidden = relu(u * w.w1.reshape({1, W}) + w.b1.reshape({1, W}));  // (P, W)
-  const Tensor out = linear(hidden, w.w2, w.b2);                                 // (P, H)
+  const Tensor out = linear(hidden, w.w2, w.b2);                                // (P, H)
   const Tensor idx = Tensor::from_ints(p.index, {Tq, Tk}).to(dev);
   return embedding(out, idx).permute({2, 0, 1}).contiguous();  // (Tq, Tk, H) -> (H, Tq, Tk)
 }
@@ -307,13 +307,15 @@ PosEncEntry fire_encoding() {
       "learned MLP of the log-distance normalised by the query position, MLP(psi(|i-j|) / psi(max(i, L))) "
       "(FIRE, Li et al. 2024); CPU only",
       [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<FireEncoding>(cfg, gen); },
-      {added_later_default(integer("fire_mlp_width", closed(1, 4096), "FIRE: hidden width W of the MLP (shared by the heads)"),
-                    int64_t{32}),
-       added_later_default(integer("fire_l0", closed(0, int64_t{1} << 30),
-                            "FIRE: L0, the fixed length that the learned multiplier scales into the threshold L = |m L0| "
-                            "of the normaliser max(i, L) (0: a quarter of the training context; the paper's listing: 512)",
-                            "tokens"),
-                    int64_t{0}),
+      {added_later_default(
+           integer("fire_mlp_width", closed(1, 4096), "FIRE: hidden width W of the MLP (shared by the heads)"),
+           int64_t{32}),
+       added_later_default(
+           integer("fire_l0", closed(0, int64_t{1} << 30),
+                   "FIRE: L0, the fixed length that the learned multiplier scales into the threshold L = |m L0| "
+                   "of the normaliser max(i, L) (0: a quarter of the training context; the paper's listing: 512)",
+                   "tokens"),
+           int64_t{0}),
        added_later_default(real("fire_init_c", closed(-1e6, 1e6), "FIRE: initial c of psi(x) = ln(|c| x + 1)"), 0.1)},
       nullptr,
       fire_op_cases};
@@ -322,7 +324,8 @@ PosEncEntry fire_encoding() {
   // pairs, up to T^2 / 2 of them beyond L (each row past L has its own normaliser), W hidden units each
   // (pre-activation, ReLU, and their gradients with the graph); batch-shared, so no factor B.
   e.attention_bytes = [](const PosEncConfig& cfg, int64_t, int64_t T, bool with_graph) {
-    const long double T2 = static_cast<long double>(T) * T, W = static_cast<long double>(cfg.options.integer("fire_mlp_width"));
+    const long double T2 = static_cast<long double>(T) * T,
+                      W = static_cast<long double>(cfg.options.integer("fire_mlp_width"));
     return (with_graph ? 2 : 1) * (T2 * cfg.n_head + T2 / 2 * W * 2) * 4;
   };
   return e;

@@ -148,7 +148,8 @@ void fox_op_cases(std::vector<OpCase>& out) {
     std::string name;
     Shape q;
   };
-  for (const Geometry& g : std::vector<Geometry>{{"causal/2x2x7x3", {2, 2, 7, 3}}, {"causal/1x3x70x4", {1, 3, 70, 4}}}) {
+  for (const Geometry& g :
+       std::vector<Geometry>{{"causal/2x2x7x3", {2, 2, 7, 3}}, {"causal/1x3x70x4", {1, 3, 70, 4}}}) {
     AttentionCase ac;
     ac.name = "posenc/fox/" + g.name;
     ac.q = ac.k = g.q;
@@ -175,7 +176,8 @@ void fox_op_cases(std::vector<OpCase>& out) {
             F[(b * H + h) * T + t] = s += -std::log1p(std::exp(-z));
           }
         }
-      return [=](int64_t b, int64_t h, int64_t i, int64_t j) { return F[(b * H + h) * T + i] - F[(b * H + h) * T + j]; };
+      return
+          [=](int64_t b, int64_t h, int64_t i, int64_t j) { return F[(b * H + h) * T + i] - F[(b * H + h) * T + j]; };
     };
     add_attention_case(out, ac);
     out.back().cuda = false;  // no CUDA kernel for the separable bias

@@ -42,13 +42,15 @@ std::vector<std::string> hybrid_layer_kinds(const std::string& list, int64_t int
   }
   std::stringstream in(list);
   for (std::string k; std::getline(in, k, ',');) kinds.push_back(k);
-  POSGRAD_CHECK(static_cast<int64_t>(kinds.size()) == n_layer, ValueError, "hybrid position encoding: --hybrid-layers \"",
-                list, "\" names ", kinds.size(), " encodings for ", n_layer, " layers (one per layer)");
+  POSGRAD_CHECK(static_cast<int64_t>(kinds.size()) == n_layer, ValueError,
+                "hybrid position encoding: --hybrid-layers \"", list, "\" names ", kinds.size(), " encodings for ",
+                n_layer, " layers (one per layer)");
   for (const auto& k : kinds) {
     POSGRAD_CHECK(k != "hybrid", ValueError, "hybrid position encoding: --hybrid-layers cannot name hybrid itself");
-    POSGRAD_CHECK(k != "sinusoidal" && k != "learned", ValueError, "hybrid position encoding: --hybrid-layers names ",
-                  k, ", an absolute table added to the token embeddings once per model, not per layer; list "
-                  "encodings that act inside attention (none, rope, xpos, t5, alibi, kerple, sandwich, deberta, fire, fox)");
+    POSGRAD_CHECK(
+        k != "sinusoidal" && k != "learned", ValueError, "hybrid position encoding: --hybrid-layers names ", k,
+        ", an absolute table added to the token embeddings once per model, not per layer; list "
+        "encodings that act inside attention (none, rope, xpos, t5, alibi, kerple, sandwich, deberta, fire, fox)");
     (void)position_encoding_entry(k);  // ValueError naming an unknown kind and listing the known ones
   }
   return kinds;
@@ -83,10 +85,9 @@ class HybridEncoding : public PositionEncoding {
     }
     const double scale = subs_.begin()->second->attention_scale(cfg.n_embd / cfg.n_head);
     for (const auto& [k, e] : subs_)
-      POSGRAD_CHECK(e->attention_scale(cfg.n_embd / cfg.n_head) == scale, ValueError,
-                    "hybrid position encoding: ", k, " scales q.k by ", e->attention_scale(cfg.n_embd / cfg.n_head),
-                    " and ", subs_.begin()->first, " by ", scale, "; one model has one attention scale (",
-                    "--t5-scaled, DeBERTa's scale)");
+      POSGRAD_CHECK(e->attention_scale(cfg.n_embd / cfg.n_head) == scale, ValueError, "hybrid position encoding: ", k,
+                    " scales q.k by ", e->attention_scale(cfg.n_embd / cfg.n_head), " and ", subs_.begin()->first,
+                    " by ", scale, "; one model has one attention scale (", "--t5-scaled, DeBERTa's scale)");
   }
   std::string kind() const override { return "hybrid"; }
   std::pair<Tensor, Tensor> rotate(int64_t layer, const Tensor& q, const Tensor& k, int64_t pos0) override {
@@ -178,7 +179,8 @@ void hybrid_op_cases(std::vector<OpCase>& out) {
   OpCase c;
   c.name = "posenc/hybrid/nope_temperature/causal/1x2x20x3";
   c.inputs = [](Generator& g, DType t) {
-    return TensorList{make_input({1, 2, 20, 3}, g, t), make_input({1, 2, 20, 3}, g, t), make_input({1, 2, 20, 3}, g, t)};
+    return TensorList{make_input({1, 2, 20, 3}, g, t), make_input({1, 2, 20, 3}, g, t),
+                      make_input({1, 2, 20, 3}, g, t)};
   };
   auto tau = [](const Tensor& like) {  // on q's device and in its dtype (the CUDA sweep runs it too)
     std::vector<double> v;
@@ -205,28 +207,32 @@ PosEncEntry hybrid_encoding() {
       "an encoding per layer: by default RoPE with every 4th layer NoPE (iRoPE: Llama 4, SmolLM3), and Llama 4's "
       "query temperature on the NoPE layers",
       [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<HybridEncoding>(cfg, gen); },
-      {added_later_default(text("hybrid_layers",
-                         "hybrid: one encoding per layer, comma-separated (\"rope,rope,rope,none\"; encodings that act "
-                         "inside attention); empty: RoPE with every --hybrid-nope-interval-th layer NoPE"),
-                    std::string()),
+      {added_later_default(
+           text("hybrid_layers",
+                "hybrid: one encoding per layer, comma-separated (\"rope,rope,rope,none\"; encodings that act "
+                "inside attention); empty: RoPE with every --hybrid-nope-interval-th layer NoPE"),
+           std::string()),
        added_later_default(integer("hybrid_nope_interval", closed(1, 1 << 20),
-                            "hybrid: K of the iRoPE pattern, layer l is NoPE iff (l + 1) mod K = 0 (HF "
-                            "no_rope_layer_interval; 1: every layer NoPE)"),
-                    int64_t{4}),
-       added_later_default(boolean("hybrid_temperature",
-                            "hybrid: scale the queries of the NoPE layers by 1 + alpha ln(floor((p + 1) / F) + 1) "
-                            "(Llama 4 attn_temperature_tuning)"),
-                    true),
-       added_later_default(real("hybrid_temp_scale", closed(0, 100), "hybrid: alpha of the NoPE-layer temperature (Llama 4: 0.1)"),
-                    0.1),
-       added_later_default(real("hybrid_temp_floor_scale", closed(0, 1e12),
-                         "hybrid: F of the NoPE-layer temperature (0: a quarter of the training context; Llama 4: "
-                         "8192, inert below 8191 tokens)",
-                         "tokens"),
-                    0.0)},
+                                   "hybrid: K of the iRoPE pattern, layer l is NoPE iff (l + 1) mod K = 0 (HF "
+                                   "no_rope_layer_interval; 1: every layer NoPE)"),
+                           int64_t{4}),
+       added_later_default(
+           boolean("hybrid_temperature",
+                   "hybrid: scale the queries of the NoPE layers by 1 + alpha ln(floor((p + 1) / F) + 1) "
+                   "(Llama 4 attn_temperature_tuning)"),
+           true),
+       added_later_default(
+           real("hybrid_temp_scale", closed(0, 100), "hybrid: alpha of the NoPE-layer temperature (Llama 4: 0.1)"),
+           0.1),
+       added_later_default(
+           real("hybrid_temp_floor_scale", closed(0, 1e12),
+                "hybrid: F of the NoPE-layer temperature (0: a quarter of the training context; Llama 4: "
+                "8192, inert below 8191 tokens)",
+                "tokens"),
+           0.0)},
       [](const PosEncConfig& cfg) {
-        const auto kinds =
-            hybrid_layer_kinds(cfg.options.text("hybrid_layers"), cfg.options.integer("hybrid_nope_interval"), cfg.n_layer);
+        const auto kinds = hybrid_layer_kinds(cfg.options.text("hybrid_layers"),
+                                              cfg.options.integer("hybrid_nope_interval"), cfg.n_layer);
         for (const auto& k : kinds) {
           PosEncConfig sub = cfg;
           sub.kind = k;

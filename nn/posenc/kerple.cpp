@@ -42,17 +42,17 @@ class KerpleEncoding : public PositionEncoding {
   KerpleEncoding(const PosEncConfig& cfg, Generator& gen) {
     causal_ = cfg.causal;
     for (int64_t l = 0; l < cfg.n_layer; ++l) {
-      r1_.push_back(register_parameter("r1_" + std::to_string(l),
-                                       rand({cfg.n_head}, gen, cfg.dtype, Device::cpu(), 0.0, 2.0)));
-      r2_.push_back(register_parameter("r2_" + std::to_string(l),
-                                       rand({cfg.n_head}, gen, cfg.dtype, Device::cpu(), 0.0, 1.0)));
+      r1_.push_back(
+          register_parameter("r1_" + std::to_string(l), rand({cfg.n_head}, gen, cfg.dtype, Device::cpu(), 0.0, 2.0)));
+      r2_.push_back(
+          register_parameter("r2_" + std::to_string(l), rand({cfg.n_head}, gen, cfg.dtype, Device::cpu(), 0.0, 1.0)));
     }
   }
   std::string kind() const override { return "kerple"; }
   ScoreModifier scores(int64_t layer, const LayerProjections&, int64_t Tq, int64_t Tk, int64_t q_offset) override {
     const int64_t n = static_cast<int64_t>(r1_.size());
-    POSGRAD_CHECK(layer >= 0 && layer < n, IndexError, "KERPLE position encoding: layer ", layer, " out of range (",
-                  n, " layers)");
+    POSGRAD_CHECK(layer >= 0 && layer < n, IndexError, "KERPLE position encoding: layer ", layer, " out of range (", n,
+                  " layers)");
     project_below(r1_[layer], kMinParam);
     project_below(r2_[layer], kMinParam);
     ScoreModifier m;

@@ -10,7 +10,8 @@
 namespace posgrad::nn {
 
 Tensor add_learned_positions(const Tensor& x, const Tensor& table, int64_t pos0) {
-  POSGRAD_CHECK(table.dim() == 2, ShapeError, "learned positions: table must be (L, C), got ", shape_str(table.shape()));
+  POSGRAD_CHECK(table.dim() == 2, ShapeError, "learned positions: table must be (L, C), got ",
+                shape_str(table.shape()));
   POSGRAD_CHECK(x.dim() == 3 && x.size(2) == table.size(1), ShapeError, "learned positions: x must be (B, T, ",
                 table.size(1), "), got ", shape_str(x.shape()));
   const int64_t T = x.size(1), L = table.size(0);
@@ -21,13 +22,14 @@ Tensor add_learned_positions(const Tensor& x, const Tensor& table, int64_t pos0)
 }
 
 Tensor add_learned_positions_at(const Tensor& x, const Tensor& table, const std::vector<int64_t>& positions) {
-  POSGRAD_CHECK(table.dim() == 2, ShapeError, "learned positions: table must be (L, C), got ", shape_str(table.shape()));
+  POSGRAD_CHECK(table.dim() == 2, ShapeError, "learned positions: table must be (L, C), got ",
+                shape_str(table.shape()));
   const int64_t T = static_cast<int64_t>(positions.size()), L = table.size(0);
-  POSGRAD_CHECK(x.dim() == 3 && x.size(1) == T && x.size(2) == table.size(1), ShapeError, "learned positions: x must be (B, ",
-                T, ", ", table.size(1), "), got ", shape_str(x.shape()));
+  POSGRAD_CHECK(x.dim() == 3 && x.size(1) == T && x.size(2) == table.size(1), ShapeError,
+                "learned positions: x must be (B, ", T, ", ", table.size(1), "), got ", shape_str(x.shape()));
   for (int64_t p : positions)
-    POSGRAD_CHECK(p >= 0 && p < L, IndexError, "learned position encoding: position ", p, " is outside the table of ", L,
-                  " positions (0..", L - 1, ")");
+    POSGRAD_CHECK(p >= 0 && p < L, IndexError, "learned position encoding: position ", p, " is outside the table of ",
+                  L, " positions (0..", L - 1, ")");
   const Tensor idx = Tensor::from_ints(positions, {T}).to(table.device());
   return x + embedding(table, idx);  // (B, T, C) + (T, C)
 }
@@ -38,7 +40,8 @@ class LearnedEncoding : public PositionEncoding {
  public:
   LearnedEncoding(const PosEncConfig& cfg, Generator& gen) : L_(cfg.block_size) {
     causal_ = cfg.causal;
-    weight = register_parameter("weight", randn({cfg.block_size, cfg.n_embd}, gen, cfg.dtype, Device::cpu(), 0.0, 0.02));
+    weight =
+        register_parameter("weight", randn({cfg.block_size, cfg.n_embd}, gen, cfg.dtype, Device::cpu(), 0.0, 0.02));
   }
   std::string kind() const override { return "learned"; }
   Tensor embed(const Tensor& x, int64_t pos0) override {
@@ -87,7 +90,8 @@ void learned_op_cases(std::vector<OpCase>& out) {
 }  // namespace
 
 PosEncEntry learned_encoding() {
-  return {"learned", "learned absolute position table of block_size rows (GPT-2); no positions beyond it",
+  return {"learned",
+          "learned absolute position table of block_size rows (GPT-2); no positions beyond it",
           [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<LearnedEncoding>(cfg, gen); },
           {},
           nullptr,

@@ -16,7 +16,8 @@ class NoPositionEncoding : public PositionEncoding {
 }  // namespace
 
 PosEncEntry none_encoding() {
-  return {"none", "NoPE: no position information (the causal mask alone orders tokens)",
+  return {"none",
+          "NoPE: no position information (the causal mask alone orders tokens)",
           [](const PosEncConfig& cfg, Generator&) { return std::make_shared<NoPositionEncoding>(cfg); },
           {},
           nullptr,

@@ -32,8 +32,8 @@ namespace posgrad::nn {
 struct PosEncConfig {
   std::string kind = "learned";  // a registered kind: position_encoding_kinds()
   int64_t n_embd = 128, n_head = 4, n_layer = 4;
-  int64_t block_size = 64;  // training context length (learned table size, RoPE/YaRN original length)
-  bool causal = true;       // decoder (causal) or encoder (bidirectional) attention; selects T5's bucket mode
+  int64_t block_size = 64;       // training context length (learned table size, RoPE/YaRN original length)
+  bool causal = true;            // decoder (causal) or encoder (bidirectional) attention; selects T5's bucket mode
   DType dtype = DType::Float32;  // of the parameters (float64 for gradchecks)
   opt::Values options = default_position_encoding_options();
 
@@ -66,7 +66,10 @@ class PositionEncoding : public Module {
  public:
   virtual std::string kind() const = 0;
   // x (B, T, C) token embeddings of positions pos0 .. pos0+T-1 -> same shape.
-  virtual Tensor embed(const Tensor& x, int64_t pos0) { (void)pos0; return x; }
+  virtual Tensor embed(const Tensor& x, int64_t pos0) {
+    (void)pos0;
+    return x;
+  }
   // q, k (B, H, T, D) of attention layer `layer` at positions pos0 .. pos0+T-1 -> rotated q, k (or,
   // for a per-layer choice, scaled: the hybrid encoding's NoPE-layer temperature).
   virtual std::pair<Tensor, Tensor> rotate(int64_t layer, const Tensor& q, const Tensor& k, int64_t pos0) {
@@ -97,7 +100,10 @@ class PositionEncoding : public Module {
   // training length are never updated, so min(trained_length, max_length()) for it; -1 (every length)
   // for the encodings whose parameters are shared by all positions or that have none. Evaluations
   // report n/a beyond it (no number from an untrained position).
-  virtual int64_t trained_max_length(int64_t trained_length) const { (void)trained_length; return -1; }
+  virtual int64_t trained_max_length(int64_t trained_length) const {
+    (void)trained_length;
+    return -1;
+  }
   // Causal (decoder) or bidirectional (encoder) attention, as configured.
   bool causal() const { return causal_; }
 
@@ -253,8 +259,8 @@ ScoreModifier deberta_score_modifier(const Tensor& rel_emb, const Tensor& w_k, c
 // Slopes m_h of n_heads heads (spec §4.1); ValueError unless n_heads > 0.
 std::vector<double> alibi_slopes(int64_t n_heads);
 // bias_by_distance (H, Tq + Tk - 1) = -m_h |r_d| (spec §4.2), a constant in `dtype` on `device`.
-Tensor alibi_bias_by_distance(const std::vector<double>& slopes, int64_t Tq, int64_t Tk, int64_t q_offset,
-                              DType dtype, Device device);
+Tensor alibi_bias_by_distance(const std::vector<double>& slopes, int64_t Tq, int64_t Tk, int64_t q_offset, DType dtype,
+                              Device device);
 
 // ---- xpos.cpp (xPos, Sun et al. 2023 §3; torchscale XPOS; SPEC-positions-2 §6) ---------------------
 // zeta_k = (2k + 0.4 d) / (1.4 d), k < d/2 (SPEC-2 §6.2); ValueError unless d is even and >= 2.
@@ -339,7 +345,7 @@ std::vector<std::string> hybrid_layer_kinds(const std::string& list, int64_t int
 
 // ---- rope.cpp (spec §3) -----------------------------------------------------------------------
 struct RopeParams {
-  int64_t rotary_dim = 0;      // dr (even), channels [0, dr) of each head are rotated
+  int64_t rotary_dim = 0;  // dr (even), channels [0, dr) of each head are rotated
   // Exponent denominator of the frequencies b^(-2k / freq_dim) and of every scaling formula; 0:
   // rotary_dim. HF's odd partial rotary (rope_partial = neox_hf) rotates rotary_dim = d_r + 1
   // channels with freq_dim = d_r (SPEC-positions-2 §2.3).
@@ -349,11 +355,11 @@ struct RopeParams {
   // kept_freqs = floor(f D / 2).
   int64_t kept_freqs = -1;
   double base = 10000.0;
-  std::string scaling = "none";  // none|linear|ntk|dynamic|yarn|llama3
-  double factor = 1.0;           // s
-  int64_t original_length = 0;   // Lmax / L0 (the training context)
-  double beta_fast = 32.0, beta_slow = 1.0;                // YaRN
-  double low_freq_factor = 1.0, high_freq_factor = 4.0;    // llama3
+  std::string scaling = "none";                          // none|linear|ntk|dynamic|yarn|llama3
+  double factor = 1.0;                                   // s
+  int64_t original_length = 0;                           // Lmax / L0 (the training context)
+  double beta_fast = 32.0, beta_slow = 1.0;              // YaRN
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   // Arithmetic of the angles: "fp32" computes p · omega_k in double and rounds the tables once;
   // "bf16" / "fp16" round the position, the frequency, the angle and its cos / sin to that format
   // (round to nearest even), as a half-precision implementation would (claim (k) of the comparison).
@@ -366,8 +372,8 @@ double round_to_format(double x, int significand_bits, int min_exp, double max_f
 double round_to_bf16(double x);
 double round_to_fp16(double x);
 struct RopeFrequencies {
-  std::vector<double> inv_freq;  // (dr / 2) omega'_k
-  double attention_factor = 1.0; // multiplies cos and sin (YaRN)
+  std::vector<double> inv_freq;   // (dr / 2) omega'_k
+  double attention_factor = 1.0;  // multiplies cos and sin (YaRN)
 };
 // Frequencies for a forward over positions up to seq_len - 1 (dynamic NTK depends on it).
 RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len);

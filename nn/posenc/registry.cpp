@@ -25,10 +25,9 @@ PosEncEntry cope_encoding();
 
 const std::vector<PosEncEntry>& position_encodings() {
   static const std::vector<PosEncEntry> kRegistry = {
-      none_encoding(),    sinusoidal_encoding(), learned_encoding(), t5_encoding(),
-      deberta_encoding(), rope_encoding(),       alibi_encoding(),      kerple_encoding(),
-      sandwich_encoding(), xpos_encoding(),         fire_encoding(),     hybrid_encoding(),
-      fox_encoding(),     cope_encoding(),
+      none_encoding(), sinusoidal_encoding(), learned_encoding(), t5_encoding(),       deberta_encoding(),
+      rope_encoding(), alibi_encoding(),      kerple_encoding(),  sandwich_encoding(), xpos_encoding(),
+      fire_encoding(), hybrid_encoding(),     fox_encoding(),     cope_encoding(),
   };
   return kRegistry;
 }
@@ -99,8 +98,10 @@ void PositionEncoding::set_position_ids(std::vector<int64_t> ids) {
                 " position encoding does not take position ids (randomized positions need an encoding that has "
                 "positions: sinusoidal, learned, rope, xpos, t5, alibi, kerple, sandwich, deberta, fire, hybrid)");
   for (size_t i = 0; i < ids.size(); ++i)
-    POSGRAD_CHECK(ids[i] >= 0 && (i == 0 || ids[i] > ids[i - 1]), ValueError, "position ids must be >= 0 and strictly "
-                  "increasing, got ", ids[i], " at index ", i, i == 0 ? "" : detail::concat(" after ", ids[i - 1]));
+    POSGRAD_CHECK(ids[i] >= 0 && (i == 0 || ids[i] > ids[i - 1]), ValueError,
+                  "position ids must be >= 0 and strictly "
+                  "increasing, got ",
+                  ids[i], " at index ", i, i == 0 ? "" : detail::concat(" after ", ids[i - 1]));
   position_ids_ = std::move(ids);
 }
 
@@ -117,11 +118,11 @@ std::vector<int64_t> PositionEncoding::positions(int64_t pos0, int64_t T, const 
 }
 
 PositionEncoding::ScoreWindow PositionEncoding::score_window(int64_t Tq, int64_t Tk, int64_t q_offset,
-                                                            const char* who) const {
+                                                             const char* who) const {
   if (position_ids_.empty()) return {Tq, Tk, q_offset};
   const std::vector<int64_t> ids = positions(q_offset, Tq, who);  // ShapeError unless Tq = ids.size(), offset 0
-  POSGRAD_CHECK(Tk == Tq, ShapeError, who, ": position ids are set for self-attention over ", Tq,
-                " tokens, got ", Tk, " keys (ids need one whole sequence from pos0 = 0)");
+  POSGRAD_CHECK(Tk == Tq, ShapeError, who, ": position ids are set for self-attention over ", Tq, " tokens, got ", Tk,
+                " keys (ids need one whole sequence from pos0 = 0)");
   const int64_t P = ids.back() + 1;
   return {P, P, 0};
 }
@@ -196,7 +197,8 @@ void PosEncConfig::set(const std::string& name, opt::Value v) {
   std::vector<std::string> known;
   for (const auto& s : position_encoding_options()) known.push_back(s.name);
   const std::string near = opt::nearest(name, known);
-  throw UsageError("no position-encoding option '" + name + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+  throw UsageError("no position-encoding option '" + name + "'" +
+                   (near.empty() ? "" : " (did you mean '" + near + "'?)"));
 }
 
 void PosEncConfig::validate() const {
@@ -212,9 +214,8 @@ void PosEncConfig::validate() const {
 std::shared_ptr<PositionEncoding> make_position_encoding(const PosEncConfig& cfg, Generator& gen) {
   for (const auto& e : position_encodings()) {
     if (e.kind != cfg.kind) continue;
-    POSGRAD_CHECK(cfg.n_embd > 0 && cfg.n_head > 0 && cfg.n_embd % cfg.n_head == 0, ValueError,
-                  "position encoding '", cfg.kind, "': n_embd (", cfg.n_embd, ") must be a positive multiple of n_head (",
-                  cfg.n_head, ")");
+    POSGRAD_CHECK(cfg.n_embd > 0 && cfg.n_head > 0 && cfg.n_embd % cfg.n_head == 0, ValueError, "position encoding '",
+                  cfg.kind, "': n_embd (", cfg.n_embd, ") must be a positive multiple of n_head (", cfg.n_head, ")");
     POSGRAD_CHECK(cfg.n_layer > 0 && cfg.block_size > 0, ValueError, "position encoding '", cfg.kind,
                   "': n_layer and block_size must be positive, got ", cfg.n_layer, " and ", cfg.block_size);
     POSGRAD_CHECK(is_floating(cfg.dtype), DTypeError, "position encoding '", cfg.kind,

@@ -50,8 +50,8 @@ RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len) {
                 "RoPE: rotary dimension must be even and >= 2, got ", p.rotary_dim);
   POSGRAD_CHECK(p.freq_dim == 0 || (p.freq_dim >= 1 && p.freq_dim <= p.rotary_dim), ValueError,
                 "RoPE: frequency denominator ", p.freq_dim, " outside [1, rotary dimension ", p.rotary_dim, "]");
-  POSGRAD_CHECK(p.kept_freqs >= -1 && p.kept_freqs <= half, ValueError, "RoPE: ", p.kept_freqs,
-                " kept frequencies of ", half);
+  POSGRAD_CHECK(p.kept_freqs >= -1 && p.kept_freqs <= half, ValueError, "RoPE: ", p.kept_freqs, " kept frequencies of ",
+                half);
   // dr: the "rotary dimension" of every formula below (HF's dim): the exponent denominator.
   const int64_t dr = p.freq_dim > 0 ? p.freq_dim : p.rotary_dim;
   POSGRAD_CHECK(p.base > 1.0, ValueError, "RoPE: base must be > 1, got ", p.base);
@@ -63,8 +63,8 @@ RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len) {
   POSGRAD_CHECK(p.scaling == "none" || s > 0.0, ValueError, "RoPE: scaling factor must be positive, got ", s);
   POSGRAD_CHECK(p.scaling == "none" || p.scaling == "linear" || p.scaling == "ntk" || p.original_length > 0, ValueError,
                 "RoPE ", p.scaling, " scaling needs the original context length, got ", p.original_length);
-  POSGRAD_CHECK(p.scaling != "yarn" || p.beta_fast > p.beta_slow, ValueError,
-                "RoPE YaRN: rope_yarn_beta_fast (", p.beta_fast, ") must exceed rope_yarn_beta_slow (", p.beta_slow, ")");
+  POSGRAD_CHECK(p.scaling != "yarn" || p.beta_fast > p.beta_slow, ValueError, "RoPE YaRN: rope_yarn_beta_fast (",
+                p.beta_fast, ") must exceed rope_yarn_beta_slow (", p.beta_slow, ")");
   POSGRAD_CHECK(p.scaling != "llama3" || p.high_freq_factor > p.low_freq_factor, ValueError,
                 "RoPE Llama 3: rope_llama3_high_freq_factor (", p.high_freq_factor,
                 ") must exceed rope_llama3_low_freq_factor (", p.low_freq_factor, ")");
@@ -158,8 +158,8 @@ std::pair<Tensor, Tensor> rope_tables_at(const RopeParams& p, const std::vector<
 }
 
 Tensor apply_rope(const Tensor& x, const RopeParams& p, bool interleaved, int64_t pos0) {
-  POSGRAD_CHECK(x.dim() >= 2 && p.rotary_dim <= x.size(-1), ShapeError, "RoPE: x must be (..., T, D >= ",
-                p.rotary_dim, "), got ", shape_str(x.shape()));
+  POSGRAD_CHECK(x.dim() >= 2 && p.rotary_dim <= x.size(-1), ShapeError, "RoPE: x must be (..., T, D >= ", p.rotary_dim,
+                "), got ", shape_str(x.shape()));
   auto [c, s] = rope_tables(p, pos0, x.size(-2), x.dtype());
   return rope(x, c.to(x.device()), s.to(x.device()), interleaved);
 }
@@ -169,18 +169,21 @@ RopeParams rope_params(const PosEncConfig& cfg) {
   const int64_t D = cfg.n_embd / cfg.n_head;
   const double fraction = cfg.options.real("rope_fraction");
   const std::string conv = cfg.options.text("rope_partial");
-  POSGRAD_CHECK(fraction > 0.0 && fraction <= 1.0, ValueError, "RoPE: rope_fraction must be in (0, 1], got ",
-                fraction);
+  POSGRAD_CHECK(fraction > 0.0 && fraction <= 1.0, ValueError, "RoPE: rope_fraction must be in (0, 1], got ", fraction);
   p.scaling = cfg.options.text("rope_scaling");
   if (conv == "prope") {
     // Python int(f * D // 2): the double product, floor-divided by 2 (exact), truncated.
     const int64_t kept = static_cast<int64_t>(std::floor(fraction * static_cast<double>(D) / 2.0));
-    POSGRAD_CHECK(D % 2 == 0, ValueError, "RoPE p-RoPE (--rope-partial prope) rotates pairs (k, k + D/2) of the whole "
-                  "head: the head dim must be even, got ", D);
+    POSGRAD_CHECK(D % 2 == 0, ValueError,
+                  "RoPE p-RoPE (--rope-partial prope) rotates pairs (k, k + D/2) of the whole "
+                  "head: the head dim must be even, got ",
+                  D);
     POSGRAD_CHECK(kept >= 1, ValueError, "RoPE p-RoPE: head dim ", D, " x --rope-fraction ", fraction,
                   " keeps no frequency (floor(f D / 2) = 0; that is NoPE: --pos none)");
-    POSGRAD_CHECK(p.scaling == "none" || p.scaling == "linear", ValueError, "RoPE p-RoPE (--rope-partial prope) "
-                  "defines only linear scaling (HF proportional: inv_freq / factor), not --rope-scaling ", p.scaling);
+    POSGRAD_CHECK(p.scaling == "none" || p.scaling == "linear", ValueError,
+                  "RoPE p-RoPE (--rope-partial prope) "
+                  "defines only linear scaling (HF proportional: inv_freq / factor), not --rope-scaling ",
+                  p.scaling);
     p.rotary_dim = D;
     p.kept_freqs = kept;
   } else {
@@ -192,8 +195,10 @@ RopeParams rope_params(const PosEncConfig& cfg) {
       p.rotary_dim = dr;
     } else {
       POSGRAD_CHECK(conv == "neox_hf", ValueError, "RoPE: head dim ", D, " x --rope-fraction ", fraction,
-                    " gives an odd rotary dim int(D f) = ", dr, " (choose a fraction with an even product, or "
-                    "--rope-partial neox_hf for HF GPT-NeoX's ", dr + 1, " rotated channels with denominator ", dr, ")");
+                    " gives an odd rotary dim int(D f) = ", dr,
+                    " (choose a fraction with an even product, or "
+                    "--rope-partial neox_hf for HF GPT-NeoX's ",
+                    dr + 1, " rotated channels with denominator ", dr, ")");
       POSGRAD_CHECK(dr + 1 <= D, ValueError, "RoPE neox_hf: an odd rotary dim ", dr, " rotates ", dr + 1,
                     " channels, more than the head dim ", D);
       POSGRAD_CHECK(p.scaling != "yarn", ValueError, "RoPE neox_hf: YaRN with an odd rotary dim ", dr,
@@ -327,7 +332,8 @@ void rope_op_cases(std::vector<OpCase>& out) {
                 {0.5, 0.5 * std::pow(100.0, -2.0 / 8.0), 0.0, 0.0});
   // Per-token positions (randomized positions) through both conventions.
   add_rope_case(out, "prope/positions_gaps/1x2x7x8", {1, 2, 7, 8}, prp, false, 0, prope_freqs, {0, 2, 3, 7, 8, 12, 20});
-  add_rope_case(out, "neox_hf_odd/positions_gaps/1x2x7x7", {1, 2, 7, 7}, hp, true, 0, hf_freqs, {1, 4, 5, 6, 9, 10, 16});
+  add_rope_case(out, "neox_hf_odd/positions_gaps/1x2x7x7", {1, 2, 7, 7}, hp, true, 0, hf_freqs,
+                {1, 4, 5, 6, 9, 10, 16});
   // Rotated queries and keys inside the fused attention, causal (decoder) and bidirectional (encoder).
   for (bool causal : {true, false})
     add_composite(
@@ -357,8 +363,10 @@ void rope_op_cases(std::vector<OpCase>& out) {
             RopeParams p;
             p.base = 50.0;
             p.rotary_dim = prope ? 6 : 4;
-            if (prope) p.kept_freqs = 2;
-            else p.freq_dim = 3;
+            if (prope)
+              p.kept_freqs = 2;
+            else
+              p.freq_dim = 3;
             return run_attention(apply_rope(x[0], p, true, 3), apply_rope(x[1], p, true, 3), x[2], ScoreModifier{},
                                  causal, 0.4, naive);
           });
@@ -368,40 +376,42 @@ void rope_op_cases(std::vector<OpCase>& out) {
 
 PosEncEntry rope_encoding() {
   using namespace opt;
-  return {"rope", "rotary positions: queries and keys rotated by position-dependent angles (Su et al. 2021)",
-          [](const PosEncConfig& cfg, Generator&) { return std::make_shared<RopeEncoding>(cfg); },
-          {with_default(real("rope_base", open_closed(1, 1e12), "RoPE: base (theta) of the frequencies"), 10000.0),
-           with_default(real("rope_fraction", open_closed(0, 1),
-                             "RoPE: fraction f of the head dim rotated (partial rotary; convention: --rope-partial)"),
-                        1.0),
-           with_default(choice("rope_partial", {"neox", "neox_hf", "prope"},
-                               "RoPE: partial-rotary convention of --rope-fraction (SPEC-positions-2 §2): neox = HF "
-                               "GPT-NeoX/Phi partial_rotary_factor, the first int(D f) channels with their own "
-                               "spectrum (odd int(D f) refused); neox_hf = the same with HF's odd case (int(D f) + 1 "
-                               "channels); prope = p-RoPE (Barbero et al. 2025), the floor(f D / 2) highest "
-                               "frequencies of the whole head kept, the rest position-free"),
-                        std::string("neox")),
-           with_default(boolean("rope_interleaved", "RoPE: interleaved (GPT-J) instead of the rotate-half (NeoX) layout"),
-                        false),
-           with_default(choice("rope_scaling", {"none", "linear", "ntk", "dynamic", "yarn", "llama3"},
-                               "RoPE: context-extension scaling (spec §3.4): position interpolation (linear), static "
-                               "NTK-aware (base b s^(dr/(dr-2))), dynamic NTK, YaRN or Llama 3"),
-                        std::string("none")),
-           with_default(real("rope_scaling_factor", closed(1, 1e6),
-                             "RoPE: scaling factor s (extended length / training length)"),
-                        1.0),
-           with_default(real("rope_yarn_beta_fast", open_closed(0, 1e6), "RoPE YaRN: beta_fast, in rotations (Peng et al. 2023; spec §3.4)"),
-                        32.0),
-           with_default(real("rope_yarn_beta_slow", open_closed(0, 1e6), "RoPE YaRN: beta_slow (rotations)"), 1.0),
-           with_default(real("rope_llama3_low_freq_factor", open_closed(0, 1e6), "RoPE Llama 3: low_freq_factor"), 1.0),
-           with_default(real("rope_llama3_high_freq_factor", open_closed(0, 1e6), "RoPE Llama 3: high_freq_factor"),
-                        4.0),
-           with_default(choice("rope_position_precision", {"fp32", "bf16", "fp16"},
-                               "RoPE: precision of the angle arithmetic (position x frequency, cos, sin); bf16/fp16 "
-                               "round every operation as half-precision code would"),
-                        std::string("fp32"))},
-          [](const PosEncConfig& cfg) { (void)rope_params(cfg); },
-          rope_op_cases};
+  return {
+      "rope",
+      "rotary positions: queries and keys rotated by position-dependent angles (Su et al. 2021)",
+      [](const PosEncConfig& cfg, Generator&) { return std::make_shared<RopeEncoding>(cfg); },
+      {with_default(real("rope_base", open_closed(1, 1e12), "RoPE: base (theta) of the frequencies"), 10000.0),
+       with_default(real("rope_fraction", open_closed(0, 1),
+                         "RoPE: fraction f of the head dim rotated (partial rotary; convention: --rope-partial)"),
+                    1.0),
+       with_default(choice("rope_partial", {"neox", "neox_hf", "prope"},
+                           "RoPE: partial-rotary convention of --rope-fraction (SPEC-positions-2 §2): neox = HF "
+                           "GPT-NeoX/Phi partial_rotary_factor, the first int(D f) channels with their own "
+                           "spectrum (odd int(D f) refused); neox_hf = the same with HF's odd case (int(D f) + 1 "
+                           "channels); prope = p-RoPE (Barbero et al. 2025), the floor(f D / 2) highest "
+                           "frequencies of the whole head kept, the rest position-free"),
+                    std::string("neox")),
+       with_default(boolean("rope_interleaved", "RoPE: interleaved (GPT-J) instead of the rotate-half (NeoX) layout"),
+                    false),
+       with_default(choice("rope_scaling", {"none", "linear", "ntk", "dynamic", "yarn", "llama3"},
+                           "RoPE: context-extension scaling (spec §3.4): position interpolation (linear), static "
+                           "NTK-aware (base b s^(dr/(dr-2))), dynamic NTK, YaRN or Llama 3"),
+                    std::string("none")),
+       with_default(
+           real("rope_scaling_factor", closed(1, 1e6), "RoPE: scaling factor s (extended length / training length)"),
+           1.0),
+       with_default(real("rope_yarn_beta_fast", open_closed(0, 1e6),
+                         "RoPE YaRN: beta_fast, in rotations (Peng et al. 2023; spec §3.4)"),
+                    32.0),
+       with_default(real("rope_yarn_beta_slow", open_closed(0, 1e6), "RoPE YaRN: beta_slow (rotations)"), 1.0),
+       with_default(real("rope_llama3_low_freq_factor", open_closed(0, 1e6), "RoPE Llama 3: low_freq_factor"), 1.0),
+       with_default(real("rope_llama3_high_freq_factor", open_closed(0, 1e6), "RoPE Llama 3: high_freq_factor"), 4.0),
+       with_default(choice("rope_position_precision", {"fp32", "bf16", "fp16"},
+                           "RoPE: precision of the angle arithmetic (position x frequency, cos, sin); bf16/fp16 "
+                           "round every operation as half-precision code would"),
+                    std::string("fp32"))},
+      [](const PosEncConfig& cfg) { (void)rope_params(cfg); },
+      rope_op_cases};
 }
 
 }  // namespace posgrad::nn

@@ -14,8 +14,8 @@
 namespace posgrad::nn {
 
 Tensor sinusoidal_table(int64_t pos0, int64_t T, int64_t C, DType dtype) {
-  POSGRAD_CHECK(pos0 >= 0 && T >= 0 && C > 0, ValueError, "sinusoidal_table: need pos0 >= 0, T >= 0, C > 0, got pos0=",
-                pos0, " T=", T, " C=", C);
+  POSGRAD_CHECK(pos0 >= 0 && T >= 0 && C > 0, ValueError,
+                "sinusoidal_table: need pos0 >= 0, T >= 0, C > 0, got pos0=", pos0, " T=", T, " C=", C);
   std::vector<int64_t> p(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) p[t] = pos0 + t;
   return sinusoidal_table_at(p, C, dtype);
@@ -41,7 +41,8 @@ namespace {
 
 class SinusoidalEncoding : public PositionEncoding {
  public:
-  explicit SinusoidalEncoding(const PosEncConfig& cfg) : C_(cfg.n_embd), scale_embedding_(cfg.options.boolean("sinusoidal_scale_embedding")) {
+  explicit SinusoidalEncoding(const PosEncConfig& cfg)
+      : C_(cfg.n_embd), scale_embedding_(cfg.options.boolean("sinusoidal_scale_embedding")) {
     causal_ = cfg.causal;
   }
   std::string kind() const override { return "sinusoidal"; }
@@ -90,13 +91,15 @@ void sinusoidal_op_cases(std::vector<OpCase>& out) {
 
 PosEncEntry sinusoidal_encoding() {
   using namespace opt;
-  return {"sinusoidal", "fixed sin/cos absolute positions added to the embeddings (Vaswani et al. 2017)",
-          [](const PosEncConfig& cfg, Generator&) { return std::make_shared<SinusoidalEncoding>(cfg); },
-          {with_default(boolean("sinusoidal_scale_embedding",
-                                "Sinusoidal: multiply the token embedding by sqrt(n_embd) before adding (Vaswani §3.4)"),
-                        true)},
-          nullptr,
-          sinusoidal_op_cases};
+  return {
+      "sinusoidal",
+      "fixed sin/cos absolute positions added to the embeddings (Vaswani et al. 2017)",
+      [](const PosEncConfig& cfg, Generator&) { return std::make_shared<SinusoidalEncoding>(cfg); },
+      {with_default(boolean("sinusoidal_scale_embedding",
+                            "Sinusoidal: multiply the token embedding by sqrt(n_embd) before adding (Vaswani §3.4)"),
+                    true)},
+      nullptr,
+      sinusoidal_op_cases};
 }
 
 }  // namespace posgrad::nn

@@ -26,9 +26,9 @@ int64_t t5_relative_bucket(int64_t r, bool bidirectional, int64_t num_buckets, i
     n = r < 0 ? -r : 0;  // max(i - j, 0): future keys collapse onto bucket 0
   }
   const int64_t max_exact = nb / 2;
-  POSGRAD_CHECK(max_exact >= 1 && max_distance > max_exact, ValueError, "T5 buckets: need num_buckets >= ",
-                bidirectional ? 4 : 2, " and max_distance > ", max_exact, ", got num_buckets=", num_buckets,
-                " max_distance=", max_distance);
+  POSGRAD_CHECK(max_exact >= 1 && max_distance > max_exact, ValueError,
+                "T5 buckets: need num_buckets >= ", bidirectional ? 4 : 2, " and max_distance > ", max_exact,
+                ", got num_buckets=", num_buckets, " max_distance=", max_distance);
   // Branch before the log: HF evaluates log(0) = -inf and discards it, which in C++ would be UB
   // when converted to an integer. Same operation order as HF, in double (spec §1.2 notes).
   if (n < max_exact) return offset + n;
@@ -72,8 +72,7 @@ class T5Encoding : public PositionEncoding {
     const bool shared = cfg.options.boolean("t5_shared_layers");
     const int64_t n_tables = shared ? 1 : cfg.n_layer;
     for (int64_t l = 0; l < n_tables; ++l) {
-      const std::string name =
-          shared ? "relative_attention_bias" : "relative_attention_bias_" + std::to_string(l);
+      const std::string name = shared ? "relative_attention_bias" : "relative_attention_bias_" + std::to_string(l);
       tables_.push_back(
           register_parameter(name, randn({num_buckets_, cfg.n_head}, gen, cfg.dtype, Device::cpu(), 0.0, std)));
     }
@@ -110,9 +109,7 @@ void t5_op_cases(std::vector<OpCase>& out) {
     OpCase c;
     c.name = std::string("posenc/t5/bias_by_distance/") + (bidir ? "bidir" : "causal") + "/Tq9_Tk11_offset2";
     c.inputs = [](Generator& g, DType t) { return TensorList{make_input({kBuckets, 3}, g, t)}; };
-    c.fn = [bidir](const TensorList& x) {
-      return t5_bias_by_distance(x[0], bidir, kBuckets, kMaxDistance, 9, 11, 2);
-    };
+    c.fn = [bidir](const TensorList& x) { return t5_bias_by_distance(x[0], bidir, kBuckets, kMaxDistance, 9, 11, 2); };
     c.reference = [bidir](const TensorList& x) {
       const auto tab = host(x[0]);
       std::vector<double> b;
@@ -128,7 +125,9 @@ void t5_op_cases(std::vector<OpCase>& out) {
     std::vector<OpCase> v;
     add_distance_bias_cases(
         v, "t5",
-        [](Generator& g, DType t, int64_t H) { return TensorList{make_input({kBuckets, H}, g, t)}; },
+        [](Generator& g, DType t, int64_t H) {
+          return TensorList{make_input({kBuckets, H}, g, t)};
+        },
         [bidir](const TensorList& p, int64_t Tq, int64_t Tk, int64_t q_offset) {
           return t5_bias_by_distance(p[0], bidir, kBuckets, kMaxDistance, Tq, Tk, q_offset);
         },
@@ -150,9 +149,7 @@ void t5_op_cases(std::vector<OpCase>& out) {
     ac.scale = 1.0;
     ac.causal = !bidir;
     ac.extra_inputs = [](Generator& g, DType t) { return TensorList{make_input({kBuckets, 3}, g, t)}; };
-    ac.modifier = [bidir](const TensorList& x) {
-      return t5_score_modifier(x[3], bidir, kBuckets, kMaxDistance, 7, 7);
-    };
+    ac.modifier = [bidir](const TensorList& x) { return t5_score_modifier(x[3], bidir, kBuckets, kMaxDistance, 7, 7); };
     ac.reference_bias = [bidir](const TensorList& x) -> AttentionBiasFn {
       const auto tab = host(x[3]);
       return [tab, bidir](int64_t, int64_t h, int64_t i, int64_t j) {
@@ -181,23 +178,25 @@ void t5_op_cases(std::vector<OpCase>& out) {
 
 PosEncEntry t5_encoding() {
   using namespace opt;
-  return {"t5", "learned bias per head and log-bucketed relative distance on the scores (Raffel et al. 2020)",
-          [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<T5Encoding>(cfg, gen); },
-          {with_default(integer("t5_num_buckets", closed(2, 4096), "T5: relative-position buckets (num_buckets)"),
-                        int64_t{32}),
-           with_default(integer("t5_max_distance", closed(2, 1 << 20),
-                                "T5: distance at which the log buckets end (max_distance)", "positions"),
-                        int64_t{128}),
-           with_default(boolean("t5_scaled", "T5: add the bias after the 1/sqrt(d) scaling (true) or use T5's "
-                                             "unscaled q.k (false)"),
-                        true),
-           with_default(boolean("t5_shared_layers", "T5: one bias table for all layers (true) or one per layer"),
-                        true)},
-          [](const PosEncConfig& cfg) {  // the bucket sizes (max_exact >= 1, max_distance > max_exact)
-            (void)t5_relative_bucket(0, !cfg.causal, cfg.options.integer("t5_num_buckets"),
-                                     cfg.options.integer("t5_max_distance"));
-          },
-          t5_op_cases};
+  return {
+      "t5",
+      "learned bias per head and log-bucketed relative distance on the scores (Raffel et al. 2020)",
+      [](const PosEncConfig& cfg, Generator& gen) { return std::make_shared<T5Encoding>(cfg, gen); },
+      {with_default(integer("t5_num_buckets", closed(2, 4096), "T5: relative-position buckets (num_buckets)"),
+                    int64_t{32}),
+       with_default(integer("t5_max_distance", closed(2, 1 << 20),
+                            "T5: distance at which the log buckets end (max_distance)", "positions"),
+                    int64_t{128}),
+       with_default(boolean("t5_scaled",
+                            "T5: add the bias after the 1/sqrt(d) scaling (true) or use T5's "
+                            "unscaled q.k (false)"),
+                    true),
+       with_default(boolean("t5_shared_layers", "T5: one bias table for all layers (true) or one per layer"), true)},
+      [](const PosEncConfig& cfg) {  // the bucket sizes (max_exact >= 1, max_distance > max_exact)
+        (void)t5_relative_bucket(0, !cfg.causal, cfg.options.integer("t5_num_buckets"),
+                                 cfg.options.integer("t5_max_distance"));
+      },
+      t5_op_cases};
 }
 
 }  // namespace posgrad::nn

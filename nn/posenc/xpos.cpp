@@ -43,7 +43,8 @@ XposTables xpos_tables_at(const std::vector<int64_t>& positions, double centre, 
     const double n = static_cast<double>(positions[t]);
     for (int64_t k = 0; k < half; ++k) {
       const double th = n * std::pow(10000.0, -2.0 * static_cast<double>(k) / static_cast<double>(head_dim));
-      const double up = std::pow(zeta[k], (n - centre) / scale_base), down = std::pow(zeta[k], -(n - centre) / scale_base);
+      const double up = std::pow(zeta[k], (n - centre) / scale_base),
+                   down = std::pow(zeta[k], -(n - centre) / scale_base);
       const size_t at = static_cast<size_t>(t * half + k);
       qc[at] = up * std::cos(th);
       qs[at] = up * std::sin(th);
@@ -63,7 +64,8 @@ std::pair<Tensor, Tensor> apply_xpos(const Tensor& q, const Tensor& k, const std
                 shape_str(q.shape()), ", ", shape_str(k.shape()));
   const XposTables t = xpos_tables_at(positions, centre, q.size(3), scale_base, q.dtype());
   const Device dev = q.device();
-  return {rope(q, t.q_cos.to(dev), t.q_sin.to(dev), interleaved), rope(k, t.k_cos.to(dev), t.k_sin.to(dev), interleaved)};
+  return {rope(q, t.q_cos.to(dev), t.q_sin.to(dev), interleaved),
+          rope(k, t.k_cos.to(dev), t.k_sin.to(dev), interleaved)};
 }
 
 namespace {
@@ -157,7 +159,9 @@ void xpos_op_cases(std::vector<OpCase>& out) {
   for (const Attn& a : attns)
     add_composite(
         out, "posenc/xpos/" + a.name,
-        [a](Generator& g, DType t) { return TensorList{make_input(a.q, g, t), make_input(a.k, g, t), make_input(a.k, g, t)}; },
+        [a](Generator& g, DType t) {
+          return TensorList{make_input(a.q, g, t), make_input(a.k, g, t), make_input(a.k, g, t)};
+        },
         [a](const TensorList& x, bool naive) {
           std::vector<int64_t> qp = a.pos, kp = a.pos;
           if (a.pos.empty()) {
@@ -193,8 +197,10 @@ PosEncEntry xpos_encoding() {
                               true)},
                 [](const PosEncConfig& cfg) {
                   const int64_t D = cfg.n_embd / cfg.n_head;
-                  POSGRAD_CHECK(D >= 2 && D % 2 == 0, ValueError, "xPos rotates pairs: the head dim (n_embd / n_head) "
-                                "must be even and >= 2, got ", D);
+                  POSGRAD_CHECK(D >= 2 && D % 2 == 0, ValueError,
+                                "xPos rotates pairs: the head dim (n_embd / n_head) "
+                                "must be even and >= 2, got ",
+                                D);
                 },
                 xpos_op_cases};
   e.causal_only = true;

@@ -32,7 +32,12 @@
 namespace posgrad::kernels {
 
 enum class UnaryOp : uint8_t {
-  Neg, Exp, Log, Sqrt, Tanh, Relu,
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Tanh,
+  Relu,
   Gelu,      // exact: x * Phi(x)
   GeluTanh,  // tanh approximation (GPT-2)
   Silu,
@@ -80,8 +85,8 @@ inline int64_t checked_elems(std::initializer_list<int64_t> factors, const char*
 }
 // a + b for non-negative element counts; ShapeError naming `what` on overflow.
 inline int64_t checked_add(int64_t a, int64_t b, const char* what) {
-  POSGRAD_CHECK(a >= 0 && b >= 0 && a <= std::numeric_limits<int64_t>::max() - b, ShapeError, what, ": scratch of ",
-                a, " + ", b, " elements overflows int64");
+  POSGRAD_CHECK(a >= 0 && b >= 0 && a <= std::numeric_limits<int64_t>::max() - b, ShapeError, what, ": scratch of ", a,
+                " + ", b, " elements overflows int64");
   return a + b;
 }
 
@@ -107,12 +112,11 @@ void attention_forward_positions(T* o, T* stats, T* scratch, const T* q, const T
                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale);
 template <typename T>
-void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch,
-                                  const T* dout, const T* q, const T* k, const T* v, const T* o, const T* stats,
-                                  const T* bias, const T* kr, const T* qr, const T* sinks, const int64_t* diag_u,
-                                  const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
-                                  int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, ScoreBias kind,
-                                  bool causal, T scale);
+void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout,
+                                  const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias,
+                                  const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
+                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
+                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale);
 // Scratch size of the two above (pass 0 forward, 1 backward), nw the window width.
 int64_t attention_positions_scratch_elems(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
                                           int64_t D, int64_t U, int64_t nw);
@@ -129,11 +133,9 @@ namespace cuda {
 }  // namespace posgrad::kernels
 
 #if POSGRAD_HAVE_CUDA
-#define POSGRAD_KERNEL(dev, name, ...)                                   \
-  ((dev).is_cuda() ? ::posgrad::kernels::cuda::name(__VA_ARGS__)         \
-                   : ::posgrad::kernels::cpu::name(__VA_ARGS__))
+#define POSGRAD_KERNEL(dev, name, ...) \
+  ((dev).is_cuda() ? ::posgrad::kernels::cuda::name(__VA_ARGS__) : ::posgrad::kernels::cpu::name(__VA_ARGS__))
 #else
-#define POSGRAD_KERNEL(dev, name, ...)                                   \
-  ((dev).is_cuda() ? ::posgrad::kernels::no_cuda_kernel(#name)           \
-                   : ::posgrad::kernels::cpu::name(__VA_ARGS__))
+#define POSGRAD_KERNEL(dev, name, ...) \
+  ((dev).is_cuda() ? ::posgrad::kernels::no_cuda_kernel(#name) : ::posgrad::kernels::cpu::name(__VA_ARGS__))
 #endif

@@ -56,7 +56,8 @@ struct RunDir {
     for (auto& [name, t] : weights) {  // exactly representable values: identical files everywhere
       Tensor c = Tensor::empty(t.shape(), t.dtype());
       float* p = c.data<float>();
-      for (int64_t i = 0; i < c.numel(); ++i) p[i] = static_cast<float>((i * 7 + static_cast<int64_t>(name.size())) % 17) * 0.25f;
+      for (int64_t i = 0; i < c.numel(); ++i)
+        p[i] = static_cast<float>((i * 7 + static_cast<int64_t>(name.size())) % 17) * 0.25f;
       t = c;
     }
     nn::NamedTensors moments;
@@ -97,7 +98,8 @@ void read_all(const RunDir& r, const std::string& state_text) {
       try {
         cfg = train::TrainConfig::from_json(ck.state.config, "fuzz");
       } catch (const Error& e) {
-        throw Finding(std::string("read_checkpoint accepted a config that TrainConfig::from_json refuses: ") + e.what());
+        throw Finding(std::string("read_checkpoint accepted a config that TrainConfig::from_json refuses: ") +
+                      e.what());
       }
       try {
         (void)data::Tokenizer::from_json(ck.state.tokenizer);

@@ -17,10 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/options.h"
+#include "compare/options.h"
 #include "tensor/errors.h"
 #include "tensor/option_table.h"
 #include "tests/fuzz/fuzz_targets.h"
-#include "compare/options.h"
 #include "train/options.h"
 
 namespace posgrad::fuzz {

@@ -14,12 +14,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compare/studies/encoder/encoder.h"
 #include "data/fileio.h"
 #include "data/tokenizer.h"
 #include "nn/encoder.h"
 #include "tensor/errors.h"
 #include "tests/fuzz/fuzz_targets.h"
-#include "compare/studies/encoder/encoder.h"
 
 namespace posgrad::fuzz {
 
@@ -86,18 +86,20 @@ void write_reference_encoder(const std::string& dir) {
   for (auto& [name, t] : weights) {  // exactly representable values: identical files everywhere
     Tensor c = Tensor::empty(t.shape(), t.dtype());
     float* p = c.data<float>();
-    for (int64_t i = 0; i < c.numel(); ++i) p[i] = static_cast<float>((i * 5 + static_cast<int64_t>(name.size())) % 13) * 0.125f;
+    for (int64_t i = 0; i < c.numel(); ++i)
+      p[i] = static_cast<float>((i * 5 + static_cast<int64_t>(name.size())) % 13) * 0.125f;
     t = c;
   }
   enc.load_state_dict(weights);
-  train::save_encoder(dir, enc, "rope", *tok, 8, nlohmann::json{{"corpus", "fuzz"}, {"data_dir", ""}, {"max_corpus_bytes", 0}});
+  train::save_encoder(dir, enc, "rope", *tok, 8,
+                      nlohmann::json{{"corpus", "fuzz"}, {"data_dir", ""}, {"max_corpus_bytes", 0}});
 }
 
 int fuzz_encoder_checkpoint(const uint8_t* data, size_t size) {
   const EncoderDir& e = encoder_dir();
   const std::string input(as_text(data, size));
-  load(e, input, e.sidecar);               // A
-  load(e, input, sidecar_for(input));      // B
+  load(e, input, e.sidecar);                                              // A
+  load(e, input, sidecar_for(input));                                     // B
   if (!input.empty() && input.front() == '{') load(e, e.weights, input);  // C
   return 0;
 }

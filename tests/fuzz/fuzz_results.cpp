@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tensor/errors.h"
-#include "tests/fuzz/fuzz_targets.h"
 #include "compare/claims.h"
 #include "compare/report.h"
 #include "compare/results.h"
+#include "tensor/errors.h"
+#include "tests/fuzz/fuzz_targets.h"
 
 namespace posgrad::fuzz {
 

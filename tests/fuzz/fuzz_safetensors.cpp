@@ -71,15 +71,16 @@ int fuzz_safetensors(const uint8_t* data, size_t size) {
   const Outcome mem = attempt([&] { return parse_safetensors(bytes, path); });
   const Outcome file = attempt([&] { return load_safetensors(path); });
   require(mem.file.has_value() == file.file.has_value(),
-          "parse_safetensors and load_safetensors disagree: " + (mem.file ? "memory ok, file: " + file.message
-                                                                          : "file ok, memory: " + mem.message));
+          "parse_safetensors and load_safetensors disagree: " +
+              (mem.file ? "memory ok, file: " + file.message : "file ok, memory: " + mem.message));
   if (!mem.file) {
-    require(*mem.error == *file.error, "parse_safetensors and load_safetensors throw different types: " +
-                                           mem.message + " | " + file.message);
+    require(*mem.error == *file.error,
+            "parse_safetensors and load_safetensors throw different types: " + mem.message + " | " + file.message);
     return 0;
   }
   const Contents c = contents(*mem.file, "parse_safetensors");
-  require(c == contents(*file.file, "load_safetensors"), "parse_safetensors and load_safetensors read different tensors");
+  require(c == contents(*file.file, "load_safetensors"),
+          "parse_safetensors and load_safetensors read different tensors");
   require(mem.file->metadata == file.file->metadata, "parse_safetensors and load_safetensors read different metadata");
 
   // Round trip through the writer.

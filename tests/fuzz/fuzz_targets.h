@@ -1,7 +1,7 @@
 // fuzz_targets.h — the entry functions of posgrad's loader fuzzers: one per loader of untrusted
 // bytes (safetensors, checkpoint state.json, JSON configuration and option values, tokenizer JSON
-// and the token cache, a comparison's results.json, a saved encoder). Each takes the raw input and returns 0, as libFuzzer's
-// LLVMFuzzerTestOneInput does; tests/fuzz/libfuzzer_main.cpp wraps one per executable (clang,
+// and the token cache, a comparison's results.json, a saved encoder). Each takes the raw input and returns 0, as
+// libFuzzer's LLVMFuzzerTestOneInput does; tests/fuzz/libfuzzer_main.cpp wraps one per executable (clang,
 // POSGRAD_FUZZ=ON) and tests/test_fuzz_corpus.cpp replays the committed corpus through all of
 // them in every build (any compiler, no fuzzing).
 //
@@ -41,12 +41,10 @@ struct Target {
   const char* name;  // the corpus folder tests/fuzz/corpus/<name>
   int (*entry)(const uint8_t*, size_t);
 };
-inline constexpr Target kTargets[] = {{"safetensors", fuzz_safetensors},
-                                      {"checkpoint", fuzz_checkpoint},
-                                      {"config", fuzz_config},
-                                      {"tokenizer", fuzz_tokenizer},
-                                      {"results", fuzz_results},
-                                      {"encoder_checkpoint", fuzz_encoder_checkpoint}};
+inline constexpr Target kTargets[] = {
+    {"safetensors", fuzz_safetensors}, {"checkpoint", fuzz_checkpoint},
+    {"config", fuzz_config},           {"tokenizer", fuzz_tokenizer},
+    {"results", fuzz_results},         {"encoder_checkpoint", fuzz_encoder_checkpoint}};
 
 // A violated property of a loader (not a typed error it was allowed to throw).
 struct Finding : std::logic_error {

@@ -49,7 +49,8 @@ void check_tokenizer(const data::Tokenizer& tok, std::string_view payload) {
   try {
     const std::vector<int64_t> ids = tok.encode(payload);
     require(ids.size() == payload.size(), tok.kind() + " tokenizer: encode returned a different number of ids");
-    for (int64_t id : ids) require(id >= 0 && id < tok.vocab_size(), tok.kind() + " tokenizer: encode gave an id outside the vocabulary");
+    for (int64_t id : ids)
+      require(id >= 0 && id < tok.vocab_size(), tok.kind() + " tokenizer: encode gave an id outside the vocabulary");
     require(tok.decode(ids) == payload, tok.kind() + " tokenizer: decode(encode(text)) != text");
   } catch (const ValueError&) {
     // a byte outside a char vocabulary
@@ -98,7 +99,7 @@ void token_cache(std::string_view bytes) {
   uint64_t reserved = 0;
   if (file.size() >= 64) std::memcpy(&reserved, file.data() + 56, 8);
   if (file.size() >= 64 && reserved == 0) {
-    std::memcpy(file.data() + 24, good_header.data() + 24, 8);  // vocab size
+    std::memcpy(file.data() + 24, good_header.data() + 24, 8);   // vocab size
     std::memcpy(file.data() + 32, good_header.data() + 32, 24);  // text hash, text bytes, tokenizer hash
   }
   const std::string path = scratch_dir() + "/input.tokens";
@@ -118,7 +119,8 @@ void token_cache(std::string_view bytes) {
   const data::TokenSpan again = data::load_or_build_tokens(path, kText, tok, &status);
   if (got.to_vector() == want)
     require(status == data::CacheStatus::Reused && again.to_vector() == want,
-            std::string("the token cache just written is not reused as is (status ") + data::cache_status_name(status) + ")");
+            std::string("the token cache just written is not reused as is (status ") + data::cache_status_name(status) +
+                ")");
 }
 
 }  // namespace
@@ -126,8 +128,10 @@ void token_cache(std::string_view bytes) {
 int fuzz_tokenizer(const uint8_t* data, size_t size) {
   const std::string_view text = as_text(data, size);
   try {
-    if (text.substr(0, 8) == "PGTOKENS") token_cache(text);
-    else tokenizers(text);
+    if (text.substr(0, 8) == "PGTOKENS")
+      token_cache(text);
+    else
+      tokenizers(text);
   } catch (const Error&) {
   }
   return 0;

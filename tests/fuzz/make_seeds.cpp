@@ -2,30 +2,30 @@
 // posgrad's own writers, so that the seeds are real files: `posgrad_fuzz_seeds DIR` (built on
 // request only: cmake --build build --target posgrad_fuzz_seeds). Regression inputs that a
 // fuzzer found are added to the corpus by hand, beside these.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <cmath>
 #include <iostream>
 #include <string>
 
+#include "compare/compare.h"
+#include "compare/options.h"
+#include "compare/results.h"
+#include "compare/studies/attention/attention.h"
+#include "compare/studies/cost/cost.h"
+#include "compare/studies/encoder/encoder_track.h"
+#include "compare/studies/lm/lm.h"
+#include "compare/studies/passkey/passkey_config.h"
+#include "compare/studies/pi/pi_protocol.h"
+#include "compare/studies/suite/length_suite.h"
+#include "compare/studies/task/task.h"
 #include "data/dataset.h"
 #include "data/fileio.h"
 #include "data/tokenizer.h"
 #include "tensor/option_table.h"
 #include "tests/fuzz/fuzz_targets.h"
-#include "compare/compare.h"
-#include "compare/studies/task/task.h"
-#include "compare/studies/attention/attention.h"
-#include "compare/studies/cost/cost.h"
-#include "compare/studies/lm/lm.h"
-#include "compare/studies/encoder/encoder_track.h"
-#include "compare/options.h"
 #include "train/options.h"
-#include "compare/results.h"
 #include "train/safetensors.h"
-#include "compare/studies/passkey/passkey_config.h"
-#include "compare/studies/suite/length_suite.h"
-#include "compare/studies/pi/pi_protocol.h"
 
 using namespace posgrad;
 namespace fs = std::filesystem;
@@ -58,17 +58,21 @@ static train::ComparisonResult small_comparison(bool encoder) {
     u.val_curve = {{6, 2.875}};
     for (int64_t k : c.eval_multipliers) {
       const double loss = 2.5 + 0.25 * static_cast<double>(k);
-      u.parts.get<train::LmResult>().lengths.push_back(train::LengthResult{k * c.base.model.block_size, 2, loss, std::exp(loss), 0.25});
+      u.parts.get<train::LmResult>().lengths.push_back(
+          train::LengthResult{k * c.base.model.block_size, 2, loss, std::exp(loss), 0.25});
     }
     for (const auto& row : train::variant_rows(m))  // every derived row the unit measures (compare/studies/lm/lm.h)
       u.parts.get<train::LmResult>().variants[row] = u.parts.get<train::LmResult>().lengths;
     // One loss per position of the per-position window, one attention profile per layer.
     for (int64_t i = 0; i < c.per_position_multiplier * c.base.model.block_size; ++i)
       u.parts.get<train::LmResult>().per_position_loss.push_back(3.0 - 0.03125 * static_cast<double>(i));
-    u.parts.get<train::AttentionResult>().over_uniform.assign(static_cast<size_t>(c.base.model.n_layer), std::vector<double>{});
+    u.parts.get<train::AttentionResult>().over_uniform.assign(static_cast<size_t>(c.base.model.n_layer),
+                                                              std::vector<double>{});
     for (auto& layer : u.parts.get<train::AttentionResult>().over_uniform)  // distances 1..T-1, over uniform
       for (int64_t d = 1; d < c.base.model.block_size; ++d) layer.push_back(2.0 / static_cast<double>(d + 1));
-    for (int64_t k : c.of<train::TaskSettings>().multipliers) u.parts.get<train::TaskResult>().scores.push_back(train::TaskScore{k * c.of<train::TaskSettings>().length, 4, 0.25, 0.5, 0.5});
+    for (int64_t k : c.of<train::TaskSettings>().multipliers)
+      u.parts.get<train::TaskResult>().scores.push_back(
+          train::TaskScore{k * c.of<train::TaskSettings>().length, 4, 0.25, 0.5, 0.5});
     u.parts.get<train::TaskResult>().final_loss = 1.5;
     u.train_seconds = 1.25;
     r.units.push_back(u);
@@ -79,7 +83,9 @@ static train::ComparisonResult small_comparison(bool encoder) {
   for (int64_t T : c.of<train::CostSettings>().lengths)
     for (const auto& m : c.methods)
       for (const char* what : {"attention", "step"})
-        r.parts.get<train::CostResult>().rows.push_back({m, what, T, 4, std::vector<double>(static_cast<size_t>(c.of<train::CostSettings>().rounds), 0.125), 1 << 20, 4000});
+        r.parts.get<train::CostResult>().rows.push_back(
+            {m, what, T, 4, std::vector<double>(static_cast<size_t>(c.of<train::CostSettings>().rounds), 0.125),
+             1 << 20, 4000});
   if (encoder) {
     train::EncoderTrackResult e;
     e.config = train::encoder_track_config(c);
@@ -139,7 +145,8 @@ int main(int argc, char** argv) {
   put(cf / "eval_defaults.json", opt::to_json(train::eval_options(), train::EvalOptions{}).dump(2));
   put(cf / "sample_defaults.json", opt::to_json(train::sample_options(), train::SampleOptions{}).dump(2));
   put(cf / "small.json", R"({"pos": "rope", "n-layer": 2, "lr": "3e-4", "seeds": "1,2,3", "max_iters": 50})");
-  put(cf / "lists.json", R"({"methods": ["rope", "alibi"], "eval_multipliers": [1, 2, 4], "seeds": [18446744073709551615]})");
+  put(cf / "lists.json",
+      R"({"methods": ["rope", "alibi"], "eval_multipliers": [1, 2, 4], "seeds": [18446744073709551615]})");
   put(cf / "value_lr.txt", "lr\n3e-4");
   put(cf / "value_seeds.txt", "seeds\n1,2,18446744073709551615");
   put(cf / "value_multipliers.txt", "eval_multipliers\n1,2,4");

@@ -21,7 +21,8 @@ struct Scratch {
     std::error_code ec;
     const fs::path base = fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
     std::string tmpl = (base / "posgrad-fuzz-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("fuzz: cannot create a scratch directory under " + base.string());
+    if (!::mkdtemp(tmpl.data()))
+      throw std::runtime_error("fuzz: cannot create a scratch directory under " + base.string());
     path = tmpl;
   }
   ~Scratch() {

@@ -80,7 +80,8 @@ TEST(MpiCommunicator, BadInputIsRefusedOnEveryRankBeforeAnyCollective) {
   EXPECT_NE(thrown_message<ValueError>([&] { w().broadcast(t, 2); }).find("root 2 is not a rank of this job (0 .. 1)"),
             std::string::npos);
   Tensor ints = Tensor::from_ints({1}, {1});
-  EXPECT_NE(thrown_message<ValueError>([&] { w().all_reduce_sum(ints); }).find("float32 or float64"), std::string::npos);
+  EXPECT_NE(thrown_message<ValueError>([&] { w().all_reduce_sum(ints); }).find("float32 or float64"),
+            std::string::npos);
   w().barrier();  // both ranks are still in step
 }
 

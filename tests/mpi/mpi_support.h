@@ -38,7 +38,8 @@ inline std::string write_corpus(const SharedDir& d) {
   const std::string path = d.str("corpus.txt");
   if (dist::world().is_root()) {
     std::ostringstream os;
-    for (int i = 0; i < 300; ++i) os << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
+    for (int i = 0; i < 300; ++i)
+      os << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
     std::ofstream(path) << os.str();
   }
   dist::world().barrier();
@@ -48,16 +49,16 @@ inline std::string write_corpus(const SharedDir& d) {
 }  // namespace posgrad::test
 
 // Starts MPI for the tests and ends it after them; one process alone is refused (the tests need 2).
-#define POSGRAD_MPI_TEST_MAIN()                                                                  \
-  int main(int argc, char** argv) {                                                              \
-    ::posgrad::dist::init_world(&argc, &argv);                                                   \
-    ::testing::InitGoogleTest(&argc, argv);                                                      \
-    if (::posgrad::dist::world().size() != 2) {                                                  \
-      std::fprintf(stderr, "run these tests with mpirun -np 2 (this is %d process(es))\n",      \
-                   ::posgrad::dist::world().size());                                             \
-      return 1;                                                                                  \
-    }                                                                                            \
-    const int status = RUN_ALL_TESTS();                                                          \
-    ::posgrad::dist::finalize_world();                                                           \
-    return status;                                                                               \
+#define POSGRAD_MPI_TEST_MAIN()                                                            \
+  int main(int argc, char** argv) {                                                        \
+    ::posgrad::dist::init_world(&argc, &argv);                                             \
+    ::testing::InitGoogleTest(&argc, argv);                                                \
+    if (::posgrad::dist::world().size() != 2) {                                            \
+      std::fprintf(stderr, "run these tests with mpirun -np 2 (this is %d process(es))\n", \
+                   ::posgrad::dist::world().size());                                       \
+      return 1;                                                                            \
+    }                                                                                      \
+    const int status = RUN_ALL_TESTS();                                                    \
+    ::posgrad::dist::finalize_world();                                                     \
+    return status;                                                                         \
   }

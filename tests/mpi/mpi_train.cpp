@@ -13,16 +13,16 @@
 #include <csignal>
 #include <filesystem>
 
-#include "data/fileio.h"
-#include "mpi_support.h"
 #include "compare/compare.h"
 #include "compare/compare_dist.h"
+#include "compare/studies/passkey/passkey_config.h"
+#include "data/fileio.h"
+#include "mpi_support.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/interrupt.h"
 #include "train/presets.h"
 #include "train/trainer.h"
-#include "compare/studies/passkey/passkey_config.h"
 
 using namespace posgrad;
 using posgrad::test::SharedDir;
@@ -148,7 +148,8 @@ train::CompareConfig tiny_compare(const std::string& corpus, const std::string& 
   c.methods = {"rope", "alibi"};
   c.seeds = {1, 2};
   c.out_dir = out;
-  c.of<train::PasskeyConfig>().iters = 0;  // this corpus lacks the passkey template's letters (the test is test_compare's)
+  c.of<train::PasskeyConfig>().iters =
+      0;  // this corpus lacks the passkey template's letters (the test is test_compare's)
   return c;
 }
 

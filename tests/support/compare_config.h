@@ -18,7 +18,8 @@ inline train::CompareConfig tiny_compare(const TempDir& d, const std::string& ou
   if (!std::filesystem::exists(corpus)) {
     std::ostringstream os;
     os << "the quick brown fox jumps over the lazy dog.\n";
-    for (int i = 0; i < 300; ++i) os << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
+    for (int i = 0; i < 300; ++i)
+      os << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
     std::ofstream(corpus) << os.str();
   }
   train::CompareConfig c = train::compare_preset("tiny");

@@ -141,9 +141,9 @@ cublasStatus_t ref_gemm_strided(cublasOperation_t ta, cublasOperation_t tb, int 
   return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
-                                                int n, int k, const float* alpha, const float* A, int lda,
-                                                long long sa, const float* B, int ldb, long long sb,
-                                                const float* beta, float* C, int ldc, long long sc, int batch) {
+                                                int n, int k, const float* alpha, const float* A, int lda, long long sa,
+                                                const float* B, int ldb, long long sb, const float* beta, float* C,
+                                                int ldc, long long sc, int batch) {
   return ref_gemm_strided(ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
 }
 inline cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
@@ -238,17 +238,17 @@ cublasHandle_t cublas_handle() { return nullptr; }
   throw ::posgrad::DeviceError(std::string("emulated cuBLAS error ") + std::to_string(st) + " in " + what);
 }
 }  // namespace posgrad::cuda
+#include "tensor/kernels/cuda/attention.cu"
+#include "tensor/kernels/cuda/cross_entropy.cu"
 #include "tensor/kernels/cuda/cublas.cuh"
+#include "tensor/kernels/cuda/elementwise.cu"
+#include "tensor/kernels/cuda/embedding.cu"
 #include "tensor/kernels/cuda/gemm.cu"
 #include "tensor/kernels/cuda/memory.cu"
-#include "tensor/kernels/cuda/random.cu"
-#include "tensor/kernels/cuda/elementwise.cu"
-#include "tensor/kernels/cuda/reduce.cu"
-#include "tensor/kernels/cuda/softmax.cu"
 #include "tensor/kernels/cuda/norm.cu"
-#include "tensor/kernels/cuda/embedding.cu"
-#include "tensor/kernels/cuda/cross_entropy.cu"
 #include "tensor/kernels/cuda/optim.cu"
-#include "tensor/kernels/cuda/attention.cu"
+#include "tensor/kernels/cuda/random.cu"
+#include "tensor/kernels/cuda/reduce.cu"
 #include "tensor/kernels/cuda/rope.cu"
+#include "tensor/kernels/cuda/softmax.cu"
 }  // namespace emu

@@ -82,10 +82,10 @@ struct Background {
   int exited_status = -1;
 };
 
-#define POSGRAD_REQUIRE_BIN()                                                                       \
-  do {                                                                                              \
+#define POSGRAD_REQUIRE_BIN()                                                                         \
+  do {                                                                                                \
     if (::posgrad::test::bin_path().empty() || !std::filesystem::exists(::posgrad::test::bin_path())) \
-      GTEST_SKIP() << "the posgrad binary was not found (set POSGRAD_BIN)";                         \
+      GTEST_SKIP() << "the posgrad binary was not found (set POSGRAD_BIN)";                           \
   } while (0)
 
 }  // namespace posgrad::test

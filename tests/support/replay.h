@@ -17,7 +17,7 @@ struct ReplayVariant {
   std::string name;  // fixture file stem
   std::string kind;  // position encoding
   std::vector<std::pair<std::string, opt::Value>> options;
-  int64_t T = 8;  // sequence length of the batch (RoPE dynamic: past the training length)
+  int64_t T = 8;       // sequence length of the batch (RoPE dynamic: past the training length)
   bool sinks = false;  // learnable attention sinks in every layer (GPTConfig::attention_sinks)
 };
 
@@ -33,13 +33,15 @@ inline std::vector<ReplayVariant> replay_variants() {
   std::vector<ReplayVariant> v;
   for (const auto& kind : nn::position_encoding_kinds()) v.push_back({kind, kind, {}, kReplayBlock});
   v.push_back({"rope_linear", "rope", {{"rope_scaling", S("linear")}, {"rope_scaling_factor", 2.0}}, kReplayBlock});
-  v.push_back({"rope_dynamic", "rope", {{"rope_scaling", S("dynamic")}, {"rope_scaling_factor", 2.0}}, 2 * kReplayBlock});
+  v.push_back(
+      {"rope_dynamic", "rope", {{"rope_scaling", S("dynamic")}, {"rope_scaling_factor", 2.0}}, 2 * kReplayBlock});
   v.push_back({"rope_yarn", "rope", {{"rope_scaling", S("yarn")}, {"rope_scaling_factor", 4.0}}, kReplayBlock});
   v.push_back({"rope_llama3", "rope", {{"rope_scaling", S("llama3")}, {"rope_scaling_factor", 8.0}}, kReplayBlock});
   // Partial rotary (D = 8): NeoX f = 0.5 (4 channels, omega = b^(-2k/4)); HF's odd case f = 0.375
   // (int(3.0) = 3: 4 channels, denominator 3); p-RoPE f = 0.5 (2 of 4 full-head pairs kept).
   v.push_back({"rope_partial_neox", "rope", {{"rope_fraction", 0.5}}, kReplayBlock});
-  v.push_back({"rope_partial_neox_hf", "rope", {{"rope_fraction", 0.375}, {"rope_partial", S("neox_hf")}}, kReplayBlock});
+  v.push_back(
+      {"rope_partial_neox_hf", "rope", {{"rope_fraction", 0.375}, {"rope_partial", S("neox_hf")}}, kReplayBlock});
   v.push_back({"rope_prope", "rope", {{"rope_fraction", 0.5}, {"rope_partial", S("prope")}}, kReplayBlock});
   // xPos with a scale base small enough that the decay matters at T = 8 (the default 512 is ~RoPE
   // there), in both layouts.

@@ -16,8 +16,8 @@
 #include "tensor/storage.h"
 
 // Marks a CUDA test SKIPPED (not passed) when no GPU is present.
-#define POSGRAD_REQUIRE_CUDA()                                               \
-  do {                                                                        \
+#define POSGRAD_REQUIRE_CUDA()                                                  \
+  do {                                                                          \
     if (!::posgrad::cuda_available()) GTEST_SKIP() << "no CUDA device present"; \
   } while (0)
 
@@ -80,7 +80,8 @@ class TempDir {
 inline std::string write_corpus(const TempDir& dir, int lines = 400) {
   std::string text;
   for (int i = 0; i < lines; ++i)
-    text += "the quick brown fox " + std::to_string(i % 7) + " jumps over the lazy dog " + std::to_string(i % 5) + ".\n";
+    text +=
+        "the quick brown fox " + std::to_string(i % 7) + " jumps over the lazy dog " + std::to_string(i % 5) + ".\n";
   const std::string path = dir.str("corpus.txt");
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return path;

@@ -28,7 +28,9 @@ using markdown::Table;
 const std::map<std::string, std::vector<std::string>> kGroups = {{"absolute", {"sinusoidal", "learned"}}};
 
 // The evaluation protocol of the length claims: how many windows each length's perplexity rests on.
-std::string better_text(const Metric& m) { return m.name() + (m.lower_is_better() ? " (lower is better)" : " (higher is better)"); }
+std::string better_text(const Metric& m) {
+  return m.name() + (m.lower_is_better() ? " (lower is better)" : " (higher is better)");
+}
 
 ClaimVerdict ordering_claim(const ComparisonResult& r, std::string id, std::string claim, const Metric& m,
                             const std::vector<std::string>& chain, std::string protocol = "") {
@@ -51,7 +53,8 @@ ClaimVerdict extrapolates(const ComparisonResult& r, std::string id, std::string
                           Protocol p = Protocol::NonOverlapping) {
   constexpr double kLimit = 1.10;
   if (!has_method(r, method))
-    return claim_from(std::move(id), std::move(claim), "", "n/a", {kNotMeasured, "needs " + method + " in --methods"}, "");
+    return claim_from(std::move(id), std::move(claim), "", "n/a", {kNotMeasured, "needs " + method + " in --methods"},
+                      "");
   const int64_t k = longest_with_values(r, method, p);
   const Metric m = lm_metric(Quantity::PerplexityRatio, k, p);
   std::string all;
@@ -59,11 +62,14 @@ ClaimVerdict extrapolates(const ComparisonResult& r, std::string id, std::string
     if (x != 1)
       all += (all.empty() ? "" : "; ") + std::to_string(x) + "x " +
              with_interval(summary(r, method, lm_metric(Quantity::PerplexityRatio, x, p)), 2);
-  const std::string metric = m.name() + ": perplexity at " + std::to_string(k) + "x the training length / at 1x; threshold " +
-                             num(kLimit, 2) + " (less than 10% growth)";
+  const std::string metric = m.name() + ": perplexity at " + std::to_string(k) +
+                             "x the training length / at 1x; threshold " + num(kLimit, 2) + " (less than 10% growth)";
   std::vector<ClaimTest> tests;
-  if (k > 1) tests.push_back(beyond("growth at " + std::to_string(k) + "x below " + num(kLimit, 2), values(r, method, m), kLimit, true));
-  const Judgement j = judge_family(tests, k == 1 ? "an evaluation beyond the training length (--eval-multipliers)" : "");
+  if (k > 1)
+    tests.push_back(
+        beyond("growth at " + std::to_string(k) + "x below " + num(kLimit, 2), values(r, method, m), kLimit, true));
+  const Judgement j =
+      judge_family(tests, k == 1 ? "an evaluation beyond the training length (--eval-multipliers)" : "");
   return claim_from(std::move(id), std::move(claim), metric, all.empty() ? "n/a" : all, j, training_budget(r),
                     k > 1 ? length_protocol(r, k, p) : "");
 }
@@ -75,8 +81,9 @@ ClaimVerdict extrapolates(const ComparisonResult& r, std::string id, std::string
 ClaimVerdict claim_b(const ComparisonResult& r) {
   if (const auto* t = r.parts.find<EncoderTrackResult>()) return judge_encoder_claims(*t).front();
   return claim_from("b", "accuracy and F1: RoPE > DeBERTa > T5 > absolute", "", "n/a",
-                    {kNotMeasured, "needs the encoder track (--track both): the article's accuracy and F1 are task "
-                                   "scores of fine-tuned encoders"},
+                    {kNotMeasured,
+                     "needs the encoder track (--track both): the article's accuracy and F1 are task "
+                     "scores of fine-tuned encoders"},
                     "");
 }
 
@@ -96,7 +103,8 @@ ClaimVerdict claim_d(const ComparisonResult& r) {
     for (const auto& abs : kGroups.at("absolute"))
       if (has_method(r, rel) && has_method(r, abs)) tests.push_back(better(r, rel, abs, ppl));
   const Judgement j = judge_family(tests, tests.empty() ? "a relative (t5, deberta, rope, alibi) and an absolute "
-                                                          "(sinusoidal, learned) method in --methods" : "");
+                                                          "(sinusoidal, learned) method in --methods"
+                                                        : "");
   return claim_from("d", "relative encodings (T5, DeBERTa, RoPE, ALiBi) beat absolute ones (sinusoidal, learned)",
                     better_text(ppl), measured(r, {"t5", "deberta", "rope", "alibi", "sinusoidal", "learned"}, ppl), j,
                     training_budget(r));
@@ -139,7 +147,8 @@ ClaimVerdict claim_h(const ComparisonResult& r) {
   std::vector<ClaimTest> tests;
   std::string measured_text;
   for (int64_t T : cost.lengths) {
-    const auto t5_rope = cost.log_ratios("t5", "rope", "step", T), rope_deb = cost.log_ratios("rope", "deberta", "step", T);
+    const auto t5_rope = cost.log_ratios("t5", "rope", "step", T),
+               rope_deb = cost.log_ratios("rope", "deberta", "step", T);
     if (t5_rope.empty() || rope_deb.empty()) continue;
     const std::string at = " at T=" + std::to_string(T);
     measured_text += (measured_text.empty() ? "" : "; ") + std::string("T=") + std::to_string(T) + ": t5/rope " +
@@ -147,18 +156,25 @@ ClaimVerdict claim_h(const ComparisonResult& r) {
     tests.push_back(beyond("t5/rope step" + at + " below 1", t5_rope, 0, true));
     tests.push_back(beyond("rope/deberta step" + at + " below 1", rope_deb, 0, true));
   }
-  return claim_from("h", "cost: T5 cheapest, DeBERTa dearest, RoPE in between",
-                    "training-step time ratios t5/rope and rope/deberta per length, paired by round of the interleaved "
-                    "benchmark (geometric mean [95% interval]); below 1 supports the claim",
-                    measured_text.empty() ? "n/a" : measured_text,
-                    judge_family(tests, tests.empty() ? "t5, rope and deberta in --methods and --cost-rounds > 0" : ""),
-                    std::to_string(cost.rounds) + " interleaved rounds per length, " + std::to_string(cost.threads) +
-                        " threads");
+  return claim_from(
+      "h", "cost: T5 cheapest, DeBERTa dearest, RoPE in between",
+      "training-step time ratios t5/rope and rope/deberta per length, paired by round of the interleaved "
+      "benchmark (geometric mean [95% interval]); below 1 supports the claim",
+      measured_text.empty() ? "n/a" : measured_text,
+      judge_family(tests, tests.empty() ? "t5, rope and deberta in --methods and --cost-rounds > 0" : ""),
+      std::to_string(cost.rounds) + " interleaved rounds per length, " + std::to_string(cost.threads) + " threads");
 }
 
 ClaimVerdict claim_i(const ComparisonResult& r) {
-  ClaimVerdict v{"i", "parameters: T5 adds the fewest, RoPE none, DeBERTa a table", "position_parameters (exact counts)",
-                 "", "inconclusive", "", 0, "", ""};
+  ClaimVerdict v{"i",
+                 "parameters: T5 adds the fewest, RoPE none, DeBERTa a table",
+                 "position_parameters (exact counts)",
+                 "",
+                 "inconclusive",
+                 "",
+                 0,
+                 "",
+                 ""};
   std::map<std::string, double> p;
   for (const auto& m : r.config.methods) {
     const auto x = values(r, m, lm_metric(Quantity::PositionParameters, 1));
@@ -212,7 +228,8 @@ ClaimVerdict claim_j(const ComparisonResult& r, Protocol p) {
     tests.push_back(method_of(o) == "rope" ? better_paired(r, "rope", o, m) : better(r, "rope", o, m));
   std::vector<std::string> shown = {"rope"};
   shown.insert(shown.end(), others.begin(), others.end());
-  Judgement j = judge_family(tests, others.empty() ? "another row evaluated at " + std::to_string(k * block) + " tokens" : "");
+  Judgement j =
+      judge_family(tests, others.empty() ? "another row evaluated at " + std::to_string(k * block) + " tokens" : "");
   j.why += " (plain RoPE against every other row, its scaled variants included)";
   return claim_from("j", claim, m.name() + " (" + std::to_string(k * block) + " tokens; lower is better)",
                     measured(r, shown, m), j, training_budget(r), length_protocol(r, k, p));
@@ -254,10 +271,13 @@ ClaimVerdict claim_k(const ComparisonResult& r) {
     if (nn::round_to_bf16(nn::round_to_bf16(slopes.back()) * nn::round_to_bf16(static_cast<double>(d))) ==
         nn::round_to_bf16(nn::round_to_bf16(slopes.back()) * nn::round_to_bf16(static_cast<double>(d + 1))))
       ++collapsed;
-  measured_text += (measured_text.empty() ? "" : "; ") + std::string("ALiBi bias of the last head in bf16: ") +
-                   std::to_string(collapsed) + " of " + std::to_string(len - 2) +
-                   " distances share their neighbour's value (bf16 holds integers exactly only up to 256, fp16 up to 2048)";
-  Judgement j = judge_family(tests, base.empty() ? "rope in --methods" : tests.empty() ? "the rope@bf16 and rope@fp16 rows" : "");
+  measured_text +=
+      (measured_text.empty() ? "" : "; ") + std::string("ALiBi bias of the last head in bf16: ") +
+      std::to_string(collapsed) + " of " + std::to_string(len - 2) +
+      " distances share their neighbour's value (bf16 holds integers exactly only up to 256, fp16 up to 2048)";
+  Judgement j = judge_family(tests, base.empty()    ? "rope in --methods"
+                                    : tests.empty() ? "the rope@bf16 and rope@fp16 rows"
+                                                    : "");
   if (j.verdict == kSupported) j.why += " (ALiBi and T5 were not evaluated through the model)";
   return claim_from("k", claim, metric, measured_text, j, training_budget(r), length_protocol(r, k));
 }
@@ -265,8 +285,8 @@ ClaimVerdict claim_k(const ComparisonResult& r) {
 std::vector<ClaimVerdict> claims(const ComparisonResult& r) {
   std::vector<ClaimVerdict> out;
   const Metric ppl = lm_metric(Quantity::Perplexity);
-  out.push_back(ordering_claim(r, "a", "perplexity: RoPE < DeBERTa < T5 < absolute", ppl,
-                               {"rope", "deberta", "t5", "absolute"}));
+  out.push_back(
+      ordering_claim(r, "a", "perplexity: RoPE < DeBERTa < T5 < absolute", ppl, {"rope", "deberta", "t5", "absolute"}));
   out.push_back(claim_b(r));
   out.push_back(with_sliding(r, [&](Protocol p) { return claim_c(r, p); }));
   out.push_back(claim_d(r));
@@ -300,7 +320,8 @@ std::string measured_table(const ComparisonResult& r) {
   md << "Extrapolation: perplexity at " << xm << "x the training length (" << xm * block
      << " tokens) over perplexity at 1x (1.0 = no degradation; n/a = the method cannot run there). The article's "
      << "accuracy and F1 are those of fine-tuned encoders: "
-     << (c.track == "decoder" ? "the encoder track measures them (--track both; claim (b))" : "the encoder track's section below (claim (b))")
+     << (c.track == "decoder" ? "the encoder track measures them (--track both; claim (b))"
+                              : "the encoder track's section below (claim (b))")
      << ".\n\n";
   std::vector<std::string> columns = {"method", "val perplexity", "val accuracy"};
   if (task) {
@@ -337,8 +358,8 @@ std::string real_differences(const ComparisonResult& r) {
   std::vector<Metric> key = {ppl, acc, lm_metric(Quantity::PerplexityRatio, xm)};
   if (task) key.push_back(task_metric(TaskQuantity::TokenF1, 1));
   for (const Metric& m : key) {
-    md << "**" << m.name() << "** (" << (m.lower_is_better() ? "lower" : "higher") << " is better): "
-       << ranking(r, c.methods, m) << "\n\n";
+    md << "**" << m.name() << "** (" << (m.lower_is_better() ? "lower" : "higher")
+       << " is better): " << ranking(r, c.methods, m) << "\n\n";
     std::vector<std::string> header = {"p-value"};
     header.insert(header.end(), c.methods.begin(), c.methods.end());
     Table t(header);
@@ -410,8 +431,9 @@ std::string lead(const ComparisonResult& r) {
 StudyEntry article_study() {
   StudyEntry e;
   e.name = "article";
-  e.summary = "the article's table (perplexity, accuracy, task F1, extrapolation) and its claims (a)-(k), judged on the "
-              "other studies' measurements";
+  e.summary =
+      "the article's table (perplexity, accuracy, task F1, extrapolation) and its claims (a)-(k), judged on the "
+      "other studies' measurements";
   e.lead_markdown = lead;
   e.claims = claims;
   e.preset = [](CompareConfig& c, const std::string& preset) {

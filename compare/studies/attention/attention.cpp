@@ -45,7 +45,8 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
   for (size_t l = 0; l < f.size(); ++l) {
     c.at_least(f[l], 0.0, json_path_at(pf, l), "a share over its uniform share");
     if (f[l] > static_cast<double>(block) + kSlack)
-      c.fail(json_path_at(pf, l), ValueCheck::show(f[l]), "a share over its uniform share 1/n is at most n <= --block-size");
+      c.fail(json_path_at(pf, l), ValueCheck::show(f[l]),
+             "a share over its uniform share 1/n is at most n <= --block-size");
   }
 }
 
@@ -60,7 +61,7 @@ std::optional<double> value(const CompareConfig&, const UnitResult& u, const std
   const AttentionResult* a = u.parts.find<AttentionResult>();
   if (row != u.method || !a) return std::nullopt;
   const double c = m.label == attention_first_token_metric().label ? mean_of(a->first_token_share)
-                                                                  : attention_decay_contrast(a->over_uniform);
+                                                                   : attention_decay_contrast(a->over_uniform);
   if (!std::isfinite(c)) return std::nullopt;
   return c;
 }
@@ -102,7 +103,8 @@ std::string section(const ComparisonResult& r, const ReportDir& out) {
      << "encoding learns some positions from the causal mask, and text is locally correlated, so NoPE may read above "
      << "0 too: it is the control claim (g) tests against, with a margin of " << markdown::num(kDecayMargin, 2)
      << " (differences of C smaller than that count for nothing). Mean [95% interval] over seeds.\n\n";
-  md << "First-token share: the first token's attention over its uniform share, n_i p_i0 for the queries i = 1.." << T - 1
+  md << "First-token share: the first token's attention over its uniform share, n_i p_i0 for the queries i = 1.."
+     << T - 1
      << " (n_i = i + 1 keys), averaged like a(d), then over layers: 1 for uniform attention (exactly); above 1 the "
      << "first token draws more than its share, the attention sink StreamingLLM found in trained decoders (Xiao et "
      << "al. 2024 §3.1). With attention sinks it is over the real keys alone, so the sink's own share does not "
@@ -221,7 +223,8 @@ StudyEntry attention_study() {
   };
   e.unit_from_json = [](const json& j, UnitResult& u) {
     AttentionResult& r = u.parts.get<AttentionResult>();
-    for (const auto& layer : j.at("attention_over_uniform")) r.over_uniform.push_back(json_list<double>(layer, json_real));
+    for (const auto& layer : j.at("attention_over_uniform"))
+      r.over_uniform.push_back(json_list<double>(layer, json_real));
     if (j.contains("attention_first_token_share"))
       r.first_token_share = json_list<double>(j.at("attention_first_token_share"), json_real);
   };

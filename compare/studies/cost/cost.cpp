@@ -1,23 +1,23 @@
 // cost.cpp — see cost.h.
-#include "tensor/option_table.h"
 #include "compare/studies/cost/cost.h"
+#include "tensor/option_table.h"
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <sstream>
 #include <chrono>
 #include <map>
 #include <optional>
+#include <sstream>
 
 #include "autograd/ops.h"
-#include "compare/method.h"
 #include "compare/markdown.h"
+#include "compare/method.h"
 #include "compare/studies/lm/lm.h"
 #include "data/fileio.h"
-#include "train/options.h"
 #include "train/interrupt.h"
+#include "train/options.h"
 #include "train/threads.h"
 #include "train/trainer.h"
 
@@ -99,8 +99,9 @@ CostResult measure_cost(const CompareConfig& cfg) {
         for (auto& id : ids) id = static_cast<int64_t>(b.data.next_u64() % 256);
         Tensor seq = Tensor::from_ints(ids, {b.batch, T + 1});
         t0 = std::chrono::steady_clock::now();
-        training_step(model, *b.opt, constant, 0, 1, cfg.base.grad_clip, dev,
-                      [&] { return std::make_pair(seq.narrow(1, 0, T).contiguous(), seq.narrow(1, 1, T).contiguous()); });
+        training_step(model, *b.opt, constant, 0, 1, cfg.base.grad_clip, dev, [&] {
+          return std::make_pair(seq.narrow(1, 0, T).contiguous(), seq.narrow(1, 1, T).contiguous());
+        });
         const double step = seconds_since(t0);
         const size_t peak = bk.peak_bytes();
         if (round == 0) continue;  // warm-up
@@ -172,8 +173,8 @@ void write_csv(const CostResult& k, const std::string& path) {
     const auto [lo, hi] = std::minmax_element(c.seconds.begin(), c.seconds.end());
     csv += c.method + "," + c.what + "," + std::to_string(c.T) + "," + std::to_string(c.batch) + "," +
            std::to_string(c.seconds.size()) + "," + num(1e3 * c.median(), 3) + "," + num(1e3 * *lo, 3) + "," +
-           num(1e3 * *hi, 3) + "," + num(c.spread(), 3) + "," + num(static_cast<double>(c.peak_bytes) / (1 << 20), 2) + "," +
-           std::to_string(c.parameters) + "\n";
+           num(1e3 * *hi, 3) + "," + num(c.spread(), 3) + "," + num(static_cast<double>(c.peak_bytes) / (1 << 20), 2) +
+           "," + std::to_string(c.parameters) + "\n";
   }
   write_file_atomic(path, csv);
 }
@@ -182,8 +183,13 @@ void write_part(const ComparisonResult& r, json& j) {
   const CostResult& k = r.parts.value<CostResult>();
   json rows = json::array();
   for (const auto& c : k.rows)
-    rows.push_back({{"method", c.method}, {"what", c.what}, {"T", c.T}, {"batch", c.batch},
-                    {"seconds", c.seconds}, {"peak_bytes", c.peak_bytes}, {"parameters", c.parameters}});
+    rows.push_back({{"method", c.method},
+                    {"what", c.what},
+                    {"T", c.T},
+                    {"batch", c.batch},
+                    {"seconds", c.seconds},
+                    {"peak_bytes", c.peak_bytes},
+                    {"parameters", c.parameters}});
   j["cost"] = {{"rounds", k.rounds}, {"threads", k.threads}, {"lengths", k.lengths}, {"rows", rows}};
 }
 
@@ -195,12 +201,14 @@ void read_part(const json& j, ComparisonResult& r, const std::string&) {
   k.threads = json_int(c.at("threads"));
   k.lengths = json_list<int64_t>(c.at("lengths"), json_int);
   for (const auto& row : c.at("rows"))
-    k.rows.push_back({json_text(row.at("method")), json_text(row.at("what")), json_int(row.at("T")), json_int(row.at("batch")),
-                      json_list<double>(row.at("seconds"), json_real), json_int(row.at("peak_bytes")),
-                      json_int(row.at("parameters"))});
+    k.rows.push_back({json_text(row.at("method")), json_text(row.at("what")), json_int(row.at("T")),
+                      json_int(row.at("batch")), json_list<double>(row.at("seconds"), json_real),
+                      json_int(row.at("peak_bytes")), json_int(row.at("parameters"))});
 }
 
-bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 void check(const ComparisonResult& r, const ValueCheck& c, const std::string&, const std::string&) {
   const CompareConfig& cfg = r.config;
@@ -212,7 +220,9 @@ void check(const ComparisonResult& r, const ValueCheck& c, const std::string&, c
   c.count(k.threads, "cost.threads");
   if (decoder) {  // every method at every --cost-lengths, attention and step, one time per round
     c.equal(k.rounds, cfg.of<CostSettings>().rounds, "cost.rounds", "--cost-rounds");
-    if (k.lengths != cfg.of<CostSettings>().lengths) c.fail("cost.lengths", ValueCheck::list(k.lengths), "expected --cost-lengths " + ValueCheck::list(cfg.of<CostSettings>().lengths));
+    if (k.lengths != cfg.of<CostSettings>().lengths)
+      c.fail("cost.lengths", ValueCheck::list(k.lengths),
+             "expected --cost-lengths " + ValueCheck::list(cfg.of<CostSettings>().lengths));
     c.size(k.rows.size(), cfg.methods.size() * cfg.of<CostSettings>().lengths.size() * 2, "cost.rows",
            "one attention and one step row per method and --cost-lengths");
     for (const auto& m : cfg.methods)
@@ -221,14 +231,16 @@ void check(const ComparisonResult& r, const ValueCheck& c, const std::string&, c
           if (!k.find(m, what, T))
             c.fail("cost.rows", "", std::string("no ") + what + " row for " + m + " at T = " + std::to_string(T));
     for (size_t i = 0; i < k.rows.size(); ++i)
-      c.size(k.rows[i].seconds.size(), static_cast<size_t>(cfg.of<CostSettings>().rounds), at("cost.rows", i) + ".seconds", "one per round (--cost-rounds)");
+      c.size(k.rows[i].seconds.size(), static_cast<size_t>(cfg.of<CostSettings>().rounds),
+             at("cost.rows", i) + ".seconds", "one per round (--cost-rounds)");
   }
   for (size_t i = 0; i < k.lengths.size(); ++i) c.positive(k.lengths[i], at("cost.lengths", i));
   for (size_t i = 0; i < k.rows.size(); ++i) {
     const CostRow& row = k.rows[i];
     const std::string p = at("cost.rows", i);
     if (!contains(cfg.methods, row.method))
-      c.fail(dot(p, "method"), ValueCheck::quoted(row.method), "not among the configured methods (" + ValueCheck::list(cfg.methods) + ")");
+      c.fail(dot(p, "method"), ValueCheck::quoted(row.method),
+             "not among the configured methods (" + ValueCheck::list(cfg.methods) + ")");
     if (row.what != "attention" && row.what != "step")
       c.fail(dot(p, "what"), ValueCheck::quoted(row.what), "expected \"attention\" or \"step\"");
     c.positive(row.T, dot(p, "T"));
@@ -292,7 +304,8 @@ std::string section(const ComparisonResult& r, const ReportDir&) {
     ch.push_back("step T=" + std::to_string(T) + " (ms)");
     ch.push_back("attention T=" + std::to_string(T) + " (ms)");
   }
-  ch.push_back("peak memory at T=" + (k.lengths.empty() ? std::string("?") : std::to_string(k.lengths.back())) + " (MiB)");
+  ch.push_back("peak memory at T=" + (k.lengths.empty() ? std::string("?") : std::to_string(k.lengths.back())) +
+               " (MiB)");
   Table cost(ch);
   for (const auto& m : c.methods) {
     const Summary pp = summary(r, m, lm_metric(Quantity::PositionParameters));  // exact: the same for every seed
@@ -327,7 +340,8 @@ std::string section(const ComparisonResult& r, const ReportDir&) {
         close += (close.empty() ? "" : ", ") + m;
     }
     md << "- T=" << T << ": cheapest step " << best->method << " (" << num(1e3 * best->median(), 2) << " ms)"
-       << (close.empty() ? "; every other method is dearer by more than the noise" : "; inside the noise of it: " + close)
+       << (close.empty() ? "; every other method is dearer by more than the noise"
+                         : "; inside the noise of it: " + close)
        << "\n";
   }
   md << "\n" << ratio_table(k, c.methods);
@@ -349,13 +363,13 @@ void validate(const CompareConfig& cfg) {
 void options(opt::Table<CompareConfig>& t) {
   using namespace opt;
   Rows<CompareConfig> r(t);
-    r.group("Cost benchmark")
-        .add(integer_list("cost_lengths", closed(1, 1 << 16), 1, 8, "Sequence lengths timed", "tokens"),
-             POSGRAD_MEMBER(template of<CostSettings>().lengths))
-        .add(result_neutral(integer("cost_rounds", closed(1, 1000),
-                                    "Interleaved rounds (every method once per round, after a warm-up; measured again on "
-                                    "every re-run)")),
-             POSGRAD_MEMBER(template of<CostSettings>().rounds));
+  r.group("Cost benchmark")
+      .add(integer_list("cost_lengths", closed(1, 1 << 16), 1, 8, "Sequence lengths timed", "tokens"),
+           POSGRAD_MEMBER(template of<CostSettings>().lengths))
+      .add(result_neutral(integer("cost_rounds", closed(1, 1000),
+                                  "Interleaved rounds (every method once per round, after a warm-up; measured again on "
+                                  "every re-run)")),
+           POSGRAD_MEMBER(template of<CostSettings>().rounds));
 }
 
 // Its values in each preset (compare_preset).
@@ -371,16 +385,17 @@ void preset(CompareConfig& c, const std::string& name) {
 StudyEntry cost_study() {
   StudyEntry e;
   e.name = CostResult::kStudy;
-  e.summary = "cost benchmark: interleaved timing of one attention layer and one training step per method and length, "
-              "and the allocator's peak memory";
+  e.summary =
+      "cost benchmark: interleaved timing of one attention layer and one training step per method and length, "
+      "and the allocator's peak memory";
   e.init_settings = [](Parts& p) { p.get<CostSettings>(); };
   e.options = options;
   e.preset = preset;
   e.validate = validate;
   e.enabled = [](const CompareConfig& c) { return c.track != "encoder"; };
   e.run_experiment = [](const CompareConfig& cfg, ComparisonResult& r) {
-    spdlog::info("=== cost benchmark: {} rounds over {} methods x {} lengths ===", cfg.of<CostSettings>().rounds, cfg.methods.size(),
-                 cfg.of<CostSettings>().lengths.size());
+    spdlog::info("=== cost benchmark: {} rounds over {} methods x {} lengths ===", cfg.of<CostSettings>().rounds,
+                 cfg.methods.size(), cfg.of<CostSettings>().lengths.size());
     r.parts.get<CostResult>() = measure_cost(cfg);
   };
   e.to_json = write_part;

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
-#include <cmath>
 #include <iomanip>
 #include <limits>
 #include <set>
@@ -15,6 +15,10 @@
 #include <spdlog/spdlog.h>
 
 #include "autograd/ops.h"
+#include "compare/method.h"
+#include "compare/studies/encoder/encoder_metrics.h"
+#include "compare/studies/study_claims.h"
+#include "compare/value_check.h"
 #include "data/encoder_tasks.h"
 #include "data/fileio.h"
 #include "data/mlm.h"
@@ -23,15 +27,11 @@
 #include "nn/posenc/position_encoding.h"
 #include "tensor/errors.h"
 #include "tensor/option_table.h"
-#include "compare/method.h"
-#include "compare/studies/encoder/encoder_metrics.h"
 #include "train/evaluate.h"
 #include "train/finetune.h"
 #include "train/optim.h"
 #include "train/safetensors.h"
 #include "train/seeds.h"
-#include "compare/value_check.h"
-#include "compare/studies/study_claims.h"
 
 namespace posgrad::train {
 
@@ -56,14 +56,14 @@ void EncoderTrackConfig::validate() const {
   positive(task_iters, "--encoder-task-iters");
   positive(batch, "--encoder-batch");
   positive(eval_examples, "--encoder-eval-examples");
-  POSGRAD_CHECK(n_embd % n_head == 0, UsageError, "--encoder-n-embd (", n_embd, ") must be a multiple of --encoder-n-head (",
-                n_head, ")");
+  POSGRAD_CHECK(n_embd % n_head == 0, UsageError, "--encoder-n-embd (", n_embd,
+                ") must be a multiple of --encoder-n-head (", n_head, ")");
   POSGRAD_CHECK(length >= 2 && length <= 4096, UsageError, "--encoder-length must be in [2, 4096], got ", length);
   POSGRAD_CHECK(lr > 0 && lr < 1, UsageError, "--encoder-lr must be in (0, 1), got ", lr);
   POSGRAD_CHECK(weight_decay >= 0 && weight_decay < 1, UsageError, "encoder weight decay must be in [0, 1)");
   POSGRAD_CHECK(warmup >= 0, UsageError, "encoder warmup must be >= 0");
-  POSGRAD_CHECK(segments >= 2 && segments <= length, UsageError, "--encoder-segments must be in [2, --encoder-length], got ",
-                segments);
+  POSGRAD_CHECK(segments >= 2 && segments <= length, UsageError,
+                "--encoder-segments must be in [2, --encoder-length], got ", segments);
   POSGRAD_CHECK(word_k >= 1, UsageError, "--encoder-word-k must be >= 1, got ", word_k);
   POSGRAD_CHECK(!seeds.empty(), UsageError, "the encoder track needs at least one seed");
   POSGRAD_CHECK(std::set<uint64_t>(seeds.begin(), seeds.end()).size() == seeds.size(), UsageError,
@@ -74,13 +74,15 @@ void EncoderTrackConfig::validate() const {
                 "duplicate tasks in --encoder-tasks");
   POSGRAD_CHECK(!multipliers.empty() && std::find(multipliers.begin(), multipliers.end(), 1) != multipliers.end(),
                 UsageError, "the encoder track's multipliers must include 1 (the fine-tuning length)");
-  for (int64_t m : multipliers) POSGRAD_CHECK(m >= 1 && m <= 64, UsageError, "encoder multiplier ", m, " outside [1, 64]");
+  for (int64_t m : multipliers)
+    POSGRAD_CHECK(m >= 1 && m <= 64, UsageError, "encoder multiplier ", m, " outside [1, 64]");
   POSGRAD_CHECK(std::set<int64_t>(multipliers.begin(), multipliers.end()).size() == multipliers.size(), UsageError,
                 "duplicate multipliers in --encoder-multipliers (each length is evaluated once)");
   const auto ms = method_list();
   for (const auto& m : ms) {
     (void)parse_method(m);  // UsageError naming an unknown encoding or setting
-    POSGRAD_CHECK(!nn::position_encoding_entry(method_kind(m)).causal_only, UsageError, "the encoder track cannot train ", m,
+    POSGRAD_CHECK(!nn::position_encoding_entry(method_kind(m)).causal_only, UsageError,
+                  "the encoder track cannot train ", m,
                   ": that position encoding is causal only (decoders; its bidirectional form is not defined); drop "
                   "it from --methods");
   }
@@ -98,8 +100,8 @@ void EncoderTrackConfig::validate() const {
     try {
       pc.validate();
     } catch (const ValueError& e) {
-      throw UsageError(std::string("the encoder track's ") + m + " encoder (--encoder-n-embd " + std::to_string(n_embd) +
-                       ", --encoder-n-head " + std::to_string(n_head) + "): " + e.what());
+      throw UsageError(std::string("the encoder track's ") + m + " encoder (--encoder-n-embd " +
+                       std::to_string(n_embd) + ", --encoder-n-head " + std::to_string(n_head) + "): " + e.what());
     }
   }
   POSGRAD_CHECK(std::set<std::string>(ms.begin(), ms.end()).size() == ms.size(), UsageError,
@@ -107,11 +109,12 @@ void EncoderTrackConfig::validate() const {
 }
 
 nlohmann::json EncoderTrackConfig::to_json() const {
-  return {{"methods", method_list()}, {"seeds", seeds}, {"tasks", tasks}, {"multipliers", multipliers},
-          {"n_layer", n_layer}, {"n_head", n_head}, {"n_embd", n_embd}, {"length", length},
-          {"mlm_iters", mlm_iters}, {"task_iters", task_iters}, {"batch", batch}, {"lr", lr},
-          {"weight_decay", weight_decay}, {"grad_clip", grad_clip}, {"warmup", warmup},
-          {"eval_examples", eval_examples}, {"segments", segments}, {"word_k", word_k}};
+  return {
+      {"methods", method_list()},     {"seeds", seeds},           {"tasks", tasks},   {"multipliers", multipliers},
+      {"n_layer", n_layer},           {"n_head", n_head},         {"n_embd", n_embd}, {"length", length},
+      {"mlm_iters", mlm_iters},       {"task_iters", task_iters}, {"batch", batch},   {"lr", lr},
+      {"weight_decay", weight_decay}, {"grad_clip", grad_clip},   {"warmup", warmup}, {"eval_examples", eval_examples},
+      {"segments", segments},         {"word_k", word_k}};
 }
 
 EncoderTrackConfig EncoderTrackConfig::from_json(const nlohmann::json& j, const std::string& source) {
@@ -177,7 +180,16 @@ EncoderTrackConfig encoder_track_preset(const std::string& name) {
 namespace {
 
 // The track's generator seeds per purpose: stream(seed, tag) (train/seeds.h), method-independent.
-enum Stream : uint64_t { kInit = 1, kMlmTrain, kMlmMask, kMlmEvalWindows, kMlmEvalMask, kTaskTrain, kTaskEval, kHeadInit };
+enum Stream : uint64_t {
+  kInit = 1,
+  kMlmTrain,
+  kMlmMask,
+  kMlmEvalWindows,
+  kMlmEvalMask,
+  kTaskTrain,
+  kTaskEval,
+  kHeadInit
+};
 
 // `iters` steps of loss(step) with the shared loop (train/finetune.h): AdamW (betas 0.9, 0.99), linear
 // warm-up over min(cfg.warmup, iters) steps, cosine decay to lr/10, clipping. Returns the mean
@@ -227,7 +239,8 @@ std::atomic<double> g_progress_interval{10.0};
 // g_progress_interval seconds, with the share done and the time left at the rate so far.
 class EvalProgress {
  public:
-  EvalProgress(std::string who, int64_t total_tokens) : who_(std::move(who)), total_(std::max<int64_t>(1, total_tokens)) {}
+  EvalProgress(std::string who, int64_t total_tokens)
+      : who_(std::move(who)), total_(std::max<int64_t>(1, total_tokens)) {}
   void advance(int64_t tokens, const std::string& what) {
     done_ += tokens;
     const auto now = std::chrono::steady_clock::now();
@@ -268,7 +281,8 @@ MlmScore evaluate_mlm_impl(const nn::Encoder& enc, const data::TokenSpan& val, i
   POSGRAD_CHECK(static_cast<int64_t>(val.size()) >= T, ValueError, "evaluate_mlm: a window of ", T,
                 " tokens does not fit in the ", val.size(), " validation tokens");
   const int64_t limit = enc.backbone->position_encoding().max_length();
-  POSGRAD_CHECK(limit < 0 || T <= limit, ValueError, "evaluate_mlm: ", T, " positions are beyond the encoder's ", limit);
+  POSGRAD_CHECK(limit < 0 || T <= limit, ValueError, "evaluate_mlm: ", T, " positions are beyond the encoder's ",
+                limit);
   NoGradGuard ng;
   const int64_t V = enc.config().model.vocab_size - 2, mask_id = V;
   Generator gw(stream(seed, kMlmEvalWindows)), gm(stream(seed, kMlmEvalMask));
@@ -292,7 +306,8 @@ MlmScore evaluate_mlm_impl(const nn::Encoder& enc, const data::TokenSpan& val, i
   s.windows = windows_n;
   s.masked = scored;
   s.loss = scored ? loss_sum / static_cast<double>(scored) : std::numeric_limits<double>::quiet_NaN();
-  s.accuracy = scored ? static_cast<double>(hits) / static_cast<double>(scored) : std::numeric_limits<double>::quiet_NaN();
+  s.accuracy =
+      scored ? static_cast<double>(hits) / static_cast<double>(scored) : std::numeric_limits<double>::quiet_NaN();
   return s;
 }
 
@@ -301,8 +316,8 @@ MlmScore evaluate_mlm_impl(const nn::Encoder& enc, const data::TokenSpan& val, i
 // built from one window, next_balanced), so that an order-blind model scores exactly 1 / classes;
 // eval_examples is rounded up to whole groups.
 EncoderTaskScore score_task(nn::Encoder& ft, const EncoderTrackConfig& cfg, const std::string& task_name,
-                            const data::TokenDataset& data, const data::TaskVocab& vocab, int64_t num_labels,
-                            int64_t m, EvalProgress& progress) {
+                            const data::TokenDataset& data, const data::TaskVocab& vocab, int64_t num_labels, int64_t m,
+                            EvalProgress& progress) {
   NoGradGuard ng;
   const data::EncoderTask task = data::parse_encoder_task(task_name);
   const data::TaskOptions topt{cfg.segments, cfg.word_k};
@@ -434,8 +449,9 @@ EncoderUnitResult run_encoder_unit(const EncoderTrackConfig& cfg, const std::str
       u.mlm_accuracy.push_back(kNaN);
       continue;
     }
-    const MlmScore sc = evaluate_mlm_impl(pre, data.val(), cfg.length * m, cfg.eval_examples, cfg.batch, seed,
-                                          [&](int64_t tokens) { progress.advance(tokens, "masked LM x" + std::to_string(m)); });
+    const MlmScore sc =
+        evaluate_mlm_impl(pre, data.val(), cfg.length * m, cfg.eval_examples, cfg.batch, seed,
+                          [&](int64_t tokens) { progress.advance(tokens, "masked LM x" + std::to_string(m)); });
     u.mlm_loss.push_back(sc.loss);
     u.mlm_accuracy.push_back(sc.accuracy);
   }
@@ -465,7 +481,8 @@ void check_encoder_data(const EncoderTrackConfig& cfg, const data::TokenDataset&
     throw UsageError("the corpus is too short for the encoder track: its " + std::to_string(train_n) + " train and " +
                      std::to_string(val_n) + " validation tokens must each hold " + std::to_string(longest + 1) +
                      " (--encoder-length " + std::to_string(cfg.length) + " x the largest of --encoder-multipliers, " +
-                     std::to_string(longest / cfg.length) + ", + 1); use a longer --corpus, a smaller --encoder-length "
+                     std::to_string(longest / cfg.length) +
+                     ", + 1); use a longer --corpus, a smaller --encoder-length "
                      "or smaller --encoder-multipliers");
   const int64_t V = tok.vocab_size();
   const data::TaskVocab vocab = data::task_vocab(tok, V + 1);
@@ -491,8 +508,9 @@ EncoderUnitResult run_or_keep_encoder_unit(const EncoderTrackConfig& cfg, const 
     // A kept unit's saved encoder is intact (load_encoder verifies its checksum) and is this folder's.
     const std::string saved = load_encoder(dir)->method;
     if (saved != m)
-      throw IoError(dir + "/encoder.safetensors is an encoder of method \"" + saved + "\", but this is the folder of \"" +
-                    m + "\" (copied from another unit?); delete the folder to measure that unit again");
+      throw IoError(dir + "/encoder.safetensors is an encoder of method \"" + saved +
+                    "\", but this is the folder of \"" + m +
+                    "\" (copied from another unit?); delete the folder to measure that unit again");
     EncoderUnitResult u = load_encoder_unit(result_path, cfg, m, seed);
     if (log) spdlog::info("encoder {:>10} seed {} | finished earlier — kept ({})", m, seed, result_path);
     return u;
@@ -500,18 +518,21 @@ EncoderUnitResult run_or_keep_encoder_unit(const EncoderTrackConfig& cfg, const 
   EncoderUnitResult u = run_encoder_unit(cfg, m, seed, data, tok, dir);
   // The unit's result beside its saved encoder: an interrupted track keeps its finished units.
   if (!dir.empty())
-    write_file_atomic(result_path,
-                      nlohmann::json{{"settings", cfg.settings_json()}, {"unit", encoder_unit_to_json(u)}}.dump(1) + "\n");
+    write_file_atomic(
+        result_path,
+        nlohmann::json{{"settings", cfg.settings_json()}, {"unit", encoder_unit_to_json(u)}}.dump(1) + "\n");
   if (log) {
     std::string tasks;
     for (const auto& s : u.tasks)
       if (s.multiplier == 1)
         tasks += " | " + s.task + " " +
-                 std::to_string(data::is_labelling_task(data::parse_encoder_task(s.task)) ? s.span_f1 : s.accuracy).substr(0, 5);
+                 std::to_string(data::is_labelling_task(data::parse_encoder_task(s.task)) ? s.span_f1 : s.accuracy)
+                     .substr(0, 5);
     // The masked-token accuracy at 1x (validate() requires 1 among the multipliers), like the tasks'.
     const size_t one =
         static_cast<size_t>(std::find(cfg.multipliers.begin(), cfg.multipliers.end(), 1) - cfg.multipliers.begin());
-    spdlog::info("encoder {:>10} seed {} | mlm acc {:.4f}{} | {:.1f}s", m, seed, u.mlm_accuracy.at(one), tasks, u.seconds);
+    spdlog::info("encoder {:>10} seed {} | mlm acc {:.4f}{} | {:.1f}s", m, seed, u.mlm_accuracy.at(one), tasks,
+                 u.seconds);
   }
   return u;
 }
@@ -538,18 +559,21 @@ EncoderUnitResult load_encoder_unit(const std::string& path, const EncoderTrackC
     throw IoError("'" + path + "' is not valid JSON (" + e.what() + "); delete it to measure that unit again");
   }
   if (!j.is_object() || !j.contains("settings") || !j.contains("unit"))
-    throw IoError("'" + path + "' is not an encoder unit result (no \"settings\" and \"unit\"); delete it to measure "
+    throw IoError("'" + path +
+                  "' is not an encoder unit result (no \"settings\" and \"unit\"); delete it to measure "
                   "that unit again");
   if (j["settings"] != settings) {
     std::string diff;
     for (const auto& [key, now] : settings.items()) {
       const nlohmann::json there = j["settings"].contains(key) ? j["settings"][key] : nlohmann::json();
       if (there != now)
-        diff += (diff.empty() ? "" : ", ") + std::string("--encoder-") + [name = key] {
-          std::string f = name;  // a copy: clang before 16 cannot capture a structured binding
-          std::replace(f.begin(), f.end(), '_', '-');
-          return f;
-        }() + " " + there.dump() + " there, " + now.dump() + " now";
+        diff += (diff.empty() ? "" : ", ") + std::string("--encoder-") +
+                [name = key] {
+                  std::string f = name;  // a copy: clang before 16 cannot capture a structured binding
+                  std::replace(f.begin(), f.end(), '_', '-');
+                  return f;
+                }() +
+                " " + there.dump() + " there, " + now.dump() + " now";
     }
     throw UsageError("'" + path + "' was measured with other encoder settings (" + diff +
                      "); its unit cannot be mixed with new ones: use another --out-dir, or the same settings");
@@ -563,11 +587,11 @@ EncoderUnitResult load_encoder_unit(const std::string& path, const EncoderTrackC
   }
   const ValueCheck c(path, advice);
   if (u.method != method)
-    c.fail("unit.method", ValueCheck::quoted(u.method), "this is the folder of method " + ValueCheck::quoted(method) +
-                                                            " (a result copied from another unit?)");
+    c.fail("unit.method", ValueCheck::quoted(u.method),
+           "this is the folder of method " + ValueCheck::quoted(method) + " (a result copied from another unit?)");
   if (u.seed != seed)
-    c.fail("unit.seed", std::to_string(u.seed), "this is the folder of seed " + std::to_string(seed) +
-                                                    " (a result copied from another unit?)");
+    c.fail("unit.seed", std::to_string(u.seed),
+           "this is the folder of seed " + std::to_string(seed) + " (a result copied from another unit?)");
   EncoderTrackConfig with_unit = cfg;
   with_unit.methods = cfg.method_list();
   check_encoder_unit(u, with_unit, path, "unit", advice);
@@ -594,9 +618,11 @@ void check_encoder_unit(const EncoderUnitResult& u, const EncoderTrackConfig& cf
   auto idx = [](const std::string& p, size_t i) { return p + "[" + std::to_string(i) + "]"; };
   const auto ms = cfg.method_list();
   if (std::find(ms.begin(), ms.end(), u.method) == ms.end())
-    c.fail(key("method"), ValueCheck::quoted(u.method), "not among the encoder track's methods (" + ValueCheck::list(ms) + ")");
+    c.fail(key("method"), ValueCheck::quoted(u.method),
+           "not among the encoder track's methods (" + ValueCheck::list(ms) + ")");
   if (std::find(cfg.seeds.begin(), cfg.seeds.end(), u.seed) == cfg.seeds.end())
-    c.fail(key("seed"), std::to_string(u.seed), "not among the encoder track's seeds (" + ValueCheck::list(cfg.seeds) + ")");
+    c.fail(key("seed"), std::to_string(u.seed),
+           "not among the encoder track's seeds (" + ValueCheck::list(cfg.seeds) + ")");
   c.count(u.parameters, key("parameters"));
   c.at_least(u.mlm_final_train_loss, 0.0, key("mlm_final_train_loss"), "a loss");
   const std::string per = "one per encoder multiplier " + ValueCheck::list(cfg.multipliers);
@@ -609,14 +635,18 @@ void check_encoder_unit(const EncoderUnitResult& u, const EncoderTrackConfig& cf
   auto score = [&](double v, int64_t m, const std::string& p, bool loss) {
     if (untrained(m)) {
       if (!std::isnan(v))
-        c.fail(p, ValueCheck::show(v), "must be n/a (null): " + u.method + "'s positions past " + std::to_string(limit) +
-                                           " were never trained");
+        c.fail(
+            p, ValueCheck::show(v),
+            "must be n/a (null): " + u.method + "'s positions past " + std::to_string(limit) + " were never trained");
       return;
     }
-    if (std::isnan(v)) c.fail(p, "null", "must be a number: " + u.method + " is scored at " + std::to_string(cfg.length * m) + " tokens");
+    if (std::isnan(v))
+      c.fail(p, "null",
+             "must be a number: " + u.method + " is scored at " + std::to_string(cfg.length * m) + " tokens");
     loss ? c.at_least(v, 0.0, p, "a loss") : c.fraction(v, p);
   };
-  for (size_t i = 0; i < u.mlm_loss.size(); ++i) score(u.mlm_loss[i], cfg.multipliers[i], idx(key("mlm_loss"), i), true);
+  for (size_t i = 0; i < u.mlm_loss.size(); ++i)
+    score(u.mlm_loss[i], cfg.multipliers[i], idx(key("mlm_loss"), i), true);
   for (size_t i = 0; i < u.mlm_accuracy.size(); ++i)
     score(u.mlm_accuracy[i], cfg.multipliers[i], idx(key("mlm_accuracy"), i), false);
   c.size(u.tasks.size(), cfg.tasks.size() * cfg.multipliers.size(), key("tasks"),
@@ -627,7 +657,8 @@ void check_encoder_unit(const EncoderUnitResult& u, const EncoderTrackConfig& cf
     const std::string& task = cfg.tasks[i / cfg.multipliers.size()];
     const int64_t m = cfg.multipliers[i % cfg.multipliers.size()];
     if (s.task != task)
-      c.fail(p + ".task", ValueCheck::quoted(s.task), "expected " + ValueCheck::quoted(task) + " (task-major, in the order of --encoder-tasks)");
+      c.fail(p + ".task", ValueCheck::quoted(s.task),
+             "expected " + ValueCheck::quoted(task) + " (task-major, in the order of --encoder-tasks)");
     c.equal(s.multiplier, m, p + ".multiplier", "the encoder multipliers, in order");
     c.equal(s.length, cfg.length * m, p + ".length", "--encoder-length x the multiplier");
     c.count(s.examples, p + ".examples");
@@ -643,12 +674,12 @@ void check_encoder_unit(const EncoderUnitResult& u, const EncoderTrackConfig& cf
 
 // ---- saved encoders and fill-mask ----------------------------------------------------------------
 
-void save_encoder(const std::string& dir, const nn::Encoder& enc, const std::string& method,
-                  const data::Tokenizer& tok, int64_t length, const nlohmann::json& corpus) {
+void save_encoder(const std::string& dir, const nn::Encoder& enc, const std::string& method, const data::Tokenizer& tok,
+                  int64_t length, const nlohmann::json& corpus) {
   const nn::GPTConfig& m = enc.config().model;
-  const nlohmann::json config = {{"method", method},          {"vocab_size", m.vocab_size}, {"block_size", m.block_size},
-                                 {"n_layer", m.n_layer},      {"n_head", m.n_head},         {"n_embd", m.n_embd},
-                                 {"bias", m.bias},            {"length", length},           {"corpus", corpus}};
+  const nlohmann::json config = {{"method", method},     {"vocab_size", m.vocab_size}, {"block_size", m.block_size},
+                                 {"n_layer", m.n_layer}, {"n_head", m.n_head},         {"n_embd", m.n_embd},
+                                 {"bias", m.bias},       {"length", length},           {"corpus", corpus}};
   std::filesystem::create_directories(dir);
   save_safetensors(dir + "/encoder.safetensors", enc.state_dict(),
                    {{"format", "posgrad-encoder-1"},
@@ -657,17 +688,19 @@ void save_encoder(const std::string& dir, const nn::Encoder& enc, const std::str
                     {"tokenizer", tok.to_json().dump()}});
   // The checksum beside the weights, written (atomically) after them: an encoder.json that names
   // encoder.safetensors' checksum means the weights were completely written.
-  write_file_atomic(dir + "/encoder.json",
-                    nlohmann::json{{"format", "posgrad-encoder-checksum-1"},
-                                   {"checksums", {{"encoder.safetensors", hex64(fnv1a64(read_file(dir + "/encoder.safetensors")))}}}}
-                            .dump(2) +
-                        "\n");
+  write_file_atomic(
+      dir + "/encoder.json",
+      nlohmann::json{{"format", "posgrad-encoder-checksum-1"},
+                     {"checksums", {{"encoder.safetensors", hex64(fnv1a64(read_file(dir + "/encoder.safetensors")))}}}}
+              .dump(2) +
+          "\n");
 }
 
 void verify_encoder_checksum(const std::string& dir) {
   const std::string weights = dir + "/encoder.safetensors", sidecar = dir + "/encoder.json";
   if (!std::filesystem::exists(sidecar))
-    throw IoError("no checksum for " + weights + ": " + sidecar + " is missing (saved by an older posgrad, or the save "
+    throw IoError("no checksum for " + weights + ": " + sidecar +
+                  " is missing (saved by an older posgrad, or the save "
                   "was cut short); re-measure that unit (delete its folder and run posgrad compare again)");
   std::string want;
   try {
@@ -684,8 +717,8 @@ void verify_encoder_checksum(const std::string& dir) {
   }
   const std::string got = hex64(fnv1a64(read_file(weights)));
   if (got != want)
-    throw IoError("saved encoder " + weights + " is corrupt (checksum " + got + ", expected " + want + " from " + sidecar +
-                  ")");
+    throw IoError("saved encoder " + weights + " is corrupt (checksum " + got + ", expected " + want + " from " +
+                  sidecar + ")");
 }
 
 std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir) {
@@ -723,7 +756,8 @@ std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir) {
     } catch (const UsageError& e) {
       throw IoError(path + ": method: " + e.what());
     }
-    out->length = c.contains("length") ? json_int(c.at("length")) : 0;  // absent in encoders saved before it was recorded
+    out->length =
+        c.contains("length") ? json_int(c.at("length")) : 0;  // absent in encoders saved before it was recorded
     out->corpus = c.value("corpus", nlohmann::json());
     if (ec.model.vocab_size != out->tokenizer->vocab_size() + 2)
       throw IoError(path + ": vocabulary " + std::to_string(ec.model.vocab_size) + " is not the tokenizer's + 2");
@@ -781,8 +815,8 @@ FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char
                 limit);
   // A learned table's rows past the pretraining length were never trained: no prediction from them.
   const int64_t trained = enc.length > 0 ? enc.model->backbone->position_encoding().trained_max_length(enc.length) : -1;
-  POSGRAD_CHECK(trained < 0 || T <= trained, ValueError, "fill-mask: the text has ", T, " tokens, but this ", enc.method,
-                " encoder was pretrained at ", enc.length, " and its position rows beyond ", trained,
+  POSGRAD_CHECK(trained < 0 || T <= trained, ValueError, "fill-mask: the text has ", T, " tokens, but this ",
+                enc.method, " encoder was pretrained at ", enc.length, " and its position rows beyond ", trained,
                 " were never trained; give a text of at most ", trained, " bytes");
   NoGradGuard ng;
   const Tensor probs = softmax(enc.model->mlm_logits(Tensor::from_ints(ids, {1, T})), -1);  // (1, T, V + 2)
@@ -791,8 +825,9 @@ FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char
   for (size_t m : masks)
     for (int64_t v = 0; v < W; ++v)
       if (!std::isfinite(p[static_cast<size_t>(m) * W + v]))
-        throw NonFiniteLoss(detail::concat("fill-mask: the encoder's logits at mask position ", m,
-                                           " are not finite: its weights are not finite (a diverged or corrupt model)"));
+        throw NonFiniteLoss(
+            detail::concat("fill-mask: the encoder's logits at mask position ", m,
+                           " are not finite: its weights are not finite (a diverged or corrupt model)"));
   FillMaskResult r;
   r.filled = text;
   for (size_t m : masks) {
@@ -800,7 +835,8 @@ FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char
     for (int64_t v = 0; v < V; ++v) row.push_back({p[static_cast<size_t>(m) * W + v], v});  // corpus tokens only
     std::stable_sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     std::vector<std::pair<std::string, double>> cand;
-    for (int64_t k = 0; k < std::min<int64_t>(top, V); ++k) cand.push_back({enc.tokenizer->decode({row[k].second}), row[k].first});
+    for (int64_t k = 0; k < std::min<int64_t>(top, V); ++k)
+      cand.push_back({enc.tokenizer->decode({row[k].second}), row[k].first});
     r.filled.replace(m, 1, cand.front().first);
     r.candidates.push_back(cand);
   }
@@ -812,13 +848,24 @@ FillMaskResult fill_mask(const LoadedEncoder& enc, const std::string& text, char
 nlohmann::json encoder_unit_to_json(const EncoderUnitResult& u) {
   nlohmann::json tasks = nlohmann::json::array();
   for (const auto& s : u.tasks)
-    tasks.push_back({{"task", s.task}, {"multiplier", s.multiplier}, {"length", s.length}, {"examples", s.examples},
-                     {"accuracy", s.accuracy}, {"macro_f1", s.macro_f1}, {"span_f1", s.span_f1},
-                     {"span_precision", s.span_precision}, {"span_recall", s.span_recall},
+    tasks.push_back({{"task", s.task},
+                     {"multiplier", s.multiplier},
+                     {"length", s.length},
+                     {"examples", s.examples},
+                     {"accuracy", s.accuracy},
+                     {"macro_f1", s.macro_f1},
+                     {"span_f1", s.span_f1},
+                     {"span_precision", s.span_precision},
+                     {"span_recall", s.span_recall},
                      {"final_train_loss", s.final_train_loss}});
-  return {{"method", u.method}, {"seed", u.seed}, {"parameters", u.parameters},
-          {"mlm_final_train_loss", u.mlm_final_train_loss}, {"mlm_loss", u.mlm_loss},
-          {"mlm_accuracy", u.mlm_accuracy}, {"tasks", tasks}, {"seconds", u.seconds}};
+  return {{"method", u.method},
+          {"seed", u.seed},
+          {"parameters", u.parameters},
+          {"mlm_final_train_loss", u.mlm_final_train_loss},
+          {"mlm_loss", u.mlm_loss},
+          {"mlm_accuracy", u.mlm_accuracy},
+          {"tasks", tasks},
+          {"seconds", u.seconds}};
 }
 
 namespace {
@@ -995,8 +1042,9 @@ std::vector<ClaimTest> ordering_tests(const EncoderTrackResult& r, bool f1, cons
   for (size_t i = 0; i + 1 < present.size(); ++i)
     for (const auto& a : present[i])
       for (const auto& b : present[i + 1])
-        tests.push_back(better_values(std::string(f1 ? "F1 " : "accuracy ") + a + " vs " + b, composite(r, a, f1, left_out),
-                                      composite(r, b, f1, left_out), /*lower_is_better=*/false));
+        tests.push_back(better_values(std::string(f1 ? "F1 " : "accuracy ") + a + " vs " + b,
+                                      composite(r, a, f1, left_out), composite(r, b, f1, left_out),
+                                      /*lower_is_better=*/false));
   return tests;
 }
 
@@ -1039,28 +1087,33 @@ std::vector<ClaimVerdict> judge_encoder_claims(const EncoderTrackResult& r) {
     std::string who;
     for (const auto& m : compared)
       if (encoder_score_is_structural(m, t)) who += (who.empty() ? "" : ", ") + m;
-    left_text += "; " + t + " left out (structural for " + who + ": a bias of |i - j| alone reads 0.5 there by construction)";
+    left_text +=
+        "; " + t + " left out (structural for " + who + ": a bias of |i - j| alone reads 0.5 there by construction)";
   }
   std::string missing_acc, missing_f1;
   std::vector<ClaimTest> tests = ordering_tests(r, false, left_out, missing_acc);
   for (auto& t : ordering_tests(r, true, left_out, missing_f1)) tests.push_back(std::move(t));
   std::string missing = missing_acc;
-  if (!missing_f1.empty() && missing_f1 != missing_acc) missing += (missing.empty() ? "" : "; ") + ("F1 of " + missing_f1);
+  if (!missing_f1.empty() && missing_f1 != missing_acc)
+    missing += (missing.empty() ? "" : "; ") + ("F1 of " + missing_f1);
   if (!missing.empty()) missing += " with values at 1x (--methods; absolute: sinusoidal or learned)";
   const Judgement j = judge_family(tests, missing);
   const size_t n = c.seeds.size();
   const std::string budget = std::to_string(c.mlm_iters) + " masked-LM steps and " + std::to_string(c.task_iters) +
-                             " fine-tuning steps per task of " + std::to_string(c.batch) + "x" + std::to_string(c.length) +
-                             " tokens x " + std::to_string(n) + " seed" + (n == 1 ? "" : "s") + "; " +
-                             std::to_string(c.eval_examples) + " held-out examples per task";
-  const std::string protocol = "at the fine-tuning length " + std::to_string(c.length) +
-                               " (1x); intervals: seed noise only";
-  return {claim_from("b", "accuracy and F1: RoPE > DeBERTa > T5 > absolute",
-                     "accuracy at 1x (mean over the sequence-classification tasks; higher is better); F1 at 1x (mean of "
-                     "the sequence tasks' macro-F1 and the labelling task's span F1) — one family: both orderings, "
-                     "Welch's t-test per adjacent pair, each absolute encoding run" + left_text,
-                     "accuracy: " + composites_text(r, false, left_out) + " — F1: " + composites_text(r, true, left_out),
-                     j, budget, protocol)};
+                             " fine-tuning steps per task of " + std::to_string(c.batch) + "x" +
+                             std::to_string(c.length) + " tokens x " + std::to_string(n) + " seed" +
+                             (n == 1 ? "" : "s") + "; " + std::to_string(c.eval_examples) +
+                             " held-out examples per task";
+  const std::string protocol =
+      "at the fine-tuning length " + std::to_string(c.length) + " (1x); intervals: seed noise only";
+  return {
+      claim_from("b", "accuracy and F1: RoPE > DeBERTa > T5 > absolute",
+                 "accuracy at 1x (mean over the sequence-classification tasks; higher is better); F1 at 1x (mean of "
+                 "the sequence tasks' macro-F1 and the labelling task's span F1) — one family: both orderings, "
+                 "Welch's t-test per adjacent pair, each absolute encoding run" +
+                     left_text,
+                 "accuracy: " + composites_text(r, false, left_out) + " — F1: " + composites_text(r, true, left_out), j,
+                 budget, protocol)};
 }
 
 namespace {
@@ -1069,13 +1122,14 @@ namespace {
 // holds it too, as claim (b): compare/studies/article/article.h).
 std::string claim_section(const EncoderTrackResult& r) {
   std::ostringstream o;
-  o << "### The article's accuracy/F1 claim on the encoder track\n\nJudged as the article's claims are (compare/claims.h): "
+  o << "### The article's accuracy/F1 claim on the encoder track\n\nJudged as the article's claims are "
+       "(compare/claims.h): "
        "supported when every pair is significant at 5% as claimed, contradicted when one is significant the other way "
        "after Holm over the family.\n\n| claim | metric | tests | budget | measured | verdict | why |\n"
        "|---|---|---|---|---|---|---|\n";
   for (const auto& v : judge_encoder_claims(r))
-    o << "| " << v.claim << " | " << v.metric << " | " << v.family << " | " << v.budget << " | " << v.measured << " | **"
-      << v.verdict << "** | " << v.why << " |\n";
+    o << "| " << v.claim << " | " << v.metric << " | " << v.family << " | " << v.budget << " | " << v.measured
+      << " | **" << v.verdict << "** | " << v.why << " |\n";
   o << "\n";
   return o.str();
 }
@@ -1111,10 +1165,12 @@ void task_tables(std::ostringstream& o, const EncoderTrackResult& r) {
     const bool lab = is_labelling(task);
     const std::vector<std::string> metrics =
         lab ? std::vector<std::string>{"span_f1", "accuracy"} : std::vector<std::string>{"accuracy", "macro_f1"};
-    o << "### Task " << task << (lab ? " (token labelling; span F1 = CoNLL exact span and label)" : " (sequence classification)")
+    o << "### Task " << task
+      << (lab ? " (token labelling; span F1 = CoNLL exact span and label)" : " (sequence classification)")
       << "\n\n| method |";
     for (const auto& met : metrics)
-      for (int64_t k : c.multipliers) o << " " << (met == "accuracy" && lab ? "token accuracy" : met) << " x" << k << " |";
+      for (int64_t k : c.multipliers)
+        o << " " << (met == "accuracy" && lab ? "token accuracy" : met) << " x" << k << " |";
     o << "\n|---|";
     for (size_t i = 0; i < metrics.size() * c.multipliers.size(); ++i) o << "---|";
     o << "\n";
@@ -1197,10 +1253,10 @@ std::string encoder_report_markdown(const EncoderTrackResult& r) {
        "c2p and p2c in both directions) pretrained with BERT's masked-LM objective (15% of the tokens selected; "
        "80% [MASK], 10% random, 10% unchanged), then fine-tuned per task with a fresh head on a copy of the "
        "pretrained weights. "
-    << c.n_layer << " layers, " << c.n_embd << " channels, " << c.n_head << " heads; length " << c.length
-    << "; " << c.mlm_iters << " masked-LM steps and " << c.task_iters << " fine-tuning steps per task, batch "
-    << c.batch << ", lr " << c.lr << "; " << c.eval_examples << " held-out examples per task and length; seeds "
-    << c.seeds.size() << ". Cells: mean [95% Student-t interval] over seeds.\n\n";
+    << c.n_layer << " layers, " << c.n_embd << " channels, " << c.n_head << " heads; length " << c.length << "; "
+    << c.mlm_iters << " masked-LM steps and " << c.task_iters << " fine-tuning steps per task, batch " << c.batch
+    << ", lr " << c.lr << "; " << c.eval_examples << " held-out examples per task and length; seeds " << c.seeds.size()
+    << ". Cells: mean [95% Student-t interval] over seeds.\n\n";
   mlm_table(o, r);
   task_tables(o, r);
   control_section(o, r);
@@ -1221,7 +1277,8 @@ std::string encoder_results_csv(const EncoderTrackResult& r) {
   };
   for (const auto& u : r.units) {
     for (size_t i = 0; i < r.config.multipliers.size() && i < u.mlm_accuracy.size(); ++i) {
-      o << u.method << "," << u.seed << ",mlm_accuracy," << r.config.multipliers[i] << "," << val(u.mlm_accuracy[i]) << "\n";
+      o << u.method << "," << u.seed << ",mlm_accuracy," << r.config.multipliers[i] << "," << val(u.mlm_accuracy[i])
+        << "\n";
       o << u.method << "," << u.seed << ",mlm_loss," << r.config.multipliers[i] << "," << val(u.mlm_loss[i]) << "\n";
     }
     for (const auto& s : u.tasks) {

@@ -28,12 +28,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compare/claims.h"
+#include "compare/stats.h"
+#include "compare/studies/encoder/encoder_config.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "nn/encoder.h"
-#include "compare/studies/encoder/encoder_config.h"
-#include "compare/claims.h"
-#include "compare/stats.h"
 
 namespace posgrad::train {
 
@@ -46,9 +46,9 @@ struct EncoderTaskScore {
   int64_t multiplier = 1, length = 0, examples = 0;
   // NaN (n/a) at a length past the encoding's trained positions; span F1 and recall also NaN when the
   // held-out set has no gold span (span_f1 in compare/studies/encoder/encoder_metrics.h).
-  double accuracy = 0, macro_f1 = 0;                   // sequence tasks (token accuracy for labelling)
+  double accuracy = 0, macro_f1 = 0;                        // sequence tasks (token accuracy for labelling)
   double span_f1 = 0, span_precision = 0, span_recall = 0;  // labelling task
-  double final_train_loss = 0;                          // of the fine-tuning (same for every length)
+  double final_train_loss = 0;                              // of the fine-tuning (same for every length)
 };
 
 struct EncoderUnitResult {
@@ -100,26 +100,27 @@ void check_encoder_unit(const EncoderUnitResult& u, const EncoderTrackConfig& cf
 // position encoding (JSON), "tokenizer": Tokenizer::to_json()}; then <dir>/encoder.json,
 // {"format": "posgrad-encoder-checksum-1", "checksums": {"encoder.safetensors": FNV-1a 64 hex}},
 // both written atomically (as the decoder's checkpoint records its files' checksums in state.json).
-// Every load (posgrad eval, fill-mask, a resumed comparison keeping the unit) verifies the checksum. The decoder's run directories hold
-// checkpoint/ instead (train/checkpoint.h): the track of a run is the file it holds.
-// A type of its own beside train::LoadedModel (the loaded decoder, train/trainer.h): another model
-// (nn::Encoder and its MLM head, no TrainConfig) in another file, scored by evaluate_mlm / fill_mask.
+// Every load (posgrad eval, fill-mask, a resumed comparison keeping the unit) verifies the checksum. The decoder's run
+// directories hold checkpoint/ instead (train/checkpoint.h): the track of a run is the file it holds. A type of its own
+// beside train::LoadedModel (the loaded decoder, train/trainer.h): another model (nn::Encoder and its MLM head, no
+// TrainConfig) in another file, scored by evaluate_mlm / fill_mask.
 struct LoadedEncoder {
   Generator dropout{0};  // the model's dropout generator (dropout is 0; kept alive with the model)
   std::unique_ptr<data::Tokenizer> tokenizer;
   std::unique_ptr<nn::Encoder> model;
   std::string method;
-  int64_t length = 0;      // pretraining length in tokens (0: not recorded)
+  int64_t length = 0;  // pretraining length in tokens (0: not recorded)
   // {"corpus", "data_dir", "max_corpus_bytes"} of the pretraining text and, since they are recorded,
   // data::corpus_record's "path" (absolute), "bytes", "fnv1a64" (null: not recorded)
   nlohmann::json corpus;
 };
 // length: the pretraining length (tokens); corpus: where the text came from (EncoderTrackConfig::corpus),
 // so that posgrad eval can score the encoder on the same validation split.
-void save_encoder(const std::string& dir, const nn::Encoder& enc, const std::string& method,
-                  const data::Tokenizer& tok, int64_t length = 0, const nlohmann::json& corpus = {});
+void save_encoder(const std::string& dir, const nn::Encoder& enc, const std::string& method, const data::Tokenizer& tok,
+                  int64_t length = 0, const nlohmann::json& corpus = {});
 // IoError naming the path: no encoder.safetensors there (a decoder run: the message says so), a
-// checksum that differs from encoder.json's or no encoder.json (verify_encoder_checksum), another format, a missing or malformed metadata key, weights that do not match the configuration.
+// checksum that differs from encoder.json's or no encoder.json (verify_encoder_checksum), another format, a missing or
+// malformed metadata key, weights that do not match the configuration.
 std::unique_ptr<LoadedEncoder> load_encoder(const std::string& dir);
 // IoError naming the file: <dir>/encoder.json missing or malformed, or encoder.safetensors' checksum
 // not the recorded one (the message gives both checksums).
@@ -197,12 +198,12 @@ std::vector<std::string> encoder_structural_tasks(const EncoderTrackConfig& cfg,
 
 // The article's claim (b) "accuracy and F1: RoPE > DeBERTa > T5 > absolute" on the encoder track's
 // accuracy (mean over the sequence tasks) and F1 (mean of the macro-F1s and the span F1), at 1x, as
-// one claim, id "b" (the article's claims table reads it from here: compare/studies/article/article.h): one family (judge_family, compare/claims.h) of both orderings' adjacent
-// pairs, each a Welch t-test on the per-seed composites (rope vs deberta, deberta vs t5, t5 vs each
-// of sinusoidal and learned that has values). A task on which a method of the claim is structural
-// (encoder_structural_tasks) is left out of every method's composite, so that all are compared on
-// the same tasks and no score fixed by construction counts as evidence; the metric says which. A
-// link without values: not measured, naming it.
+// one claim, id "b" (the article's claims table reads it from here: compare/studies/article/article.h): one family
+// (judge_family, compare/claims.h) of both orderings' adjacent pairs, each a Welch t-test on the per-seed composites
+// (rope vs deberta, deberta vs t5, t5 vs each of sinusoidal and learned that has values). A task on which a method of
+// the claim is structural (encoder_structural_tasks) is left out of every method's composite, so that all are compared
+// on the same tasks and no score fixed by construction counts as evidence; the metric says which. A link without
+// values: not measured, naming it.
 std::vector<ClaimVerdict> judge_encoder_claims(const EncoderTrackResult& r);
 
 // The markdown section of report.md: settings, MLM table, the task tables (mean [95% CI] over seeds

@@ -13,7 +13,7 @@ namespace posgrad::train {
 
 struct EncoderTrackConfig {
   static constexpr const char* kStudy = "encoder";  // its place in CompareConfig::settings
-  std::vector<std::string> methods;  // position encodings (empty: every registered one)
+  std::vector<std::string> methods;                 // position encodings (empty: every registered one)
   std::vector<uint64_t> seeds = {1, 2, 3};
   std::vector<std::string> tasks = {"reversed", "marker_segment", "line_word"};
   std::vector<int64_t> multipliers = {1, 2, 4};  // evaluation lengths as multiples of `length`
@@ -22,7 +22,7 @@ struct EncoderTrackConfig {
   int64_t mlm_iters = 300, task_iters = 150, batch = 16;
   double lr = 2e-3, weight_decay = 0.01, grad_clip = 1.0;
   int64_t warmup = 20;
-  int64_t eval_examples = 192;  // held-out examples per task and length (and MLM windows per length)
+  int64_t eval_examples = 192;       // held-out examples per task and length (and MLM windows per length)
   int64_t segments = 4, word_k = 1;  // marker_segment's S, line_word's k
   // Where the pretraining text came from ({"corpus", "max_corpus_bytes"}), recorded with each saved
   // encoder for posgrad eval; not a setting (to_json leaves it out).

@@ -11,8 +11,8 @@
 
 #include "data/corpus.h"
 #include "data/fileio.h"
-#include "train/options.h"
 #include "tensor/errors.h"
+#include "train/options.h"
 
 namespace posgrad::train {
 
@@ -63,9 +63,11 @@ void check_encoder_memory(const EncoderTrackConfig& ec) {
                    format_bytes(have) + ": parameters and optimizer state " + format_bytes(at_longest.parameter_bytes) +
                    " (--encoder-n-layer " + std::to_string(ec.n_layer) + ", --encoder-n-embd " +
                    std::to_string(ec.n_embd) + "), pretraining activations " + format_bytes(train.activation_bytes) +
-                   " (--encoder-batch " + std::to_string(ec.batch) + " x --encoder-length " + std::to_string(ec.length) +
-                   "), evaluation at " + std::to_string(longest) + " tokens (--encoder-length x the largest of "
-                   "--encoder-multipliers) " + format_bytes(eval_bytes) + "; reduce the largest of these");
+                   " (--encoder-batch " + std::to_string(ec.batch) + " x --encoder-length " +
+                   std::to_string(ec.length) + "), evaluation at " + std::to_string(longest) +
+                   " tokens (--encoder-length x the largest of "
+                   "--encoder-multipliers) " +
+                   format_bytes(eval_bytes) + "; reduce the largest of these");
 }
 
 EncoderTrackData load_encoder_track_data(const CompareConfig& cfg) {

@@ -8,8 +8,8 @@
 #pragma once
 
 #include "compare/config.h"
-#include "compare/study.h"
 #include "compare/studies/encoder/encoder.h"
+#include "compare/study.h"
 
 namespace posgrad::train {
 

@@ -34,7 +34,8 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
     for (size_t i = 0; i < e[l].size(); ++i) {
       const std::string q = json_path_at(json_path_at(p, l), i);
       c.at_least(e[l][i], -kSlack, q, "a normalised entropy");
-      if (e[l][i] > 1 + kSlack) c.fail(q, ValueCheck::show(e[l][i]), "a normalised entropy is at most 1 (uniform attention)");
+      if (e[l][i] > 1 + kSlack)
+        c.fail(q, ValueCheck::show(e[l][i]), "a normalised entropy is at most 1 (uniform attention)");
     }
   }
 }
@@ -62,7 +63,8 @@ std::vector<std::string> write_files(const ComparisonResult& r, const ReportDir&
   std::vector<std::pair<std::string, const std::vector<std::vector<double>>*>> profiles;
   for (const auto& m : r.config.methods) {
     const UnitResult* u = first_unit(r, m);
-    if (const EntropyResult* e = u ? u->parts.find<EntropyResult>() : nullptr) profiles.emplace_back(m, &e->by_position);
+    if (const EntropyResult* e = u ? u->parts.find<EntropyResult>() : nullptr)
+      profiles.emplace_back(m, &e->by_position);
   }
   markdown::LayerPanels f;
   f.name = "attention_entropy";

@@ -152,7 +152,8 @@ void validate(const CompareConfig& cfg) {
   const FlipFlopSettings& s = settings(cfg);
   POSGRAD_CHECK(s.p_sparse >= s.p_train && s.p_train >= s.p_dense, UsageError,
                 "the flip-flop splits need --flipflop-p-sparse (", s.p_sparse, ") >= --flipflop-p-train (", s.p_train,
-                ") >= --flipflop-p-dense (", s.p_dense, "): p is the share of ignore instructions, so sparse "
+                ") >= --flipflop-p-dense (", s.p_dense,
+                "): p is the share of ignore instructions, so sparse "
                 "sequences have the most and dense the fewest");
   POSGRAD_CHECK(s.length % 2 == 0, UsageError, "--flipflop-length must be even (instruction-bit pairs), got ",
                 s.length);
@@ -332,14 +333,14 @@ bool write_plot(const ComparisonResult& r, const std::string& dir) {
   dat.close();
   if (plot.size() <= 5) return false;
   std::string tics;
-  for (size_t k = 0; k < cells.size(); ++k)
-    tics += (k ? ", '" : "'") + cell_name(cells[k]) + "' " + std::to_string(k);
+  for (size_t k = 0; k < cells.size(); ++k) tics += (k ? ", '" : "'") + cell_name(cells[k]) + "' " + std::to_string(k);
   {
     std::ofstream gp(d + "/flipflop_glitch.gp");
     gp << markdown::gnuplot_style() << "set output 'flipflop_glitch.png'\nset xtics (" << tics << ")\n"
        << "set xrange [-0.3:" << cells.size() - 0.7 << "]\nset yrange [0:1.05]\nset ylabel 'glitch rate (sequences "
        << "with a wrong read)'\nset title 'Flip-flop: glitch rate per test cell (mean and 95% interval over "
-       << r.config.seeds.size() << " seeds)'\n" << plot << "\n";
+       << r.config.seeds.size() << " seeds)'\n"
+       << plot << "\n";
   }
   return markdown::run_gnuplot(d, "flipflop_glitch.gp") && std::filesystem::exists(d + "/flipflop_glitch.png");
 }

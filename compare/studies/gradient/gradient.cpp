@@ -28,7 +28,8 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
   for (size_t l = 0; l < g.size(); ++l) {
     c.size(g[l].size(), static_cast<size_t>(cfg.base.model.block_size), json_path_at(p, l),
            "one norm per distance 0..--block-size - 1");
-    for (size_t d = 0; d < g[l].size(); ++d) c.at_least(g[l][d], 0.0, json_path_at(json_path_at(p, l), d), "a gradient norm");
+    for (size_t d = 0; d < g[l].size(); ++d)
+      c.at_least(g[l][d], 0.0, json_path_at(json_path_at(p, l), d), "a gradient norm");
   }
 }
 
@@ -55,7 +56,8 @@ std::vector<std::string> write_files(const ComparisonResult& r, const ReportDir&
   std::vector<std::pair<std::string, const std::vector<std::vector<double>>*>> profiles;
   for (const auto& m : r.config.methods) {
     const UnitResult* u = first_unit(r, m);
-    if (const GradientResult* g = u ? u->parts.find<GradientResult>() : nullptr) profiles.emplace_back(m, &g->by_distance);
+    if (const GradientResult* g = u ? u->parts.find<GradientResult>() : nullptr)
+      profiles.emplace_back(m, &g->by_distance);
   }
   markdown::LayerPanels f;
   f.name = "gradient_distance";
@@ -75,8 +77,10 @@ std::string section(const ComparisonResult& r, const ReportDir& out) {
      << "The L2 norm of the gradient of the last position's next-token loss with respect to each input embedding, by "
      << "its distance from that position (8 validation windows at the training length, eval mode); mean [95% interval] "
      << "over seeds. Reach: the norm at distance " << block - 1 << " over the norm at distance 1 (1 = the signal "
-     << "reaches the oldest token as strongly as the previous one; for position-blind uniform attention the last block's "
-     << "input has a flat profile, the embeddings' need not). It measures where a trained model's learning signal goes, "
+     << "reaches the oldest token as strongly as the previous one; for position-blind uniform attention the last "
+        "block's "
+     << "input has a flat profile, the embeddings' need not). It measures where a trained model's learning signal "
+        "goes, "
      << "not how well it learns. The norms themselves are not comparable across methods whose embeddings are scaled "
      << "differently (an absolute table added to the token embedding changes the input's scale); compare the shape "
      << "of each profile and the reach.\n\n";
@@ -89,7 +93,8 @@ std::string section(const ComparisonResult& r, const ReportDir& out) {
     std::vector<std::string> cells = {m};
     // Norms and their ratio are >= 0: the Student-t interval's lower end is clipped there.
     constexpr double kInf = std::numeric_limits<double>::infinity();
-    for (int64_t d : distances) cells.push_back(markdown::bounded_cell(summary(r, m, gradient_metric(d)), 4, 0.0, kInf));
+    for (int64_t d : distances)
+      cells.push_back(markdown::bounded_cell(summary(r, m, gradient_metric(d)), 4, 0.0, kInf));
     cells.push_back(markdown::bounded_cell(summary(r, m, gradient_metric(0, true)), 3, 0.0, kInf));
     t.row(cells);
   }
@@ -115,8 +120,9 @@ Metric gradient_metric(int64_t distance, bool reach) {
 StudyEntry gradient_study() {
   StudyEntry e;
   e.name = GradientResult::kStudy;
-  e.summary = "gradient flow by distance: the norm of the last position's loss gradient at each input embedding and "
-              "block input, by distance from that position";
+  e.summary =
+      "gradient flow by distance: the norm of the last position's loss gradient at each input embedding and "
+      "block input, by distance from that position";
   e.run_unit = run;
   e.unit_to_json = [](const UnitResult& u, json& j) {
     if (const auto* g = u.parts.find<GradientResult>()) j["gradient_by_distance"] = g->by_distance;

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "compare/method.h"
 #include "compare/markdown.h"
+#include "compare/method.h"
 #include "compare/rows.h"
 #include "nn/posenc/position_encoding.h"
 #include "train/evaluate.h"
@@ -48,7 +48,8 @@ std::string scaling_kinds() {
 }
 
 // A copy of `model` with other encoding options (the scalings and precisions have no parameters).
-std::unique_ptr<nn::GPT> variant_model(const nn::GPT& model, const std::vector<std::pair<std::string, opt::Value>>& options) {
+std::unique_ptr<nn::GPT> variant_model(const nn::GPT& model,
+                                       const std::vector<std::pair<std::string, opt::Value>>& options) {
   nn::GPTConfig c = model.config();
   for (const auto& [name, v] : options) c.pos.set(name, v);
   Generator g(0), d(0);
@@ -81,7 +82,8 @@ std::map<std::string, Lengths> evaluate_variants(nn::GPT& model, const std::stri
       }
       CompareConfig one = cfg;
       one.eval_multipliers = {m};
-      out.push_back(evaluate_lengths(*variant_model(model, variant_options(suffix, m)), val, one, dev, nullptr).front());
+      out.push_back(
+          evaluate_lengths(*variant_model(model, variant_options(suffix, m)), val, one, dev, nullptr).front());
     }
     rows[row] = out;
   }
@@ -116,7 +118,8 @@ void run(UnitContext& ctx) {
   r.sliding = evaluate_sliding_lengths(ctx.model, val, ctx.cfg, ctx.dev, r.lengths);
   const double sliding = since(t0);
   t0 = Clock::now();
-  if (takes_rope_scaling(ctx.method)) r.variants = evaluate_variants(ctx.model, ctx.method, val, ctx.cfg, ctx.dev, r.lengths);
+  if (takes_rope_scaling(ctx.method))
+    r.variants = evaluate_variants(ctx.model, ctx.method, val, ctx.cfg, ctx.dev, r.lengths);
   // The cost of each protocol, as measured (docs/presets.md records it for the presets).
   spdlog::info(
       "[{} seed {}] lm: {} lengths in {:.3f} s with non-overlapping windows, {:.3f} s with sliding windows{}",
@@ -185,8 +188,8 @@ void check_length(const ValueCheck& c, const LengthResult& l, int64_t context, c
 // count in `first` and every other's in `others` ({lo, hi}, inclusive), and their sums agreeing with
 // the length's loss. Returns the scored targets (0 when not stored).
 using CountRange = std::pair<int64_t, int64_t>;
-int64_t check_windows(const ValueCheck& c, const LengthResult& l, const std::string& p, CountRange first, CountRange others,
-                      const char* why) {
+int64_t check_windows(const ValueCheck& c, const LengthResult& l, const std::string& p, CountRange first,
+                      CountRange others, const char* why) {
   if (l.window_loss.empty() && l.window_tokens.empty()) return 0;
   const std::string lp = json_path_key(p, "window_loss"), tp = json_path_key(p, "window_tokens");
   c.size(l.window_loss.size(), static_cast<size_t>(l.windows), lp, "one per window");
@@ -233,24 +236,29 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
     if (!skipped.count(row)) want.push_back(row);
   const std::string vp = json_path_key(p, "variants");
   for (const auto& row : want)
-    if (!r.variants.count(row)) c.fail(vp, "", "has no row " + ValueCheck::quoted(row) + ", which every " + u.method + " unit measures");
+    if (!r.variants.count(row))
+      c.fail(vp, "", "has no row " + ValueCheck::quoted(row) + ", which every " + u.method + " unit measures");
   for (const auto& [name, v] : r.variants) {
     const std::string q = vp + "[" + ValueCheck::quoted(name) + "]";
     if (std::find(want.begin(), want.end(), name) == want.end())
-      c.fail(q, "", want.empty() ? "only " + scaling_kinds() + " units have derived rows"
-                                 : "not a derived row of this configuration (" + ValueCheck::list(want) + ")");
+      c.fail(q, "",
+             want.empty() ? "only " + scaling_kinds() + " units have derived rows"
+                          : "not a derived row of this configuration (" + ValueCheck::list(want) + ")");
     if (method_of(name) != u.method || Row::parse(name).variant.empty())
-      c.fail(q, "", "a variant of unit " + ValueCheck::quoted(u.method) + " is named " + u.method + "+<scaling> or " +
-                        u.method + "@<precision>");
+      c.fail(q, "",
+             "a variant of unit " + ValueCheck::quoted(u.method) + " is named " + u.method + "+<scaling> or " +
+                 u.method + "@<precision>");
     check_lengths(c, v, cfg, q);
   }
   const auto it = std::find(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end(), cfg.per_position_multiplier);
   const size_t at = static_cast<size_t>(it - cfg.eval_multipliers.begin());
   const bool evaluated = it != cfg.eval_multipliers.end() && at < r.lengths.size() && r.lengths[at].has_value();
   const std::string pp = json_path_key(p, "per_position_loss");
-  c.size(r.per_position_loss.size(), evaluated ? static_cast<size_t>(cfg.per_position_multiplier * cfg.base.model.block_size) : 0,
-         pp, "one per position of the --per-position-multiplier window, where it was evaluated");
-  for (size_t i = 0; i < r.per_position_loss.size(); ++i) c.at_least(r.per_position_loss[i], 0.0, json_path_at(pp, i), "a loss");
+  c.size(r.per_position_loss.size(),
+         evaluated ? static_cast<size_t>(cfg.per_position_multiplier * cfg.base.model.block_size) : 0, pp,
+         "one per position of the --per-position-multiplier window, where it was evaluated");
+  for (size_t i = 0; i < r.per_position_loss.size(); ++i)
+    c.at_least(r.per_position_loss[i], 0.0, json_path_at(pp, i), "a loss");
 }
 
 std::vector<std::string> extra_rows(const ComparisonResult& r) {
@@ -329,16 +337,17 @@ std::string settings_markdown(const ComparisonResult& r) {
   std::string md = "- seed-to-seed noise: the standard deviation of the validation perplexity over seeds is " +
                    (rel.empty() ? std::string("not measured (one seed)")
                                 : num(100 * rel[rel.size() / 2], 2) + "% of the mean (median over methods)") +
-                   "; differences smaller than about twice that are not resolved with " + std::to_string(c.seeds.size()) +
-                   " seeds\n";
+                   "; differences smaller than about twice that are not resolved with " +
+                   std::to_string(c.seeds.size()) + " seeds\n";
   const double f = c.of<LmSettings>().eval_stride_fraction;
   md += "- evaluation protocols: non-overlapping windows" +
         (f > 0 ? std::string(", and sliding windows over the same targets with stride max(1, floor(") + num(f, 3) +
                      " x length)) (`--eval-stride-fraction`; derived rows: non-overlapping only)"
                : std::string(" only (`--eval-stride-fraction 0`)")) +
         "\n";
-  md += "- RoPE evaluation-time variants: linear and YaRN scaling with s = L/L_train, dynamic NTK; `rope@bf16` and "
-        "`rope@fp16` round the rotary angle arithmetic to that format\n";
+  md +=
+      "- RoPE evaluation-time variants: linear and YaRN scaling with s = L/L_train, dynamic NTK; `rope@bf16` and "
+      "`rope@fp16` round the rotary angle arithmetic to that format\n";
   for (const auto& [row, why] : skipped_variants(r.config))
     md += "- `" + row + "` not measured: this configuration cannot build it (" + why + ")\n";
   return md;
@@ -426,12 +435,14 @@ void train_loss_plot(const ComparisonResult& r, const std::string& d) {
     dat << "# " << m << "\n";
     for (const auto& [step, loss] : u->train_curve) dat << step << " " << loss << "\n";
     dat << "\n\n";
-    plot += std::string(idx ? ", " : "") + "'train_loss.dat' index " + std::to_string(idx) + " with lines lw 2 title '" + m + "'";
+    plot += std::string(idx ? ", " : "") + "'train_loss.dat' index " + std::to_string(idx) +
+            " with lines lw 2 title '" + m + "'";
     ++idx;
   }
   std::ofstream gp(d + "/train_loss.gp");
   gp << markdown::gnuplot_style() << "set output 'train_loss.png'\nset xlabel 'step'\nset ylabel 'training loss'\n"
-     << "set title 'Training loss (first seed)'\n" << plot << "\n";
+     << "set title 'Training loss (first seed)'\n"
+     << plot << "\n";
 }
 
 // Per-position loss, first seed, buckets of 8 positions.
@@ -461,7 +472,8 @@ void per_position_plot(const ComparisonResult& r, const std::string& d) {
   gp << markdown::gnuplot_style() << "set output 'per_position_loss.png'\nset xlabel 'position in the window'\n"
      << "set ylabel 'loss'\nset arrow from " << c.base.model.block_size << ", graph 0 to " << c.base.model.block_size
      << ", graph 1 nohead dt 3\nset title 'Loss per position inside a " << c.per_position_multiplier
-     << "x window (dotted: training length; first seed)'\n" << plot << "\n";
+     << "x window (dotted: training length; first seed)'\n"
+     << plot << "\n";
 }
 
 std::vector<std::string> write_files(const ComparisonResult& r, const ReportDir& out) {
@@ -585,8 +597,8 @@ Metric lm_metric(Quantity q, int64_t multiplier, Protocol protocol) {
   }
   m.lower_better = q != Quantity::Accuracy;
   m.digits = q == Quantity::Parameters || q == Quantity::PositionParameters ? 0
-             : q == Quantity::Accuracy || q == Quantity::Loss             ? 4
-                                                                          : 3;
+             : q == Quantity::Accuracy || q == Quantity::Loss               ? 4
+                                                                            : 3;
   return m;
 }
 
@@ -714,7 +726,8 @@ Lengths lengths_from_json(const json& j) {
 }
 
 void check_lengths(const ValueCheck& c, const Lengths& v, const CompareConfig& cfg, const std::string& p) {
-  c.size(v.size(), cfg.eval_multipliers.size(), p, "one per --eval-multipliers " + ValueCheck::list(cfg.eval_multipliers));
+  c.size(v.size(), cfg.eval_multipliers.size(), p,
+         "one per --eval-multipliers " + ValueCheck::list(cfg.eval_multipliers));
   for (size_t i = 0; i < v.size(); ++i) {
     const int64_t m = cfg.eval_multipliers[i];
     if (!v[i]) {

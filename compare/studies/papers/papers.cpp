@@ -20,7 +20,8 @@ constexpr double kSinkMargin = 0.01;    // n6: sinks lower the first-token share
 
 // "a is no worse than b by more than `margin`" on metric m (lower is better): Welch on a's values
 // against b's scaled by 1 + margin.
-ClaimTest within(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m, double margin) {
+ClaimTest within(const ComparisonResult& r, const std::string& a, const std::string& b, const Metric& m,
+                 double margin) {
   std::vector<double> scaled = values(r, b, m);
   for (double& v : scaled) v *= 1.0 + margin;
   return better_values(a + " within " + num(100 * margin, 0) + "% of " + b, values(r, a, m), scaled, true);
@@ -50,8 +51,9 @@ ClaimVerdict fire_claim(const ComparisonResult& r, Protocol p) {
   std::vector<std::string> shown = {"fire"};
   shown.insert(shown.end(), against.begin(), against.end());
   return claim_from("n1", claim,
-                    g.name() + " (perplexity at " + std::to_string(k) + "x / at 1x; lower is better): FIRE's against "
-                    "each comparator's x 1.05, Welch per comparator (non-inferiority, margin 5%)",
+                    g.name() + " (perplexity at " + std::to_string(k) +
+                        "x / at 1x; lower is better): FIRE's against "
+                        "each comparator's x 1.05, Welch per comparator (non-inferiority, margin 5%)",
                     measured(r, shown, g), j, training_budget(r), k > 1 ? length_protocol(r, k, p) : "");
 }
 
@@ -68,16 +70,18 @@ ClaimVerdict hybrid_claim(const ComparisonResult& r, Protocol p) {
   const Judgement j = judge_family(tests, missing);
   const std::string hybrid_pattern =
       r.config.base.model.pos.options.text("hybrid_layers").empty()
-          ? "hybrid = RoPE with every " + std::to_string(r.config.base.model.pos.options.integer("hybrid_nope_interval")) +
-                "th layer NoPE" + (r.config.base.model.pos.options.boolean("hybrid_temperature") ? " (+ temperature)" : "")
+          ? "hybrid = RoPE with every " +
+                std::to_string(r.config.base.model.pos.options.integer("hybrid_nope_interval")) + "th layer NoPE" +
+                (r.config.base.model.pos.options.boolean("hybrid_temperature") ? " (+ temperature)" : "")
           : "hybrid = --hybrid-layers " + r.config.base.model.pos.options.text("hybrid_layers");
-  return claim_from("n2", "NoPE every 4th layer improves extrapolation without hurting perplexity at the training length "
-                          "(SmolLM3; Llama 4 iRoPE)",
-                    g.name() + " (lower is better): hybrid below rope; " + ppl.name() +
-                        ": hybrid within 1% of rope (non-inferiority); one family of 2; " + hybrid_pattern,
-                    "growth: " + measured(r, {"hybrid", "rope"}, g) + " — perplexity at 1x: " +
-                        measured(r, {"hybrid", "rope"}, ppl),
-                    j, training_budget(r), k > 1 ? length_protocol(r, k, p) : "");
+  return claim_from(
+      "n2",
+      "NoPE every 4th layer improves extrapolation without hurting perplexity at the training length "
+      "(SmolLM3; Llama 4 iRoPE)",
+      g.name() + " (lower is better): hybrid below rope; " + ppl.name() +
+          ": hybrid within 1% of rope (non-inferiority); one family of 2; " + hybrid_pattern,
+      "growth: " + measured(r, {"hybrid", "rope"}, g) + " — perplexity at 1x: " + measured(r, {"hybrid", "rope"}, ppl),
+      j, training_budget(r), k > 1 ? length_protocol(r, k, p) : "");
 }
 
 ClaimVerdict xpos_claim(const ComparisonResult& r, Protocol p) {
@@ -106,11 +110,12 @@ ClaimVerdict fox_claim(const ComparisonResult& r, Protocol p) {
     tests.push_back(std::move(t));
   }
   const Judgement j = judge_family(tests, missing);
-  return claim_from("n4", "FoX beats RoPE on perplexity at and beyond the training length (Lin et al. 2025 §4)",
-                    at1.name() + " and " + far.name() + " (lower is better): fox below rope at both, Welch; one family of 2",
-                    "1x: " + measured(r, {"fox", "rope"}, at1) + " — " + std::to_string(k) + "x: " +
-                        measured(r, {"fox", "rope"}, far),
-                    j, training_budget(r), k > 1 ? length_protocol(r, k, p) : "");
+  return claim_from(
+      "n4", "FoX beats RoPE on perplexity at and beyond the training length (Lin et al. 2025 §4)",
+      at1.name() + " and " + far.name() + " (lower is better): fox below rope at both, Welch; one family of 2",
+      "1x: " + measured(r, {"fox", "rope"}, at1) + " — " + std::to_string(k) +
+          "x: " + measured(r, {"fox", "rope"}, far),
+      j, training_budget(r), k > 1 ? length_protocol(r, k, p) : "");
 }
 
 // combine(a's value, b's value) for each seed both rows have a finite value of m for, in seed order.
@@ -153,14 +158,17 @@ ClaimVerdict prope_claim(const ComparisonResult& r) {
         full = f;
         break;
       }
-    if (full.empty()) lonely += (lonely.empty() ? "" : ", ") + m;
-    else pairs.emplace_back(m, full);
+    if (full.empty())
+      lonely += (lonely.empty() ? "" : ", ") + m;
+    else
+      pairs.emplace_back(m, full);
   }
   std::string missing;
   if (pairs.empty())
-    missing = lonely.empty()
-                  ? "a p-RoPE method in --methods, e.g. 'rope[rope_fraction=0.75;rope_partial=prope]' (the paper's best)"
-                  : "full RoPE beside " + lonely + " in --methods (the same settings with --rope-fraction 1)";
+    missing =
+        lonely.empty()
+            ? "a p-RoPE method in --methods, e.g. 'rope[rope_fraction=0.75;rope_partial=prope]' (the paper's best)"
+            : "full RoPE beside " + lonely + " in --methods (the same settings with --rope-fraction 1)";
   std::vector<ClaimTest> tests;
   std::vector<std::string> shown;
   for (const auto& [p, f] : pairs) {
@@ -173,10 +181,12 @@ ClaimVerdict prope_claim(const ComparisonResult& r) {
     if (std::find(shown.begin(), shown.end(), f) == shown.end()) shown.push_back(f);
   }
   const Judgement j = judge_family(tests, missing);
-  return claim_from("n5", "p-RoPE, rotating only the highest frequencies, is at least as good as full RoPE (Barbero et al. "
-                          "2025 §6)",
-                    ppl.name() + " (lower is better): each p-RoPE method within 1% of its full-RoPE twin (non-inferiority: "
-                    "the per-seed ratio below 1.01, paired by seed); one test per p-RoPE method",
+  return claim_from("n5",
+                    "p-RoPE, rotating only the highest frequencies, is at least as good as full RoPE (Barbero et al. "
+                    "2025 §6)",
+                    ppl.name() +
+                        " (lower is better): each p-RoPE method within 1% of its full-RoPE twin (non-inferiority: "
+                        "the per-seed ratio below 1.01, paired by seed); one test per p-RoPE method",
                     shown.empty() ? std::string("n/a") : measured(r, shown, ppl), j, training_budget(r));
 }
 
@@ -192,10 +202,9 @@ ClaimVerdict sinks_claim(const ComparisonResult& r) {
         break;
       }
   }
-  std::string missing =
-      pairs.empty() ? "a method with attention sinks and the same method without in --methods, e.g. "
-                      "'rope,rope[attention_sinks=true]'"
-                    : "";
+  std::string missing = pairs.empty() ? "a method with attention sinks and the same method without in --methods, e.g. "
+                                        "'rope,rope[attention_sinks=true]'"
+                                      : "";
   for (const auto& [a, b] : pairs)
     for (const auto& m : {a, b})
       if (values(r, m, f).empty() && missing.find("share of " + m + " ") == std::string::npos)
@@ -206,17 +215,20 @@ ClaimVerdict sinks_claim(const ComparisonResult& r) {
   for (const auto& [a, b] : pairs) {
     // Lower by more than the margin, paired by seed: the per-seed differences below -kSinkMargin.
     const std::vector<double> d = per_seed(r, a, b, f, [](double x, double y) { return x - y; });
-    tests.push_back(beyond(a + " below " + b + " by more than " + markdown::num(kSinkMargin, 2) + " (paired by seed)", d,
-                           -kSinkMargin, true));
+    tests.push_back(beyond(a + " below " + b + " by more than " + markdown::num(kSinkMargin, 2) + " (paired by seed)",
+                           d, -kSinkMargin, true));
     shown.push_back(a);
     shown.push_back(b);
   }
   const Judgement j = judge_family(tests, missing);
-  return claim_from("n6", "Attention sinks take the weight off the first token (StreamingLLM, Xiao et al. 2024 §3)",
-                    f.name() + " (the first token's attention over its uniform share among the real keys; 1 = uniform, "
-                    "lower = less weight parked on it): each method with sinks below the same method without by more than 0.01, "
-                    "paired by seed; one test per pair" + (tests.empty() ? std::string() : " (" + std::to_string(tests.size()) + ")"),
-                    shown.empty() ? std::string("n/a") : measured(r, shown, f), j, training_budget(r));
+  return claim_from(
+      "n6", "Attention sinks take the weight off the first token (StreamingLLM, Xiao et al. 2024 §3)",
+      f.name() +
+          " (the first token's attention over its uniform share among the real keys; 1 = uniform, "
+          "lower = less weight parked on it): each method with sinks below the same method without by more than 0.01, "
+          "paired by seed; one test per pair" +
+          (tests.empty() ? std::string() : " (" + std::to_string(tests.size()) + ")"),
+      shown.empty() ? std::string("n/a") : measured(r, shown, f), j, training_budget(r));
 }
 
 }  // namespace
@@ -225,14 +237,17 @@ std::vector<ClaimVerdict> judge_paper_claims(const ComparisonResult& r) {
   return {with_sliding(r, [&](Protocol p) { return fire_claim(r, p); }),
           with_sliding(r, [&](Protocol p) { return hybrid_claim(r, p); }),
           with_sliding(r, [&](Protocol p) { return xpos_claim(r, p); }),
-          with_sliding(r, [&](Protocol p) { return fox_claim(r, p); }), prope_claim(r), sinks_claim(r)};
+          with_sliding(r, [&](Protocol p) { return fox_claim(r, p); }),
+          prope_claim(r),
+          sinks_claim(r)};
 }
 
 StudyEntry papers_study() {
   StudyEntry e;
   e.name = "papers";
-  e.summary = "the headline claims of the newer encodings' papers (FIRE, hybrid NoPE/RoPE layers, xPos, FoX, p-RoPE), "
-              "judged on perplexity by length, and StreamingLLM's on attention sinks, judged on the first-token share";
+  e.summary =
+      "the headline claims of the newer encodings' papers (FIRE, hybrid NoPE/RoPE layers, xPos, FoX, p-RoPE), "
+      "judged on perplexity by length, and StreamingLLM's on attention sinks, judged on the first-token share";
   e.claims = judge_paper_claims;
   // Which encodings ran, and why the quick preset's choice is what it is (issue of the default's budget).
   e.settings_markdown = [](const ComparisonResult& r) {
@@ -242,7 +257,8 @@ StudyEntry papers_study() {
       if (!has_method(r, k)) left += (left.empty() ? "" : ", ") + k;
     return "- methods: " + ran + (left.empty() ? " (every registered encoding)" : "; not run: " + left) +
            ". The quick preset runs the article's eight encodings, which keeps it within 20 minutes on 2 cores; the "
-           "newer ones (sandwich, xpos, fire, hybrid, fox, cope; claims n1-n4) are --methods choices, p-RoPE and attention "
+           "newer ones (sandwich, xpos, fire, hybrid, fox, cope; claims n1-n4) are --methods choices, p-RoPE and "
+           "attention "
            "sinks (claims n5, n6) method variants ('rope[rope_fraction=0.75;rope_partial=prope]', "
            "'rope[attention_sinks=true]'), and --methods all or the full preset runs every registered encoding\n";
   };

@@ -32,7 +32,8 @@ int64_t passkey_correct(const Tensor& logits, const Tensor& y) {
   return n;
 }
 
-std::unique_ptr<nn::GPT> copy_gpt(const nn::GPT& model, const std::vector<std::pair<std::string, opt::Value>>& pos_options,
+std::unique_ptr<nn::GPT> copy_gpt(const nn::GPT& model,
+                                  const std::vector<std::pair<std::string, opt::Value>>& pos_options,
                                   uint64_t dropout_seed, Device dev) {
   nn::GPTConfig c = model.config();
   for (const auto& [name, v] : pos_options) c.pos.set(name, v);
@@ -108,7 +109,8 @@ PasskeyGrid evaluate_passkey(nn::GPT& model, const data::TokenSpan& val, const d
       int64_t correct = 0;
       for (int64_t done = 0; done < cfg.examples; done += cfg.batch) {
         std::vector<data::PasskeyExample> ex;
-        for (int64_t b = done; b < std::min(cfg.examples, done + cfg.batch); ++b) ex.push_back(gen.example(length, depth));
+        for (int64_t b = done; b < std::min(cfg.examples, done + cfg.batch); ++b)
+          ex.push_back(gen.example(length, depth));
         const data::PasskeyBatch batch = data::passkey_batch(ex);
         const Tensor logits = model.forward(batch.x.to(dev));  // (B, T, V)
         correct += passkey_correct(logits.to(Device::cpu()), batch.y);
@@ -133,8 +135,8 @@ std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const dat
   std::string acc;
   for (const auto& c : plain.grid.cells)
     if (c.depth == cfg.depths.front()) acc += c.accuracy ? fmt::format(" {:.2f}", *c.accuracy) : std::string(" n/a");
-  spdlog::info("[{} seed {}] passkey: loss {:.3f}, accuracy by length at depth {}:{} ({:.1f} s fine-tuning)", method, seed,
-               f.final_loss, cfg.depths.front(), acc, f.seconds);
+  spdlog::info("[{} seed {}] passkey: loss {:.3f}, accuracy by length at depth {}:{} ({:.1f} s fine-tuning)", method,
+               seed, f.final_loss, cfg.depths.front(), acc, f.seconds);
   auto done = [&] {
     spdlog::info("[{} seed {}] passkey: {} row(s) in {:.1f} s", method, seed, rows.size(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -153,10 +155,10 @@ std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const dat
           if (c.multiplier == 1) r.grid.cells.push_back(c);
         continue;
       }
-      auto v = copy_gpt(*tuned,
-                        {{"rope_scaling", scaling},
-                         {"rope_scaling_factor", scaling == "dynamic" ? 1.0 : static_cast<double>(m)}},
-                        0, dev);
+      auto v = copy_gpt(
+          *tuned,
+          {{"rope_scaling", scaling}, {"rope_scaling_factor", scaling == "dynamic" ? 1.0 : static_cast<double>(m)}}, 0,
+          dev);
       PasskeyConfig one = cfg;
       one.multipliers = {m};
       const PasskeyGrid g = evaluate_passkey(*v, val, tok, one, dev);
@@ -167,11 +169,11 @@ std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const dat
   return done();
 }
 
-void check_passkey_data(const data::TokenSpan& train, const data::Tokenizer& tok,
-                        const PasskeyConfig& cfg, int64_t block_size) {
+void check_passkey_data(const data::TokenSpan& train, const data::Tokenizer& tok, const PasskeyConfig& cfg,
+                        int64_t block_size) {
   data::PasskeyGenerator gen(train, tok, cfg.key_length, template_of(cfg), 0);
-  POSGRAD_CHECK(block_size + 1 <= gen.max_length() && block_size + 1 >= gen.min_length(), ValueError, "passkey: ",
-                "a fine-tuning example of ", block_size + 1, " tokens needs between ", gen.min_length(),
+  POSGRAD_CHECK(block_size + 1 <= gen.max_length() && block_size + 1 >= gen.min_length(), ValueError,
+                "passkey: ", "a fine-tuning example of ", block_size + 1, " tokens needs between ", gen.min_length(),
                 " and the training split's ", gen.max_length(), " tokens");
 }
 
@@ -192,8 +194,8 @@ void validate_passkey(const PasskeyConfig& cfg, int64_t block_size) {
                 "--passkey-depths lists a depth twice");
   const int64_t need =
       data::passkey_overhead_bytes(data::parse_passkey_template(cfg.template_name), cfg.key_length) + 1;
-  POSGRAD_CHECK(block_size + 1 >= need, UsageError, "--passkey-template ", cfg.template_name, " with --passkey-key-length ",
-                cfg.key_length, " needs examples of at least ", need,
+  POSGRAD_CHECK(block_size + 1 >= need, UsageError, "--passkey-template ", cfg.template_name,
+                " with --passkey-key-length ", cfg.key_length, " needs examples of at least ", need,
                 " tokens (needle, question, key and one filler token; one token per byte), but the fine-tuning length "
                 "is --block-size ",
                 block_size, " + 1; use a longer --block-size or a shorter key",

@@ -24,20 +24,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compare/studies/passkey/passkey_config.h"
+#include "compare/study.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
 #include "tensor/dtype.h"
 #include "tensor/option_table.h"
-#include "compare/studies/passkey/passkey_config.h"
-#include "compare/study.h"
 
 namespace posgrad::train {
 
 struct PasskeyCell {
-  int64_t multiplier = 1;     // input length = multiplier · block_size tokens
-  double depth = 0;           // needle depth in [0, 1]
-  int64_t examples = 0;       // 0 when n/a
+  int64_t multiplier = 1;          // input length = multiplier · block_size tokens
+  double depth = 0;                // needle depth in [0, 1]
+  int64_t examples = 0;            // 0 when n/a
   std::optional<double> accuracy;  // fraction of examples whose whole key is retrieved; absent: n/a
 };
 
@@ -94,7 +94,8 @@ int64_t passkey_correct(const Tensor& logits, const Tensor& y);
 
 // A copy of `model` (same weights, on `dev`) with position-encoding options replaced, e.g.
 // {{"rope_scaling", "yarn"}, {"rope_scaling_factor", 4.0}}; its dropout draws from `dropout_seed`.
-std::unique_ptr<nn::GPT> copy_gpt(const nn::GPT& model, const std::vector<std::pair<std::string, opt::Value>>& pos_options,
+std::unique_ptr<nn::GPT> copy_gpt(const nn::GPT& model,
+                                  const std::vector<std::pair<std::string, opt::Value>>& pos_options,
                                   uint64_t dropout_seed, Device dev);
 
 // The comparison's passkey test for one (method, seed): a copy of the trained `model` fine-tuned
@@ -113,8 +114,8 @@ std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const dat
 // Checks, before any training, that the passkey test can run on this data: the tokenizer writes the
 // template and a key alphabet, and the training split holds the filler of a block_size + 1 example
 // (ValueError from data/passkey.h naming the problem). A short validation split only makes cells n/a.
-void check_passkey_data(const data::TokenSpan& train, const data::Tokenizer& tok,
-                        const PasskeyConfig& cfg, int64_t block_size);
+void check_passkey_data(const data::TokenSpan& train, const data::Tokenizer& tok, const PasskeyConfig& cfg,
+                        int64_t block_size);
 
 // Checks the comparison's passkey options (UsageError naming the option) when cfg.iters > 0: the
 // multipliers include 1, the depths lie in [0, 1] without duplicates, and block_size + 1 tokens hold

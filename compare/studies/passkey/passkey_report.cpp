@@ -9,13 +9,13 @@
 #include <sstream>
 #include <type_traits>
 
-#include "data/fileio.h"
 #include "compare/markdown.h"
 #include "compare/rows.h"
+#include "compare/stats.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/studies/pi/pi_protocol.h"
-#include "compare/stats.h"
 #include "compare/studies/study_claims.h"
+#include "data/fileio.h"
 
 namespace posgrad::train {
 
@@ -37,8 +37,10 @@ void for_each_seed(const ComparisonResult& r, const std::string& row, F f) {
     for (const auto& u : r.units)
       if (u.seed == seed)
         if (const PasskeyResult* p = find_row(u, row)) {
-          if constexpr (std::is_invocable_v<F, uint64_t, const PasskeyResult&>) f(seed, *p);
-          else f(*p);
+          if constexpr (std::is_invocable_v<F, uint64_t, const PasskeyResult&>)
+            f(seed, *p);
+          else
+            f(*p);
         }
 }
 
@@ -131,7 +133,8 @@ std::vector<std::string> passkey_rows(const ComparisonResult& r) {
   return out;
 }
 
-std::vector<double> passkey_values(const ComparisonResult& r, const std::string& row, int64_t multiplier, double depth) {
+std::vector<double> passkey_values(const ComparisonResult& r, const std::string& row, int64_t multiplier,
+                                   double depth) {
   std::vector<double> v;
   for_each_seed(r, row, [&](const PasskeyResult& p) {
     const PasskeyCell* c = p.grid.find(multiplier, depth);
@@ -167,9 +170,13 @@ void write_passkey_csv(const ComparisonResult& r, const std::string& path) {
   o << "row,multiplier,depth,n,mean,std,ci_low,ci_high\n";
   auto line = [&](const std::string& row, int64_t m, const std::string& depth, const Summary& s) {
     o << row << "," << m << "," << depth << "," << s.n << ",";
-    if (s.n == 0) o << "n/a,n/a,n/a,n/a\n";
-    else if (!s.has_interval()) o << num(s.mean, 6) << "," << num(s.std, 6) << ",n/a,n/a\n";
-    else o << num(s.mean, 6) << "," << num(s.std, 6) << "," << num(clip01(s.ci_low), 6) << "," << num(clip01(s.ci_high), 6) << "\n";
+    if (s.n == 0)
+      o << "n/a,n/a,n/a,n/a\n";
+    else if (!s.has_interval())
+      o << num(s.mean, 6) << "," << num(s.std, 6) << ",n/a,n/a\n";
+    else
+      o << num(s.mean, 6) << "," << num(s.std, 6) << "," << num(clip01(s.ci_low), 6) << "," << num(clip01(s.ci_high), 6)
+        << "\n";
   };
   const PasskeyConfig& c = r.config.of<PasskeyConfig>();
   for (const auto& row : passkey_rows(r))
@@ -220,18 +227,20 @@ std::vector<std::string> write_passkey_plots(const ComparisonResult& r, const st
       for (size_t j = 0; j < c.depths.size(); ++j) {
         for (size_t i = 0; i < c.multipliers.size(); ++i) {
           const Summary s = summarize(passkey_values(r, row, c.multipliers[i], c.depths[j]));
-          dat << i << " " << j << " " << (s.n ? num(s.mean, 4) : "NaN") << " " << (s.n ? num(s.mean, 2) : "n/a") << "\n";
+          dat << i << " " << j << " " << (s.n ? num(s.mean, 4) : "NaN") << " " << (s.n ? num(s.mean, 2) : "n/a")
+              << "\n";
         }
         dat << "\n";
       }
     }
     std::ostringstream gp;
     gp << markdown::gnuplot_style(760, 520, 10) << "unset grid\nset output '" << name << ".png'\n"
-       << "set title \"Passkey accuracy, " << row << " (mean over " << r.config.seeds.size() << " seeds; "
-       << c.examples << " examples per cell)\"\nset xlabel 'length (x training length " << r.config.base.model.block_size
-       << ")'\nset ylabel 'needle depth'\nset cbrange [0:1]\nset palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\n"
-       << "set xrange [-0.5:" << static_cast<double>(c.multipliers.size()) - 0.5 << "]\nset yrange [-0.5:"
-       << static_cast<double>(c.depths.size()) - 0.5 << "]\nset xtics (";
+       << "set title \"Passkey accuracy, " << row << " (mean over " << r.config.seeds.size() << " seeds; " << c.examples
+       << " examples per cell)\"\nset xlabel 'length (x training length " << r.config.base.model.block_size
+       << ")'\nset ylabel 'needle depth'\nset cbrange [0:1]\nset palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 "
+          "'#2166ac')\n"
+       << "set xrange [-0.5:" << static_cast<double>(c.multipliers.size()) - 0.5
+       << "]\nset yrange [-0.5:" << static_cast<double>(c.depths.size()) - 0.5 << "]\nset xtics (";
     for (size_t i = 0; i < c.multipliers.size(); ++i) gp << (i ? ", " : "") << "'" << c.multipliers[i] << "x' " << i;
     gp << ")\nset ytics (";
     for (size_t j = 0; j < c.depths.size(); ++j) gp << (j ? ", " : "") << "'" << depth_text(c.depths[j]) << "' " << j;
@@ -256,12 +265,15 @@ std::string passkey_markdown(const ComparisonResult& r, const std::string& plots
      << chance_text(r) << " per example) is hidden in validation text at a needle depth (the fraction of the filler "
      << "before it), and the question at the end asks for it (template '" << c.template_name << "'). Each trained "
      << "language model is fine-tuned for " << c.iters << " steps of " << c.batch
-     << " examples at its training length (depth uniform per example, loss on the key only), then scored on " << c.examples
+     << " examples at its training length (depth uniform per example, loss on the key only), then scored on "
+     << c.examples
      << " fixed examples per (length, depth) cell, the same for every row and seed: an example counts when every key "
      << "symbol is the argmax given the true prefix (= greedy decoding of the key). rope+<scaling> rows are the "
-     << "fine-tuned RoPE model with that evaluation-time scaling (linear and YaRN at s = the length multiplier, dynamic "
+     << "fine-tuned RoPE model with that evaluation-time scaling (linear and YaRN at s = the length multiplier, "
+        "dynamic "
      << "NTK growing its base with the length). n/a: beyond a learned table or the validation text. Cells: accuracy, "
-     << "mean over the depths (one model: its count of the " << c.examples << " x depths examples), then mean ± std [95% "
+     << "mean over the depths (one model: its count of the " << c.examples
+     << " x depths examples), then mean ± std [95% "
      << "interval] over " << r.config.seeds.size() << " seed" << (r.config.seeds.size() == 1 ? "" : "s")
      << ", the interval clipped to [0, 1]: the seeds' spread alone, since every seed is scored on the same examples. "
      << "With one seed a cell is that model's count with Wilson's 95% interval (the examples' noise alone); with more, "
@@ -271,7 +283,8 @@ std::string passkey_markdown(const ComparisonResult& r, const std::string& plots
   markdown::Table t(header);
   for (const auto& row : rows) {
     std::vector<std::string> cells = {row};
-    for (int64_t m : c.multipliers) cells.push_back(accuracy_cell(passkey_depth_mean_values(r, row, m), scored_at(r, row, m)));
+    for (int64_t m : c.multipliers)
+      cells.push_back(accuracy_cell(passkey_depth_mean_values(r, row, m), scored_at(r, row, m)));
     t.row(cells);
   }
   md << t.markdown() << "\n";
@@ -292,7 +305,8 @@ std::string passkey_markdown(const ComparisonResult& r, const std::string& plots
         if (any) per_seed.row(cells);
       }
     md << "<details><summary>accuracy of each model (seed), mean over the depths, with Wilson's 95% interval of its "
-       << "count</summary>\n\n" << per_seed.markdown() << "\n</details>\n\n";
+       << "count</summary>\n\n"
+       << per_seed.markdown() << "\n</details>\n\n";
   }
   for (const auto& row : rows)
     if (fs::exists(fs::path(plots_dir) / (file_name(row) + ".png")))
@@ -303,14 +317,16 @@ std::string passkey_markdown(const ComparisonResult& r, const std::string& plots
 namespace {
 
 // The margins of the claims: the least change of accuracy they claim.
-constexpr double kLostDrop = 0.10;  // pk1: "is lost beyond it"
+constexpr double kLostDrop = 0.10;     // pk1: "is lost beyond it"
 constexpr double kScalingGain = 0.05;  // pk2: "retrieves where plain RoPE does not"
-const char* const kPk1 = "Passkey retrieval learned at the training length is lost beyond it without context extension: "
-                         "direct extrapolation extends the effective window only marginally (Chen et al. 2023 §3.3, Table "
-                         "4; Mohtashami & Jaggi 2023 §4.2)";
-const char* const kPk2 = "Scaling RoPE for the longer context (position interpolation, dynamic NTK, YaRN) retrieves the "
-                         "passkey beyond the training length where plain RoPE does not (Chen et al. 2023 §3.3; Peng et al. "
-                         "2023 §4)";
+const char* const kPk1 =
+    "Passkey retrieval learned at the training length is lost beyond it without context extension: "
+    "direct extrapolation extends the effective window only marginally (Chen et al. 2023 §3.3, Table "
+    "4; Mohtashami & Jaggi 2023 §4.2)";
+const char* const kPk2 =
+    "Scaling RoPE for the longer context (position interpolation, dynamic NTK, YaRN) retrieves the "
+    "passkey beyond the training length where plain RoPE does not (Chen et al. 2023 §3.3; Peng et al. "
+    "2023 §4)";
 
 std::string passkey_budget(const ComparisonResult& r) {
   const PasskeyConfig& c = r.config.of<PasskeyConfig>();
@@ -326,7 +342,8 @@ std::string passkey_protocol(const ComparisonResult& r) {
     if (m > 1) beyond += (beyond.empty() ? "" : ", ") + std::to_string(m) + "x";
   if (beyond.empty()) return "";
   return "whole-key accuracy (teacher-forced argmax = greedy decoding), " + std::to_string(c.depths.size()) +
-         " depths; 1x against the mean over " + beyond + " (cells n/a left out), the same examples for every row and "
+         " depths; 1x against the mean over " + beyond +
+         " (cells n/a left out), the same examples for every row and "
          "seed; intervals: the seeds' noise and a bound on the test examples' (study_claims.h)";
 }
 
@@ -349,18 +366,27 @@ ClaimVerdict claim_pk1(const ComparisonResult& r) {
     measured += (measured.empty() ? "" : "; ") + m + " drop " + margin_text(t);
     tests.push_back(t.test);
   }
-  if (!unlearned.empty()) measured += (measured.empty() ? "" : "; ") + ("not retrieving at 1x (< 0.5, left out): " + unlearned);
+  if (!unlearned.empty())
+    measured += (measured.empty() ? "" : "; ") + ("not retrieving at 1x (< 0.5, left out): " + unlearned);
   if (!no_beyond.empty()) measured += (measured.empty() ? "" : "; ") + ("n/a beyond 1x: " + no_beyond);
   Judgement j;
-  if (!tests.empty()) j = judge_family(tests, "");
-  else if (!unlearned.empty()) j = {kInconclusive, "no method retrieves at the training length (mean accuracy ≥ 0.5) at this budget: nothing can be lost beyond it", 0};
-  else j = judge_family(tests, passkey_protocol(r).empty() ? "a --passkey-multipliers value above 1"
-                                                            : "a method that runs beyond its training length (every cell "
-                                                              "beyond 1x is n/a)");
-  return claim_from("pk1", kPk1,
-                    "passkey accuracy (mean over depths), 1x − the mean over the longer lengths, paired by seed (the same "
-                    "model), one test per method that retrieves at 1x (≥ 0.5); margin: a drop of at least " + num(kLostDrop, 2),
-                    measured.empty() ? "n/a" : measured, j, passkey_budget(r), passkey_protocol(r));
+  if (!tests.empty())
+    j = judge_family(tests, "");
+  else if (!unlearned.empty())
+    j = {kInconclusive,
+         "no method retrieves at the training length (mean accuracy ≥ 0.5) at this budget: nothing can be lost beyond "
+         "it",
+         0};
+  else
+    j = judge_family(tests, passkey_protocol(r).empty() ? "a --passkey-multipliers value above 1"
+                                                        : "a method that runs beyond its training length (every cell "
+                                                          "beyond 1x is n/a)");
+  return claim_from(
+      "pk1", kPk1,
+      "passkey accuracy (mean over depths), 1x − the mean over the longer lengths, paired by seed (the same "
+      "model), one test per method that retrieves at 1x (≥ 0.5); margin: a drop of at least " +
+          num(kLostDrop, 2),
+      measured.empty() ? "n/a" : measured, j, passkey_budget(r), passkey_protocol(r));
 }
 
 // Every evaluation-time scaling of RoPE must beat plain RoPE beyond 1x by at least kScalingGain.
@@ -373,7 +399,8 @@ ClaimVerdict claim_pk2(const ComparisonResult& r) {
     const std::string row = Row{paper_method, v}.name();
     const auto a = scored_beyond(r, row);
     if (a.empty() || base.empty()) continue;
-    const MarginTest t = margin_test(row + " above rope by more than " + num(kScalingGain, 2), a, base, true, kScalingGain);
+    const MarginTest t =
+        margin_test(row + " above rope by more than " + num(kScalingGain, 2), a, base, true, kScalingGain);
     measured += (measured.empty() ? "" : "; ") + row + " − rope " + margin_text(t);
     tests.push_back(t.test);
   }
@@ -381,11 +408,13 @@ ClaimVerdict claim_pk2(const ComparisonResult& r) {
                               : base.empty() ? "rope evaluated beyond 1x (a --passkey-multipliers value above 1)"
                                              : "the rope+linear, rope+dynamic or rope+yarn rows";
   const Judgement j = judge_family(tests, tests.empty() ? missing : "");
-  return claim_from("pk2", kPk2,
-                    "passkey accuracy, mean over the lengths > 1x and the depths, rope+<scaling> − rope, paired by seed (the "
-                    "same fine-tuned model, the same examples; no fine-tuning at the longer lengths), one test per scaling; "
-                    "margin: a gain of at least " + num(kScalingGain, 2),
-                    measured.empty() ? "n/a" : measured, j, passkey_budget(r), passkey_protocol(r));
+  return claim_from(
+      "pk2", kPk2,
+      "passkey accuracy, mean over the lengths > 1x and the depths, rope+<scaling> − rope, paired by seed (the "
+      "same fine-tuned model, the same examples; no fine-tuning at the longer lengths), one test per scaling; "
+      "margin: a gain of at least " +
+          num(kScalingGain, 2),
+      measured.empty() ? "n/a" : measured, j, passkey_budget(r), passkey_protocol(r));
 }
 
 }  // namespace

@@ -2,12 +2,12 @@
 // report (passkey.h, passkey_report.h).
 #include <algorithm>
 
-#include "data/passkey.h"
-#include "tensor/option_table.h"
-#include "compare/studies/lm/lm.h"
 #include "compare/rows.h"
+#include "compare/studies/lm/lm.h"
 #include "compare/studies/passkey/passkey.h"
 #include "compare/studies/passkey/passkey_report.h"
+#include "data/passkey.h"
+#include "tensor/option_table.h"
 #include "train/options.h"
 #include "train/trainer.h"
 
@@ -35,18 +35,23 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
       c.fail(q, "", "a row of unit " + ValueCheck::quoted(u.method) + " must be that method or a variant of it");
     c.non_negative(r.final_loss, dot(q, "final_loss"));
     if (r.grid.alphabet != "digits" && r.grid.alphabet != "letters")
-      c.fail(dot(q, "alphabet"), ValueCheck::quoted(r.grid.alphabet), "expected \"digits\" or \"letters\" (data/passkey.h)");
+      c.fail(dot(q, "alphabet"), ValueCheck::quoted(r.grid.alphabet),
+             "expected \"digits\" or \"letters\" (data/passkey.h)");
     c.size(r.grid.cells.size(), cells, dot(q, "cells"), "--passkey-multipliers x --passkey-depths");
     for (size_t i = 0; i < cells; ++i) {
       const PasskeyCell& e = r.grid.cells[i];
       const std::string s = at(dot(q, "cells"), i);
-      c.equal(e.multiplier, k.multipliers[i / k.depths.size()], dot(s, "multiplier"), "--passkey-multipliers, in order");
+      c.equal(e.multiplier, k.multipliers[i / k.depths.size()], dot(s, "multiplier"),
+              "--passkey-multipliers, in order");
       const double depth = k.depths[i % k.depths.size()];
       if (e.depth != depth)
-        c.fail(dot(s, "depth"), ValueCheck::show(e.depth), "expected " + ValueCheck::show(depth) + " (--passkey-depths, in order)");
+        c.fail(dot(s, "depth"), ValueCheck::show(e.depth),
+               "expected " + ValueCheck::show(depth) + " (--passkey-depths, in order)");
       c.count(e.examples, dot(s, "examples"));
-      if (e.accuracy) c.fraction(*e.accuracy, dot(s, "accuracy"));
-      else if (e.multiplier == 1) c.fail(dot(s, "accuracy"), "null", "every row is scored at the training length, where it was fine-tuned");
+      if (e.accuracy)
+        c.fraction(*e.accuracy, dot(s, "accuracy"));
+      else if (e.multiplier == 1)
+        c.fail(dot(s, "accuracy"), "null", "every row is scored at the training length, where it was fine-tuned");
     }
   }
 }
@@ -58,12 +63,14 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
 void run(UnitContext& ctx) {
   const CompareConfig& cfg = ctx.cfg;
   auto& rows = ctx.unit.parts.get<PasskeyRows>().rows;
-  rows = run_passkey(ctx.model, ctx.data.train(), ctx.data.val(), ctx.tokenizer, cfg.of<PasskeyConfig>(), ctx.method, ctx.seed, ctx.dev,
-                     skipped_variants(cfg));
+  rows = run_passkey(ctx.model, ctx.data.train(), ctx.data.val(), ctx.tokenizer, cfg.of<PasskeyConfig>(), ctx.method,
+                     ctx.seed, ctx.dev, skipped_variants(cfg));
   for (const auto& [row, tuned] : ctx.models) {
     auto copy = copy_gpt(*tuned, {}, ctx.seed ^ 0x9a55d0ULL, ctx.dev);
     PasskeyResult pr;
-    pr.final_loss = finetune_passkey(*copy, ctx.data.train(), ctx.tokenizer, cfg.of<PasskeyConfig>(), ctx.seed, ctx.dev, row).final_loss;
+    pr.final_loss =
+        finetune_passkey(*copy, ctx.data.train(), ctx.tokenizer, cfg.of<PasskeyConfig>(), ctx.seed, ctx.dev, row)
+            .final_loss;
     pr.grid = evaluate_passkey(*copy, ctx.data.val(), ctx.tokenizer, cfg.of<PasskeyConfig>(), ctx.dev);
     rows[row] = pr;
   }
@@ -73,30 +80,34 @@ void run(UnitContext& ctx) {
 void options(opt::Table<CompareConfig>& t) {
   using namespace opt;
   Rows<CompareConfig> r(t);
-    r.group("Passkey retrieval (compare/studies/passkey/passkey.h)")
-        .add(integer("passkey_iters", closed(0, kMany),
-                     "Fine-tuning steps of each trained LM on passkey examples at the training length (0: no passkey test)",
-                     "steps"),
-             POSGRAD_MEMBER(template of<PasskeyConfig>().iters))
-        .add(real("passkey_lr", open_closed(0, 1), "Peak learning rate of the passkey fine-tuning"), POSGRAD_MEMBER(template of<PasskeyConfig>().lr))
-        .add(integer("passkey_batch", closed(1, 4096), "Passkey examples per fine-tuning step and per scoring pass",
-                     "sequences"),
-             POSGRAD_MEMBER(template of<PasskeyConfig>().batch))
-        .add(integer("passkey_examples", closed(1, 1 << 16), "Passkey test examples per (length, depth) cell", "sequences"),
-             POSGRAD_MEMBER(template of<PasskeyConfig>().examples))
-        .add(integer_list("passkey_multipliers", closed(1, 64), 1, 16,
-                          "Passkey test lengths as multiples of the training length (must include 1)"),
-             POSGRAD_MEMBER(template of<PasskeyConfig>().multipliers))
-        .add(real_list("passkey_depths", closed(0, 1), 1, 21,
-                       "Needle depths: the fraction of the filler before the needle (0: at the start, 1: before the question)"),
-             POSGRAD_MEMBER(template of<PasskeyConfig>().depths))
-        .add(integer("passkey_key_length", closed(1, 64), "Symbols of the pass key (digits, else lowercase letters)",
-                     "symbols"),
-             POSGRAD_MEMBER(template of<PasskeyConfig>().key_length))
-        .add(choice("passkey_template", data::passkey_template_names(),
-                    "Needle and question: standard (Mohtashami & Jaggi 2023, about 100 tokens with a char tokenizer) or "
-                    "short (' key K.' / ' key ', for short training contexts)"),
-             POSGRAD_MEMBER(template of<PasskeyConfig>().template_name));
+  r.group("Passkey retrieval (compare/studies/passkey/passkey.h)")
+      .add(integer(
+               "passkey_iters", closed(0, kMany),
+               "Fine-tuning steps of each trained LM on passkey examples at the training length (0: no passkey test)",
+               "steps"),
+           POSGRAD_MEMBER(template of<PasskeyConfig>().iters))
+      .add(real("passkey_lr", open_closed(0, 1), "Peak learning rate of the passkey fine-tuning"),
+           POSGRAD_MEMBER(template of<PasskeyConfig>().lr))
+      .add(integer("passkey_batch", closed(1, 4096), "Passkey examples per fine-tuning step and per scoring pass",
+                   "sequences"),
+           POSGRAD_MEMBER(template of<PasskeyConfig>().batch))
+      .add(integer("passkey_examples", closed(1, 1 << 16), "Passkey test examples per (length, depth) cell",
+                   "sequences"),
+           POSGRAD_MEMBER(template of<PasskeyConfig>().examples))
+      .add(integer_list("passkey_multipliers", closed(1, 64), 1, 16,
+                        "Passkey test lengths as multiples of the training length (must include 1)"),
+           POSGRAD_MEMBER(template of<PasskeyConfig>().multipliers))
+      .add(real_list(
+               "passkey_depths", closed(0, 1), 1, 21,
+               "Needle depths: the fraction of the filler before the needle (0: at the start, 1: before the question)"),
+           POSGRAD_MEMBER(template of<PasskeyConfig>().depths))
+      .add(integer("passkey_key_length", closed(1, 64), "Symbols of the pass key (digits, else lowercase letters)",
+                   "symbols"),
+           POSGRAD_MEMBER(template of<PasskeyConfig>().key_length))
+      .add(choice("passkey_template", data::passkey_template_names(),
+                  "Needle and question: standard (Mohtashami & Jaggi 2023, about 100 tokens with a char tokenizer) or "
+                  "short (' key K.' / ' key ', for short training contexts)"),
+           POSGRAD_MEMBER(template of<PasskeyConfig>().template_name));
 }
 
 // Its values in each preset (compare_preset).
@@ -126,15 +137,17 @@ void preset(CompareConfig& c, const std::string& name) {
 StudyEntry passkey_study() {
   StudyEntry e;
   e.name = PasskeyRows::kStudy;
-  e.summary = "passkey retrieval: each language model fine-tuned on passkey examples at its training length, scored by "
-              "length and needle depth (Mohtashami & Jaggi 2023)";
+  e.summary =
+      "passkey retrieval: each language model fine-tuned on passkey examples at its training length, scored by "
+      "length and needle depth (Mohtashami & Jaggi 2023)";
   e.init_settings = [](Parts& p) { p.get<PasskeyConfig>(); };
   e.options = options;
   e.preset = preset;
   e.validate = [](const CompareConfig& cfg) {
     validate_passkey(cfg.of<PasskeyConfig>(), cfg.base.model.block_size);
     if (cfg.of<PasskeyConfig>().iters > 0)
-      check_memory(cfg.base, *std::max_element(cfg.of<PasskeyConfig>().multipliers.begin(), cfg.of<PasskeyConfig>().multipliers.end()) *
+      check_memory(cfg.base, *std::max_element(cfg.of<PasskeyConfig>().multipliers.begin(),
+                                               cfg.of<PasskeyConfig>().multipliers.end()) *
                                  cfg.base.model.block_size);
   };
   e.enabled = [](const CompareConfig& c) { return c.of<PasskeyConfig>().iters > 0; };
@@ -142,9 +155,12 @@ StudyEntry passkey_study() {
     if (d) check_passkey_data(d->dataset.train(), d->tokenizer, cfg.of<PasskeyConfig>(), cfg.base.model.block_size);
   };
   e.run_unit = run;
-  e.unit_to_json = [](const UnitResult& u, json& j) { j["passkey"] = passkey_to_json(u.parts.value<PasskeyRows>().rows); };
+  e.unit_to_json = [](const UnitResult& u, json& j) {
+    j["passkey"] = passkey_to_json(u.parts.value<PasskeyRows>().rows);
+  };
   e.unit_from_json = [](const json& j, UnitResult& u) {
-    if (j.contains("passkey")) u.parts.get<PasskeyRows>().rows = passkey_from_json(j.at("passkey"));  // absent: before the test
+    if (j.contains("passkey"))
+      u.parts.get<PasskeyRows>().rows = passkey_from_json(j.at("passkey"));  // absent: before the test
   };
   e.check_unit = check_part;
   e.write_files = [](const ComparisonResult& r, const ReportDir& out) {

@@ -8,12 +8,12 @@
 #include <memory>
 
 #include "compare/method.h"
+#include "compare/rows.h"
 #include "compare/studies/lm/lm.h"
 #include "train/evaluate.h"
 #include "train/finetune.h"
 #include "train/optim.h"
 #include "train/options.h"
-#include "compare/rows.h"
 #include "train/trainer.h"
 
 namespace posgrad::train {
@@ -95,7 +95,8 @@ void validate_pi(const CompareConfig& cfg) {
   };
   POSGRAD_CHECK(unique(cfg.of<PiSettings>().multipliers), UsageError,
                 "--pi-multipliers lists a multiplier twice (each length is fine-tuned once)");
-  POSGRAD_CHECK(unique(cfg.of<PiSettings>().scalings), UsageError, "--pi-scalings lists a scaling twice (each is fine-tuned once)");
+  POSGRAD_CHECK(unique(cfg.of<PiSettings>().scalings), UsageError,
+                "--pi-scalings lists a scaling twice (each is fine-tuned once)");
   if (cfg.of<PiSettings>().iters == 0) return;
   // A plain method the protocol cannot scale as configured is refused (the options are wrong for it); a
   // method variant with settings that exclude a scaling (p-RoPE defines only linear) is left out of
@@ -112,18 +113,19 @@ void validate_pi(const CompareConfig& cfg) {
   for (int64_t m : cfg.eval_multipliers) eval_list += (eval_list.empty() ? "" : ",") + std::to_string(m);
   for (int64_t M : cfg.of<PiSettings>().multipliers)
     POSGRAD_CHECK(std::find(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end(), M) != cfg.eval_multipliers.end(),
-                  UsageError, "--pi-multipliers ", M, " is not among --eval-multipliers (", eval_list, "): each fine-tuned length is judged at that length; "
+                  UsageError, "--pi-multipliers ", M, " is not among --eval-multipliers (", eval_list,
+                  "): each fine-tuned length is judged at that length; "
                   "add it to --eval-multipliers or drop it from --pi-multipliers");
   const int64_t L = cfg.base.model.block_size;
   const int64_t longest = *std::max_element(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end()) * L;
   for (const auto& method : methods)
-  for (int64_t M : cfg.of<PiSettings>().multipliers) {
-    TrainConfig b = cfg.base;
-    b.model = method_model(cfg.base.model, method);
-    b.model.block_size = M * L;
-    b.batch_size = pi_batch(cfg, M);
-    check_memory(b, longest);
-  }
+    for (int64_t M : cfg.of<PiSettings>().multipliers) {
+      TrainConfig b = cfg.base;
+      b.model = method_model(cfg.base.model, method);
+      b.model.block_size = M * L;
+      b.batch_size = pi_batch(cfg, M);
+      check_memory(b, longest);
+    }
 }
 
 void check_pi_data(const CompareConfig& cfg, int64_t L, const data::TokenSpan& train_split) {
@@ -167,8 +169,8 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const std::string&
       r.batch = pi_batch(cfg, M);
       // One sampler per (seed, M): every scaling at this length is fine-tuned on the same batches.
       data::BatchSampler sampler(train_split, pi_sampler_seed(seed, M));
-      spdlog::info("[{} seed {}] position interpolation: {} ({} steps of {} x {} tokens)", method, seed, row, cfg.of<PiSettings>().iters,
-                   r.batch, ctx);
+      spdlog::info("[{} seed {}] position interpolation: {} ({} steps of {} x {} tokens)", method, seed, row,
+                   cfg.of<PiSettings>().iters, r.batch, ctx);
       // Chen et al. 2023 §3.1: a linear warm-up, then a constant rate; the pretraining's optimizer settings.
       FinetuneSpec spec;
       spec.label = "position interpolation (" + row + ", " + method + " seed " + std::to_string(seed) + ")";
@@ -182,7 +184,9 @@ std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const std::string&
       spec.grad_clip = base.grad_clip;
       spec.grad_accum = base.grad_accum;
       spec.run_dir = cfg.out_dir;
-      spec.on_interrupt = "on resume the unit keeps its trained model and the studies it finished before this one (<unit>/studies/), and runs this study and the ones after it again";
+      spec.on_interrupt =
+          "on resume the unit keeps its trained model and the studies it finished before this one (<unit>/studies/), "
+          "and runs this study and the ones after it again";
       const FinetuneResult f = finetune(model, spec, dev, [&](int64_t) { return sampler.next(r.batch, ctx); });
       r.first_loss = f.first_loss;
       r.final_loss = f.final_loss;

@@ -36,12 +36,12 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
-#include "nn/gpt.h"
 #include "compare/config.h"
 #include "compare/results.h"
-#include "compare/study.h"
 #include "compare/studies/lm/lm.h"
+#include "compare/study.h"
+#include "data/dataset.h"
+#include "nn/gpt.h"
 
 namespace posgrad::train {
 
@@ -84,15 +84,16 @@ std::string pi_row_name(const std::string& method, const std::string& scaling, i
 using PiCallback = std::function<void(const std::string& row, nn::GPT& tuned)>;
 
 // Runs the protocol on `trained`, the model of `method` (its rows are named from it: a method
-// variant's, compare/method.h, as well as a plain encoding's), a GPT whose encoding takes the RoPE scalings, takes_rope_scaling in
-// compare/studies/lm/lm.h; left unchanged) for every cfg.of<PiSettings>().multipliers x
+// variant's, compare/method.h, as well as a plain encoding's), a GPT whose encoding takes the RoPE scalings,
+// takes_rope_scaling in compare/studies/lm/lm.h; left unchanged) for every cfg.of<PiSettings>().multipliers x
 // cfg.of<PiSettings>().scalings, in that order: fine-tunes on windows of `train_split`, evaluates on `val` with
 // evaluate_lengths (compare/compare_eval.h) at cfg.eval_multipliers. cfg.of<PiSettings>().iters = 0: no rows.
 // Errors: UsageError when `trained`'s encoding takes no RoPE scaling; ValueError when train_split holds fewer than
 // M·L + 1 tokens; NonFiniteLoss naming the row; Interrupted (train/interrupt.h) after a SIGINT /
 // SIGTERM, between steps (the protocol restarts on resume: nothing of it is saved).
 std::vector<PiResult> run_pi_protocol(const nn::GPT& trained, const std::string& method,
-                                      const data::TokenSpan& train_split, const data::TokenSpan& val, const CompareConfig& cfg, uint64_t seed, Device dev,
+                                      const data::TokenSpan& train_split, const data::TokenSpan& val,
+                                      const CompareConfig& cfg, uint64_t seed, Device dev,
                                       const PiCallback& on_row = {});
 
 // Why the protocol does not run on `method`'s units ("" when it does): its encoding takes no RoPE

@@ -7,14 +7,14 @@
 #include <fstream>
 #include <sstream>
 
-#include "data/fileio.h"
-#include "tensor/option_table.h"
 #include "compare/markdown.h"
 #include "compare/rows.h"
+#include "compare/stats.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/studies/pi/pi_protocol.h"
-#include "compare/stats.h"
 #include "compare/studies/study_claims.h"
+#include "data/fileio.h"
+#include "tensor/option_table.h"
 
 namespace posgrad::train {
 
@@ -135,8 +135,10 @@ void write_pi_csv(const ComparisonResult& r, const std::string& path) {
           o << row << "," << at << "," << scaling << "," << m << "," << m * block << ","
             << (q == Quantity::Loss ? "loss" : "perplexity") << "," << s.n << "," << num(s.mean, 6) << ","
             << num(s.std, 6) << ",";
-          if (s.has_interval()) o << num(s.ci_low, 6) << "," << num(s.ci_high, 6) << "\n";
-          else o << "n/a,n/a\n";
+          if (s.has_interval())
+            o << num(s.ci_low, 6) << "," << num(s.ci_high, 6) << "\n";
+          else
+            o << "n/a,n/a\n";
         }
     };
     for (const auto& row : pi_untuned_rows(r)) {
@@ -161,7 +163,8 @@ bool write_pi_plot(const ComparisonResult& r, const std::string& dir) {
   std::vector<int64_t> Ms;  // the fine-tuning lengths present: one panel each (DroPE's rows, at 1x, in every panel)
   for (const auto& row : tuned) {
     const PiResult* p = first_result(r, row);
-    if (p->scaling != "drope" && std::find(Ms.begin(), Ms.end(), p->multiplier) == Ms.end()) Ms.push_back(p->multiplier);
+    if (p->scaling != "drope" && std::find(Ms.begin(), Ms.end(), p->multiplier) == Ms.end())
+      Ms.push_back(p->multiplier);
   }
   if (Ms.empty()) Ms.push_back(1);
   const int cols = static_cast<int>(Ms.size());
@@ -169,8 +172,9 @@ bool write_pi_plot(const ComparisonResult& r, const std::string& dir) {
   std::ostringstream gp;
   gp << markdown::gnuplot_style(std::max(900, 560 * cols), 480, 9)
      << "set output 'pi_ppl_vs_length.png'\nset logscale x 2\nset logscale y\nset key top left font ',8'\n"
-     << "set multiplot layout 1," << cols << " title \"Perplexity vs length: RoPE scaled and fine-tuned at M x " << block
-     << " tokens (solid) and untuned (dashed)\\n(mean and 95% interval over " << c.seeds.size() << " seeds)\"\n";
+     << "set multiplot layout 1," << cols << " title \"Perplexity vs length: RoPE scaled and fine-tuned at M x "
+     << block << " tokens (solid) and untuned (dashed)\\n(mean and 95% interval over " << c.seeds.size()
+     << " seeds)\"\n";
   int idx = 0;
   auto series = [&](const std::string& row, const std::string& style, std::string& plot) {
     dat << "# " << row << "\n";
@@ -184,8 +188,8 @@ bool write_pi_plot(const ComparisonResult& r, const std::string& dir) {
     }
     dat << "\n\n";
     if (points)
-      plot += std::string(plot.size() > 5 ? ", " : "") + "'pi_ppl_vs_length.dat' index " +
-              std::to_string(idx) + " with yerrorlines " + style + " title '" + row + "'";
+      plot += std::string(plot.size() > 5 ? ", " : "") + "'pi_ppl_vs_length.dat' index " + std::to_string(idx) +
+              " with yerrorlines " + style + " title '" + row + "'";
     ++idx;
   };
   for (int64_t M : Ms) {
@@ -193,11 +197,14 @@ bool write_pi_plot(const ComparisonResult& r, const std::string& dir) {
     for (const auto& row : pi_untuned_rows(r)) series(row, "dt 2 lw 1", plot);
     for (const auto& row : tuned) {
       const PiResult* p = first_result(r, row);
-      if (p->scaling == "drope") series(row, "lw 2 dt 4", plot);
-      else if (p->multiplier == M) series(row, "lw 2", plot);
+      if (p->scaling == "drope")
+        series(row, "lw 2 dt 4", plot);
+      else if (p->multiplier == M)
+        series(row, "lw 2", plot);
     }
     gp << "set title 'fine-tuned at " << M << "x (" << M * block << " tokens; dotted)'\n"
-       << "set xlabel 'evaluation length (tokens); training length " << block << "'\nset ylabel 'validation perplexity'\n"
+       << "set xlabel 'evaluation length (tokens); training length " << block
+       << "'\nset ylabel 'validation perplexity'\n"
        << "set arrow from " << M * block << ",graph 0 to " << M * block << ",graph 1 nohead dt 3\n";
     if (plot.size() > 5) gp << plot << "\n";
     gp << "unset arrow\n";
@@ -220,9 +227,10 @@ std::string pi_markdown(const ComparisonResult& r, bool plot_drawn) {
   md << "## Position interpolation: RoPE scaled and fine-tuned\n\n"
      << "The protocol of Chen et al. 2023 (\"Extending Context Window of Large Language Models via Positional "
      << "Interpolation\", §2.3, §3): each trained `rope` model is copied with a scaling at factor s = M, its context "
-     << "extended to M × " << block << " tokens, and fine-tuned there for " << c.of<PiSettings>().iters << " steps (AdamW, lr "
-     << num(c.of<PiSettings>().lr, 6) << " after a linear warm-up of " << std::max<int64_t>(1, c.of<PiSettings>().iters / 10)
-     << " steps, then constant; max(1, " << c.base.batch_size << " / M) windows of M × " << block
+     << "extended to M × " << block << " tokens, and fine-tuned there for " << c.of<PiSettings>().iters
+     << " steps (AdamW, lr " << num(c.of<PiSettings>().lr, 6) << " after a linear warm-up of "
+     << std::max<int64_t>(1, c.of<PiSettings>().iters / 10) << " steps, then constant; max(1, " << c.base.batch_size
+     << " / M) windows of M × " << block
      << " training tokens per step), then evaluated like every other row. `rope ftMx` is plain RoPE fine-tuned at M× "
      << "(no interpolation), `rope+linear ftMx` position interpolation, `rope+ntk ftMx` static NTK-aware scaling "
      << "(base b·s^(d/(d−2)), bloc97 2023; YaRN §3.1), `rope+yarn ftMx` YaRN (Peng et al. 2023). At one seed every "
@@ -233,8 +241,10 @@ std::string pi_markdown(const ComparisonResult& r, bool plot_drawn) {
     md << "`rope+drope ft1x` is DroPE (Gelberg & Cetin 2026): the same trained model with its rotary embedding dropped "
        << "(the NoPE encoding, the same weights) and recalibrated at the training length " << block << " for the same "
        << c.of<PiSettings>().iters << " steps of " << c.base.batch_size << " windows (" << c.of<PiSettings>().iters
-       << " / " << c.base.max_iters << " = " << num(100.0 * static_cast<double>(c.of<PiSettings>().iters) /
-                                                        static_cast<double>(std::max<int64_t>(1, c.base.max_iters)), 1)
+       << " / " << c.base.max_iters << " = "
+       << num(100.0 * static_cast<double>(c.of<PiSettings>().iters) /
+                  static_cast<double>(std::max<int64_t>(1, c.base.max_iters)),
+              1)
        << "% of the training steps; the paper's budget is under 1%), then evaluated zero-shot at every length; in the "
        << "plot, dash-dotted in every panel.\n\n";
   std::string left_out;
@@ -272,7 +282,8 @@ std::string pi_markdown(const ComparisonResult& r, bool plot_drawn) {
     d.row({std::to_string(p->multiplier * block), row + " − " + plain, interval(s, 3), std::to_string(s.n)});
     ++pairs;
   }
-  if (pairs) md << "Per-seed differences at the fine-tuning length (negative: the scaling helps):\n\n" << d.markdown() << "\n";
+  if (pairs)
+    md << "Per-seed differences at the fine-tuning length (negative: the scaling helps):\n\n" << d.markdown() << "\n";
   if (plot_drawn) md << "![pi_ppl_vs_length](plots/pi_ppl_vs_length.png)\n\n";
   return md.str();
 }
@@ -295,7 +306,8 @@ std::string pi_budget(const ComparisonResult& r) {
     if (!p) continue;
     iters = p->iters;
     per_m += (per_m.empty() ? "" : ", ") + std::to_string(p->batch * r.config.base.grad_accum) +
-             (per_m.empty() ? " windows of " : " of ") + std::to_string(M * block) + " tokens at " + std::to_string(M) + "x";
+             (per_m.empty() ? " windows of " : " of ") + std::to_string(M * block) + " tokens at " + std::to_string(M) +
+             "x";
   }
   return std::to_string(iters) + " fine-tuning steps" + (per_m.empty() ? "" : " of " + per_m) + " (lr " +
          opt::format(opt::Value(r.config.of<PiSettings>().lr)) + "), from models of " + training_budget(r);
@@ -310,8 +322,9 @@ std::string pi_protocol(const ComparisonResult& r, const std::vector<int64_t>& M
     s += (s.empty() ? "" : "; ") + std::to_string(windows) + " windows of " + std::to_string(ctx) + " tokens at " +
          std::to_string(M) + "x";
   }
-  return s.empty() ? "" : "perplexity at the fine-tuning length on non-overlapping windows of the validation text: " + s +
-                              " (intervals: seed noise only)";
+  return s.empty() ? ""
+                   : "perplexity at the fine-tuning length on non-overlapping windows of the validation text: " + s +
+                         " (intervals: seed noise only)";
 }
 
 // "rope+<a> ftMx" has lower perplexity at M× than "rope+<b> ftMx": one test per fine-tuning length
@@ -321,7 +334,8 @@ ClaimVerdict paired_claim(const ComparisonResult& r, std::string id, std::string
                           const std::string& b) {
   auto scaled = [](const std::string& s) { return Row{kPaperMethod, s == "none" ? "" : "+" + s}.name(); };
   const std::string metric = "perplexity at the fine-tuning length M·L, per-seed difference " + scaled(a) + " ftMx − " +
-                             scaled(b) + " ftMx (fine-tuned alike; negative supports the claim), one test per M: "
+                             scaled(b) +
+                             " ftMx (fine-tuned alike; negative supports the claim), one test per M: "
                              "Student's t on the differences, below 0";
   std::vector<ClaimTest> tests;
   std::vector<int64_t> Ms;
@@ -332,8 +346,8 @@ ClaimVerdict paired_claim(const ComparisonResult& r, std::string id, std::string
     Ms.push_back(M);
     const auto d = pi_paired_differences(r, ra, rb, M);
     measured += (measured.empty() ? "" : "; ") + std::to_string(M) + "x: " + ra + " " +
-                interval(summarize(pi_values(r, ra, M)), 3) + ", " + rb + " " + interval(summarize(pi_values(r, rb, M)), 3) +
-                ", difference " + interval(summarize(d), 3);
+                interval(summarize(pi_values(r, ra, M)), 3) + ", " + rb + " " +
+                interval(summarize(pi_values(r, rb, M)), 3) + ", difference " + interval(summarize(d), 3);
     tests.push_back(beyond(std::to_string(M) + "x: " + ra + " below " + rb, d, 0.0, true));
   }
   const Judgement j = judge_family(tests, tests.empty() ? "rope in --methods, --pi-iters > 0, " + a + " and " + b +
@@ -372,14 +386,15 @@ ClaimVerdict drope_claim(const ComparisonResult& r) {
       tests, tests.empty() ? "rope in --methods, --pi-iters > 0, --pi-drope, one of linear, ntk, yarn in --pi-scalings "
                              "and a --pi-multipliers value among --eval-multipliers"
                            : "");
-  return claim_from("p4",
-                    "DroPE: RoPE dropped after training and recalibrated at the training length extrapolates better "
-                    "than PI, NTK-aware and YaRN (Gelberg & Cetin 2026)",
-                    "perplexity at M·L, per-seed difference " + drope + " − rope+<scaling> ftMx (DroPE recalibrated at "
-                    "1x for as many steps as each scaling is fine-tuned at M·L; negative supports the claim), one test "
-                    "per (M, scaling): Student's t on the differences, below 0",
-                    measured.empty() ? "n/a" : measured, j, pi_budget(r) + "; DroPE at 1x for the same steps",
-                    pi_protocol(r, Ms));
+  return claim_from(
+      "p4",
+      "DroPE: RoPE dropped after training and recalibrated at the training length extrapolates better "
+      "than PI, NTK-aware and YaRN (Gelberg & Cetin 2026)",
+      "perplexity at M·L, per-seed difference " + drope +
+          " − rope+<scaling> ftMx (DroPE recalibrated at "
+          "1x for as many steps as each scaling is fine-tuned at M·L; negative supports the claim), one test "
+          "per (M, scaling): Student's t on the differences, below 0",
+      measured.empty() ? "n/a" : measured, j, pi_budget(r) + "; DroPE at 1x for the same steps", pi_protocol(r, Ms));
 }
 
 }  // namespace
@@ -387,14 +402,16 @@ ClaimVerdict drope_claim(const ComparisonResult& r) {
 std::vector<ClaimVerdict> judge_pi_claims(const ComparisonResult& r) {
   std::vector<ClaimVerdict> out;
   if (pi_rows(r).empty()) return out;
-  out.push_back(paired_claim(r, "p1",
-                             "PI: RoPE interpolated (linear) and fine-tuned at M·L has lower perplexity at M·L than "
-                             "RoPE fine-tuned at M·L without scaling (Chen et al. 2023 §3.2, Tables 1-2: PI against direct fine-tuning 'FT')",
-                             "linear", "none"));
-  out.push_back(paired_claim(r, "p2",
-                             "static NTK-aware scaling fine-tuned at M·L has lower perplexity at M·L than PI fine-tuned "
-                             "alike (bloc97 2023; compared fine-tuned in Peng et al. 2023 §4)",
-                             "ntk", "linear"));
+  out.push_back(paired_claim(
+      r, "p1",
+      "PI: RoPE interpolated (linear) and fine-tuned at M·L has lower perplexity at M·L than "
+      "RoPE fine-tuned at M·L without scaling (Chen et al. 2023 §3.2, Tables 1-2: PI against direct fine-tuning 'FT')",
+      "linear", "none"));
+  out.push_back(
+      paired_claim(r, "p2",
+                   "static NTK-aware scaling fine-tuned at M·L has lower perplexity at M·L than PI fine-tuned "
+                   "alike (bloc97 2023; compared fine-tuned in Peng et al. 2023 §4)",
+                   "ntk", "linear"));
   out.push_back(paired_claim(r, "p3",
                              "YaRN fine-tuned at M·L has lower perplexity at M·L than PI fine-tuned alike (Peng et al. "
                              "2023 §4)",

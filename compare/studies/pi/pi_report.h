@@ -23,9 +23,11 @@ std::vector<std::string> pi_rows(const ComparisonResult& r);
 std::vector<std::string> pi_untuned_rows(const ComparisonResult& r);
 // Per-seed perplexity (quantity Perplexity) or loss (Loss) of `row` — fine-tuned or untuned — at
 // evaluation multiplier `m`, in seed order; seeds without a value are left out.
-std::vector<double> pi_values(const ComparisonResult& r, const std::string& row, int64_t m, Quantity q = Quantity::Perplexity);
+std::vector<double> pi_values(const ComparisonResult& r, const std::string& row, int64_t m,
+                              Quantity q = Quantity::Perplexity);
 // Per-seed a − b (perplexity at m) over the seeds where both rows have a value.
-std::vector<double> pi_paired_differences(const ComparisonResult& r, const std::string& a, const std::string& b, int64_t m);
+std::vector<double> pi_paired_differences(const ComparisonResult& r, const std::string& a, const std::string& b,
+                                          int64_t m);
 
 // pi.csv: row, fine_tuned_at (M; 0 = not fine-tuned), scaling, eval_multiplier, context, metric,
 // n, mean, std, ci_low, ci_high — perplexity and loss of every fine-tuned and untuned row. Written

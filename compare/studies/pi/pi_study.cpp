@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "tensor/option_table.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/studies/passkey/passkey.h"
 #include "compare/studies/pi/pi_protocol.h"
 #include "compare/studies/pi/pi_report.h"
+#include "tensor/option_table.h"
 
 namespace posgrad::train {
 
@@ -20,8 +20,13 @@ std::string dot(const std::string& p, const std::string& k) { return json_path_k
 json pi_json(const std::vector<PiResult>& v) {
   json a = json::array();
   for (const auto& p : v)
-    a.push_back({{"scaling", p.scaling}, {"multiplier", p.multiplier}, {"iters", p.iters}, {"batch", p.batch},
-                 {"first_loss", p.first_loss}, {"final_loss", p.final_loss}, {"seconds", p.seconds},
+    a.push_back({{"scaling", p.scaling},
+                 {"multiplier", p.multiplier},
+                 {"iters", p.iters},
+                 {"batch", p.batch},
+                 {"first_loss", p.first_loss},
+                 {"final_loss", p.final_loss},
+                 {"seconds", p.seconds},
                  {"lengths", lengths_to_json(p.lengths)}});
   return a;
 }
@@ -60,7 +65,9 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
     const std::string q = at(p, i);
     const int64_t m = i < scaled ? ps.multipliers[i / ps.scalings.size()] : 1;
     const std::string s = i < scaled ? ps.scalings[i % ps.scalings.size()] : "drope";
-    if (r.scaling != s) c.fail(dot(q, "scaling"), ValueCheck::quoted(r.scaling), "expected " + ValueCheck::quoted(s) + " (--pi-scalings, in order)");
+    if (r.scaling != s)
+      c.fail(dot(q, "scaling"), ValueCheck::quoted(r.scaling),
+             "expected " + ValueCheck::quoted(s) + " (--pi-scalings, in order)");
     c.equal(r.multiplier, m, dot(q, "multiplier"), "--pi-multipliers, in order");
     c.equal(r.iters, cfg.of<PiSettings>().iters, dot(q, "iters"), "--pi-iters");
     c.positive(r.batch, dot(q, "batch"));
@@ -86,27 +93,29 @@ void run(UnitContext& ctx) {
 void options(opt::Table<CompareConfig>& t) {
   using namespace opt;
   Rows<CompareConfig> r(t);
-    r.group("Position interpolation (compare/studies/pi/pi_protocol.h)")
-        .add(integer("pi_iters", closed(0, kMany),
-                     "Fine-tuning steps of each trained RoPE model per scaling and multiplier, at multiplier x "
-                     "block_size tokens (Chen et al. 2023; 0: off)",
-                     "steps"),
-             POSGRAD_MEMBER(template of<PiSettings>().iters))
-        .add(real("pi_lr", open_closed(0, 1), "Learning rate of the fine-tuning (after a linear warm-up of a tenth "
-                                              "of pi_iters, constant, as Chen et al. 2023 §3.1)"),
-             POSGRAD_MEMBER(template of<PiSettings>().lr))
-        .add(integer_list("pi_multipliers", closed(2, 64), 1, 8,
-                          "Fine-tuning lengths M as multiples of the training length (scaling factor s = M), each once"),
-             POSGRAD_MEMBER(template of<PiSettings>().multipliers))
-        .add(choice_list("pi_scalings", {"none", "linear", "ntk", "yarn"}, 4,
-                         "RoPE scalings fine-tuned, each once: none (plain RoPE), linear (position interpolation), "
-                         "ntk (static NTK-aware), yarn"),
-             POSGRAD_MEMBER(template of<PiSettings>().scalings))
-        // Added after results were first written: a file without it made no DroPE row.
-        .add(added_later(boolean("pi_drope", "Also drop each RoPE model's rotary embedding and recalibrate it at the "
-                                             "training length for --pi-iters steps (DroPE, Gelberg & Cetin 2026)"),
-                         false),
-             POSGRAD_MEMBER(template of<PiSettings>().drope));
+  r.group("Position interpolation (compare/studies/pi/pi_protocol.h)")
+      .add(integer("pi_iters", closed(0, kMany),
+                   "Fine-tuning steps of each trained RoPE model per scaling and multiplier, at multiplier x "
+                   "block_size tokens (Chen et al. 2023; 0: off)",
+                   "steps"),
+           POSGRAD_MEMBER(template of<PiSettings>().iters))
+      .add(real("pi_lr", open_closed(0, 1),
+                "Learning rate of the fine-tuning (after a linear warm-up of a tenth "
+                "of pi_iters, constant, as Chen et al. 2023 §3.1)"),
+           POSGRAD_MEMBER(template of<PiSettings>().lr))
+      .add(integer_list("pi_multipliers", closed(2, 64), 1, 8,
+                        "Fine-tuning lengths M as multiples of the training length (scaling factor s = M), each once"),
+           POSGRAD_MEMBER(template of<PiSettings>().multipliers))
+      .add(choice_list("pi_scalings", {"none", "linear", "ntk", "yarn"}, 4,
+                       "RoPE scalings fine-tuned, each once: none (plain RoPE), linear (position interpolation), "
+                       "ntk (static NTK-aware), yarn"),
+           POSGRAD_MEMBER(template of<PiSettings>().scalings))
+      // Added after results were first written: a file without it made no DroPE row.
+      .add(added_later(boolean("pi_drope",
+                               "Also drop each RoPE model's rotary embedding and recalibrate it at the "
+                               "training length for --pi-iters steps (DroPE, Gelberg & Cetin 2026)"),
+                       false),
+           POSGRAD_MEMBER(template of<PiSettings>().drope));
 }
 
 // Its values in each preset (compare_preset).
@@ -133,9 +142,10 @@ void preset(CompareConfig& c, const std::string& name) {
 StudyEntry pi_study() {
   StudyEntry e;
   e.name = PiResults::kStudy;
-  e.summary = "position interpolation: each RoPE model scaled and fine-tuned at Mx its training length, against NTK-aware "
-              "and YaRN scaling (Chen et al. 2023 §2.3, §3; Peng et al. 2023), and DroPE: its RoPE dropped and "
-              "recalibrated at 1x (Gelberg & Cetin 2026)";
+  e.summary =
+      "position interpolation: each RoPE model scaled and fine-tuned at Mx its training length, against NTK-aware "
+      "and YaRN scaling (Chen et al. 2023 §2.3, §3; Peng et al. 2023), and DroPE: its RoPE dropped and "
+      "recalibrated at 1x (Gelberg & Cetin 2026)";
   e.init_settings = [](Parts& p) { p.get<PiSettings>(); };
   e.options = options;
   e.preset = preset;
@@ -149,7 +159,8 @@ StudyEntry pi_study() {
   e.derives_models = true;
   e.unit_to_json = [](const UnitResult& u, json& j) { j["pi"] = pi_json(u.parts.value<PiResults>().rows); };
   e.unit_from_json = [](const json& j, UnitResult& u) {
-    if (j.contains("pi")) u.parts.get<PiResults>().rows = pi_from(j.at("pi"));  // absent: made before the protocol existed
+    if (j.contains("pi"))
+      u.parts.get<PiResults>().rows = pi_from(j.at("pi"));  // absent: made before the protocol existed
   };
   e.check_unit = check_part;
   e.write_files = [](const ComparisonResult& r, const ReportDir& out) {

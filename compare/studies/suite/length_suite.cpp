@@ -43,9 +43,15 @@ nlohmann::json suite_to_json(const std::vector<SuiteTaskResult>& s) {
   for (const auto& r : s) {
     nlohmann::json b = nlohmann::json::array();
     for (const auto& k : r.buckets)
-      b.push_back({{"lo", k.lo}, {"hi", k.hi}, {"examples", k.examples}, {"sequence_accuracy", k.sequence_accuracy},
+      b.push_back({{"lo", k.lo},
+                   {"hi", k.hi},
+                   {"examples", k.examples},
+                   {"sequence_accuracy", k.sequence_accuracy},
                    {"token_accuracy", k.token_accuracy}});
-    a.push_back({{"task", r.task}, {"randomized", r.randomized}, {"final_loss", r.final_loss}, {"seconds", r.seconds},
+    a.push_back({{"task", r.task},
+                 {"randomized", r.randomized},
+                 {"final_loss", r.final_loss},
+                 {"seconds", r.seconds},
                  {"buckets", b}});
   }
   return a;
@@ -75,7 +81,8 @@ std::vector<SuiteTaskResult> suite_from_json(const nlohmann::json& j) {
 
 std::vector<std::pair<int64_t, int64_t>> suite_buckets(const CompareConfig& cfg) {
   std::vector<std::pair<int64_t, int64_t>> b;
-  for (int64_t k = 1; k <= cfg.of<SuiteSettings>().max_multiplier; ++k) b.emplace_back((k - 1) * cfg.of<SuiteSettings>().length + 1, k * cfg.of<SuiteSettings>().length);
+  for (int64_t k = 1; k <= cfg.of<SuiteSettings>().max_multiplier; ++k)
+    b.emplace_back((k - 1) * cfg.of<SuiteSettings>().length + 1, k * cfg.of<SuiteSettings>().length);
   return b;
 }
 
@@ -92,7 +99,8 @@ void validate_length_suite(const CompareConfig& cfg) {
     POSGRAD_CHECK(!(listed && pe->position_ids_in_attention() && cfg.base.device.rfind("cuda", 0) == 0), UsageError,
                   "--suite-randomized: '", m, "' with --device ", cfg.base.device,
                   ": its randomized positions enter the fused attention as per-token positions, which only the CPU "
-                  "kernels implement; run the suite on the CPU or leave '", m, "' out of --suite-randomized");
+                  "kernels implement; run the suite on the CPU or leave '",
+                  m, "' out of --suite-randomized");
   }
   for (const auto& t : cfg.of<SuiteSettings>().tasks) (void)data::make_length_task(t);
 }
@@ -103,7 +111,8 @@ namespace {
 nn::GPTConfig suite_model_config(const CompareConfig& cfg, const std::string& method, const data::LengthTask& task) {
   nn::GPTConfig mc;
   mc.vocab_size = task.vocab_size();
-  mc.block_size = task.max_sequence_length(cfg.of<SuiteSettings>().max_multiplier * cfg.of<SuiteSettings>().length) - 1;  // inputs: all but the last
+  mc.block_size = task.max_sequence_length(cfg.of<SuiteSettings>().max_multiplier * cfg.of<SuiteSettings>().length) -
+                  1;  // inputs: all but the last
   mc.n_layer = cfg.of<TaskSettings>().n_layer;
   mc.n_head = cfg.of<TaskSettings>().n_head;
   mc.n_embd = cfg.of<TaskSettings>().n_embd;
@@ -159,7 +168,8 @@ SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, ui
       cfg.of<SuiteSettings>().iters, cfg.of<SuiteSettings>().lr, cfg.out_dir);
   try {
     r.final_loss = finetune(model, spec, dev, [&](int64_t) {
-                     const int64_t n = 1 + static_cast<int64_t>(data_gen.next_u64() % static_cast<uint64_t>(cfg.of<SuiteSettings>().length));
+                     const int64_t n = 1 + static_cast<int64_t>(data_gen.next_u64() %
+                                                                static_cast<uint64_t>(cfg.of<SuiteSettings>().length));
                      data::LengthBatch b = data::make_length_batch(
                          task, std::vector<int64_t>(static_cast<size_t>(cfg.of<SuiteSettings>().batch), n), data_gen);
                      if (randomized) pe.set_position_ids(random_positions(b.x.size(1), mc.block_size, pos_gen));
@@ -182,7 +192,8 @@ SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, ui
     b.lo = lo;
     b.hi = hi;
     for (const auto& [n, count] : per_length) {
-      data::LengthBatch batch = data::make_length_batch(task, std::vector<int64_t>(static_cast<size_t>(count), n), test_gen);
+      data::LengthBatch batch =
+          data::make_length_batch(task, std::vector<int64_t>(static_cast<size_t>(count), n), test_gen);
       const Tensor logits = model.forward(batch.x.to(dev));  // (B, T, V)
       const data::LengthScore sc = data::score_length_logits(logits.to(Device::cpu()), batch.y);
       spdlog::debug("suite {} {} length {}: sequence accuracy {:.3f}, token accuracy {:.3f} ({} examples)", task.name(),
@@ -205,7 +216,8 @@ std::vector<SuiteTaskResult> run_length_suite(const CompareConfig& cfg, const st
                                               Device dev) {
   std::vector<SuiteTaskResult> out;
   const bool with_randomized =
-      std::find(cfg.of<SuiteSettings>().randomized.begin(), cfg.of<SuiteSettings>().randomized.end(), method) != cfg.of<SuiteSettings>().randomized.end();
+      std::find(cfg.of<SuiteSettings>().randomized.begin(), cfg.of<SuiteSettings>().randomized.end(), method) !=
+      cfg.of<SuiteSettings>().randomized.end();
   if (cfg.of<SuiteSettings>().iters == 0) return out;
   for (size_t i = 0; i < cfg.of<SuiteSettings>().tasks.size(); ++i) {
     const auto task = data::make_length_task(cfg.of<SuiteSettings>().tasks[i]);

@@ -28,10 +28,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tensor/dtype.h"
 #include "compare/config.h"
-#include "compare/study.h"
 #include "compare/studies/task/task.h"
+#include "compare/study.h"
+#include "tensor/dtype.h"
 
 namespace posgrad::train {
 
@@ -57,7 +57,7 @@ struct SuiteTaskResult {
   std::string task;
   bool randomized = false;  // row "<method>+randomized"
   double final_loss = 0;
-  double seconds = 0;  // wall time of training and scoring, informational
+  double seconds = 0;                // wall time of training and scoring, informational
   std::vector<SuiteBucket> buckets;  // 1 .. suite_max_multiplier
 };
 

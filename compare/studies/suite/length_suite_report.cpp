@@ -11,12 +11,12 @@
 #include <map>
 #include <sstream>
 
-#include "data/fileio.h"
-#include "data/length_tasks.h"
 #include "compare/markdown.h"
 #include "compare/rows.h"
 #include "compare/stats.h"
 #include "compare/studies/study_claims.h"
+#include "data/fileio.h"
+#include "data/length_tasks.h"
 
 namespace posgrad::train {
 
@@ -51,7 +51,8 @@ std::pair<std::string, bool> split_row(const std::string& row) {
 }
 
 std::string bucket_name(const CompareConfig& c, size_t k) {
-  const int64_t lo = static_cast<int64_t>(k) * c.of<SuiteSettings>().length + 1, hi = static_cast<int64_t>(k + 1) * c.of<SuiteSettings>().length;
+  const int64_t lo = static_cast<int64_t>(k) * c.of<SuiteSettings>().length + 1,
+                hi = static_cast<int64_t>(k + 1) * c.of<SuiteSettings>().length;
   return std::to_string(lo) + "–" + std::to_string(hi) + (k == 0 ? " (train)" : "");
 }
 
@@ -70,7 +71,8 @@ std::map<uint64_t, Scored> suite_scored(const ComparisonResult& r, const std::st
   const auto [method, randomized] = split_row(row);
   std::map<uint64_t, Scored> out;
   for (const auto& u : r.units) {
-    if (u.method != method || std::find(r.config.seeds.begin(), r.config.seeds.end(), u.seed) == r.config.seeds.end()) continue;
+    if (u.method != method || std::find(r.config.seeds.begin(), r.config.seeds.end(), u.seed) == r.config.seeds.end())
+      continue;
     const SuiteTaskResult* s = find(u, task, randomized);
     if (!s || s->buckets.size() <= first) continue;
     const size_t last = std::min(end, s->buckets.size());
@@ -142,7 +144,8 @@ std::vector<double> suite_ood_values(const ComparisonResult& r, const std::strin
       const SuiteTaskResult* s = find(u, task, randomized);
       if (!s || s->buckets.size() < 2) continue;
       double m = 0;
-      for (size_t k = 1; k < s->buckets.size(); ++k) m += sequence ? s->buckets[k].sequence_accuracy : s->buckets[k].token_accuracy;
+      for (size_t k = 1; k < s->buckets.size(); ++k)
+        m += sequence ? s->buckets[k].sequence_accuracy : s->buckets[k].token_accuracy;
       v.push_back(m / static_cast<double>(s->buckets.size() - 1));
     }
   return v;
@@ -159,8 +162,8 @@ void write_suite_csv(const ComparisonResult& r, const std::string& path) {
         for (bool sequence : {true, false}) {
           const Summary s = summarize(suite_values(r, row, task, k, sequence));
           if (!s.n) continue;
-          o << row << "," << task << "," << static_cast<int64_t>(k) * N + 1 << "," << static_cast<int64_t>(k + 1) * N << ","
-            << (sequence ? "sequence_accuracy" : "token_accuracy") << "," << s.n << "," << num(s.mean, 6) << ","
+          o << row << "," << task << "," << static_cast<int64_t>(k) * N + 1 << "," << static_cast<int64_t>(k + 1) * N
+            << "," << (sequence ? "sequence_accuracy" : "token_accuracy") << "," << s.n << "," << num(s.mean, 6) << ","
             << num(s.std, 6) << "," << num(clip01(s.ci_low), 6) << "," << num(clip01(s.ci_high), 6) << "\n";
         }
   write_file_atomic(path, o.str());
@@ -177,8 +180,8 @@ void write_suite_seeds_csv(const ComparisonResult& r, const std::string& path) {
         const auto seq = suite_scored(r, row, task, k, k + 1, true), tok = suite_scored(r, row, task, k, k + 1, false);
         for (const auto& [seed, x] : seq) {
           const auto w = wilson_of(x);
-          o << row << "," << task << "," << static_cast<int64_t>(k) * N + 1 << "," << static_cast<int64_t>(k + 1) * N << ","
-            << seed << "," << x.examples << "," << num(x.value, 6) << ","
+          o << row << "," << task << "," << static_cast<int64_t>(k) * N + 1 << "," << static_cast<int64_t>(k + 1) * N
+            << "," << seed << "," << x.examples << "," << num(x.value, 6) << ","
             << (w ? std::to_string(std::llround(x.value * static_cast<double>(x.examples))) : "n/a") << ","
             << (w ? num(w->low, 6) : "n/a") << "," << (w ? num(w->high, 6) : "n/a") << "," << num(tok.at(seed).value, 6)
             << "\n";
@@ -202,7 +205,8 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
   gp << markdown::gnuplot_style(std::max(900, 480 * cols), 360 * nrows + 60, 9)
      << "set output 'suite_accuracy.png'\nset yrange [-0.02:1.02]\nset key bottom left font ',7'\n"
      << "set multiplot layout " << nrows << "," << cols << " title \"Per-sequence accuracy vs input length\\n(bucket "
-     << "midpoint; mean and 95% interval over " << c.seeds.size() << " seeds; trained on 1.." << c.of<SuiteSettings>().length << ")\"\n";
+     << "midpoint; mean and 95% interval over " << c.seeds.size() << " seeds; trained on 1.."
+     << c.of<SuiteSettings>().length << ")\"\n";
   int idx = 0;
   for (const auto& task : tasks) {
     std::string plot = "plot ";
@@ -214,7 +218,8 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
         const Summary s = summarize(suite_values(r, row, task, k, true));
         if (!s.n) continue;
         ++points;
-        const double mid = static_cast<double>(k) * static_cast<double>(c.of<SuiteSettings>().length) + (1.0 + static_cast<double>(c.of<SuiteSettings>().length)) / 2.0;
+        const double mid = static_cast<double>(k) * static_cast<double>(c.of<SuiteSettings>().length) +
+                           (1.0 + static_cast<double>(c.of<SuiteSettings>().length)) / 2.0;
         dat << mid << " " << s.mean << " " << (s.has_interval() ? std::max(0.0, s.ci_low) : s.mean) << " "
             << (s.has_interval() ? std::min(1.0, s.ci_high) : s.mean) << "\n";
       }
@@ -228,8 +233,8 @@ std::vector<std::string> write_suite_plots(const ComparisonResult& r, const std:
       ++idx;
     }
     gp << "set title '" << task << "'\nset xlabel 'input length'\nset ylabel 'accuracy'\nset arrow from "
-       << static_cast<double>(c.of<SuiteSettings>().length) + 0.5 << ",graph 0 to " << static_cast<double>(c.of<SuiteSettings>().length) + 0.5
-       << ",graph 1 nohead dt 3\n";
+       << static_cast<double>(c.of<SuiteSettings>().length) + 0.5 << ",graph 0 to "
+       << static_cast<double>(c.of<SuiteSettings>().length) + 0.5 << ",graph 1 nohead dt 3\n";
     if (!first) gp << plot << "\n";
     gp << "unset arrow\n";
   }
@@ -286,7 +291,8 @@ void accuracy_tables(std::ostringstream& md, const ComparisonResult& r, const st
         }
         if (any) t.row(cells);
       }
-  md << "<details><summary>per-sequence accuracy of each model (seed), with Wilson's 95% interval of its count</summary>\n\n"
+  md << "<details><summary>per-sequence accuracy of each model (seed), with Wilson's 95% interval of its "
+        "count</summary>\n\n"
      << t.markdown() << "\n</details>\n\n";
 }
 
@@ -302,7 +308,8 @@ void sizing_check(std::ostringstream& md, const ComparisonResult& r, const std::
       if (s.n && s.mean > best_v) best_v = s.mean, best = row;
     }
     md << "- " << task << ": best " << best << " " << num(best_v, 2)
-       << (best_v >= 0.9 ? " — sized" : " — **mis-sized at this budget: no row learns the task in distribution**") << "\n";
+       << (best_v >= 0.9 ? " — sized" : " — **mis-sized at this budget: no row learns the task in distribution**")
+       << "\n";
   }
   md << "\n";
 }
@@ -311,7 +318,8 @@ void sizing_check(std::ostringstream& md, const ComparisonResult& r, const std::
 void separations(std::ostringstream& md, const ComparisonResult& r, const std::vector<std::string>& tasks,
                  const std::vector<std::string>& rows) {
   const CompareConfig& c = r.config;
-  md << "### Separations out of distribution\n\nMean per-sequence accuracy over the buckets beyond " << c.of<SuiteSettings>().length
+  md << "### Separations out of distribution\n\nMean per-sequence accuracy over the buckets beyond "
+     << c.of<SuiteSettings>().length
      << " (per seed, then summarised); pairs of rows whose 95% intervals do not overlap:\n\n";
   int separated = 0;
   for (const auto& task : tasks) {
@@ -331,7 +339,8 @@ void separations(std::ostringstream& md, const ComparisonResult& r, const std::v
         }
     separated += count;
     md << "- " << task << ": " << (s.empty() ? "n/a" : "best " + s.front().first + " " + num(s.front().second.mean, 2))
-       << ", " << count << " separated pair(s)" << (pairs.empty() ? "" : ": " + pairs + (count > 6 ? "; ..." : "")) << "\n";
+       << ", " << count << " separated pair(s)" << (pairs.empty() ? "" : ": " + pairs + (count > 6 ? "; ..." : ""))
+       << "\n";
   }
   md << "\n" << separated << " separated pair(s) in all.\n\n";
 }
@@ -345,8 +354,10 @@ void randomized_against_plain(std::ostringstream& md, const ComparisonResult& r,
   if (!any_rnd) return;
   md << "### Randomized positions against plain (out of distribution)\n\n"
      << "Difference of the out-of-distribution accuracy (the mean over the buckets beyond the training length), "
-     << "randomized − plain, paired by seed; its 95% interval covers the seeds' noise and a bound on the test examples' "
-     << "(the two rows are scored on the same examples), p against no difference (Ruoss et al. 2023 report +12.0 points "
+     << "randomized − plain, paired by seed; its 95% interval covers the seeds' noise and a bound on the test "
+        "examples' "
+     << "(the two rows are scored on the same examples), p against no difference (Ruoss et al. 2023 report +12.0 "
+        "points "
      << "of accuracy on average over their tasks and encodings).\n\n";
   Table t({"task", "method", "per-sequence diff [95%]", "p", "per-token diff [95%]", "p"});
   const size_t nb = n_buckets(r);
@@ -376,15 +387,21 @@ std::string suite_markdown(const ComparisonResult& r, bool plot_drawn) {
   std::ostringstream md;
   md << "## Length generalisation suite\n\n"
      << "Tasks of Delétang et al. 2023 (\"Neural Networks and the Chomsky Hierarchy\"), the suite Ruoss et al. 2023 "
-     << "(\"Randomized Positional Encodings Boost Length Generalization of Transformers\") also use. Each task trains its "
-     << "own decoder (" << c.of<TaskSettings>().n_layer << " layers, width " << c.of<TaskSettings>().n_embd << ", " << c.of<TaskSettings>().n_head << " heads) for "
-     << c.of<SuiteSettings>().iters << " steps of " << c.of<SuiteSettings>().batch << " sequences, each step at one input length drawn uniformly from 1.."
-     << c.of<SuiteSettings>().length << "; format `[BOS] input [SEP] answer`, loss on the answer only. Scored on " << c.of<SuiteSettings>().examples
+     << "(\"Randomized Positional Encodings Boost Length Generalization of Transformers\") also use. Each task trains "
+        "its "
+     << "own decoder (" << c.of<TaskSettings>().n_layer << " layers, width " << c.of<TaskSettings>().n_embd << ", "
+     << c.of<TaskSettings>().n_head << " heads) for " << c.of<SuiteSettings>().iters << " steps of "
+     << c.of<SuiteSettings>().batch << " sequences, each step at one input length drawn uniformly from 1.."
+     << c.of<SuiteSettings>().length << "; format `[BOS] input [SEP] answer`, loss on the answer only. Scored on "
+     << c.of<SuiteSettings>().examples
      << " fixed examples per length bucket (the same for every row and seed) by the argmax at each answer position "
-     << "given the true prefix: per-sequence accuracy (every answer token right; equal to greedy decoding's exact match) "
+     << "given the true prefix: per-sequence accuracy (every answer token right; equal to greedy decoding's exact "
+        "match) "
      << "and per-token accuracy (the fraction of answer tokens right, the measure of Delétang et al.). "
-     << "`+randomized` rows are trained with randomized positions (Ruoss et al. 2023): each batch takes an ordered random "
-     << "subset of positions from [0, L_max), L_max the longest test sequence; evaluation uses 0..T-1. Cells: mean ± std "
+     << "`+randomized` rows are trained with randomized positions (Ruoss et al. 2023): each batch takes an ordered "
+        "random "
+     << "subset of positions from [0, L_max), L_max the longest test sequence; evaluation uses 0..T-1. Cells: mean ± "
+        "std "
      << "[95% interval] over " << c.seeds.size() << " seed" << (c.seeds.size() == 1 ? "" : "s")
      << ", the interval clipped to [0, 1]: it covers the seeds' spread alone — every seed is scored on the same "
      << c.of<SuiteSettings>().examples << " examples per bucket, so it says nothing of how those examples were drawn. "
@@ -409,13 +426,15 @@ std::string suite_markdown(const ComparisonResult& r, bool plot_drawn) {
 namespace {
 
 // The margins of the suite's claims: the least change of per-token accuracy they claim.
-constexpr double kFailDrop = 0.10;  // s1: "fails beyond the training length"
+constexpr double kFailDrop = 0.10;        // s1: "fails beyond the training length"
 constexpr double kRandomizedGain = 0.05;  // s2: "raises test accuracy"
 constexpr double kNopeMargin = 0.05;      // s3: "at or above": within 0.05 of exact match
-const char* const kS1 = "Standard encodings (none, sinusoidal, learned, relative, RoPE, ALiBi) mostly fail beyond the "
-                        "training length (Delétang et al. 2023; Ruoss et al. 2023 §4)";
-const char* const kS2 = "Randomized positions raise test accuracy beyond the training length (Ruoss et al. 2023: +12.0 "
-                        "points on average)";
+const char* const kS1 =
+    "Standard encodings (none, sinusoidal, learned, relative, RoPE, ALiBi) mostly fail beyond the "
+    "training length (Delétang et al. 2023; Ruoss et al. 2023 §4)";
+const char* const kS2 =
+    "Randomized positions raise test accuracy beyond the training length (Ruoss et al. 2023: +12.0 "
+    "points on average)";
 
 std::string s1_metric() {
   return "per-token accuracy, training bucket − mean of the longer buckets, paired by seed (the same model), one test "
@@ -441,15 +460,17 @@ std::string suite_protocol(const ComparisonResult& r) {
   const CompareConfig& c = r.config;
   const size_t nb = n_buckets(r);
   const int64_t N = c.of<SuiteSettings>().length;
-  return "per-token accuracy, teacher-forced argmax; training bucket 1–" + std::to_string(N) + ", beyond: the mean of " +
-         std::to_string(nb - 1) + " bucket(s) " + std::to_string(N + 1) + "–" + std::to_string(static_cast<int64_t>(nb) * N) +
-         " (" + std::to_string(static_cast<int64_t>(nb - 1) * c.of<SuiteSettings>().examples) +
+  return "per-token accuracy, teacher-forced argmax; training bucket 1–" + std::to_string(N) +
+         ", beyond: the mean of " + std::to_string(nb - 1) + " bucket(s) " + std::to_string(N + 1) + "–" +
+         std::to_string(static_cast<int64_t>(nb) * N) + " (" +
+         std::to_string(static_cast<int64_t>(nb - 1) * c.of<SuiteSettings>().examples) +
          " examples), the same examples for every row and seed; intervals: the seeds' noise and a bound on the test "
          "examples' (study_claims.h)";
 }
 
 // Every plain row that learns a task in distribution must lose at least kFailDrop beyond it.
-ClaimVerdict claim_s1(const ComparisonResult& r, const std::vector<std::string>& tasks, const std::vector<std::string>& rows) {
+ClaimVerdict claim_s1(const ComparisonResult& r, const std::vector<std::string>& tasks,
+                      const std::vector<std::string>& rows) {
   std::vector<ClaimTest> tests;
   std::string measured, unlearned;
   for (const auto& task : tasks)
@@ -462,46 +483,52 @@ ClaimVerdict claim_s1(const ComparisonResult& r, const std::vector<std::string>&
         unlearned += (unlearned.empty() ? "" : ", ") + task + " " + row + " " + num(learned, 2);
         continue;
       }
-      const MarginTest m = margin_test(task + " " + row + " drops by more than " + num(kFailDrop, 2), in, ood, false, kFailDrop);
+      const MarginTest m =
+          margin_test(task + " " + row + " drops by more than " + num(kFailDrop, 2), in, ood, false, kFailDrop);
       measured += (measured.empty() ? "" : "; ") + task + " " + row + " drop " + margin_text(m);
       tests.push_back(m.test);
     }
-  if (!unlearned.empty()) measured += (measured.empty() ? "" : "; ") + std::string("not learned (< 0.9 in distribution, left out): ") + unlearned;
-  const Judgement j = tests.empty() ? Judgement{kInconclusive, "no plain row learns a task in distribution (per-token accuracy "
-                                                               "≥ 0.9) at this budget: nothing can fail beyond it", 0}
+  if (!unlearned.empty())
+    measured +=
+        (measured.empty() ? "" : "; ") + std::string("not learned (< 0.9 in distribution, left out): ") + unlearned;
+  const Judgement j = tests.empty() ? Judgement{kInconclusive,
+                                                "no plain row learns a task in distribution (per-token accuracy "
+                                                "≥ 0.9) at this budget: nothing can fail beyond it",
+                                                0}
                                     : judge_family(tests, "");
-  return claim_from("s1", kS1,
-                    s1_metric(),
-                    measured.empty() ? "n/a" : measured, j, suite_budget(r), suite_protocol(r));
+  return claim_from("s1", kS1, s1_metric(), measured.empty() ? "n/a" : measured, j, suite_budget(r), suite_protocol(r));
 }
 
 // Every randomized row must beat its plain row beyond the training length by at least kRandomizedGain.
-ClaimVerdict claim_s2(const ComparisonResult& r, const std::vector<std::string>& tasks, const std::vector<std::string>& rows) {
+ClaimVerdict claim_s2(const ComparisonResult& r, const std::vector<std::string>& tasks,
+                      const std::vector<std::string>& rows) {
   std::vector<ClaimTest> tests;
   std::string measured;
   for (const auto& task : tasks)
     for (const auto& row : rows) {
       const auto [method, rnd] = split_row(row);
       if (!rnd) continue;
-      const auto a = suite_scored(r, row, task, 1, n_buckets(r), false), b = suite_scored(r, method, task, 1, n_buckets(r), false);
+      const auto a = suite_scored(r, row, task, 1, n_buckets(r), false),
+                 b = suite_scored(r, method, task, 1, n_buckets(r), false);
       if (a.empty() || b.empty()) continue;
-      const MarginTest m = margin_test(task + " " + row + " above " + method + " by more than " + num(kRandomizedGain, 2), a,
-                                       b, true, kRandomizedGain);
+      const MarginTest m =
+          margin_test(task + " " + row + " above " + method + " by more than " + num(kRandomizedGain, 2), a, b, true,
+                      kRandomizedGain);
       measured += (measured.empty() ? "" : "; ") + task + " " + row + " − " + method + " " + margin_text(m);
       tests.push_back(m.test);
     }
-  const Judgement j = judge_family(tests, tests.empty() ? "a randomized row (--suite-randomized, a method among --methods)" : "");
-  return claim_from("s2", kS2,
-                    s2_metric(),
-                    measured.empty() ? "n/a" : measured, j, suite_budget(r), suite_protocol(r));
+  const Judgement j =
+      judge_family(tests, tests.empty() ? "a randomized row (--suite-randomized, a method among --methods)" : "");
+  return claim_from("s2", kS2, s2_metric(), measured.empty() ? "n/a" : measured, j, suite_budget(r), suite_protocol(r));
 }
 
 }  // namespace
 
 namespace {
 
-const char* const kS3 = "NoPE generalises at least as well as the other position encodings on copy, reverse and sort "
-                        "beyond the training length (Kazemnejad et al. 2023 §4)";
+const char* const kS3 =
+    "NoPE generalises at least as well as the other position encodings on copy, reverse and sort "
+    "beyond the training length (Kazemnejad et al. 2023 §4)";
 
 // The Kazemnejad et al. tasks among the suite's: copy (duplicate_string), reverse, sort (bucket_sort).
 const std::vector<std::string>& kazemnejad_tasks() {
@@ -514,9 +541,11 @@ ClaimVerdict claim_s3(const ComparisonResult& r, const std::vector<std::string>&
   const std::string metric =
       "per-sequence accuracy (exact match, Kazemnejad et al.'s scoring) on inputs of " +
       std::to_string(r.config.of<SuiteSettings>().length + 1) + ".." +
-      std::to_string(2 * r.config.of<SuiteSettings>().length) + " (up to twice the training length), none − <row>, "
+      std::to_string(2 * r.config.of<SuiteSettings>().length) +
+      " (up to twice the training length), none − <row>, "
       "the same examples, one non-inferiority test per (task, plain row) where either learns the task (≥ 0.9 "
-      "per-token in distribution); margin " + num(kNopeMargin, 2);
+      "per-token in distribution); margin " +
+      num(kNopeMargin, 2);
   std::vector<std::string> present;
   for (const auto& t : kazemnejad_tasks())
     if (std::find(tasks.begin(), tasks.end(), t) != tasks.end()) present.push_back(t);
@@ -539,8 +568,7 @@ ClaimVerdict claim_s3(const ComparisonResult& r, const std::vector<std::string>&
           unlearned += (unlearned.empty() ? "" : ", ") + task + " none/" + row;
           continue;
         }
-        const MarginTest m =
-            margin_test(task + " none at or above " + row, none_far, far, true, -kNopeMargin);
+        const MarginTest m = margin_test(task + " none at or above " + row, none_far, far, true, -kNopeMargin);
         measured += (measured.empty() ? "" : "; ") + task + " none − " + row + " " + margin_text(m);
         tests.push_back(m.test);
       }
@@ -552,8 +580,9 @@ ClaimVerdict claim_s3(const ComparisonResult& r, const std::vector<std::string>&
   if (!missing.empty())
     j = judge_family(tests, missing);
   else if (tests.empty())
-    j = {kInconclusive, "no pair of none and another row where either learns the task in distribution (per-token "
-                        "accuracy ≥ 0.9) at this budget",
+    j = {kInconclusive,
+         "no pair of none and another row where either learns the task in distribution (per-token "
+         "accuracy ≥ 0.9) at this budget",
          0};
   else
     j = judge_family(tests, "");
@@ -566,11 +595,12 @@ std::vector<ClaimVerdict> judge_suite_claims(const ComparisonResult& r) {
   const auto tasks = suite_tasks_present(r);
   if (tasks.empty()) return {};
   if (n_buckets(r) < 2) {
-    const Judgement none{kNotMeasured, "needs a bucket beyond the training length (--suite-max-multiplier 2 or more)", 0};
-    return {claim_from("s1", kS1, s1_metric(), "n/a", none, suite_budget(r)),
-            claim_from("s2", kS2, s2_metric(), "n/a", none, suite_budget(r)),
-            claim_from("s3", kS3, "per-sequence accuracy up to twice the training length", "n/a", none,
-                       suite_budget(r))};
+    const Judgement none{kNotMeasured, "needs a bucket beyond the training length (--suite-max-multiplier 2 or more)",
+                         0};
+    return {
+        claim_from("s1", kS1, s1_metric(), "n/a", none, suite_budget(r)),
+        claim_from("s2", kS2, s2_metric(), "n/a", none, suite_budget(r)),
+        claim_from("s3", kS3, "per-sequence accuracy up to twice the training length", "n/a", none, suite_budget(r))};
   }
   const auto rows = suite_rows(r);
   return {claim_s1(r, tasks, rows), claim_s2(r, tasks, rows), claim_s3(r, tasks, rows)};

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "compare/studies/suite/length_suite.h"
+#include "compare/studies/suite/length_suite_report.h"
 #include "data/length_tasks.h"
 #include "nn/posenc/position_encoding.h"
 #include "tensor/option_table.h"
-#include "compare/studies/suite/length_suite.h"
-#include "compare/studies/suite/length_suite_report.h"
 
 namespace posgrad::train {
 
@@ -16,7 +16,9 @@ namespace {
 using json = nlohmann::json;
 std::string at(const std::string& p, size_t i) { return json_path_at(p, i); }
 std::string dot(const std::string& p, const std::string& k) { return json_path_key(p, k); }
-bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
   const std::string p = dot(path, "suite");
@@ -29,8 +31,9 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
       if (contains(cfg.of<SuiteSettings>().randomized, u.method)) want.emplace_back(t, true);
     }
   c.size(tasks.size(), want.size(), p,
-         cfg.of<SuiteSettings>().iters > 0 ? "--suite-tasks " + ValueCheck::list(cfg.of<SuiteSettings>().tasks) + ", plain and randomized rows"
-                             : "--suite-iters 0: no suite");
+         cfg.of<SuiteSettings>().iters > 0
+             ? "--suite-tasks " + ValueCheck::list(cfg.of<SuiteSettings>().tasks) + ", plain and randomized rows"
+             : "--suite-iters 0: no suite");
   const auto buckets = suite_buckets(cfg);
   for (size_t i = 0; i < want.size(); ++i) {
     const SuiteTaskResult& s = tasks[i];
@@ -59,7 +62,8 @@ void validate(const CompareConfig& cfg) {
     std::sort(v.begin(), v.end());
     return std::adjacent_find(v.begin(), v.end()) == v.end();
   };
-  POSGRAD_CHECK(unique(cfg.of<SuiteSettings>().tasks), UsageError, "--suite-tasks lists a task twice (each task is trained and scored once)");
+  POSGRAD_CHECK(unique(cfg.of<SuiteSettings>().tasks), UsageError,
+                "--suite-tasks lists a task twice (each task is trained and scored once)");
   POSGRAD_CHECK(unique(cfg.of<SuiteSettings>().randomized), UsageError, "--suite-randomized lists a method twice");
   validate_length_suite(cfg);
 }
@@ -68,38 +72,41 @@ void validate(const CompareConfig& cfg) {
 void options(opt::Table<CompareConfig>& t) {
   using namespace opt;
   Rows<CompareConfig> r(t);
-    r.group("Length-generalisation suite")
-        .add(choice_list("suite_tasks", data::length_task_names(), 16,
-                         "Suite tasks (Deletang et al. 2023), each trained on lengths 1..suite_length"),
-             POSGRAD_MEMBER(template of<SuiteSettings>().tasks))
-        .add(integer("suite_length", closed(1, 256), "Longest training input length N of the suite", "symbols"),
-             POSGRAD_MEMBER(template of<SuiteSettings>().length))
-        .add(integer("suite_iters", closed(0, kMany), "Training steps per suite task (0: no suite)", "steps"),
-             POSGRAD_MEMBER(template of<SuiteSettings>().iters))
-        .add(integer("suite_batch", closed(1, 4096), "Suite sequences per step", "sequences"), POSGRAD_MEMBER(template of<SuiteSettings>().batch))
-        .add(integer("suite_examples", closed(1, 1 << 16), "Suite test examples per length bucket", "sequences"),
-             POSGRAD_MEMBER(template of<SuiteSettings>().examples))
-        .add(integer("suite_max_multiplier", closed(1, 16), "Suite buckets [1,N], [N+1,2N], ... up to this multiple of N"),
-             POSGRAD_MEMBER(template of<SuiteSettings>().max_multiplier))
-        .add(real("suite_lr", open_closed(0, 1), "Peak learning rate of the suite's models"), POSGRAD_MEMBER(template of<SuiteSettings>().lr))
-        .add(
-            [] {
-              auto s = choice_list("suite_randomized", nn::position_encoding_kinds(), 32,
-                                   "Methods also trained with randomized positions (Ruoss et al. 2023) where among "
-                                   "--methods; every encoding but none takes them (t5, alibi, kerple, sandwich, deberta: "
-                                   "CPU only)");
-              s.min_items = 0;
-              return s;
-            }(),
-            POSGRAD_MEMBER(template of<SuiteSettings>().randomized));
+  r.group("Length-generalisation suite")
+      .add(choice_list("suite_tasks", data::length_task_names(), 16,
+                       "Suite tasks (Deletang et al. 2023), each trained on lengths 1..suite_length"),
+           POSGRAD_MEMBER(template of<SuiteSettings>().tasks))
+      .add(integer("suite_length", closed(1, 256), "Longest training input length N of the suite", "symbols"),
+           POSGRAD_MEMBER(template of<SuiteSettings>().length))
+      .add(integer("suite_iters", closed(0, kMany), "Training steps per suite task (0: no suite)", "steps"),
+           POSGRAD_MEMBER(template of<SuiteSettings>().iters))
+      .add(integer("suite_batch", closed(1, 4096), "Suite sequences per step", "sequences"),
+           POSGRAD_MEMBER(template of<SuiteSettings>().batch))
+      .add(integer("suite_examples", closed(1, 1 << 16), "Suite test examples per length bucket", "sequences"),
+           POSGRAD_MEMBER(template of<SuiteSettings>().examples))
+      .add(
+          integer("suite_max_multiplier", closed(1, 16), "Suite buckets [1,N], [N+1,2N], ... up to this multiple of N"),
+          POSGRAD_MEMBER(template of<SuiteSettings>().max_multiplier))
+      .add(real("suite_lr", open_closed(0, 1), "Peak learning rate of the suite's models"),
+           POSGRAD_MEMBER(template of<SuiteSettings>().lr))
+      .add(
+          [] {
+            auto s = choice_list("suite_randomized", nn::position_encoding_kinds(), 32,
+                                 "Methods also trained with randomized positions (Ruoss et al. 2023) where among "
+                                 "--methods; every encoding but none takes them (t5, alibi, kerple, sandwich, deberta: "
+                                 "CPU only)");
+            s.min_items = 0;
+            return s;
+          }(),
+          POSGRAD_MEMBER(template of<SuiteSettings>().randomized));
 }
 
 // Its values in each preset (compare_preset).
 void preset(CompareConfig& c, const std::string& name) {
   if (name == "full") {
     // The six tasks a 2-layer RoPE model was learning in a sizing run (docs/presets.md).
-    c.of<SuiteSettings>().tasks = {"cycle_navigation", "reverse_string", "stack_manipulation", "duplicate_string", "odd_first",
-                     "bucket_sort"};
+    c.of<SuiteSettings>().tasks = {"cycle_navigation", "reverse_string", "stack_manipulation",
+                                   "duplicate_string", "odd_first",      "bucket_sort"};
     c.of<SuiteSettings>().length = 8;
     c.of<SuiteSettings>().iters = 2000;
     c.of<SuiteSettings>().examples = 64;
@@ -118,8 +125,9 @@ void preset(CompareConfig& c, const std::string& name) {
 StudyEntry suite_study() {
   StudyEntry e;
   e.name = SuiteResult::kStudy;
-  e.summary = "length-generalisation suite: algorithmic tasks trained on lengths 1..N, scored in length buckets up to "
-              "kN, with and without randomized positions (Deletang et al. 2023; Ruoss et al. 2023)";
+  e.summary =
+      "length-generalisation suite: algorithmic tasks trained on lengths 1..N, scored in length buckets up to "
+      "kN, with and without randomized positions (Deletang et al. 2023; Ruoss et al. 2023)";
   e.init_settings = [](Parts& p) { p.get<SuiteSettings>(); };
   e.options = options;
   e.preset = preset;
@@ -130,7 +138,8 @@ StudyEntry suite_study() {
   };
   e.unit_to_json = [](const UnitResult& u, json& j) { j["suite"] = suite_to_json(u.parts.value<SuiteResult>().tasks); };
   e.unit_from_json = [](const json& j, UnitResult& u) {
-    if (j.contains("suite")) u.parts.get<SuiteResult>().tasks = suite_from_json(j.at("suite"));  // absent: made before the suite existed
+    if (j.contains("suite"))
+      u.parts.get<SuiteResult>().tasks = suite_from_json(j.at("suite"));  // absent: made before the suite existed
   };
   e.check_unit = check_part;
   e.write_files = [](const ComparisonResult& r, const ReportDir& out) {

@@ -1,6 +1,6 @@
 // task.cpp — see task.h.
-#include "tensor/option_table.h"
 #include "compare/studies/task/task.h"
+#include "tensor/option_table.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "autograd/ops.h"
-#include "compare/method.h"
 #include "compare/markdown.h"
+#include "compare/method.h"
 #include "data/synthetic.h"
 #include "train/evaluate.h"
 #include "train/finetune.h"
@@ -31,10 +31,12 @@ using markdown::Table;
 // The task's model with each method: its memory, and the encoding's own size rules (an even
 // rotary width, xPos pairs, ...) before anything is trained. The suite's models have these sizes too.
 void validate(const CompareConfig& cfg) {
-  POSGRAD_CHECK(cfg.of<TaskSettings>().n_embd % cfg.of<TaskSettings>().n_head == 0, UsageError, "--task-n-embd (", cfg.of<TaskSettings>().n_embd,
-                ") must be divisible by --task-n-head (", cfg.of<TaskSettings>().n_head, ")");
+  POSGRAD_CHECK(cfg.of<TaskSettings>().n_embd % cfg.of<TaskSettings>().n_head == 0, UsageError, "--task-n-embd (",
+                cfg.of<TaskSettings>().n_embd, ") must be divisible by --task-n-head (", cfg.of<TaskSettings>().n_head,
+                ")");
   auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
-  POSGRAD_CHECK(has(cfg.of<TaskSettings>().multipliers, 1), UsageError, "--task-multipliers must include 1 (the training length)");
+  POSGRAD_CHECK(has(cfg.of<TaskSettings>().multipliers, 1), UsageError,
+                "--task-multipliers must include 1 (the training length)");
   // The synthetic task's model, trained on task_batch sequences of 2·cfg.of<TaskSettings>().length + 1 tokens and
   // scored at the longest task multiplier.
   TrainConfig task_model;
@@ -44,7 +46,8 @@ void validate(const CompareConfig& cfg) {
   task_model.model.block_size = 2 * cfg.of<TaskSettings>().length + 1;
   task_model.model.vocab_size = cfg.of<TaskSettings>().symbols + 2;
   task_model.batch_size = std::max(cfg.of<TaskSettings>().batch, cfg.of<TaskSettings>().examples);
-  const int64_t longest_task = *std::max_element(cfg.of<TaskSettings>().multipliers.begin(), cfg.of<TaskSettings>().multipliers.end());
+  const int64_t longest_task =
+      *std::max_element(cfg.of<TaskSettings>().multipliers.begin(), cfg.of<TaskSettings>().multipliers.end());
   check_memory(task_model, (2 * cfg.of<TaskSettings>().length + 1) * (longest_task + 1));
   // The synthetic task's and the suite's models (the --task-n-* sizes) with each method: the encoding's
   // own size rules (an even rotary width, xPos pairs, ...) before anything is trained.
@@ -57,8 +60,9 @@ void validate(const CompareConfig& cfg) {
     try {
       g.validate();
     } catch (const ValueError& e) {
-      throw UsageError("--methods " + m + " in the task and suite models (--task-n-embd " + std::to_string(cfg.of<TaskSettings>().n_embd) +
-                       ", --task-n-head " + std::to_string(cfg.of<TaskSettings>().n_head) + "): " + e.what());
+      throw UsageError("--methods " + m + " in the task and suite models (--task-n-embd " +
+                       std::to_string(cfg.of<TaskSettings>().n_embd) + ", --task-n-head " +
+                       std::to_string(cfg.of<TaskSettings>().n_head) + "): " + e.what());
     }
   }
 }
@@ -115,24 +119,28 @@ void run(UnitContext& ctx) {
     std::vector<std::vector<int64_t>> prompts;
     const std::vector<int64_t> flat = b.prompt.to_int_vector();
     const int64_t P = b.prompt.size(1);
-    for (int64_t i = 0; i < cfg.of<TaskSettings>().examples; ++i) prompts.emplace_back(flat.begin() + i * P, flat.begin() + (i + 1) * P);
+    for (int64_t i = 0; i < cfg.of<TaskSettings>().examples; ++i)
+      prompts.emplace_back(flat.begin() + i * P, flat.begin() + (i + 1) * P);
     const auto answers = generate(model, prompts, len, 0.0, 0, nullptr, 0, dev);
     const data::SyntheticScore s = data::score_predictions(answers, [&] {
       std::vector<std::vector<int64_t>> t;
       const std::vector<int64_t> tf = b.target.to_int_vector();
-      for (int64_t i = 0; i < cfg.of<TaskSettings>().examples; ++i) t.emplace_back(tf.begin() + i * len, tf.begin() + (i + 1) * len);
+      for (int64_t i = 0; i < cfg.of<TaskSettings>().examples; ++i)
+        t.emplace_back(tf.begin() + i * len, tf.begin() + (i + 1) * len);
       return t;
     }());
     u.scores.push_back(TaskScore{len, s.examples, s.exact_match, s.token_f1, s.token_accuracy});
   }
 }
 
-
 json scores_json(const TaskResult& t) {
   json a = json::array();
   for (const auto& s : t.scores)
-    a.push_back(s ? json{{"length", s->length}, {"examples", s->examples}, {"exact_match", s->exact_match},
-                         {"token_f1", s->token_f1}, {"token_accuracy", s->token_accuracy}}
+    a.push_back(s ? json{{"length", s->length},
+                         {"examples", s->examples},
+                         {"exact_match", s->exact_match},
+                         {"token_f1", s->token_f1},
+                         {"token_accuracy", s->token_accuracy}}
                   : json(nullptr));
   return a;
 }
@@ -162,17 +170,22 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
     if (found) c.fail(p, "present", "--task-iters 0: the synthetic task does not run");
     return;
   }
-  if (!found) c.fail(p, "missing", "--task-iters " + std::to_string(cfg.of<TaskSettings>().iters) + ": every unit runs the synthetic task");
+  if (!found)
+    c.fail(p, "missing",
+           "--task-iters " + std::to_string(cfg.of<TaskSettings>().iters) + ": every unit runs the synthetic task");
   const TaskResult& t = *found;
-  c.size(t.scores.size(), cfg.of<TaskSettings>().multipliers.size(), p, "one per --task-multipliers " + ValueCheck::list(cfg.of<TaskSettings>().multipliers));
+  c.size(t.scores.size(), cfg.of<TaskSettings>().multipliers.size(), p,
+         "one per --task-multipliers " + ValueCheck::list(cfg.of<TaskSettings>().multipliers));
   for (size_t i = 0; i < t.scores.size(); ++i) {
     const std::string q = json_path_at(p, i);
     if (!t.scores[i]) {
-      if (cfg.of<TaskSettings>().multipliers[i] == 1) c.fail(q, "null", "every method is scored at the task's training length");
+      if (cfg.of<TaskSettings>().multipliers[i] == 1)
+        c.fail(q, "null", "every method is scored at the task's training length");
       continue;
     }
     const TaskScore& s = *t.scores[i];
-    c.equal(s.length, cfg.of<TaskSettings>().multipliers[i] * cfg.of<TaskSettings>().length, json_path_key(q, "length"), "the task multiplier x --task-length");
+    c.equal(s.length, cfg.of<TaskSettings>().multipliers[i] * cfg.of<TaskSettings>().length, json_path_key(q, "length"),
+            "the task multiplier x --task-length");
     c.count(s.examples, json_path_key(q, "examples"));
     c.fraction(s.exact_match, json_path_key(q, "exact_match"));
     c.fraction(s.token_f1, json_path_key(q, "token_f1"));
@@ -195,16 +208,19 @@ std::optional<double> value(const CompareConfig& c, const UnitResult& u, const s
   auto it = std::find(c.of<TaskSettings>().multipliers.begin(), c.of<TaskSettings>().multipliers.end(), m.multiplier);
   const size_t i = static_cast<size_t>(it - c.of<TaskSettings>().multipliers.begin());
   if (it == c.of<TaskSettings>().multipliers.end() || i >= t->scores.size() || !t->scores[i]) return std::nullopt;
-  return static_cast<TaskQuantity>(m.quantity) == TaskQuantity::ExactMatch ? t->scores[i]->exact_match : t->scores[i]->token_f1;
+  return static_cast<TaskQuantity>(m.quantity) == TaskQuantity::ExactMatch ? t->scores[i]->exact_match
+                                                                           : t->scores[i]->token_f1;
 }
 
 std::string section(const ComparisonResult& r, const ReportDir&) {
   const CompareConfig& c = r.config;
   std::ostringstream md;
   if (!enabled(c)) return md.str();
-  md << "## Synthetic " << c.of<TaskSettings>().kind << " task (trained at " << c.of<TaskSettings>().length << " symbols)\n\n";
+  md << "## Synthetic " << c.of<TaskSettings>().kind << " task (trained at " << c.of<TaskSettings>().length
+     << " symbols)\n\n";
   std::vector<std::string> th = {"method"};
-  for (int64_t k : c.of<TaskSettings>().multipliers) th.push_back("exact match / F1 at " + std::to_string(k * c.of<TaskSettings>().length));
+  for (int64_t k : c.of<TaskSettings>().multipliers)
+    th.push_back("exact match / F1 at " + std::to_string(k * c.of<TaskSettings>().length));
   Table task(th);
   for (const auto& m : c.methods) {
     std::vector<std::string> cells = {m};
@@ -221,21 +237,26 @@ std::string section(const ComparisonResult& r, const ReportDir&) {
 void options(opt::Table<CompareConfig>& t) {
   using namespace opt;
   Rows<CompareConfig> r(t);
-    r.group("Synthetic task")
-        .add(choice("task", {"copy", "reverse"}, "Synthetic task"), POSGRAD_MEMBER(template of<TaskSettings>().kind))
-        .add(integer("task_length", closed(1, 256), "Training sequence length of the task", "symbols"),
-             POSGRAD_MEMBER(template of<TaskSettings>().length))
-        .add(integer("task_symbols", closed(2, 1024), "Alphabet size of the task", "symbols"), POSGRAD_MEMBER(template of<TaskSettings>().symbols))
-        .add(integer("task_iters", closed(0, kMany), "Training steps of the task (0: the task does not run)", "steps"), POSGRAD_MEMBER(template of<TaskSettings>().iters))
-        .add(integer("task_batch", closed(1, 4096), "Task sequences per step", "sequences"), POSGRAD_MEMBER(template of<TaskSettings>().batch))
-        .add(integer("task_examples", closed(1, 1 << 16), "Task examples scored per length", "sequences"),
-             POSGRAD_MEMBER(template of<TaskSettings>().examples))
-        .add(integer("task_n_layer", closed(1, 64), "Task model: transformer blocks"), POSGRAD_MEMBER(template of<TaskSettings>().n_layer))
-        .add(integer("task_n_embd", closed(1, 4096), "Task model: width, divisible by task_n_head", "channels"),
-             POSGRAD_MEMBER(template of<TaskSettings>().n_embd))
-        .add(integer("task_n_head", closed(1, 64), "Task model: attention heads"), POSGRAD_MEMBER(template of<TaskSettings>().n_head))
-        .add(integer_list("task_multipliers", closed(1, 16), 1, 8, "Task lengths scored, as multiples of task_length"),
-             POSGRAD_MEMBER(template of<TaskSettings>().multipliers));
+  r.group("Synthetic task")
+      .add(choice("task", {"copy", "reverse"}, "Synthetic task"), POSGRAD_MEMBER(template of<TaskSettings>().kind))
+      .add(integer("task_length", closed(1, 256), "Training sequence length of the task", "symbols"),
+           POSGRAD_MEMBER(template of<TaskSettings>().length))
+      .add(integer("task_symbols", closed(2, 1024), "Alphabet size of the task", "symbols"),
+           POSGRAD_MEMBER(template of<TaskSettings>().symbols))
+      .add(integer("task_iters", closed(0, kMany), "Training steps of the task (0: the task does not run)", "steps"),
+           POSGRAD_MEMBER(template of<TaskSettings>().iters))
+      .add(integer("task_batch", closed(1, 4096), "Task sequences per step", "sequences"),
+           POSGRAD_MEMBER(template of<TaskSettings>().batch))
+      .add(integer("task_examples", closed(1, 1 << 16), "Task examples scored per length", "sequences"),
+           POSGRAD_MEMBER(template of<TaskSettings>().examples))
+      .add(integer("task_n_layer", closed(1, 64), "Task model: transformer blocks"),
+           POSGRAD_MEMBER(template of<TaskSettings>().n_layer))
+      .add(integer("task_n_embd", closed(1, 4096), "Task model: width, divisible by task_n_head", "channels"),
+           POSGRAD_MEMBER(template of<TaskSettings>().n_embd))
+      .add(integer("task_n_head", closed(1, 64), "Task model: attention heads"),
+           POSGRAD_MEMBER(template of<TaskSettings>().n_head))
+      .add(integer_list("task_multipliers", closed(1, 16), 1, 8, "Task lengths scored, as multiples of task_length"),
+           POSGRAD_MEMBER(template of<TaskSettings>().multipliers));
 }
 
 // Its values in each preset (compare_preset).
@@ -268,7 +289,8 @@ Metric task_metric(TaskQuantity q, int64_t multiplier) {
   m.study = TaskResult::kStudy;
   m.quantity = static_cast<int>(q);
   m.multiplier = multiplier;
-  m.label = std::string(q == TaskQuantity::ExactMatch ? "task_exact_match" : "task_token_f1") + "_x" + std::to_string(multiplier);
+  m.label = std::string(q == TaskQuantity::ExactMatch ? "task_exact_match" : "task_token_f1") + "_x" +
+            std::to_string(multiplier);
   m.lower_better = false;
   m.digits = 3;
   return m;

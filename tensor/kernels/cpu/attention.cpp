@@ -91,16 +91,16 @@ constexpr int64_t kParallelWork = int64_t(1) << 17;
 
 // Offsets (in elements) of the scratch regions; -1 when a region is absent.
 struct ScratchLayout {
-  int64_t krs = -1, qrs = -1, c2p = -1, p2c = -1;                      // prepared bias (all passes)
+  int64_t krs = -1, qrs = -1, c2p = -1, p2c = -1;                                          // prepared bias (all passes)
   int64_t delta = -1, ddiag = -1, dc2p = -1, dp2c = -1, dkrs = -1, dqrs = -1, dsink = -1;  // backward
-  int64_t sums = -1;                                                     // diagonal sums
+  int64_t sums = -1;                                                                       // diagonal sums
   int64_t total = 0;
 };
 
 // nw: the width of the bias / diagonal index (Tq + Tk - 1 on the diagonal path; the window's
 // Pq + Pk - 1 with per-token positions).
-ScratchLayout scratch_layout(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
-                             int64_t D, int64_t U, int64_t nw) {
+ScratchLayout scratch_layout(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
+                             int64_t U, int64_t nw) {
   ScratchLayout s;
   constexpr const char* kWhat = "attention scratch";
   const int64_t nd = nw;
@@ -139,9 +139,9 @@ struct Problem {
   ScoreBias kind;
   bool causal;
   T scale;
-  const T* bias = nullptr;                        // (H, Tq + Tk - 1) (Distance), (H, Tq, Tk) (Dense), (B, H, Tq + Tk) (Separable)
-  const T *c2p = nullptr, *p2c = nullptr;         // (B, H, Tq, U), (B, H, Tk, U); null = term off
-  const int64_t* diag_u = nullptr;                // (nw)
+  const T* bias = nullptr;  // (H, Tq + Tk - 1) (Distance), (H, Tq, Tk) (Dense), (B, H, Tq + Tk) (Separable)
+  const T *c2p = nullptr, *p2c = nullptr;  // (B, H, Tq, U), (B, H, Tk, U); null = term off
+  const int64_t* diag_u = nullptr;         // (nw)
   // Per-token positions (null: query i at i + q_offset, key j at j). Pair (i, j) then reads entry
   // k_pos[j] - q_pos[i] + wq of the bias row / diag_u, wq = q_pos[Tq - 1], width nw = wq + k_pos[Tk - 1] + 1.
   const int64_t *q_pos = nullptr, *k_pos = nullptr;
@@ -171,9 +171,7 @@ struct Problem {
 // error ~2e-7, arguments below -87.3 flush to 0), compiled for AVX-512, AVX2 and baseline x86-64,
 // its sum in one fixed order, so all three give the same bits. double keeps std::exp: it is the
 // gradcheck precision.
-float exp_shift_sum(float* x, int64_t n, float shift, float shift2) {
-  return exp_shift_sum_f32(x, n, shift, shift2);
-}
+float exp_shift_sum(float* x, int64_t n, float shift, float shift2) { return exp_shift_sum_f32(x, n, shift, shift2); }
 
 double exp_shift_sum(double* x, int64_t n, double shift, double shift2) {
   double sum = 0.0;
@@ -197,8 +195,8 @@ T* thread_buffer(size_t n) {
 template <typename T>
 void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t j0, int64_t nk, T* S) {
   const int64_t D = p.D;
-  gemm<T>(S, p.q + (bh * p.Tq + i0) * D, p.k + (bh * p.Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true,
-          p.scale, T(0));
+  gemm<T>(S, p.q + (bh * p.Tq + i0) * D, p.k + (bh * p.Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true, p.scale,
+          T(0));
   const int64_t h = bh % p.H;
   if (p.kind == ScoreBias::Distance && p.q_pos) {
     // per-token positions: entry k_pos[j] - q_pos[i] + wq of bias[h] (a gather along the row).
@@ -271,10 +269,10 @@ void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t
 
 // Fills the prepared-bias regions of the scratch (shared by all passes) and returns the Problem.
 template <typename T>
-Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, const T* bias, const T* kr,
-                   const T* qr, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
-                   const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
-                   int64_t q_offset, ScoreBias kind, bool causal, T scale) {
+Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, const T* bias, const T* kr, const T* qr,
+                   const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
+                   int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind,
+                   bool causal, T scale) {
   Problem<T> p{q, k, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale};
   p.diag_u = diag_u;
   p.q_pos = q_pos;
@@ -299,10 +297,8 @@ Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, c
     for (int64_t bh = 0; bh < B * H; ++bh) {
       const int64_t h = bh % H;
       // c2p (Tq, U) = scale Q Kr^T, p2c (Tk, U) = scale K Qr^T (spec §2.5, efficient form).
-      if (kr)
-        gemm<T>(c2p + bh * Tq * U, q + bh * Tq * D, krs + h * U * D, Tq, U, D, U, D, D, false, true, scale, T(0));
-      if (qr)
-        gemm<T>(p2c + bh * Tk * U, k + bh * Tk * D, qrs + h * U * D, Tk, U, D, U, D, D, false, true, scale, T(0));
+      if (kr) gemm<T>(c2p + bh * Tq * U, q + bh * Tq * D, krs + h * U * D, Tq, U, D, U, D, D, false, true, scale, T(0));
+      if (qr) gemm<T>(p2c + bh * Tk * U, k + bh * Tk * D, qrs + h * U * D, Tk, U, D, U, D, D, false, true, scale, T(0));
     }
     p.c2p = kr ? c2p : nullptr;
     p.p2c = qr ? p2c : nullptr;
@@ -318,15 +314,14 @@ int64_t window_width(const int64_t* q_pos, const int64_t* k_pos, int64_t Tq, int
 template <typename T>
 void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
                   const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
-                  const int64_t* k_pos,
-                  int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
-                  ScoreBias kind, bool causal, T scale);
+                  const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
+                  int64_t q_offset, ScoreBias kind, bool causal, T scale);
 template <typename T>
 void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout, const T* q,
                    const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
-                   const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
-                   int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind,
-                   bool causal, T scale);
+                   const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
+                   const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
+                   int64_t q_offset, ScoreBias kind, bool causal, T scale);
 
 }  // namespace
 
@@ -354,32 +349,28 @@ void attention_forward_positions(T* o, T* stats, T* scratch, const T* q, const T
                                  const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale) {
-  forward_impl(o, stats, scratch, q, k, v, bias, kr, qr, sinks, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U, int64_t(0),
-               kind, causal, scale);
+  forward_impl(o, stats, scratch, q, k, v, bias, kr, qr, sinks, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U,
+               int64_t(0), kind, causal, scale);
 }
 
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout,
-                        const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr,
-                        const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H,
-                        int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
-                        T scale) {
+void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout, const T* q,
+                        const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
+                        const T* sinks, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
+                        int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
   backward_impl(dq, dk, dv, dbias, dkr, dqr, dsinks, scratch, dout, q, k, v, o, stats, bias, kr, qr, sinks, diag_u,
-                rows,
-                static_cast<const int64_t*>(nullptr), static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U,
+                rows, static_cast<const int64_t*>(nullptr), static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U,
                 q_offset, kind, causal, scale);
 }
 
 template <typename T>
-void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch,
-                                  const T* dout, const T* q, const T* k, const T* v, const T* o, const T* stats,
-                                  const T* bias, const T* kr, const T* qr, const T* sinks, const int64_t* diag_u,
-                                  const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
-                                  int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, ScoreBias kind,
-                                  bool causal, T scale) {
+void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout,
+                                  const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias,
+                                  const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
+                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
+                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale) {
   backward_impl(dq, dk, dv, dbias, dkr, dqr, dsinks, scratch, dout, q, k, v, o, stats, bias, kr, qr, sinks, diag_u,
-                rows, q_pos,
-                k_pos, B, H, Tq, Tk, D, U, int64_t(0), kind, causal, scale);
+                rows, q_pos, k_pos, B, H, Tq, Tk, D, U, int64_t(0), kind, causal, scale);
 }
 
 namespace {
@@ -387,13 +378,12 @@ namespace {
 template <typename T>
 void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
                   const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
-                  const int64_t* k_pos,
-                  int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
-                  ScoreBias kind, bool causal, T scale) {
+                  const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
+                  int64_t q_offset, ScoreBias kind, bool causal, T scale) {
   const int64_t nw = q_pos ? window_width(q_pos, k_pos, Tq, Tk) : Tq + Tk - 1;
   const ScratchLayout L = scratch_layout(kind, 0, B, H, Tq, Tk, D, U, nw);
-  const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U,
-                               q_offset, kind, causal, scale);
+  const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U, q_offset,
+                               kind, causal, scale);
   const int64_t nqb = (Tq + kBlockQ - 1) / kBlockQ;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
@@ -405,10 +395,10 @@ void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v
     const int64_t bh = task / nqb, i0 = (task % nqb) * kBlockQ;
     const int64_t nq = std::min(kBlockQ, Tq - i0);
     T* buf = thread_buffer<T>(static_cast<size_t>(kBlockQ * kBlockK + kBlockQ * D + 2 * kBlockQ));
-    T* S = buf;                            // (kBlockQ, kBlockK) scores, then probabilities
-    T* acc = S + kBlockQ * kBlockK;        // (kBlockQ, D) unnormalised output
-    T* m = acc + kBlockQ * D;              // (kBlockQ) running max
-    T* l = m + kBlockQ;                    // (kBlockQ) running sum
+    T* S = buf;                      // (kBlockQ, kBlockK) scores, then probabilities
+    T* acc = S + kBlockQ * kBlockK;  // (kBlockQ, D) unnormalised output
+    T* m = acc + kBlockQ * D;        // (kBlockQ) running max
+    T* l = m + kBlockQ;              // (kBlockQ) running sum
     std::fill(acc, acc + nq * D, T(0));
     // With a sink the row starts at its logit: m = sinks[h], l = exp(sinks[h] - m) = 1.
     std::fill(m, m + nq, sinks ? sinks[bh % H] : kNegInf);
@@ -461,13 +451,13 @@ void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v
 template <typename T>
 void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout, const T* q,
                    const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
-                   const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
-                   int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind,
-                   bool causal, T scale) {
+                   const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
+                   const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
+                   int64_t q_offset, ScoreBias kind, bool causal, T scale) {
   const int64_t nd = q_pos ? window_width(q_pos, k_pos, Tq, Tk) : Tq + Tk - 1;  // bias width
   const ScratchLayout L = scratch_layout(kind, 1, B, H, Tq, Tk, D, U, nd);
-  const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U,
-                               q_offset, kind, causal, scale);
+  const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U, q_offset,
+                               kind, causal, scale);
   T* delta = scratch + L.delta;
   T* ddiag = (kind == ScoreBias::Distance && dbias) ? scratch + L.ddiag : nullptr;
   const bool content_position = kind == ScoreBias::ContentPosition;
@@ -487,8 +477,8 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
     const FlushDenormals ftz;  // P and its products with dO, V and K (denormals.h)
     const int64_t h = bh % H;
     T* buf = thread_buffer<T>(static_cast<size_t>(2 * kBlockQ * kBlockK));
-    T* P = buf;                         // (kBlockQ, kBlockK) probabilities
-    T* dS = P + kBlockQ * kBlockK;      // (kBlockQ, kBlockK) dP, then dS in place
+    T* P = buf;                     // (kBlockQ, kBlockK) probabilities
+    T* dS = P + kBlockQ * kBlockK;  // (kBlockQ, kBlockK) dP, then dS in place
     const T* dO = dout + bh * Tq * D;
     const T* Ob = o + bh * Tq * D;
     const T* sb = stats + 2 * bh * Tq;  // (Tq, 2): (m, log l) per row
@@ -524,8 +514,7 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
           std::fill(row + nv, row + nk, T(0));
         }
         // dV[j0:] (nk, D) += P^T dO[i0:]
-        if (dv)
-          gemm<T>(dv + (bh * Tk + j0) * D, P, dO + i0 * D, nk, D, nq, D, kBlockK, D, true, false, T(1), T(1));
+        if (dv) gemm<T>(dv + (bh * Tk + j0) * D, P, dO + i0 * D, nk, D, nq, D, kBlockK, D, true, false, T(1), T(1));
         if (!want_ds) continue;
         // dP (nq, nk) = dO[i0:] V[j0:]^T, then dS = P (dP - delta) in place.
         gemm<T>(dS, dO + i0 * D, v + (bh * Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true, T(1), T(0));
@@ -661,9 +650,9 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
 
 template <typename T>
 void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* stats, const T* bias,
-                             const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B,
-                             int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
-                             ScoreBias kind, bool causal, T scale) {
+                             const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H,
+                             int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind,
+                             bool causal, T scale) {
   const ScratchLayout L = scratch_layout(kind, 2, B, H, Tq, Tk, D, U, checked_add(Tq, Tk, "attention scratch") - 1);
   const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, static_cast<const int64_t*>(nullptr),
                                static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U, q_offset, kind, causal, scale);
@@ -697,26 +686,25 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
       for (int64_t d = 0; d < nd; ++d) prob_sum[h * nd + d] += sums[(b * H + h) * nd + d];
 }
 
-#define POSGRAD_ATTENTION_INST(T)                                                                                   \
-  template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,        \
-                                     const T*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,   \
-                                     int64_t, int64_t, int64_t, ScoreBias, bool, T);                                \
-  template void attention_backward<T>(T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,        \
-                                      const T*, const T*, const T*, const T*, const T*, const T*, const int64_t*,    \
-                                      const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,         \
-                                      int64_t, ScoreBias, bool, T);                                                 \
-  template void attention_diagonal_sums<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,      \
-                                           const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,      \
-                                           int64_t, int64_t, int64_t, ScoreBias, bool, T);                  \
-  template void attention_forward_positions<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,       \
-                                               const T*, const T*, const int64_t*, const int64_t*, const int64_t*, \
-                                               const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,        \
-                                               int64_t, ScoreBias, bool, T);                                       \
-  template void attention_backward_positions<T>(T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*,      \
-                                                const T*, const T*, const T*, const T*, const T*, const T*,        \
-                                                const T*, const int64_t*, const int64_t*, const int64_t*,          \
-                                                const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,       \
-                                                int64_t, ScoreBias, bool, T);
+#define POSGRAD_ATTENTION_INST(T)                                                                                      \
+  template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*, \
+                                     const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,      \
+                                     int64_t, int64_t, ScoreBias, bool, T);                                            \
+  template void attention_backward<T>(T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,          \
+                                      const T*, const T*, const T*, const T*, const T*, const T*, const int64_t*,      \
+                                      const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,   \
+                                      ScoreBias, bool, T);                                                             \
+  template void attention_diagonal_sums<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,         \
+                                           const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,         \
+                                           int64_t, int64_t, int64_t, ScoreBias, bool, T);                             \
+  template void attention_forward_positions<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
+                                               const T*, const int64_t*, const int64_t*, const int64_t*,               \
+                                               const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,   \
+                                               ScoreBias, bool, T);                                                    \
+  template void attention_backward_positions<T>(                                                                       \
+      T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*,  \
+      const T*, const T*, const int64_t*, const int64_t*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t,   \
+      int64_t, int64_t, int64_t, ScoreBias, bool, T);
 POSGRAD_ATTENTION_INST(float)
 POSGRAD_ATTENTION_INST(double)
 #undef POSGRAD_ATTENTION_INST

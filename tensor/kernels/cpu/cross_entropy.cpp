@@ -60,10 +60,9 @@ void cross_entropy_backward(T* dlogits, const T* dloss, const T* logits, const T
   }
 }
 
-#define INST(T)                                                                                             \
-  template void cross_entropy_forward<T>(T*, T*, const T*, const int64_t*, int64_t, int64_t, int64_t);       \
-  template void cross_entropy_backward<T>(T*, const T*, const T*, const T*, const int64_t*, int64_t, int64_t, \
-                                          int64_t);
+#define INST(T)                                                                                        \
+  template void cross_entropy_forward<T>(T*, T*, const T*, const int64_t*, int64_t, int64_t, int64_t); \
+  template void cross_entropy_backward<T>(T*, const T*, const T*, const T*, const int64_t*, int64_t, int64_t, int64_t);
 INST(float)
 INST(double)
 #undef INST

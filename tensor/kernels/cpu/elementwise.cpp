@@ -110,9 +110,7 @@ void unary_forward(T* y, const T* x, int64_t n, UnaryOp op, T s) {
       }
       break;
     case UnaryOp::GeluTanh:
-      map1(y, x, n, [](T v) {
-        return T(0.5) * v * (T(1) + std::tanh(T(kSqrt2OverPi) * (v + T(kGeluC) * v * v * v)));
-      });
+      map1(y, x, n, [](T v) { return T(0.5) * v * (T(1) + std::tanh(T(kSqrt2OverPi) * (v + T(kGeluC) * v * v * v))); });
       break;
     case UnaryOp::Silu: map1(y, x, n, [](T v) { return v / (T(1) + std::exp(-v)); }); break;
     case UnaryOp::Pow: map1(y, x, n, [s](T v) { return std::pow(v, s); }); break;
@@ -166,9 +164,8 @@ void unary_backward(T* dx, const T* dy, const T* x, const T* y, int64_t n, Unary
 template <typename T>
 void binary_forward(T* y, const T* a, const T* b, int64_t n, BinaryOp op) {
   switch (op) {
-#define LOOP(expr)                                                            \
-  _Pragma("omp parallel for simd schedule(static) if (n > kParallelMin)") \
-  for (int64_t i = 0; i < n; ++i) y[i] = expr;                            \
+#define LOOP(expr)                                                                                                     \
+  _Pragma("omp parallel for simd schedule(static) if (n > kParallelMin)") for (int64_t i = 0; i < n; ++i) y[i] = expr; \
   break;
     case BinaryOp::Add: LOOP(a[i] + b[i])
     case BinaryOp::Sub: LOOP(a[i] - b[i])
@@ -180,10 +177,10 @@ void binary_forward(T* y, const T* a, const T* b, int64_t n, BinaryOp op) {
 
 template <typename T>
 void binary_backward(T* da, T* db, const T* dy, const T* a, const T* b, int64_t n, BinaryOp op) {
-#define ACC(ptr, expr)                                                        \
-  if (ptr) {                                                                  \
-    _Pragma("omp parallel for simd schedule(static) if (n > kParallelMin)") \
-    for (int64_t i = 0; i < n; ++i) ptr[i] += expr;                          \
+#define ACC(ptr, expr)                                                                                                \
+  if (ptr) {                                                                                                          \
+    _Pragma("omp parallel for simd schedule(static) if (n > kParallelMin)") for (int64_t i = 0; i < n; ++i) ptr[i] += \
+        expr;                                                                                                         \
   }
   switch (op) {
     case BinaryOp::Add: ACC(da, dy[i]) ACC(db, dy[i]) break;
@@ -226,14 +223,14 @@ void dropout_backward(T* dx, const T* dy, int64_t n, T p, uint64_t seed, uint64_
   }
 }
 
-#define INST(T)                                                                                     \
-  template void unary_forward<T>(T*, const T*, int64_t, UnaryOp, T);                                \
-  template void unary_backward<T>(T*, const T*, const T*, const T*, int64_t, UnaryOp, T);           \
-  template void binary_forward<T>(T*, const T*, const T*, int64_t, BinaryOp);                       \
-  template void binary_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, BinaryOp);        \
-  template void masked_fill_forward<T>(T*, const T*, const uint8_t*, int64_t, T);                   \
-  template void masked_fill_backward<T>(T*, const T*, const uint8_t*, int64_t);                     \
-  template void dropout_forward<T>(T*, const T*, int64_t, T, uint64_t, uint64_t);                   \
+#define INST(T)                                                                              \
+  template void unary_forward<T>(T*, const T*, int64_t, UnaryOp, T);                         \
+  template void unary_backward<T>(T*, const T*, const T*, const T*, int64_t, UnaryOp, T);    \
+  template void binary_forward<T>(T*, const T*, const T*, int64_t, BinaryOp);                \
+  template void binary_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, BinaryOp); \
+  template void masked_fill_forward<T>(T*, const T*, const uint8_t*, int64_t, T);            \
+  template void masked_fill_backward<T>(T*, const T*, const uint8_t*, int64_t);              \
+  template void dropout_forward<T>(T*, const T*, int64_t, T, uint64_t, uint64_t);            \
   template void dropout_backward<T>(T*, const T*, int64_t, T, uint64_t, uint64_t);
 INST(float)
 INST(double)

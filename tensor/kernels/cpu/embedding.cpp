@@ -42,7 +42,7 @@ void embedding_backward(T* dtable, const T* dy, const int64_t* idx, int64_t N, i
   }
 }
 
-#define INST(T)                                                                                   \
+#define INST(T)                                                                                \
   template void embedding_forward<T>(T*, const int64_t*, const T*, int64_t, int64_t, int64_t); \
   template void embedding_backward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t);
 INST(float)

@@ -43,13 +43,13 @@ namespace posgrad::kernels::cpu {
 
 // Declarations as in tensor/kernels/kernels.h.
 template <typename T>
-void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda,
-          int64_t ldb, bool trans_a, bool trans_b, T alpha, T beta);
+void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda, int64_t ldb,
+          bool trans_a, bool trans_b, T alpha, T beta);
 
 template <typename T>
 void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t ldc,
-                  int64_t lda, int64_t ldb, int64_t stride_c, int64_t stride_a, int64_t stride_b,
-                  bool trans_a, bool trans_b, T alpha, T beta);
+                  int64_t lda, int64_t ldb, int64_t stride_c, int64_t stride_a, int64_t stride_b, bool trans_a,
+                  bool trans_b, T alpha, T beta);
 
 namespace gemm_detail {
 namespace {
@@ -84,43 +84,42 @@ template <>
 kernel_config<float> make_config<float>(gemm_isa isa) {
 #if POSGRAD_GEMM_X86
   if (isa == gemm_isa::avx512) {
-    return {12, 32, 144, 512, 2048,  // mr, nr, mc, kc, nc
-            &ukr_avx512<float, 12, 2>, &pack_avx512<float, 12>, &pack_avx512<float, 32>};
+    // mr, nr, mc, kc, nc, micro-kernel, packing of A, packing of B
+    return {12, 32, 144, 512, 2048, &ukr_avx512<float, 12, 2>, &pack_avx512<float, 12>, &pack_avx512<float, 32>};
   }
   if (isa == gemm_isa::avx2) {
-    return {6, 16, 144, 256, 4096,  // mr, nr, mc, kc, nc
-            &ukr_avx2<float, 6, 2>, &pack_avx2<float, 6>, &pack_avx2<float, 16>};
+    // mr, nr, mc, kc, nc, micro-kernel, packing of A, packing of B
+    return {6, 16, 144, 256, 4096, &ukr_avx2<float, 6, 2>, &pack_avx2<float, 6>, &pack_avx2<float, 16>};
   }
 #endif
   (void)isa;
-  return {4, 8, 128, 256, 2048,  // mr, nr, mc, kc, nc
-          &ukr_scalar<float, 4, 8>, &pack_scalar<float, 4>, &pack_scalar<float, 8>};
+  // mr, nr, mc, kc, nc, micro-kernel, packing of A, packing of B
+  return {4, 8, 128, 256, 2048, &ukr_scalar<float, 4, 8>, &pack_scalar<float, 4>, &pack_scalar<float, 8>};
 }
 
 template <>
 kernel_config<double> make_config<double>(gemm_isa isa) {
 #if POSGRAD_GEMM_X86
   if (isa == gemm_isa::avx512) {
-    return {12, 16, 144, 256, 2048,  // mr, nr, mc, kc, nc
-            &ukr_avx512<double, 12, 2>, &pack_avx512<double, 12>, &pack_avx512<double, 16>};
+    // mr, nr, mc, kc, nc, micro-kernel, packing of A, packing of B
+    return {12, 16, 144, 256, 2048, &ukr_avx512<double, 12, 2>, &pack_avx512<double, 12>, &pack_avx512<double, 16>};
   }
   if (isa == gemm_isa::avx2) {
-    return {6, 8, 96, 256, 2048,  // mr, nr, mc, kc, nc
-            &ukr_avx2<double, 6, 2>, &pack_avx2<double, 6>, &pack_avx2<double, 8>};
+    // mr, nr, mc, kc, nc, micro-kernel, packing of A, packing of B
+    return {6, 8, 96, 256, 2048, &ukr_avx2<double, 6, 2>, &pack_avx2<double, 6>, &pack_avx2<double, 8>};
   }
 #endif
   (void)isa;
-  return {4, 8, 128, 256, 2048,  // mr, nr, mc, kc, nc
-          &ukr_scalar<double, 4, 8>, &pack_scalar<double, 4>, &pack_scalar<double, 8>};
+  // mr, nr, mc, kc, nc, micro-kernel, packing of A, packing of B
+  return {4, 8, 128, 256, 2048, &ukr_scalar<double, 4, 8>, &pack_scalar<double, 4>, &pack_scalar<double, 8>};
 }
 
 gemm_isa detect_isa() {
 #if POSGRAD_GEMM_X86
   __builtin_cpu_init();
   // libgcc's checks include the OS enabling the ymm/zmm state (XGETBV).
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("fma")) {
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma")) {
     return gemm_isa::avx512;
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return gemm_isa::avx2;
@@ -135,8 +134,8 @@ std::atomic<int>& active_isa_slot() {
 
 template <typename T>
 const kernel_config<T>& active_config() {
-  static const kernel_config<T> configs[3] = {
-      make_config<T>(gemm_isa::scalar), make_config<T>(gemm_isa::avx2), make_config<T>(gemm_isa::avx512)};
+  static const kernel_config<T> configs[3] = {make_config<T>(gemm_isa::scalar), make_config<T>(gemm_isa::avx2),
+                                              make_config<T>(gemm_isa::avx512)};
   return configs[active_isa_slot().load(std::memory_order_relaxed)];
 }
 
@@ -221,8 +220,8 @@ void scale_c(T* C, int64_t M, int64_t N, int64_t ldc, T beta) {
 // packed B micro-panels [0, nc). Each B micro-panel is reused (from L1/L2) by the whole ir
 // sweep over the A block, which stays in L2.
 template <typename T>
-void macro_kernel(const kernel_config<T>& cfg, int64_t mc, int64_t nc, int64_t kc, const T* a_pack,
-                  const T* b_pack, T* c, int64_t ldc, T alpha, T beta) {
+void macro_kernel(const kernel_config<T>& cfg, int64_t mc, int64_t nc, int64_t kc, const T* a_pack, const T* b_pack,
+                  T* c, int64_t ldc, T alpha, T beta) {
   const int64_t mr = cfg.mr, nr = cfg.nr;
   for (int64_t jr = 0; jr < nc; jr += nr) {
     const int64_t n = std::min(nr, nc - jr);
@@ -290,8 +289,8 @@ void gemm_worker(const kernel_config<T>& cfg, const gemm_args<T>& g, bool split_
           int64_t q0, q1;
           split_range(ceil_div(mc, mr), tid, nthreads, q0, q1);
           if (q1 > q0) {
-            cfg.pack_a(g.a_at(ic + q0 * mr, pc), g.lda, !g.trans_a, std::min(mc - q0 * mr, (q1 - q0) * mr),
-                       kc, a_pack + q0 * mr * kc);
+            cfg.pack_a(g.a_at(ic + q0 * mr, pc), g.lda, !g.trans_a, std::min(mc - q0 * mr, (q1 - q0) * mr), kc,
+                       a_pack + q0 * mr * kc);
           }
           team_barrier(nthreads);
           if (p1 > p0) {
@@ -344,8 +343,8 @@ void gemm_run(const gemm_args<T>& g, int nthreads) {
   const int64_t n_panels = ceil_div(nc_max, cfg.nr);
 
   nthreads = static_cast<int>(std::min<int64_t>(nthreads, std::max(m_tiles, n_panels)));
-  const bool split_m = nthreads == 1 || balance(m_tiles, nthreads) >= 0.85 ||
-                       balance(m_tiles, nthreads) >= balance(n_panels, nthreads);
+  const bool split_m =
+      nthreads == 1 || balance(m_tiles, nthreads) >= 0.85 || balance(m_tiles, nthreads) >= balance(n_panels, nthreads);
 
   // One allocation from the calling thread's scratch: the shared B panel, then either one
   // A block per thread (split_m) or one shared A block. Elements, 64-byte multiples.
@@ -353,8 +352,7 @@ void gemm_run(const gemm_args<T>& g, int nthreads) {
   const int64_t b_elems = round_up(kc_max * nc_max, align);
   const int64_t a_slice = round_up(kc_max * mc_max, align);
   const int64_t a_count = split_m ? nthreads : 1;
-  T* b_pack = static_cast<T*>(
-      thread_scratch().get(sizeof(T) * static_cast<std::size_t>(b_elems + a_slice * a_count)));
+  T* b_pack = static_cast<T*>(thread_scratch().get(sizeof(T) * static_cast<std::size_t>(b_elems + a_slice * a_count)));
   T* a_packs = b_pack + b_elems;
 
   if (nthreads == 1) {
@@ -376,9 +374,7 @@ gemm_isa gemm_best_isa() {
   return best;
 }
 
-gemm_isa gemm_active_isa() {
-  return static_cast<gemm_isa>(active_isa_slot().load(std::memory_order_relaxed));
-}
+gemm_isa gemm_active_isa() { return static_cast<gemm_isa>(active_isa_slot().load(std::memory_order_relaxed)); }
 
 gemm_isa gemm_set_isa(gemm_isa isa) {
   const int clamped = std::min(static_cast<int>(isa), static_cast<int>(gemm_best_isa()));
@@ -388,12 +384,9 @@ gemm_isa gemm_set_isa(gemm_isa isa) {
 
 const char* gemm_isa_name(gemm_isa isa) {
   switch (isa) {
-    case gemm_isa::avx512:
-      return "avx512";
-    case gemm_isa::avx2:
-      return "avx2";
-    case gemm_isa::scalar:
-      return "scalar";
+    case gemm_isa::avx512: return "avx512";
+    case gemm_isa::avx2: return "avx2";
+    case gemm_isa::scalar: return "scalar";
   }
   return "unknown";
 }
@@ -401,16 +394,16 @@ const char* gemm_isa_name(gemm_isa isa) {
 }  // namespace gemm_detail
 
 template <typename T>
-void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda,
-          int64_t ldb, bool trans_a, bool trans_b, T alpha, T beta) {
+void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda, int64_t ldb,
+          bool trans_a, bool trans_b, T alpha, T beta) {
   const gemm_detail::gemm_args<T> g{C, A, B, M, N, K, ldc, lda, ldb, trans_a, trans_b, alpha, beta};
   gemm_detail::gemm_run(g, gemm_detail::choose_threads(M, N, K));
 }
 
 template <typename T>
 void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t ldc,
-                  int64_t lda, int64_t ldb, int64_t stride_c, int64_t stride_a, int64_t stride_b,
-                  bool trans_a, bool trans_b, T alpha, T beta) {
+                  int64_t lda, int64_t ldb, int64_t stride_c, int64_t stride_a, int64_t stride_b, bool trans_a,
+                  bool trans_b, T alpha, T beta) {
   using gemm_detail::gemm_args;
   if (batch <= 0 || M <= 0 || N <= 0) return;
 
@@ -452,15 +445,13 @@ void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_
   for (int64_t b = 0; b < batch; ++b) gemm_detail::gemm_run(args(b), per_matrix_threads);
 }
 
-template void gemm<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                          int64_t, bool, bool, float, float);
-template void gemm<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, bool, bool, double, double);
-template void gemm_batched<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t,
-                                  int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, float,
-                                  float);
-template void gemm_batched<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t,
-                                   int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, double,
-                                   double);
+template void gemm<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                          bool, bool, float, float);
+template void gemm<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           bool, bool, double, double);
+template void gemm_batched<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                  int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, float, float);
+template void gemm_batched<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                   int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, double, double);
 
 }  // namespace posgrad::kernels::cpu

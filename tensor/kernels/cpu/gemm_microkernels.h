@@ -48,8 +48,7 @@
 namespace posgrad::kernels::cpu::gemm_detail {
 
 template <typename T>
-using ukr_fn = void (*)(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t m, int64_t n, T alpha,
-                        T beta);
+using ukr_fn = void (*)(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t m, int64_t n, T alpha, T beta);
 
 // Packs the block element (k, x), x < w valid, k < kc, into ceil(w / W) panels of width W.
 // `trans == false` means src[k * ld + x] (copy), `true` means src[x * ld + k] (transpose).
@@ -79,8 +78,7 @@ POSGRAD_GEMM_INLINE void pack_panel_contig_generic(const T* src, int64_t ld, int
 // One panel, transposed layout, scalar. Walks k in the outer loop so the W source rows are
 // read as W forward streams and every destination line is written once.
 template <typename T, int W>
-POSGRAD_GEMM_INLINE void pack_panel_transposed_generic(const T* src, int64_t ld, int64_t w, int64_t kc,
-                                                       T* dst) {
+POSGRAD_GEMM_INLINE void pack_panel_transposed_generic(const T* src, int64_t ld, int64_t w, int64_t kc, T* dst) {
   for (int64_t k = 0; k < kc; ++k) {
     for (int x = 0; x < W; ++x) dst[k * W + x] = x < w ? src[x * ld + k] : T(0);
   }
@@ -88,8 +86,8 @@ POSGRAD_GEMM_INLINE void pack_panel_transposed_generic(const T* src, int64_t ld,
 
 // Loops a panel routine over all the panels of a block.
 template <typename T, int W, typename Contig, typename Transposed>
-POSGRAD_GEMM_INLINE void pack_block(const T* src, int64_t ld, bool trans, int64_t w, int64_t kc, T* dst,
-                                    Contig contig, Transposed transposed) {
+POSGRAD_GEMM_INLINE void pack_block(const T* src, int64_t ld, bool trans, int64_t w, int64_t kc, T* dst, Contig contig,
+                                    Transposed transposed) {
   for (int64_t x0 = 0; x0 < w; x0 += W) {
     const int64_t wp = w - x0 < W ? w - x0 : W;
     if (trans) {
@@ -105,18 +103,13 @@ template <typename T, int W>
 void pack_scalar(const T* src, int64_t ld, bool trans, int64_t w, int64_t kc, T* dst) {
   pack_block<T, W>(
       src, ld, trans, w, kc, dst,
-      [](const T* s, int64_t l, int64_t wp, int64_t k, T* d) {
-        pack_panel_contig_generic<T, W>(s, l, wp, k, d);
-      },
-      [](const T* s, int64_t l, int64_t wp, int64_t k, T* d) {
-        pack_panel_transposed_generic<T, W>(s, l, wp, k, d);
-      });
+      [](const T* s, int64_t l, int64_t wp, int64_t k, T* d) { pack_panel_contig_generic<T, W>(s, l, wp, k, d); },
+      [](const T* s, int64_t l, int64_t wp, int64_t k, T* d) { pack_panel_transposed_generic<T, W>(s, l, wp, k, d); });
 }
 
 // Writes alpha * acc + beta * C for the valid corner of a tile held in a plain array.
 template <typename T, int MR, int NR>
-POSGRAD_GEMM_INLINE void write_tile_generic(const T* acc, T* c, int64_t ldc, int64_t m, int64_t n, T alpha,
-                                            T beta) {
+POSGRAD_GEMM_INLINE void write_tile_generic(const T* acc, T* c, int64_t ldc, int64_t m, int64_t n, T alpha, T beta) {
   for (int64_t i = 0; i < m; ++i) {
     T* ci = c + i * ldc;
     const T* ai = acc + i * NR;
@@ -130,8 +123,8 @@ POSGRAD_GEMM_INLINE void write_tile_generic(const T* acc, T* c, int64_t ldc, int
 
 // Portable micro-kernel: no intrinsics, used when neither AVX2 nor AVX-512 is available.
 template <typename T, int MR, int NR>
-void ukr_scalar(int64_t kc, const T* __restrict a, const T* __restrict b, T* c, int64_t ldc, int64_t m,
-                int64_t n, T alpha, T beta) {
+void ukr_scalar(int64_t kc, const T* __restrict a, const T* __restrict b, T* c, int64_t ldc, int64_t m, int64_t n,
+                T alpha, T beta) {
   T acc[MR * NR] = {};
   for (int64_t k = 0; k < kc; ++k) {
     for (int i = 0; i < MR; ++i) {
@@ -170,13 +163,9 @@ struct avx512_vec<float> {
   POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE void mask_storeu(float* p, mask k, reg v) {
     _mm512_mask_storeu_ps(p, k, v);
   }
-  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg fmadd(reg a, reg b, reg c) {
-    return _mm512_fmadd_ps(a, b, c);
-  }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
   POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
-  static constexpr mask first_n(int64_t n) {
-    return n >= lanes ? mask(0xFFFF) : mask((1u << (n > 0 ? n : 0)) - 1u);
-  }
+  static constexpr mask first_n(int64_t n) { return n >= lanes ? mask(0xFFFF) : mask((1u << (n > 0 ? n : 0)) - 1u); }
 
   // In-register transpose of a 16 x 16 block: r[i] holds row i on entry, column i on exit.
   POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE void transpose(reg* r) {
@@ -225,13 +214,9 @@ struct avx512_vec<double> {
   POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE void mask_storeu(double* p, mask k, reg v) {
     _mm512_mask_storeu_pd(p, k, v);
   }
-  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg fmadd(reg a, reg b, reg c) {
-    return _mm512_fmadd_pd(a, b, c);
-  }
+  POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_pd(a, b, c); }
   POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE reg mul(reg a, reg b) { return _mm512_mul_pd(a, b); }
-  static constexpr mask first_n(int64_t n) {
-    return n >= lanes ? mask(0xFF) : mask((1u << (n > 0 ? n : 0)) - 1u);
-  }
+  static constexpr mask first_n(int64_t n) { return n >= lanes ? mask(0xFF) : mask((1u << (n > 0 ? n : 0)) - 1u); }
 
   // In-register transpose of an 8 x 8 block of doubles.
   POSGRAD_GEMM_AVX512 static POSGRAD_GEMM_INLINE void transpose(reg* r) {
@@ -259,8 +244,8 @@ struct avx512_vec<double> {
 // of every C element runs over k in order, so the result does not depend on how the caller
 // splits M or N across threads.
 template <typename T, int MR, int NV>
-POSGRAD_GEMM_AVX512 void ukr_avx512(int64_t kc, const T* __restrict a, const T* __restrict b, T* c,
-                                    int64_t ldc, int64_t m, int64_t n, T alpha, T beta) {
+POSGRAD_GEMM_AVX512 void ukr_avx512(int64_t kc, const T* __restrict a, const T* __restrict b, T* c, int64_t ldc,
+                                    int64_t m, int64_t n, T alpha, T beta) {
   using V = avx512_vec<T>;
   using reg = typename V::reg;
   constexpr int L = V::lanes;
@@ -303,8 +288,8 @@ POSGRAD_GEMM_AVX512 void ukr_avx512(int64_t kc, const T* __restrict a, const T* 
         T* ci = c + i * ldc;
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) {
-          const reg r = beta == T(0) ? V::mul(va, acc[i][v])
-                                     : V::fmadd(va, acc[i][v], V::mul(vb, V::loadu(ci + v * L)));
+          const reg r =
+              beta == T(0) ? V::mul(va, acc[i][v]) : V::fmadd(va, acc[i][v], V::mul(vb, V::loadu(ci + v * L)));
           V::storeu(ci + v * L, r);
         }
       }
@@ -318,8 +303,8 @@ POSGRAD_GEMM_AVX512 void ukr_avx512(int64_t kc, const T* __restrict a, const T* 
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) {
           const auto k = V::first_n(n - v * L);
-          const reg r = beta == T(0) ? V::mul(va, acc[i][v])
-                                     : V::fmadd(va, acc[i][v], V::mul(vb, V::maskz_loadu(k, ci + v * L)));
+          const reg r =
+              beta == T(0) ? V::mul(va, acc[i][v]) : V::fmadd(va, acc[i][v], V::mul(vb, V::maskz_loadu(k, ci + v * L)));
           V::mask_storeu(ci + v * L, k, r);
         }
       }
@@ -329,8 +314,8 @@ POSGRAD_GEMM_AVX512 void ukr_avx512(int64_t kc, const T* __restrict a, const T* 
 
 // Copy-layout panel: each k row is W contiguous elements, moved with (masked) vector ops.
 template <typename T, int W>
-POSGRAD_GEMM_AVX512 POSGRAD_GEMM_INLINE void pack_panel_contig_avx512(const T* src, int64_t ld, int64_t w,
-                                                                      int64_t kc, T* dst) {
+POSGRAD_GEMM_AVX512 POSGRAD_GEMM_INLINE void pack_panel_contig_avx512(const T* src, int64_t ld, int64_t w, int64_t kc,
+                                                                      T* dst) {
   using V = avx512_vec<T>;
   constexpr int L = V::lanes;
   constexpr int G = (W + L - 1) / L;
@@ -412,9 +397,7 @@ struct avx2_vec<float> {
   POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg load(const float* p) { return _mm256_load_ps(p); }
   POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg loadu(const float* p) { return _mm256_loadu_ps(p); }
   POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE void storeu(float* p, reg v) { _mm256_storeu_ps(p, v); }
-  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg fmadd(reg a, reg b, reg c) {
-    return _mm256_fmadd_ps(a, b, c);
-  }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
   POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
   // Stores the first `count` lanes (1..8) without touching memory beyond them.
   POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE void store_first(float* p, reg v, int count) {
@@ -461,9 +444,7 @@ struct avx2_vec<double> {
   POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg load(const double* p) { return _mm256_load_pd(p); }
   POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg loadu(const double* p) { return _mm256_loadu_pd(p); }
   POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE void storeu(double* p, reg v) { _mm256_storeu_pd(p, v); }
-  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg fmadd(reg a, reg b, reg c) {
-    return _mm256_fmadd_pd(a, b, c);
-  }
+  POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_pd(a, b, c); }
   POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE reg mul(reg a, reg b) { return _mm256_mul_pd(a, b); }
   POSGRAD_GEMM_AVX2 static POSGRAD_GEMM_INLINE void store_first(double* p, reg v, int count) {
     if (count == 4) {
@@ -492,8 +473,8 @@ struct avx2_vec<double> {
 // MR x (NV * lanes) AVX2 micro-kernel: MR * NV <= 12 accumulators of the 16 ymm registers,
 // NV for B, one for the A broadcast. Edge tiles go through a small stack tile.
 template <typename T, int MR, int NV>
-POSGRAD_GEMM_AVX2 void ukr_avx2(int64_t kc, const T* __restrict a, const T* __restrict b, T* c, int64_t ldc,
-                                int64_t m, int64_t n, T alpha, T beta) {
+POSGRAD_GEMM_AVX2 void ukr_avx2(int64_t kc, const T* __restrict a, const T* __restrict b, T* c, int64_t ldc, int64_t m,
+                                int64_t n, T alpha, T beta) {
   using V = avx2_vec<T>;
   using reg = typename V::reg;
   constexpr int L = V::lanes;
@@ -535,8 +516,8 @@ POSGRAD_GEMM_AVX2 void ukr_avx2(int64_t kc, const T* __restrict a, const T* __re
         T* ci = c + i * ldc;
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) {
-          const reg r = beta == T(0) ? V::mul(va, acc[i][v])
-                                     : V::fmadd(va, acc[i][v], V::mul(vb, V::loadu(ci + v * L)));
+          const reg r =
+              beta == T(0) ? V::mul(va, acc[i][v]) : V::fmadd(va, acc[i][v], V::mul(vb, V::loadu(ci + v * L)));
           V::storeu(ci + v * L, r);
         }
       }
@@ -553,8 +534,8 @@ POSGRAD_GEMM_AVX2 void ukr_avx2(int64_t kc, const T* __restrict a, const T* __re
 }
 
 template <typename T, int W>
-POSGRAD_GEMM_AVX2 POSGRAD_GEMM_INLINE void pack_panel_transposed_avx2(const T* src, int64_t ld, int64_t w,
-                                                                      int64_t kc, T* dst) {
+POSGRAD_GEMM_AVX2 POSGRAD_GEMM_INLINE void pack_panel_transposed_avx2(const T* src, int64_t ld, int64_t w, int64_t kc,
+                                                                      T* dst) {
   using V = avx2_vec<T>;
   using reg = typename V::reg;
   constexpr int L = V::lanes;

@@ -1,6 +1,6 @@
 // memory.cpp — fills, strided copies, casts and axpy on the CPU.
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -59,8 +59,10 @@ template <typename TO, typename TI>
 void cast(TO* y, const TI* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
   for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_same_v<TO, uint8_t>) y[i] = x[i] != TI(0);
-    else y[i] = static_cast<TO>(x[i]);
+    if constexpr (std::is_same_v<TO, uint8_t>)
+      y[i] = x[i] != TI(0);
+    else
+      y[i] = static_cast<TO>(x[i]);
   }
 }
 
@@ -89,14 +91,14 @@ void sum_squares(double* out, const T* x, int64_t n) {
 }
 
 #define POSGRAD_ALL_TYPES(X) X(float) X(double) X(int64_t) X(uint8_t)
-#define INST_MEM(T)                                                                                      \
-  template void fill<T>(T*, int64_t, T);                                                                 \
+#define INST_MEM(T)                      \
+  template void fill<T>(T*, int64_t, T); \
   template void copy_strided<T>(T*, const T*, int, const int64_t*, const int64_t*, const int64_t*);
 POSGRAD_ALL_TYPES(INST_MEM)
-#define INST_CAST_FROM(TI)                                                                               \
-  template void cast<float, TI>(float*, const TI*, int64_t);                                             \
-  template void cast<double, TI>(double*, const TI*, int64_t);                                           \
-  template void cast<int64_t, TI>(int64_t*, const TI*, int64_t);                                         \
+#define INST_CAST_FROM(TI)                                       \
+  template void cast<float, TI>(float*, const TI*, int64_t);     \
+  template void cast<double, TI>(double*, const TI*, int64_t);   \
+  template void cast<int64_t, TI>(int64_t*, const TI*, int64_t); \
   template void cast<uint8_t, TI>(uint8_t*, const TI*, int64_t);
 POSGRAD_ALL_TYPES(INST_CAST_FROM)
 template void axpy<float>(float*, const float*, int64_t, float);

@@ -200,11 +200,11 @@ void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const 
   if (dw) param_grads<T>(dw, nullptr, dy, x, nullptr, rstd, N, C);
 }
 
-#define INST(T)                                                                                                \
-  template void layer_norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, T);          \
+#define INST(T)                                                                                               \
+  template void layer_norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, T);         \
   template void layer_norm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t, \
-                                       int64_t);                                                               \
-  template void rms_norm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, T);                          \
+                                       int64_t);                                                              \
+  template void rms_norm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, T);                         \
   template void rms_norm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t);
 INST(float)
 INST(double)

@@ -60,8 +60,8 @@ void sgd_step(T* p, T* buf, const T* g, int64_t n, T lr, T momentum, T weight_de
   }
 }
 
-#define INST(T)                                                                                    \
-  template void adamw_step<T>(T*, T*, T*, const T*, int64_t, T, T, T, T, T, T, T);                 \
+#define INST(T)                                                                    \
+  template void adamw_step<T>(T*, T*, T*, const T*, int64_t, T, T, T, T, T, T, T); \
   template void sgd_step<T>(T*, T*, const T*, int64_t, T, T, T);
 INST(float)
 INST(double)

@@ -71,9 +71,9 @@ void max_dim_backward(T* dx, const T* dy, const int64_t* idx, int64_t outer, int
     for (int64_t i = 0; i < inner; ++i) dx[(o * R + idx[o * inner + i]) * inner + i] += dy[o * inner + i];
 }
 
-#define INST(T)                                                                      \
-  template void sum_dim_forward<T>(T*, const T*, int64_t, int64_t, int64_t);         \
-  template void sum_dim_backward<T>(T*, const T*, int64_t, int64_t, int64_t);        \
+#define INST(T)                                                                        \
+  template void sum_dim_forward<T>(T*, const T*, int64_t, int64_t, int64_t);           \
+  template void sum_dim_backward<T>(T*, const T*, int64_t, int64_t, int64_t);          \
   template void max_dim_forward<T>(T*, int64_t*, const T*, int64_t, int64_t, int64_t); \
   template void max_dim_backward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t);
 INST(float)

@@ -71,13 +71,13 @@ void rope_backward(T* dx, const T* dy, const T* cos, const T* sin, int64_t N, in
   rope_apply<T, true>(dx, dy, cos, sin, N, T_, D, dr, interleaved, T(-1));
 }
 
-template void rope_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t,
-                                  int64_t, bool);
+template void rope_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t,
+                                  bool);
 template void rope_forward<double>(double*, const double*, const double*, const double*, int64_t, int64_t, int64_t,
                                    int64_t, bool);
-template void rope_backward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t,
-                                   int64_t, bool);
-template void rope_backward<double>(double*, const double*, const double*, const double*, int64_t, int64_t,
-                                    int64_t, int64_t, bool);
+template void rope_backward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t,
+                                   bool);
+template void rope_backward<double>(double*, const double*, const double*, const double*, int64_t, int64_t, int64_t,
+                                    int64_t, bool);
 
 }  // namespace posgrad::kernels::cpu

@@ -91,10 +91,10 @@ void log_softmax_backward(T* dx, const T* dy, const T* y, int64_t N, int64_t C) 
   }
 }
 
-#define INST(T)                                                                    \
-  template void softmax_forward<T>(T*, const T*, int64_t, int64_t);                \
-  template void softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t);     \
-  template void log_softmax_forward<T>(T*, const T*, int64_t, int64_t);            \
+#define INST(T)                                                                \
+  template void softmax_forward<T>(T*, const T*, int64_t, int64_t);            \
+  template void softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t); \
+  template void log_softmax_forward<T>(T*, const T*, int64_t, int64_t);        \
   template void log_softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t);
 INST(float)
 INST(double)

@@ -55,7 +55,7 @@ constexpr size_t kMaxSmem = 46 * 1024;
 template <typename T>
 struct Attn {
   const T *q, *k, *v, *bias, *kr, *qr;  // bias (H, Tq + Tk - 1): Distance only
-  const T* sinks;                        // (H) sink logits, or null
+  const T* sinks;                       // (H) sink logits, or null
   const int64_t *diag_u, *rows;
   int64_t B, H, Tq, Tk, D, U, q_offset;
   ScoreBias kind;
@@ -112,15 +112,17 @@ __device__ T score(const Attn<T>& a, const T* qi, const T* kj, int64_t h, int64_
   return s;
 }
 
-unsigned capped_grid(int64_t n) { return static_cast<unsigned>(n < (int64_t(1) << 20) ? (n < 1 ? 1 : n) : (int64_t(1) << 20)); }
+unsigned capped_grid(int64_t n) {
+  return static_cast<unsigned>(n < (int64_t(1) << 20) ? (n < 1 ? 1 : n) : (int64_t(1) << 20));
+}
 
 // ---- forward: one block per query row --------------------------------------------------------------
 template <typename T>
 __global__ void attention_forward_kernel(T* o, T* stats, Attn<T> a) {
   POSGRAD_DYNAMIC_SMEM(smem_raw);
   T* q_s = reinterpret_cast<T*>(smem_raw);  // (D) this row's query
-  T* acc = q_s + a.D;                        // (D) unnormalised output; channel e owned by thread e % kTile
-  T* p_s = acc + a.D;                        // (kTile) the tile's probabilities
+  T* acc = q_s + a.D;                       // (D) unnormalised output; channel e owned by thread e % kTile
+  T* p_s = acc + a.D;                       // (kTile) the tile's probabilities
   const int tid = threadIdx.x;
   const int64_t nrows = a.B * a.H * a.Tq;
   for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
@@ -174,10 +176,10 @@ template <typename T>
 __global__ void attention_backward_rows_kernel(T* dq, T* delta, T* dc2p, const T* dout, const T* o, const T* stats,
                                                Attn<T> a) {
   POSGRAD_DYNAMIC_SMEM(smem_raw);
-  T* q_s = reinterpret_cast<T*>(smem_raw);  // (D)
-  T* do_s = q_s + a.D;                       // (D)
-  T* acc = do_s + a.D;                       // (D) sum_j dS_ij (k_j + kr)
-  T* ds_s = acc + a.D;                       // (kTile)
+  T* q_s = reinterpret_cast<T*>(smem_raw);          // (D)
+  T* do_s = q_s + a.D;                              // (D)
+  T* acc = do_s + a.D;                              // (D) sum_j dS_ij (k_j + kr)
+  T* ds_s = acc + a.D;                              // (kTile)
   int* u_s = reinterpret_cast<int*>(ds_s + kTile);  // (kTile) compact table index of each key
   const int tid = threadIdx.x;
   const bool with_kr = a.kind == ScoreBias::ContentPosition && a.kr;
@@ -240,12 +242,12 @@ template <typename T>
 __global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* dout, const T* stats, const T* delta,
                                                Attn<T> a) {
   POSGRAD_DYNAMIC_SMEM(smem_raw);
-  T* k_s = reinterpret_cast<T*>(smem_raw);  // (D)
-  T* v_s = k_s + a.D;                        // (D)
-  T* acck = v_s + a.D;                       // (D) sum_i dS_ij (q_i + qr)
-  T* accv = acck + a.D;                      // (D) sum_i P_ij dO_i
-  T* p_s = accv + a.D;                       // (kTile)
-  T* ds_s = p_s + kTile;                     // (kTile)
+  T* k_s = reinterpret_cast<T*>(smem_raw);          // (D)
+  T* v_s = k_s + a.D;                               // (D)
+  T* acck = v_s + a.D;                              // (D) sum_i dS_ij (q_i + qr)
+  T* accv = acck + a.D;                             // (D) sum_i P_ij dO_i
+  T* p_s = accv + a.D;                              // (kTile)
+  T* ds_s = p_s + kTile;                            // (kTile)
   int* u_s = reinterpret_cast<int*>(ds_s + kTile);  // (kTile)
   const int tid = threadIdx.x;
   const bool with_qr = a.kind == ScoreBias::ContentPosition && a.qr;
@@ -311,8 +313,7 @@ __global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* d
 // grad == false: out[h, d] += sum_{b, i} P_ij (attention_diagonal_sums).
 // grad == true:  out[h, d] += sum_{b, i} dS_ij (the gradient of a Distance bias).
 template <typename T>
-__global__ void attention_diagonal_kernel(T* out, const T* stats, const T* dout, const T* delta, Attn<T> a,
-                                          bool grad) {
+__global__ void attention_diagonal_kernel(T* out, const T* stats, const T* dout, const T* delta, Attn<T> a, bool grad) {
   const int64_t nd = a.Tq + a.Tk - 1;
   for (int64_t hd = blockIdx.x; hd < a.H * nd; hd += gridDim.x) {
     const int64_t h = hd / nd, d = hd % nd;
@@ -349,8 +350,8 @@ __global__ void attention_diagonal_kernel(T* out, const T* stats, const T* dout,
 // Content-position terms: dtab[rows[u], h, :] += scale * sum_{b, n} g[b, h, n, u] x[b, h, n, :], n over Tn rows
 // (c2p: g = dc2p, x = q, dtab = dkr; p2c: g = dp2c, x = k, dtab = dqr). One block per (u, h).
 template <typename T>
-__global__ void content_position_table_grad_kernel(T* dtab, const T* g, const T* x, const int64_t* rows, int64_t B, int64_t H,
-                                          int64_t Tn, int64_t D, int64_t U, T scale) {
+__global__ void content_position_table_grad_kernel(T* dtab, const T* g, const T* x, const int64_t* rows, int64_t B,
+                                                   int64_t H, int64_t Tn, int64_t D, int64_t U, T scale) {
   for (int64_t uh = blockIdx.x; uh < U * H; uh += gridDim.x) {
     const int64_t u = uh / H, h = uh % H;
     for (int64_t e = threadIdx.x; e < D; e += blockDim.x) {
@@ -391,15 +392,18 @@ Attn<T> make_attn(const T* q, const T* k, const T* v, const T* bias, const T* kr
   POSGRAD_CHECK(B >= 0 && H >= 0 && Tq >= 0 && Tk >= 0 && D >= 0, ShapeError, what, ": negative size");
   POSGRAD_CHECK(kind != ScoreBias::ContentPosition || (diag_u && rows && U > 0), ValueError, what,
                 ": content-position terms need diag_u and rows (U = ", U, ")");
-  POSGRAD_CHECK(kind != ScoreBias::Distance || bias, ValueError, what, ": a distance bias needs its (H, Tq + Tk - 1) data");
+  POSGRAD_CHECK(kind != ScoreBias::Distance || bias, ValueError, what,
+                ": a distance bias needs its (H, Tq + Tk - 1) data");
   POSGRAD_CHECK(kind != ScoreBias::Dense, DeviceError, what,
                 ": the dense (H, Tq, Tk) bias (FIRE) has no CUDA kernel; run it on the CPU (--device cpu)");
   POSGRAD_CHECK(kind != ScoreBias::Separable, DeviceError, what,
                 ": the separable (B, H, Tq + Tk) bias (FoX) has no CUDA kernel; run it on the CPU (--device cpu)");
   POSGRAD_CHECK(U < (int64_t(1) << 30), ValueError, what, ": U = ", U, " too large");
   const bool cp = kind == ScoreBias::ContentPosition;
+  // clang-format off
   return Attn<T>{q,      k,    v,  kind == ScoreBias::Distance ? bias : nullptr, cp ? kr : nullptr, cp ? qr : nullptr,
                  sinks,  diag_u, rows, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale};
+  // clang-format on
 }
 
 // diag_u (Tq + Tk - 1) and rows (U) as the kernels need them: in device memory (the attention op
@@ -463,11 +467,10 @@ void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const
 }
 
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout,
-                        const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr,
-                        const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H,
-                        int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
-                        T scale) {
+void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout, const T* q,
+                        const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
+                        const T* sinks, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq,
+                        int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
   const IndexArrays ix(diag_u, rows, Tq, Tk, U);
   const Attn<T> a = make_attn(q, k, v, bias, kr, qr, sinks, ix.diag_u(), ix.rows(), B, H, Tq, Tk, D, U, q_offset, kind,
                               causal, scale, "attention_backward");
@@ -479,16 +482,15 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks
   T* dp2c = content_position && a.qr && dqr ? scratch + L.dp2c : nullptr;
 
   // 1. rows: delta (always: the other passes read it), dq, dc2p.
-  const size_t smem_rows =
-      checked_smem((3 * D + kTile) * sizeof(T) + kTile * sizeof(int), D, "attention_backward");
+  const size_t smem_rows = checked_smem((3 * D + kTile) * sizeof(T) + kTile * sizeof(int), D, "attention_backward");
   launch("attention_backward (rows)", attention_backward_rows_kernel<T>, capped_grid(B * H * Tq), kTile, smem_rows, dq,
          delta, dc2p, dout, o, stats, a);
   // 2. columns: dk, dv, dp2c.
   if ((dk || dv || dp2c) && B * H * Tk > 0) {
     const size_t smem_cols =
         checked_smem((4 * D + 2 * kTile) * sizeof(T) + kTile * sizeof(int), D, "attention_backward");
-    launch("attention_backward (columns)", attention_backward_cols_kernel<T>, capped_grid(B * H * Tk), kTile,
-           smem_cols, dk, dv, dp2c, dout, stats, static_cast<const T*>(delta), a);
+    launch("attention_backward (columns)", attention_backward_cols_kernel<T>, capped_grid(B * H * Tk), kTile, smem_cols,
+           dk, dv, dp2c, dout, stats, static_cast<const T*>(delta), a);
   }
   // 3. bias / table gradients.
   const int64_t nd = Tq + Tk - 1;
@@ -496,11 +498,11 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks
     launch("attention_backward (bias by distance)", attention_diagonal_kernel<T>, capped_grid(H * nd), kTile, 0, dbias,
            stats, dout, static_cast<const T*>(delta), a, true);
   if (dc2p)
-    launch("attention_backward (content-position dkr)", content_position_table_grad_kernel<T>, capped_grid(U * H), 64, 0, dkr,
-           static_cast<const T*>(dc2p), q, ix.rows(), B, H, Tq, D, U, scale);
+    launch("attention_backward (content-position dkr)", content_position_table_grad_kernel<T>, capped_grid(U * H), 64,
+           0, dkr, static_cast<const T*>(dc2p), q, ix.rows(), B, H, Tq, D, U, scale);
   if (dp2c && Tk > 0)
-    launch("attention_backward (content-position dqr)", content_position_table_grad_kernel<T>, capped_grid(U * H), 64, 0, dqr,
-           static_cast<const T*>(dp2c), k, ix.rows(), B, H, Tk, D, U, scale);
+    launch("attention_backward (content-position dqr)", content_position_table_grad_kernel<T>, capped_grid(U * H), 64,
+           0, dqr, static_cast<const T*>(dp2c), k, ix.rows(), B, H, Tk, D, U, scale);
   if (sinks && dsinks)
     launch("attention_backward (sink logits)", attention_sink_grad_kernel<T>, capped_grid(H), kTile, 0, dsinks, sinks,
            stats, static_cast<const T*>(delta), B, H, Tq);
@@ -508,30 +510,30 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks
 
 template <typename T>
 void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, const T* stats, const T* bias,
-                             const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B,
-                             int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset,
-                             ScoreBias kind, bool causal, T scale) {
+                             const T* kr, const T* qr, const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H,
+                             int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind,
+                             bool causal, T scale) {
   (void)scratch;
   const IndexArrays ix(diag_u, rows, Tq, Tk, U);
-  const Attn<T> a = make_attn(q, k, static_cast<const T*>(nullptr), bias, kr, qr, static_cast<const T*>(nullptr),
-                              ix.diag_u(), ix.rows(), B, H, Tq,
-                              Tk, D, U, q_offset, kind, causal, scale, "attention_diagonal_sums");
+  const Attn<T> a =
+      make_attn(q, k, static_cast<const T*>(nullptr), bias, kr, qr, static_cast<const T*>(nullptr), ix.diag_u(),
+                ix.rows(), B, H, Tq, Tk, D, U, q_offset, kind, causal, scale, "attention_diagonal_sums");
   const int64_t nd = Tq + Tk - 1;
   if (H <= 0 || nd <= 0 || Tq <= 0 || Tk <= 0) return;
   launch("attention_diagonal_sums", attention_diagonal_kernel<T>, capped_grid(H * nd), kTile, 0, prob_sum, stats,
          static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), a, false);
 }
 
-#define POSGRAD_ATTENTION_INST(T)                                                                                   \
-  template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,        \
-                                     const T*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,   \
-                                     int64_t, int64_t, int64_t, ScoreBias, bool, T);                                \
-  template void attention_backward<T>(T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,        \
-                                      const T*, const T*, const T*, const T*, const T*, const T*, const int64_t*,    \
-                                      const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,         \
-                                      int64_t, ScoreBias, bool, T);                                                 \
-  template void attention_diagonal_sums<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,      \
-                                           const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,      \
+#define POSGRAD_ATTENTION_INST(T)                                                                                      \
+  template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*, \
+                                     const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t,      \
+                                     int64_t, int64_t, ScoreBias, bool, T);                                            \
+  template void attention_backward<T>(T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*,          \
+                                      const T*, const T*, const T*, const T*, const T*, const T*, const int64_t*,      \
+                                      const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,   \
+                                      ScoreBias, bool, T);                                                             \
+  template void attention_diagonal_sums<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,         \
+                                           const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,         \
                                            int64_t, int64_t, int64_t, ScoreBias, bool, T);
 POSGRAD_ATTENTION_INST(float)
 POSGRAD_ATTENTION_INST(double)

@@ -304,7 +304,8 @@ DeviceArray::DeviceArray(const void* p, size_t bytes) : ptr_(p), bytes_(bytes) {
   if (!p || bytes == 0 || is_device_pointer(p)) return;
   owned_ = cuda_backend().allocate(bytes);
   ptr_ = owned_;
-  POSGRAD_CUDA_CHECK(cudaMemcpyAsync(owned_, p, bytes, cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync (index array)");
+  POSGRAD_CUDA_CHECK(cudaMemcpyAsync(owned_, p, bytes, cudaMemcpyHostToDevice, stream()),
+                     "cudaMemcpyAsync (index array)");
 }
 
 DeviceArray::~DeviceArray() {

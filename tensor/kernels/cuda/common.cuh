@@ -65,7 +65,10 @@ class DeviceArray {
   ~DeviceArray();
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
-  template <typename T> const T* get() const { return static_cast<const T*>(ptr_); }
+  template <typename T>
+  const T* get() const {
+    return static_cast<const T*>(ptr_);
+  }
 
  private:
   const void* ptr_ = nullptr;
@@ -79,11 +82,10 @@ void require_device_pointer(const void* p, const char* kernel, const char* arg);
 
 }  // namespace posgrad::cuda
 
-#define POSGRAD_CUDA_CHECK(expr, what)                                                   \
-  do {                                                                                   \
-    const cudaError_t posgrad_err_ = (expr);                                             \
-    if (posgrad_err_ != cudaSuccess)                                                     \
-      ::posgrad::cuda::throw_cuda_error(posgrad_err_, what, __FILE__, __LINE__);         \
+#define POSGRAD_CUDA_CHECK(expr, what)                                                                          \
+  do {                                                                                                          \
+    const cudaError_t posgrad_err_ = (expr);                                                                    \
+    if (posgrad_err_ != cudaSuccess) ::posgrad::cuda::throw_cuda_error(posgrad_err_, what, __FILE__, __LINE__); \
   } while (0)
 
 // for (int64_t i = ...; i < n; i += stride): each thread visits i, i + gridDim*blockDim, ...
@@ -132,10 +134,16 @@ __device__ __forceinline__ float d_sin(float x) { return sinf(x); }
 __device__ __forceinline__ double d_sin(double x) { return sin(x); }
 __device__ __forceinline__ float d_cos(float x) { return cosf(x); }
 __device__ __forceinline__ double d_cos(double x) { return cos(x); }
-template <typename T> __device__ __forceinline__ T d_neg_inf() { return -static_cast<T>(INFINITY); }
+template <typename T>
+__device__ __forceinline__ T d_neg_inf() {
+  return -static_cast<T>(INFINITY);
+}
 // max(a, b) that propagates NaN from either side (a on ties): PyTorch's max/softmax semantics, the
 // twin of cpu/nan_max.h. A plain `b > a ? b : a` drops a NaN unless it comes first.
-template <typename T> __device__ __forceinline__ T d_nan_max(T a, T b) { return (b > a || b != b) ? b : a; }
+template <typename T>
+__device__ __forceinline__ T d_nan_max(T a, T b) {
+  return (b > a || b != b) ? b : a;
+}
 
 // ---- deterministic block reductions ------------------------------------------------------------
 // Block size used by the row kernels (one block per row). A multiple of 32: every warp is full.
@@ -149,10 +157,16 @@ inline constexpr int kRowBlock = POSGRAD_CUDA_ROW_BLOCK;
 inline unsigned row_grid(int64_t rows) { return static_cast<unsigned>(rows < 65535 ? (rows < 1 ? 1 : rows) : 65535); }
 
 struct SumOp {
-  template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct MaxOp {  // NaN-propagating maximum, like the CPU's nan_row_max
-  template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return d_nan_max(a, b); }
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return d_nan_max(a, b);
+  }
 };
 
 // Reduces v over the block and returns the result to every thread. blockDim.x must be a multiple
@@ -178,7 +192,13 @@ __device__ T block_allreduce(T v, Op op, T identity) {
   return partial[32];
 }
 
-template <typename T> __device__ __forceinline__ T block_sum(T v) { return block_allreduce(v, SumOp{}, T(0)); }
-template <typename T> __device__ __forceinline__ T block_max(T v) { return block_allreduce(v, MaxOp{}, d_neg_inf<T>()); }
+template <typename T>
+__device__ __forceinline__ T block_sum(T v) {
+  return block_allreduce(v, SumOp{}, T(0));
+}
+template <typename T>
+__device__ __forceinline__ T block_max(T v) {
+  return block_allreduce(v, MaxOp{}, d_neg_inf<T>());
+}
 
 }  // namespace posgrad::cuda

@@ -64,14 +64,13 @@ template <typename T>
 void cross_entropy_backward(T* dlogits, const T* dloss, const T* logits, const T* stats, const int64_t* targets,
                             int64_t N, int64_t V, int64_t ignore_index) {
   if (N <= 0 || V <= 0) return;
-  launch("cross_entropy_backward", cross_entropy_backward_kernel<T>, grid_for(N * V, kBlock), kBlock, 0, dlogits,
-         dloss, logits, stats, targets, N, V, ignore_index);
+  launch("cross_entropy_backward", cross_entropy_backward_kernel<T>, grid_for(N * V, kBlock), kBlock, 0, dlogits, dloss,
+         logits, stats, targets, N, V, ignore_index);
 }
 
-#define INST(T)                                                                                             \
-  template void cross_entropy_forward<T>(T*, T*, const T*, const int64_t*, int64_t, int64_t, int64_t);       \
-  template void cross_entropy_backward<T>(T*, const T*, const T*, const T*, const int64_t*, int64_t, int64_t, \
-                                          int64_t);
+#define INST(T)                                                                                        \
+  template void cross_entropy_forward<T>(T*, T*, const T*, const int64_t*, int64_t, int64_t, int64_t); \
+  template void cross_entropy_backward<T>(T*, const T*, const T*, const T*, const int64_t*, int64_t, int64_t, int64_t);
 INST(float)
 INST(double)
 #undef INST

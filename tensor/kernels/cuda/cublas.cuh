@@ -15,9 +15,9 @@ cublasHandle_t cublas_handle();  // the current device's handle, created on firs
 
 }  // namespace posgrad::cuda
 
-#define POSGRAD_CUBLAS_CHECK(expr, what)                                                 \
-  do {                                                                                   \
-    const cublasStatus_t posgrad_st_ = (expr);                                           \
-    if (posgrad_st_ != CUBLAS_STATUS_SUCCESS)                                            \
-      posgrad::cuda::throw_cublas_error(posgrad_st_, what, __FILE__, __LINE__);        \
+#define POSGRAD_CUBLAS_CHECK(expr, what)                                        \
+  do {                                                                          \
+    const cublasStatus_t posgrad_st_ = (expr);                                  \
+    if (posgrad_st_ != CUBLAS_STATUS_SUCCESS)                                   \
+      posgrad::cuda::throw_cublas_error(posgrad_st_, what, __FILE__, __LINE__); \
   } while (0)

@@ -137,8 +137,10 @@ __global__ void dropout_kernel(T* y, const T* x, int64_t n, T p, T scale, uint64
   POSGRAD_GRID_STRIDE(i, n) {
     const bool keep = u32_to_unit(philox4x32(offset + static_cast<uint64_t>(i), seed).v[0]) >= double(p);
     const T v = keep ? x[i] * scale : T(0);
-    if (accumulate) y[i] += v;
-    else y[i] = v;
+    if (accumulate)
+      y[i] += v;
+    else
+      y[i] = v;
   }
 }
 
@@ -195,14 +197,14 @@ void dropout_backward(T* dx, const T* dy, int64_t n, T p, uint64_t seed, uint64_
          true);
 }
 
-#define INST(T)                                                                                     \
-  template void unary_forward<T>(T*, const T*, int64_t, UnaryOp, T);                                \
-  template void unary_backward<T>(T*, const T*, const T*, const T*, int64_t, UnaryOp, T);           \
-  template void binary_forward<T>(T*, const T*, const T*, int64_t, BinaryOp);                       \
-  template void binary_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, BinaryOp);        \
-  template void masked_fill_forward<T>(T*, const T*, const uint8_t*, int64_t, T);                   \
-  template void masked_fill_backward<T>(T*, const T*, const uint8_t*, int64_t);                     \
-  template void dropout_forward<T>(T*, const T*, int64_t, T, uint64_t, uint64_t);                   \
+#define INST(T)                                                                              \
+  template void unary_forward<T>(T*, const T*, int64_t, UnaryOp, T);                         \
+  template void unary_backward<T>(T*, const T*, const T*, const T*, int64_t, UnaryOp, T);    \
+  template void binary_forward<T>(T*, const T*, const T*, int64_t, BinaryOp);                \
+  template void binary_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, BinaryOp); \
+  template void masked_fill_forward<T>(T*, const T*, const uint8_t*, int64_t, T);            \
+  template void masked_fill_backward<T>(T*, const T*, const uint8_t*, int64_t);              \
+  template void dropout_forward<T>(T*, const T*, int64_t, T, uint64_t, uint64_t);            \
   template void dropout_backward<T>(T*, const T*, int64_t, T, uint64_t, uint64_t);
 INST(float)
 INST(double)

@@ -54,11 +54,11 @@ void embedding_backward(T* dtable, const T* dy, const int64_t* idx, int64_t N, i
   const int64_t chunks = V < kMaxVocabChunks ? V : kMaxVocabChunks;
   const int64_t chunk = (V + chunks - 1) / chunks;
   launch("embedding_backward", embedding_backward_kernel<T>,
-         dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)), kColBlock, 0, dtable, dy, idx, N, V,
-         C, chunk);
+         dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)), kColBlock, 0, dtable, dy, idx, N, V, C,
+         chunk);
 }
 
-#define INST(T)                                                                                   \
+#define INST(T)                                                                                \
   template void embedding_forward<T>(T*, const int64_t*, const T*, int64_t, int64_t, int64_t); \
   template void embedding_backward<T>(T*, const T*, const int64_t*, int64_t, int64_t, int64_t);
 INST(float)

@@ -72,8 +72,8 @@ void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t
   // Column-major: C^T (N x M) = op(B)^T (N x K) * op(A)^T (K x M).
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  POSGRAD_CUBLAS_CHECK(gemm_call(cublas_handle(), op_b, op_a, to_int(N, "N"), to_int(M, "M"), to_int(K, "K"), &alpha,
-                                 B, to_ld(ldb, "ldb"), A, to_ld(lda, "lda"), &beta, C, to_ld(ldc, "ldc")),
+  POSGRAD_CUBLAS_CHECK(gemm_call(cublas_handle(), op_b, op_a, to_int(N, "N"), to_int(M, "M"), to_int(K, "K"), &alpha, B,
+                                 to_ld(ldb, "ldb"), A, to_ld(lda, "lda"), &beta, C, to_ld(ldc, "ldc")),
                        "gemm (cublas?gemm)");
 }
 
@@ -86,25 +86,24 @@ void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_
   // after another instead (in stream order, as the CPU's loop does).
   if (batch == 1 || stride_c == 0 || K <= 0 || alpha == T(0)) {
     for (int64_t b = 0; b < batch; ++b)
-      gemm(C + b * stride_c, A + b * stride_a, B + b * stride_b, M, N, K, ldc, lda, ldb, trans_a, trans_b, alpha,
-           beta);
+      gemm(C + b * stride_c, A + b * stride_a, B + b * stride_b, M, N, K, ldc, lda, ldb, trans_a, trans_b, alpha, beta);
     return;
   }
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   POSGRAD_CUBLAS_CHECK(gemm_strided_call(cublas_handle(), op_b, op_a, to_int(N, "N"), to_int(M, "M"), to_int(K, "K"),
-                                         &alpha, B, to_ld(ldb, "ldb"), stride_b, A, to_ld(lda, "lda"), stride_a,
-                                         &beta, C, to_ld(ldc, "ldc"), stride_c, to_int(batch, "batch")),
+                                         &alpha, B, to_ld(ldb, "ldb"), stride_b, A, to_ld(lda, "lda"), stride_a, &beta,
+                                         C, to_ld(ldc, "ldc"), stride_c, to_int(batch, "batch")),
                        "gemm_batched (cublas?gemmStridedBatched)");
 }
 
 template void gemm<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                           bool, bool, float, float);
-template void gemm<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, bool, bool, double, double);
+template void gemm<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           bool, bool, double, double);
 template void gemm_batched<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
                                   int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, float, float);
-template void gemm_batched<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t,
-                                   int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, double, double);
+template void gemm_batched<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                   int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, double, double);
 
 }  // namespace posgrad::kernels::cuda

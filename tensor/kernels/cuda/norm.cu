@@ -79,12 +79,13 @@ __global__ void norm_dx_kernel(T* dx, const T* dy, const T* x, const T* w, const
 
 // dw[c] += sum_n dy[n,c] * xhat(n,c), db[c] += sum_n dy[n,c]. Block (kColTile, kRowLanes).
 template <typename T>
-__global__ void norm_param_grads_kernel(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* rstd,
-                                        int64_t N, int64_t C) {
+__global__ void norm_param_grads_kernel(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* rstd, int64_t N,
+                                        int64_t C) {
   __shared__ T part_w[kRowLanes][kColTile];
   __shared__ T part_b[kRowLanes][kColTile];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  for (int64_t c0 = static_cast<int64_t>(blockIdx.x) * kColTile; c0 < C; c0 += static_cast<int64_t>(gridDim.x) * kColTile) {
+  for (int64_t c0 = static_cast<int64_t>(blockIdx.x) * kColTile; c0 < C;
+       c0 += static_cast<int64_t>(gridDim.x) * kColTile) {
     const int64_t c = c0 + tx;
     T aw = T(0), ab = T(0);
     if (c < C) {
@@ -118,8 +119,7 @@ __global__ void rms_norm_forward_kernel(T* y, T* rstd, const T* x, const T* w, i
     const T* xr = x + n * C;
     T* yr = y + n * C;
     double ss = 0.0;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      ss += static_cast<double>(xr[c]) * static_cast<double>(xr[c]);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += static_cast<double>(xr[c]) * static_cast<double>(xr[c]);
     const T rs = static_cast<T>(1.0 / d_sqrt(block_sum(ss) / c_d + static_cast<double>(eps)));
     if (threadIdx.x == 0) rstd[n] = rs;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = w ? xr[c] * rs * w[c] : xr[c] * rs;
@@ -147,8 +147,7 @@ template <typename T>
 void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
                          int64_t N, int64_t C) {
   if (N <= 0 || C <= 0) return;
-  if (dx)
-    launch("layer_norm_backward", norm_dx_kernel<T>, row_grid(N), kRowBlock, 0, dx, dy, x, w, mean, rstd, N, C);
+  if (dx) launch("layer_norm_backward", norm_dx_kernel<T>, row_grid(N), kRowBlock, 0, dx, dy, x, w, mean, rstd, N, C);
   if (dw || db) param_grads<T>(dw, db, dy, x, mean, rstd, N, C, "layer_norm_backward (dw, db)");
 }
 
@@ -167,11 +166,11 @@ void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const 
   if (dw) param_grads<T>(dw, nullptr, dy, x, nullptr, rstd, N, C, "rms_norm_backward (dw)");
 }
 
-#define INST(T)                                                                                                \
-  template void layer_norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, T);          \
+#define INST(T)                                                                                               \
+  template void layer_norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, T);         \
   template void layer_norm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t, \
-                                       int64_t);                                                               \
-  template void rms_norm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, T);                          \
+                                       int64_t);                                                              \
+  template void rms_norm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, T);                         \
   template void rms_norm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t);
 INST(float)
 INST(double)

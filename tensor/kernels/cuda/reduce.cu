@@ -156,8 +156,8 @@ void max_dim_forward(T* y, int64_t* idx, const T* x, int64_t outer, int64_t R, i
 template <typename T>
 void max_dim_backward(T* dx, const T* dy, const int64_t* idx, int64_t outer, int64_t R, int64_t inner) {
   if (outer <= 0 || inner <= 0 || R <= 0) return;
-  launch("max_dim_backward", max_backward_kernel<T>, grid_for(outer * inner, kBlock), kBlock, 0, dx, dy, idx, outer,
-         R, inner);
+  launch("max_dim_backward", max_backward_kernel<T>, grid_for(outer * inner, kBlock), kBlock, 0, dx, dy, idx, outer, R,
+         inner);
 }
 
 #define INST(T)                                                                        \

@@ -34,8 +34,10 @@ __global__ void rope_kernel(T* y, const T* x, const T* cos, const T* sin, int64_
       }
     } else {
       const int64_t e = dr + (q - half);
-      if (accumulate) yr[e] += xr[e];
-      else yr[e] = xr[e];
+      if (accumulate)
+        yr[e] += xr[e];
+      else
+        yr[e] = xr[e];
     }
   }
 }
@@ -55,8 +57,8 @@ void rope_forward(T* y, const T* x, const T* cos, const T* sin, int64_t N, int64
   require_device_pointer(cos, "rope_forward", "cos");
   require_device_pointer(sin, "rope_forward", "sin");
   const int64_t n = N * T_ * (dr / 2 + (D - dr));
-  launch("rope_forward", rope_kernel<T>, grid_for(n, kBlock), kBlock, 0, y, x, cos, sin, N * T_, T_, D, dr,
-         interleaved, T(1), false);
+  launch("rope_forward", rope_kernel<T>, grid_for(n, kBlock), kBlock, 0, y, x, cos, sin, N * T_, T_, D, dr, interleaved,
+         T(1), false);
 }
 
 template <typename T>
@@ -71,13 +73,13 @@ void rope_backward(T* dx, const T* dy, const T* cos, const T* sin, int64_t N, in
          interleaved, T(-1), true);
 }
 
-template void rope_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t,
-                                  int64_t, bool);
+template void rope_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t,
+                                  bool);
 template void rope_forward<double>(double*, const double*, const double*, const double*, int64_t, int64_t, int64_t,
                                    int64_t, bool);
-template void rope_backward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t,
-                                   int64_t, bool);
-template void rope_backward<double>(double*, const double*, const double*, const double*, int64_t, int64_t,
-                                    int64_t, int64_t, bool);
+template void rope_backward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t,
+                                   bool);
+template void rope_backward<double>(double*, const double*, const double*, const double*, int64_t, int64_t, int64_t,
+                                    int64_t, bool);
 
 }  // namespace posgrad::kernels::cuda
