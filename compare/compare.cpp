@@ -207,7 +207,9 @@ namespace {
 // yet are named instead of guessed.
 class Progress {
  public:
-  explicit Progress(std::vector<std::string> kinds) : kinds_(std::move(kinds)), t0_(Clock::now()) {}
+  // `share` names the units counted: "unit" for a single process, "rank R's unit" under a launcher.
+  Progress(std::vector<std::string> kinds, std::string share)
+      : kinds_(std::move(kinds)), share_(std::move(share)), t0_(Clock::now()) {}
   void start_unit(const UnitSpec& u) {
     finish_current();
     ++started_;
@@ -245,7 +247,7 @@ class Progress {
                  (n == 1 ? "" : "s");
       eta = (timed_.empty() ? std::string() : "about " + format_eta(left) + " left + ") + names + " not yet timed";
     }
-    spdlog::info("=== progress: unit {}/{} ({}), {}; {} elapsed, {} ===", started_, kinds_.size(), label_, what,
+    spdlog::info("=== progress: {} {}/{} ({}), {}; {} elapsed, {} ===", share_, started_, kinds_.size(), label_, what,
                  format_eta(elapsed), eta);
   }
 
@@ -259,6 +261,7 @@ class Progress {
     ++n;
   }
   std::vector<std::string> kinds_;  // the study of each unit of the share, in order ("" = a decoder unit)
+  std::string share_;
   std::map<std::string, std::pair<double, size_t>> timed_;  // kind -> (seconds, units) of the finished ones
   size_t started_ = 0;
   bool current_kept_ = false;
@@ -496,7 +499,7 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   std::vector<std::string> mine;  // the study of each unit of this process's share
   for (size_t i = 0; i < units.size(); ++i)
     if (unit_owner(i, job.size()) == job.rank()) mine.push_back(units[i].study);
-  Progress progress(mine);
+  Progress progress(mine, job.size() == 1 ? "unit" : "rank " + std::to_string(job.rank()) + "'s unit");
   const std::vector<json> done = run_units_distributed(units, job, cfg.out_dir, [&](const UnitSpec& u) {
     progress.start_unit(u);
     if (u.study.empty()) return to_json(run_unit(cfg, u.method, u.seed, &progress));

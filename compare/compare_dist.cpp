@@ -72,7 +72,9 @@ std::vector<json> run_units_distributed(const std::vector<UnitSpec>& units, dist
   for (size_t i = 0; i < units.size(); ++i) {
     if (unit_owner(i, n) != me) continue;
     const UnitSpec& u = units[i];
-    spdlog::info("=== unit {}/{}: {} ===", i + 1, units.size(), u.label());
+    // One numbering in the log: the experiment's. Each process's progress line (compare.cpp) counts
+    // its own share and names the unit, so one process needs no line of its own here.
+    if (n > 1) spdlog::info("=== rank {} runs experiment unit {}/{}: {} ===", me, i + 1, units.size(), u.label());
     if (n == 1) {
       results.push_back(run(u));  // one process: errors leave at once, as they always did
     } else {
@@ -91,7 +93,10 @@ std::vector<json> run_units_distributed(const std::vector<UnitSpec>& units, dist
     }
     ++done;
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    spdlog::info("=== {}/{} units of this process done, {:.0f} s elapsed ===", done, mine, el);
+    if (n > 1)
+      spdlog::info("=== rank {}: {}/{} of its units done, {:.0f} s elapsed ===", me, done, mine, el);
+    else
+      spdlog::info("=== {}/{} units done, {:.0f} s elapsed ===", done, mine, el);
   }
   if (n == 1) return results;
 

@@ -9,12 +9,12 @@
 #include <cstdio>
 #include <fstream>
 
+#include "compare/build_commit.h"
 #include "compare/options.h"
 #include "compare/rows.h"
 #include "compare/study.h"
 #include "compare/value_check.h"
 #include "data/fileio.h"
-#include "data/process.h"
 #include "tensor/storage.h"
 #include "train/options.h"
 
@@ -52,10 +52,36 @@ json to_json(const UnitResult& u) {
             {"val_curve", u.val_curve},
             {"train_seconds", u.train_seconds},
             {"resumed", u.resumed}};
-  for (const StudyEntry& s : studies())
-    if (s.unit_to_json) s.unit_to_json(u, j);
+  // Each study's keys are listed under "study_keys", so that a key missing on reading is told apart
+  // from a result made before the study existed (a file without the list).
+  json written = json::object();
+  for (const StudyEntry& s : studies()) {
+    if (!s.unit_to_json) continue;
+    const json before = j;
+    s.unit_to_json(u, j);
+    json keys = json::array();
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (!before.contains(it.key())) keys.push_back(it.key());
+    if (!keys.empty()) written[s.name] = keys;
+  }
+  j["study_keys"] = written;
   return j;
 }
+
+namespace {
+
+// A unit file that lists its studies' keys must hold every one of them.
+void check_study_keys(const json& j, const std::string& source) {
+  if (!j.contains("study_keys")) return;  // written before the list existed
+  for (const auto& [study, keys] : j.at("study_keys").items())
+    for (const auto& k : keys)
+      if (!j.contains(k.get<std::string>()))
+        throw IoError(source + ": the key \"" + k.get<std::string>() + "\" of the study " + study +
+                      " is missing from this unit's result (the file was edited or cut short); remove the unit's "
+                      "folder to train it again");
+}
+
+}  // namespace
 
 UnitResult unit_from_json(const json& j, const std::string& source) {
   UnitResult u;
@@ -66,6 +92,7 @@ UnitResult unit_from_json(const json& j, const std::string& source) {
     u.position_parameters = integer(j.at("position_parameters"));
     u.train_curve = curve(j.at("train_curve"));
     u.val_curve = curve(j.at("val_curve"));
+    check_study_keys(j, source);
     for (const StudyEntry& s : studies())
       if (s.unit_from_json) s.unit_from_json(j, u);
     u.train_seconds = real(j.at("train_seconds"));
@@ -120,15 +147,6 @@ ComparisonResult comparison_from_json(const json& j, const std::string& source) 
 
 namespace {
 
-// The first line of what `argv` printed, when it succeeded; "" otherwise (data/process.h: no shell).
-std::string first_line_of(const std::vector<std::string>& argv) {
-  const ProcessResult r = run_process(argv);
-  if (!r.ok()) return "";
-  std::string out = r.output.substr(0, r.output.find('\n'));
-  while (!out.empty() && (out.back() == ' ' || out.back() == '\r')) out.pop_back();
-  return out;
-}
-
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -144,9 +162,7 @@ std::string cpu_model() {
 
 Provenance collect_provenance(const CompareConfig& cfg) {
   Provenance p;
-  const std::string git =
-      first_line_of({"git", "-C", POSGRAD_SOURCE_DIR, "describe", "--always", "--abbrev=12", "--dirty"});
-  p.git_commit = git.empty() ? "unknown (not a git checkout)" : git;
+  p.git_commit = build_commit();
   p.cpu = cpu_model();
   __builtin_cpu_init();
   p.simd = __builtin_cpu_supports("avx512f") ? "AVX-512" : __builtin_cpu_supports("avx2") ? "AVX2" : "portable";

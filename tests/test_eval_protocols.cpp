@@ -463,6 +463,7 @@ TEST(LmProtocols, ResultsFromBeforeTheProtocolReadAsNotMeasured) {
   nlohmann::json j = to_json(two_protocols());
   j["config"].erase("eval_stride_fraction");
   for (auto& u : j["units"]) {
+    u.erase("study_keys");  // a file that old has no list of its studies' keys either
     u.erase("sliding");
     for (auto& l : u["lengths"]) {
       l.erase("window_loss");

@@ -248,3 +248,35 @@ TEST(ResultsCheck, MissingMethodsAreListedOnceSorted) {
     }
   EXPECT_TRUE(seen);
 }
+
+// A unit written by this version lists each study's keys (study_keys), so a key taken out by hand is
+// refused by name instead of being read as a result made before that study existed.
+TEST(ResultsCheck, AStudysKeyRemovedIsRefusedNotReadAsOlder) {
+  test::TempDir d;
+  json j = seed("both_tracks.json");
+  for (auto& u : j["units"]) u = train::to_json(train::unit_from_json(u, "the seed"));
+  ASSERT_EQ(refusal(d, j), "");
+  ASSERT_TRUE(j["units"][0]["study_keys"].contains("attention")) << j["units"][0]["study_keys"].dump();
+  const std::string key = j["units"][0]["study_keys"]["attention"][0].get<std::string>();
+  j["units"][0].erase(key);
+  const std::string m = refusal(d, j);
+  EXPECT_TRUE(has(m, "the key \"" + key + "\" of the study attention is missing")) << m;
+  // A file without the list (an older version's) still reads the missing key as "not measured then".
+  j["units"][0].erase("study_keys");
+  for (auto& u : j["units"]) u.erase("study_keys");
+  EXPECT_FALSE(has(refusal(d, j), "of the study attention is missing"));
+}
+
+// A value of the wrong JSON type anywhere in the file is refused with its JSON path
+// (nlohmann-json's diagnostics, on in every build).
+TEST(ResultsCheck, AWrongTypeNamesItsJsonPath) {
+  test::TempDir d;
+  json j = seed("both_tracks.json");
+  j["units"][0]["lengths"][1]["perplexity"] = "high";
+  const std::string m = refusal(d, j);
+  EXPECT_TRUE(has(m, "/units/0/lengths/1/perplexity")) << m;
+  j = seed("both_tracks.json");
+  j["encoder"]["units"][1]["tasks"][0]["accuracy"] = json::array();
+  const std::string e = refusal(d, j);
+  EXPECT_TRUE(has(e, "/encoder/units/1/tasks/0/accuracy")) << e;
+}

@@ -70,7 +70,7 @@ void alibi_op_cases(std::vector<OpCase>& out) {
       [](Generator&, DType t, int64_t H) { return TensorList{Tensor::zeros({H}, t)}; },  // carries H and the dtype
       [](const TensorList& p, int64_t Tq, int64_t Tk, int64_t q_offset) {
         const int64_t H = p[0].size(0);
-        return alibi_bias_by_distance(alibi_slopes(H), Tq, Tk, q_offset, p[0].dtype(), Device::cpu());
+        return alibi_bias_by_distance(alibi_slopes(H), Tq, Tk, q_offset, p[0].dtype(), p[0].device());
       },
       [](const std::vector<std::vector<double>>& p, int64_t h, int64_t r) {
         const int64_t H = static_cast<int64_t>(p[0].size());

@@ -85,7 +85,7 @@ void sandwich_op_cases(std::vector<OpCase>& out) {
   add_distance_bias_cases(
       out, "sandwich", [](Generator&, DType t, int64_t H) { return TensorList{Tensor::zeros({H}, t)}; },  // carries H
       [](const TensorList& p, int64_t Tq, int64_t Tk, int64_t q_offset) {
-        return sandwich_bias_by_distance(kDbar, p[0].size(0), Tq, Tk, q_offset, p[0].dtype(), Device::cpu());
+        return sandwich_bias_by_distance(kDbar, p[0].size(0), Tq, Tk, q_offset, p[0].dtype(), p[0].device());
       },
       [](const std::vector<std::vector<double>>& p, int64_t h, int64_t r) {
         const double H = static_cast<double>(p[0].size()), a = std::fabs(static_cast<double>(r));
