@@ -367,6 +367,19 @@ TEST(PasskeyPretrain, MixReplacesItsShareOfRowsWithExamplesDeterministically) {
   EXPECT_THROW(train::passkey_pretrain_mix(span_of(no_k, "abc def."), no_k, cfg, 7), ValueError);
 }
 
+TEST(PasskeyData, MarkerTemplateMarksTheKeyWithOneCharacter) {
+  const std::string text = letters_text() + "()";
+  const data::CharTokenizer tok(text);
+  data::PasskeyGenerator g(span_of(tok, text), tok, 3, data::PasskeyTemplate::Marker, 4);
+  EXPECT_EQ(g.overhead(), data::passkey_overhead_bytes(data::PasskeyTemplate::Marker, 3));
+  EXPECT_EQ(g.overhead(), 2 + 3 + 1 + 2 + 3);  // " (" K ")" ... " (" K
+  const data::PasskeyExample e = g.example(40, 0.5);
+  const std::string s = tok.decode(e.tokens);
+  EXPECT_EQ(s.substr(s.size() - 5), " (" + e.key_text) << s;
+  EXPECT_EQ(s.substr(static_cast<size_t>(e.needle_start), 6), " (" + e.key_text + ")") << s;
+  EXPECT_EQ(data::parse_passkey_template("marker"), data::PasskeyTemplate::Marker);
+}
+
 TEST(PasskeyPretrain, TheSamplersRowsStayAndAResumedRunTrainsOnTheSameBatches) {
   test::TempDir d;
   train::TrainConfig c = train::train_preset("tiny");

@@ -118,14 +118,18 @@ void options(opt::Table<CompareConfig>& t) {
            POSGRAD_MEMBER(template of<PasskeyConfig>().key_length))
       .add(choice("passkey_template", data::passkey_template_names(),
                   "Needle and question: standard (Mohtashami & Jaggi 2023, about 100 tokens with a char tokenizer) or "
-                  "short (' key K.' / ' key ', for short training contexts)"),
+                  "short (' key K.' / ' key ', for short training contexts) or marker (' (K)' / ' (': a one-character "
+                  "marker "
+                  "that text seldom holds)"),
            POSGRAD_MEMBER(template of<PasskeyConfig>().template_name));
 }
 
 // Its values in each preset (compare_preset).
 void preset(CompareConfig& c, const std::string& name) {
   if (name == "quick") {
-    c.of<PasskeyConfig>().iters = 0;  // off: at this size and budget no encoding learns it (docs/presets.md)
+    // Off: at this size and budget no encoding learns it, fine-tuned after pretraining or with passkey
+    // rows mixed into pretraining (pretrain_fraction stays 0; the measurements: docs/presets.md).
+    c.of<PasskeyConfig>().iters = 0;
   } else if (name == "full") {
     // The articles' passkey text fits the 128-token context (104 tokens of needle, question and key,
     // 25 of filler at 1x); a longer fine-tuning than the quick preset's, more examples per cell.
