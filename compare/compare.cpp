@@ -310,6 +310,19 @@ void run_unit_studies(UnitContext& ctx, const std::string& dir, Progress* progre
   }
 }
 
+// The studies' rows in the pretraining batches of one unit (StudyEntry::pretrain_mix), in registry
+// order; empty when no study adds any, so that the Trainer keeps the sampler's batches untouched.
+BatchMix pretrain_mix(const CompareConfig& cfg, const std::string& method, uint64_t seed, const CorpusData& corpus) {
+  std::vector<BatchMix> mixes;
+  for (const StudyEntry& s : studies())
+    if (s.pretrain_mix && (!s.enabled || s.enabled(cfg)) && (!s.applies || s.applies(cfg, method)))
+      if (BatchMix m = s.pretrain_mix(cfg, method, seed, corpus)) mixes.push_back(std::move(m));
+  if (mixes.size() <= 1) return mixes.empty() ? BatchMix() : mixes.front();
+  return [mixes](int64_t step, int64_t micro, Tensor& x, Tensor& y) {
+    for (const BatchMix& m : mixes) m(step, micro, x, y);
+  };
+}
+
 UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_t seed, Progress* progress = nullptr) {
   const std::string dir = cfg.out_dir + "/" + method + "/seed" + std::to_string(seed);
   const std::string result_path = dir + "/result.json";
@@ -330,6 +343,7 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   const CorpusData corpus{t.dataset(), t.tokenizer()};
   for (const StudyEntry& s : studies())
     if (s.check_data && s.run_unit && (!s.enabled || s.enabled(cfg))) s.check_data(cfg, &corpus);
+  t.set_batch_mix(pretrain_mix(cfg, method, seed, corpus));
   if (progress) progress->step(resume ? "training (resumed)" : "training");
   spdlog::info("[{} seed {}] training{}", method, seed, resume ? " (resumed)" : "");
   t.run();

@@ -31,6 +31,7 @@
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
 #include "train/finetune.h"
+#include "train/trainer.h"
 
 namespace posgrad::train {
 
@@ -113,6 +114,18 @@ struct StudyEntry {
   std::function<void(const CompareConfig&, const CorpusData* decoder)> check_data;
 
   // ---- work -----------------------------------------------------------------------------------
+  // Rows of its own in the pretraining batches of a decoder unit (a data mix: e.g. passkey-format
+  // sequences among the corpus windows), as the Trainer's batch mix for the unit of `method` and
+  // `seed` (BatchMix, train/trainer.h: a function of the step and micro-batch alone, so that a
+  // resumed unit trains on the same batches). Called once per unit that trains, after the corpus is
+  // read (`decoder`: the unit's own data, which the mix may keep referring to while the unit trains)
+  // and before the first step, where the study is enabled and applies to the method; an empty
+  // function: the study adds nothing. The runner applies the studies' mixes in registry order (a
+  // later one may overwrite an earlier one's rows); where none returns a mix, the batches are exactly
+  // the sampler's. The settings that shape a mix change results, so they are refused on resume like
+  // any option not marked result-neutral (check_same_experiment).
+  std::function<BatchMix(const CompareConfig&, const std::string& method, uint64_t seed, const CorpusData& decoder)>
+      pretrain_mix;
   // Per (method, seed) decoder unit, after the language model is trained, in registry order.
   // Fills its part of ctx.unit.parts. May throw Interrupted (train/interrupt.h) or NonFiniteLoss.
   std::function<void(UnitContext& ctx)> run_unit;

@@ -20,20 +20,22 @@ TemplateText template_text(PasskeyTemplate t) {
   // Mohtashami & Jaggi 2023 App. C (the prompt Chen et al. 2023 §3.3 and Peng et al. 2023 reuse).
   if (t == PasskeyTemplate::Standard)
     return {" The pass key is ", ". Remember it. ", " is the pass key. ", " What is the pass key? The pass key is "};
+  if (t == PasskeyTemplate::Marker) return {" (", nullptr, ")", " ("};
   return {" key ", nullptr, ".", " key "};
 }
 
 }  // namespace
 
 const std::vector<std::string>& passkey_template_names() {
-  static const std::vector<std::string> n = {"standard", "short"};
+  static const std::vector<std::string> n = {"standard", "short", "marker"};
   return n;
 }
 
 PasskeyTemplate parse_passkey_template(const std::string& name) {
   if (name == "standard") return PasskeyTemplate::Standard;
   if (name == "short") return PasskeyTemplate::Short;
-  throw ValueError("unknown passkey template '" + name + "' (known: standard, short)");
+  if (name == "marker") return PasskeyTemplate::Marker;
+  throw ValueError("unknown passkey template '" + name + "' (known: standard, short, marker)");
 }
 
 int64_t passkey_overhead_bytes(PasskeyTemplate t, int64_t key_length) {

@@ -12,10 +12,15 @@
 //     standard  NEEDLE   = " The pass key is K. Remember it. K is the pass key. "
 //               QUESTION = " What is the pass key? The pass key is "
 //     short     NEEDLE   = " key K."      QUESTION = " key "
+//     marker    NEEDLE   = " (K)"         QUESTION = " ("
 // The standard template is the articles' text; with a character tokenizer it alone takes about
 // 100 tokens, more than a 64-token training context holds, so the short one keeps its structure
 // (a marked key, filler, the marker again, the key) for small models, in characters almost any
-// English text has (space, e, k, y and the full stop).
+// English text has (space, e, k, y and the full stop). The marker template keeps that structure
+// with a one-token marker that filler text seldom holds (an opening parenthesis: 221 in the KJV's
+// 4.1 million characters), so that finding the key is the simplest retrieval, attending to the
+// token after the earlier occurrence of the current one (an induction head, Olsson et al. 2022),
+// instead of matching the several tokens of a word that the filler is full of.
 // F = length - |NEEDLE| - |QUESTION| - |KEY| filler tokens are a contiguous span of the filler text
 // at an offset drawn from the generator; b = round(depth · F) of them come before the needle
 // (depth 0: the needle right after the start; depth 1: just before the question).
@@ -47,8 +52,8 @@ namespace posgrad::data {
 
 constexpr int64_t kPasskeyIgnore = -100;
 
-enum class PasskeyTemplate { Standard, Short };
-const std::vector<std::string>& passkey_template_names();         // {"standard", "short"}
+enum class PasskeyTemplate { Standard, Short, Marker };
+const std::vector<std::string>& passkey_template_names();         // {"standard", "short", "marker"}
 PasskeyTemplate parse_passkey_template(const std::string& name);  // ValueError listing the names
 // Tokens an example spends on needle, question and key with a one-token-per-byte tokenizer (the
 // byte and char tokenizers): the shortest example holds this plus one filler token.

@@ -1,8 +1,10 @@
 // test_passkey.cpp — passkey retrieval: the example generator (exact length, needle depth, answer
 // tokens and target mask, determinism, both key alphabets, refused inputs), the scorer on hand-made
 // logits, the fine-tuning and the grid (bit-identical repeats, n/a beyond a learned table, the
-// RoPE rows, the trained model left unchanged), the comparison's options and results.json entries, and the
-// report and claims on results with known values.
+// RoPE rows, the trained model left unchanged), passkey rows mixed into pretraining (the share of
+// rows, determinism, the sampler's rows kept, a resume bit for bit) and the scoring of a model
+// without fine-tuning, the comparison's options and results.json entries, a tiny comparison that
+// pretrains with passkey rows, and the report and claims on results with known values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,12 +22,16 @@
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
 #include "support/claim_verdict.h"
+#include "support/compare_config.h"
 #include "support/test_util.h"
 #include "tensor/errors.h"
 #include "train/options.h"
+#include "train/presets.h"
+#include "train/trainer.h"
 
 using namespace posgrad;
 using posgrad::test::thrown_message;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -274,6 +280,220 @@ TEST(Passkey, RopeRowsAndLeavesTheTrainedModelUnchanged) {
   EXPECT_TRUE(contains(thrown_message<IoError>([&] { train::unit_from_json(j, "unit.json"); }), "unit.json"));
 }
 
+// ---- passkey rows in pretraining ----------------------------------------------------------------------
+
+namespace {
+
+// A (B, T) int64 batch with every entry `fill`.
+Tensor filled(int64_t rows, int64_t cols, int64_t fill) {
+  Tensor t = Tensor::empty({rows, cols}, DType::Int64);
+  for (int64_t i = 0; i < rows * cols; ++i) t.data<int64_t>()[i] = fill;
+  return t;
+}
+
+// The rows of x where any entry differs from `fill`.
+std::vector<int64_t> changed_rows(const Tensor& x, int64_t fill) {
+  std::vector<int64_t> out;
+  for (int64_t r = 0; r < x.size(0); ++r)
+    for (int64_t t = 0; t < x.size(1); ++t)
+      if (x.data<int64_t>()[r * x.size(1) + t] != fill) {
+        out.push_back(r);
+        break;
+      }
+  return out;
+}
+
+std::vector<int64_t> row_of(const Tensor& x, int64_t r) {
+  const int64_t* p = x.data<int64_t>() + r * x.size(1);
+  return std::vector<int64_t>(p, p + x.size(1));
+}
+
+}  // namespace
+
+TEST(PasskeyPretrain, MixReplacesItsShareOfRowsWithExamplesDeterministically) {
+  const std::string text = letters_text();
+  const data::CharTokenizer tok(text);
+  const data::TokenSpan span = span_of(tok, text);
+  train::PasskeyConfig cfg = tiny_passkey();
+  cfg.pretrain_fraction = 0.25;
+  const train::BatchMix mix = train::passkey_pretrain_mix(span, tok, cfg, 7);
+  ASSERT_TRUE(mix);
+  const int64_t B = 12, T = 20;
+  auto mixed = [&](const train::BatchMix& m, int64_t step, int64_t micro) {
+    Tensor x = filled(B, T, -7), y = filled(B, T, -8);
+    m(step, micro, x, y);
+    return std::make_pair(x, y);
+  };
+  const auto [x, y] = mixed(mix, 3, 0);
+  const auto rows = changed_rows(x, -7);
+  ASSERT_EQ(rows.size(), 3u);  // 0.25 x 12, exactly: a whole number of rows
+  EXPECT_EQ(changed_rows(y, -8), rows);
+  for (int64_t r : rows) {
+    // A passkey example of T + 1 tokens, as next-token data with every target kept: y is x shifted.
+    const auto xr = row_of(x, r), yr = row_of(y, r);
+    for (int64_t t = 0; t + 1 < T; ++t) EXPECT_EQ(yr[t], xr[t + 1]) << "row " << r << " position " << t;
+    std::vector<int64_t> all = xr;
+    all.push_back(yr.back());
+    const std::string s = tok.decode(all);
+    const std::string key = s.substr(s.size() - 2);  // key_length 2, the last tokens
+    EXPECT_EQ(s.substr(s.size() - 7, 5), " key ") << s;
+    EXPECT_TRUE(contains(s.substr(0, s.size() - 7), " key " + key + ".")) << s;
+  }
+  // A function of (seed, step, micro) alone: again, from another mix of the same seed, the same rows;
+  // another step, micro-batch or seed: other rows or examples.
+  const train::BatchMix again = train::passkey_pretrain_mix(span, tok, cfg, 7);
+  EXPECT_EQ(mixed(again, 3, 0).first.to_vector(), x.to_vector());
+  EXPECT_EQ(mixed(mix, 3, 0).second.to_vector(), y.to_vector());
+  EXPECT_NE(mixed(mix, 4, 0).first.to_vector(), x.to_vector());
+  EXPECT_NE(mixed(mix, 3, 1).first.to_vector(), x.to_vector());
+  EXPECT_NE(mixed(train::passkey_pretrain_mix(span, tok, cfg, 8), 3, 0).first.to_vector(), x.to_vector());
+  // A share that is no whole number of rows: 0.3 x 12 = 3.6, so 3 or 4 rows, 3.6 on average.
+  cfg.pretrain_fraction = 0.3;
+  const train::BatchMix part = train::passkey_pretrain_mix(span, tok, cfg, 7);
+  double total = 0;
+  const int steps = 400;
+  for (int step = 0; step < steps; ++step) {
+    const size_t n = changed_rows(mixed(part, step, 0).first, -7).size();
+    EXPECT_TRUE(n == 3 || n == 4) << n;
+    total += static_cast<double>(n);
+  }
+  EXPECT_NEAR(total / steps, 3.6, 0.1);  // the mean's standard deviation is 0.024
+  // Share 0: no mix at all, so the batches are the sampler's, byte for byte.
+  cfg.pretrain_fraction = 0;
+  EXPECT_FALSE(train::passkey_pretrain_mix(span, tok, cfg, 7));
+  // The template must be writable: refused when the mix is made, not in the middle of training.
+  const data::CharTokenizer no_k("abcdef .");  // no 'k' or 'y': " key " cannot be written
+  cfg.pretrain_fraction = 0.25;
+  EXPECT_THROW(train::passkey_pretrain_mix(span_of(no_k, "abc def."), no_k, cfg, 7), ValueError);
+}
+
+TEST(PasskeyData, MarkerTemplateMarksTheKeyWithOneCharacter) {
+  const std::string text = letters_text() + "()";
+  const data::CharTokenizer tok(text);
+  data::PasskeyGenerator g(span_of(tok, text), tok, 3, data::PasskeyTemplate::Marker, 4);
+  EXPECT_EQ(g.overhead(), data::passkey_overhead_bytes(data::PasskeyTemplate::Marker, 3));
+  EXPECT_EQ(g.overhead(), 2 + 3 + 1 + 2 + 3);  // " (" K ")" ... " (" K
+  const data::PasskeyExample e = g.example(40, 0.5);
+  const std::string s = tok.decode(e.tokens);
+  EXPECT_EQ(s.substr(s.size() - 5), " (" + e.key_text) << s;
+  EXPECT_EQ(s.substr(static_cast<size_t>(e.needle_start), 6), " (" + e.key_text + ")") << s;
+  EXPECT_EQ(data::parse_passkey_template("marker"), data::PasskeyTemplate::Marker);
+}
+
+TEST(PasskeyPretrain, TheSamplersRowsStayAndAResumedRunTrainsOnTheSameBatches) {
+  test::TempDir d;
+  train::TrainConfig c = train::train_preset("tiny");
+  c.corpus = test::write_corpus(d);
+  c.threads = 2;
+  c.checkpoint_interval = 2;
+  c.max_iters = 5;
+  const std::string text = read_file(c.corpus);
+  const data::CharTokenizer tok(text);
+  const data::TokenSpan span = span_of(tok, text);
+  train::PasskeyConfig pk = tiny_passkey();
+  pk.pretrain_fraction = 0.5;
+  // The rows the mix leaves are the sampler's: its draws are the same with or without the mix.
+  data::BatchSampler plain(span, 3), with_mix(span, 3);
+  auto [x0, y0] = plain.next(c.batch_size, c.model.block_size);
+  auto [x1, y1] = with_mix.next(c.batch_size, c.model.block_size);
+  const Tensor x_before = x1.clone();
+  train::passkey_pretrain_mix(span, tok, pk, 1)(0, 0, x1, y1);
+  int64_t kept = 0;
+  for (int64_t r = 0; r < c.batch_size; ++r)
+    if (row_of(x1, r) == row_of(x_before, r)) {
+      ++kept;
+      EXPECT_EQ(row_of(y1, r), row_of(y0, r));
+    }
+  EXPECT_EQ(kept, c.batch_size - c.batch_size / 2);
+  // A run stopped after step 3 and resumed from step 2's checkpoint with the same mix ends with the
+  // weights of the run that was not stopped; a run without the mix ends elsewhere.
+  auto weights = [](train::Trainer& t) {
+    std::vector<float> all;
+    for (auto& [n, p] : t.model().named_parameters()) {
+      const auto v = p.to_float_vector();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  };
+  auto trainer = [&](const std::string& dir, bool resume, bool mixed) {
+    train::TrainConfig tc = c;
+    tc.out_dir = d.str(dir);
+    auto t = std::make_unique<train::Trainer>(tc, resume);
+    if (mixed) t->set_batch_mix(train::passkey_pretrain_mix(t->dataset().train(), t->tokenizer(), pk, tc.seed));
+    return t;
+  };
+  auto whole = trainer("whole", false, true);
+  whole->run();
+  trainer("cut", false, true)->run(/*stop_after=*/3);
+  auto resumed = trainer("cut", true, true);
+  EXPECT_EQ(resumed->current_step(), 2);
+  resumed->run();
+  EXPECT_EQ(weights(*whole), weights(*resumed));
+  auto unmixed = trainer("plain", false, false);
+  unmixed->run();
+  EXPECT_NE(weights(*whole), weights(*unmixed));
+}
+
+TEST(PasskeyPretrain, WithoutFineTuningThePretrainedModelIsScoredAsItIs) {
+  const std::string text = letters_text();
+  const data::CharTokenizer tok(text);
+  const data::TokenSpan span = span_of(tok, text);
+  train::PasskeyConfig cfg = tiny_passkey();
+  cfg.iters = 0;
+  cfg.pretrain_fraction = 0.5;
+  Generator g(5), d(6);
+  nn::GPT model(small("rope", tok.vocab_size(), 16), g, d);
+  model.eval();
+  const auto rows = train::run_passkey(model, span, span, tok, cfg, "rope", 1, Device::cpu());
+  ASSERT_EQ(rows.size(), 4u);  // rope and its three evaluation-time scalings
+  const train::PasskeyGrid direct = train::evaluate_passkey(model, span, tok, cfg, Device::cpu());
+  const auto& grid = rows.at("rope").grid;
+  ASSERT_EQ(grid.cells.size(), direct.cells.size());
+  for (size_t i = 0; i < grid.cells.size(); ++i) EXPECT_EQ(grid.cells[i].accuracy, direct.cells[i].accuracy) << i;
+  // Its loss is the key loss of the model itself on fixed held-out examples (not a fine-tuning's).
+  const double loss = train::passkey_key_loss(model, span, tok, cfg, Device::cpu());
+  EXPECT_EQ(rows.at("rope").final_loss, loss);
+  EXPECT_GT(loss, 0);
+  cfg.iters = 3;  // fine-tuned after: another model, another loss
+  EXPECT_NE(train::run_passkey(model, span, span, tok, cfg, "rope", 1, Device::cpu()).at("rope").final_loss, loss);
+}
+
+TEST(PasskeyPretrain, TinyComparisonScoresThePretrainedModelsAndRefusesAnotherShareOnResume) {
+  test::TempDir d;
+  train::CompareConfig c = test::tiny_compare(d, "mix");
+  c.methods = {"alibi", "rope"};
+  c.of<train::PasskeyConfig>().iters = 0;
+  c.of<train::PasskeyConfig>().pretrain_fraction = 0.5;
+  const std::string report = read_file(train::run_compare(c));
+  EXPECT_TRUE(contains(report, "## Passkey retrieval")) << report;
+  EXPECT_TRUE(contains(report, "pretrained with 50% of its batches' rows passkey examples")) << report;
+  EXPECT_TRUE(contains(report, "the whole row's next-token loss), not fine-tuned after, then scored")) << report;
+  EXPECT_TRUE(contains(report, "| `--passkey-pretrain-fraction` | 0.5 |")) << report;
+  const std::string csv = read_file(d.str("mix/passkey.csv"));
+  for (const char* row : {"\nalibi,1,mean,2,", "\nrope,1,mean,2,", "\nrope+yarn,2,mean,2,"})
+    EXPECT_TRUE(contains(csv, row)) << row << "\n" << csv;
+  // The heat map of every row is written (drawn where gnuplot runs).
+  for (const char* row : {"alibi", "rope", "rope+yarn"})
+    EXPECT_TRUE(fs::exists(d.str(std::string("mix/plots/passkey_") + row + ".gp"))) << row;
+  // The mix changed what the models were trained on: the same run without it reads other perplexities.
+  train::CompareConfig plain = c;
+  plain.of<train::PasskeyConfig>().pretrain_fraction = 0;
+  plain.of<train::PasskeyConfig>().iters = 0;
+  plain.out_dir = d.str("plain");
+  train::run_compare(plain);
+  auto ppl = [&](const std::string& dir) {
+    const std::string r = read_file(d.str(dir + "/results.csv"));
+    const size_t at = r.find("\nrope,val_perplexity,");
+    return r.substr(at, r.find('\n', at + 1) - at);
+  };
+  EXPECT_NE(ppl("mix"), ppl("plain"));
+  EXPECT_FALSE(fs::exists(d.str("plain/passkey.csv")) && contains(read_file(d.str("plain/passkey.csv")), "\nrope,"));
+  // Another share is another experiment: refused on resume, naming the option and both values.
+  c.of<train::PasskeyConfig>().pretrain_fraction = 0.25;
+  const std::string m = thrown_message<UsageError>([&] { train::run_compare(c); });
+  EXPECT_TRUE(contains(m, "--passkey-pretrain-fraction 0.5 there, 0.25 now")) << m;
+}
+
 // ---- options -------------------------------------------------------------------------------------------
 
 TEST(PasskeyOptions, RefusedSettingsNameTheOption) {
@@ -303,6 +523,20 @@ TEST(PasskeyOptions, RefusedSettingsNameTheOption) {
                "--passkey-template standard"));
   EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().key_length = 5; }),
                        "--block-size 16"));
+  // The pretraining share: in [0, 1), and its rows must hold the template at the training length.
+  EXPECT_TRUE(contains(refused([](train::CompareConfig& c) { c.of<train::PasskeyConfig>().pretrain_fraction = 1; }),
+                       "passkey-pretrain-fraction"));
+  EXPECT_TRUE(contains(thrown_message<UsageError>([] {
+                         train::CompareConfig c = train::compare_preset("tiny");
+                         opt::from_json(train::compare_options(), c, {{"passkey_pretrain_fraction", -0.1}}, "c.json");
+                       }),
+                       "passkey_pretrain_fraction"));
+  const std::string too_short = refused([](train::CompareConfig& c) {
+    c.of<train::PasskeyConfig>().iters = 0;
+    c.of<train::PasskeyConfig>().pretrain_fraction = 0.25;
+    c.of<train::PasskeyConfig>().key_length = 5;
+  });
+  EXPECT_TRUE(contains(too_short, "--passkey-pretrain-fraction rows' length is --block-size 16")) << too_short;
   // Every preset's passkey settings are valid (the full one uses the standard template at 128 tokens).
   for (const std::string preset : {"quick", "full", "tiny"})
     EXPECT_NO_THROW(train::compare_preset(preset).validate()) << preset;

@@ -190,7 +190,12 @@ StepStats Trainer::step() {
   try {
     st = training_step(
         *model_, *opt_, sched_, step_, cfg_.grad_accum, cfg_.grad_clip, device_,
-        [this] { return sampler_->next(cfg_.batch_size, cfg_.model.block_size); }, dp_.get());
+        [this, micro = int64_t{0}]() mutable {
+          auto batch = sampler_->next(cfg_.batch_size, cfg_.model.block_size);
+          if (mix_) mix_(step_, micro++, batch.first, batch.second);
+          return batch;
+        },
+        dp_.get());
   } catch (const NonFiniteLoss& e) {
     throw NonFiniteLoss(std::string(e.what()) + "; stopping — " +
                         (fs::exists(cfg_.out_dir + "/checkpoint/state.json")

@@ -47,6 +47,17 @@ struct StepStats {
 // over the ranks before clipping; a non-finite loss is detected after that sum, on every rank alike.
 // StepStats then holds the global batch's loss and tokens.
 using BatchFn = std::function<std::pair<Tensor, Tensor>()>;
+
+// A change to the training batches (Trainer::set_batch_mix): called with the step (0-based, the
+// step being taken), the micro-batch (0 .. grad_accum-1) and that micro-batch's global x, y, int64
+// (B, T) on the CPU as the sampler drew them, before they are sliced over data-parallel ranks or
+// moved to the device; it may overwrite rows of x and y in place (y = -100 at a target leaves it out
+// of the loss, cross_entropy's ignore index), never change their shapes. It must be a function of
+// (step, micro) and of what it was built with, holding no state that advances from call to call: a
+// resumed run calls it again from the checkpoint's step and must train on the same batches, and
+// every data-parallel rank calls it on the same global batch. An exception it throws ends the step
+// before the model changes.
+using BatchMix = std::function<void(int64_t step, int64_t micro, Tensor& x, Tensor& y)>;
 StepStats training_step(nn::GPT& model, Optimizer& opt, const LRSchedule& sched, int64_t step, int64_t grad_accum,
                         double grad_clip, Device dev, const BatchFn& next_batch, DataParallel* dp = nullptr);
 
@@ -75,6 +86,11 @@ class Trainer {
   // abruptly after that many steps in this process, without a final checkpoint.
   void run(int64_t stop_after = -1);
   StepStats step();
+  // Every later step's micro-batches pass through `mix` after the sampler (BatchMix above); an
+  // empty function (the default) leaves the sampler's batches as they are. The mix is no part of
+  // TrainConfig or the checkpoint: a caller that resumes a run sets the same mix again (the
+  // comparison refuses a resume with other settings, compare/compare.cpp).
+  void set_batch_mix(BatchMix mix) { mix_ = std::move(mix); }
   // Mean next-token loss / perplexity / accuracy on up to max_windows non-overlapping validation
   // windows of `context` tokens, plus the per-position loss.
   EvalResult evaluate(int64_t context, int64_t max_windows, int64_t pos0 = 0);
@@ -103,6 +119,7 @@ class Trainer {
   std::unique_ptr<data::TokenDataset> data_;
   nlohmann::json corpus_record_;  // data::corpus_record of the text trained on (saved in the checkpoint)
   std::unique_ptr<data::BatchSampler> sampler_;
+  BatchMix mix_;                            // empty: the sampler's batches unchanged
   std::optional<ThreadGovernor> governor_;  // the OpenMP thread count (threads.h)
   Generator init_gen_, dropout_gen_;
   std::unique_ptr<nn::GPT> model_;

@@ -15,6 +15,7 @@
 #include "data/passkey.h"
 #include "train/finetune.h"
 #include "train/optim.h"
+#include "train/seeds.h"
 #include "train/trainer.h"
 
 namespace posgrad::train {
@@ -87,6 +88,51 @@ PasskeyFinetune finetune_passkey(nn::GPT& model, const data::TokenSpan& train, c
   return r;
 }
 
+BatchMix passkey_pretrain_mix(const data::TokenSpan& train, const data::Tokenizer& tok, const PasskeyConfig& cfg,
+                              uint64_t seed) {
+  if (cfg.pretrain_fraction <= 0) return {};
+  const data::PasskeyTemplate t = template_of(cfg);
+  const int64_t key_length = cfg.key_length;
+  const double fraction = cfg.pretrain_fraction;
+  (void)data::PasskeyGenerator(train, tok, key_length, t, 0);  // the template and alphabet, refused now
+  const uint64_t base = stream(seed, "passkey.pretrain");
+  return [train, &tok, t, key_length, fraction, base](int64_t step, int64_t micro, Tensor& x, Tensor& y) {
+    const int64_t rows = x.size(0), T = x.size(1);
+    Generator g(stream(stream(base, static_cast<uint64_t>(step)), static_cast<uint64_t>(micro)));
+    const double share = fraction * static_cast<double>(rows);
+    int64_t n = static_cast<int64_t>(std::floor(share));
+    if (g.next_unit() < share - static_cast<double>(n)) ++n;
+    n = std::min(n, rows);
+    std::vector<int64_t> order(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) order[static_cast<size_t>(i)] = i;
+    for (int64_t i = 0; i < n; ++i)  // the first n of a partial Fisher-Yates shuffle: n distinct rows
+      std::swap(order[static_cast<size_t>(i)],
+                order[static_cast<size_t>(i + static_cast<int64_t>(g.next_u64() % static_cast<uint64_t>(rows - i)))]);
+    data::PasskeyGenerator gen(train, tok, key_length, t, g.next_u64());
+    int64_t* px = x.data<int64_t>();
+    int64_t* py = y.data<int64_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = order[static_cast<size_t>(i)];
+      const data::PasskeyExample e = gen.example(T + 1, g.next_unit());
+      std::copy(e.tokens.begin(), e.tokens.end() - 1, px + r * T);
+      std::copy(e.tokens.begin() + 1, e.tokens.end(), py + r * T);
+    }
+  };
+}
+
+double passkey_key_loss(nn::GPT& model, const data::TokenSpan& val, const data::Tokenizer& tok,
+                        const PasskeyConfig& cfg, Device dev) {
+  model.eval();
+  NoGradGuard ng;
+  data::PasskeyGenerator gen(val, tok, cfg.key_length, template_of(cfg), stream(0, "passkey.key_loss"));
+  std::vector<data::PasskeyExample> ex;
+  for (int64_t i = 0; i < cfg.batch; ++i)
+    ex.push_back(
+        gen.example(model.config().block_size + 1, (static_cast<double>(i) + 0.5) / static_cast<double>(cfg.batch)));
+  const data::PasskeyBatch b = data::passkey_batch(ex);
+  return cross_entropy(model.forward(b.x.to(dev)), b.y.to(dev)).item();  // the mean over the key targets
+}
+
 PasskeyGrid evaluate_passkey(nn::GPT& model, const data::TokenSpan& val, const data::Tokenizer& tok,
                              const PasskeyConfig& cfg, Device dev) {
   PasskeyGrid grid;
@@ -129,14 +175,19 @@ std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const dat
   const auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, PasskeyResult> rows;
   auto tuned = copy_gpt(model, {}, seed ^ 0x9a55d0ULL, dev);
-  const PasskeyFinetune f = finetune_passkey(*tuned, train, tok, cfg, seed, dev, method);
+  PasskeyFinetune f;
+  if (cfg.iters > 0)
+    f = finetune_passkey(*tuned, train, tok, cfg, seed, dev, method);
+  else  // the pretrained model as it is (its passkey rows came with pretraining)
+    f.final_loss = passkey_key_loss(*tuned, val, tok, cfg, dev);
   PasskeyResult plain{f.final_loss, evaluate_passkey(*tuned, val, tok, cfg, dev)};
   rows[method] = plain;
   std::string acc;
   for (const auto& c : plain.grid.cells)
     if (c.depth == cfg.depths.front()) acc += c.accuracy ? fmt::format(" {:.2f}", *c.accuracy) : std::string(" n/a");
-  spdlog::info("[{} seed {}] passkey: loss {:.3f}, accuracy by length at depth {}:{} ({:.1f} s fine-tuning)", method,
-               seed, f.final_loss, cfg.depths.front(), acc, f.seconds);
+  spdlog::info("[{} seed {}] passkey: loss on the key {:.3f}, accuracy by length at depth {}:{} ({})", method, seed,
+               f.final_loss, cfg.depths.front(), acc,
+               cfg.iters > 0 ? fmt::format("{:.1f} s fine-tuning", f.seconds) : std::string("not fine-tuned"));
   auto done = [&] {
     spdlog::info("[{} seed {}] passkey: {} row(s) in {:.1f} s", method, seed, rows.size(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -178,7 +229,7 @@ void check_passkey_data(const data::TokenSpan& train, const data::Tokenizer& tok
 }
 
 void validate_passkey(const PasskeyConfig& cfg, int64_t block_size) {
-  if (cfg.iters == 0) return;
+  if (cfg.iters == 0 && cfg.pretrain_fraction == 0) return;
   POSGRAD_CHECK(std::find(cfg.multipliers.begin(), cfg.multipliers.end(), 1) != cfg.multipliers.end(), UsageError,
                 "--passkey-multipliers must include 1 (the training length, where the model is fine-tuned)");
   auto sorted_m = cfg.multipliers;
@@ -196,8 +247,8 @@ void validate_passkey(const PasskeyConfig& cfg, int64_t block_size) {
       data::passkey_overhead_bytes(data::parse_passkey_template(cfg.template_name), cfg.key_length) + 1;
   POSGRAD_CHECK(block_size + 1 >= need, UsageError, "--passkey-template ", cfg.template_name,
                 " with --passkey-key-length ", cfg.key_length, " needs examples of at least ", need,
-                " tokens (needle, question, key and one filler token; one token per byte), but the fine-tuning length "
-                "is --block-size ",
+                " tokens (needle, question, key and one filler token; one token per byte), but the ",
+                cfg.iters > 0 ? "fine-tuning" : "--passkey-pretrain-fraction rows'", " length is --block-size ",
                 block_size, " + 1; use a longer --block-size or a shorter key",
                 cfg.template_name == "short" ? "" : ", or --passkey-template short");
 }

@@ -1,8 +1,11 @@
 // passkey.h — passkey retrieval for the comparison's language models (Mohtashami & Jaggi 2023,
 // "Landmark Attention", §4.2; Chen et al. 2023, "Position Interpolation", §3.3; Peng et al. 2023,
-// "YaRN", §4.3). A trained LM is fine-tuned on passkey examples (data/passkey.h) at its training
-// length, then scored on a grid of (length, depth) cells: does it reproduce the key hidden at that
-// depth of that much filler text, at lengths up to many times the one it was trained on?
+// "YaRN", §4.3). A trained LM learns the task in one of two ways, or both: passkey examples
+// (data/passkey.h) mixed into its pretraining batches (--passkey-pretrain-fraction,
+// passkey_pretrain_mix), or fine-tuning on them at its training length after pretraining
+// (--passkey-iters, finetune_passkey); it is then scored on a grid of (length, depth) cells: does it
+// reproduce the key hidden at that depth of that much filler text, at lengths up to many times the
+// one it was trained on? With no fine-tuning steps the pretrained model is scored as it is.
 //
 // Scoring: teacher forcing, the argmax of the logits at each key position given the true prefix;
 // an example counts when every key symbol is the argmax. That is exactly when greedy decoding of
@@ -31,6 +34,7 @@
 #include "nn/gpt.h"
 #include "tensor/dtype.h"
 #include "tensor/option_table.h"
+#include "train/trainer.h"
 
 namespace posgrad::train {
 
@@ -53,9 +57,11 @@ struct PasskeyFinetune {
   double seconds = 0;     // wall time, informational
 };
 
-// One row of a unit's results: the fine-tuned model (`rope`) or an evaluation-time variant of it
-// ("rope+yarn"); variants share the fine-tuning's final loss.
+// One row of a unit's results: the model (`rope`: fine-tuned, or as pretrained when there is no
+// fine-tuning) or an evaluation-time variant of it ("rope+yarn"); variants share its loss.
 struct PasskeyResult {
+  // The loss on the key: the last fine-tuning step's, or without fine-tuning passkey_key_loss (the
+  // results.json key stays "final_loss").
   double final_loss = 0;
   PasskeyGrid grid;
 };
@@ -81,6 +87,37 @@ struct PasskeyRows {
 PasskeyFinetune finetune_passkey(nn::GPT& model, const data::TokenSpan& train, const data::Tokenizer& tok,
                                  const PasskeyConfig& cfg, uint64_t seed, Device dev, const std::string& row = "");
 
+// Passkey rows in the pretraining batches (--passkey-pretrain-fraction F > 0): the Trainer's batch
+// mix (BatchMix, train/trainer.h) for unit seed `seed`. In step s, micro-batch m, of B rows of T
+// tokens, floor(F·B) rows plus one more with probability F·B − floor(F·B) (so that the share is F in
+// expectation, and exactly F where F·B is whole), chosen uniformly without replacement, are replaced
+// by passkey examples of T + 1 tokens from the filler `train` (x = tokens[0, T), y = tokens[1, T + 1)),
+// each with its own key and a needle depth uniform in [0, 1), in cfg's template and key length.
+// Draws: a Generator seeded stream(stream(stream(seed, "passkey.pretrain"), s), m) (train/seeds.h),
+// so the rows are a function of (seed, s, m) alone: a resumed unit and every data-parallel rank
+// see the same batches, and the corpus windows the sampler drew are the same with or without the mix.
+// Loss: the whole row's next-token loss, every target kept — a decision of this study. The recipe is a
+// data mix: the rows are documents of the pretraining stream under its one objective, as the
+// language-modelling literature trains mixed-in synthetic data; the answer-only loss is the
+// supervised fine-tuning's (finetune_passkey, the articles' setting). The whole-row loss keeps the
+// filler (corpus text) training the language model, so the mix costs it less than its share of
+// rows; the question's fixed text is learnt at once, the needle's key symbols are unpredictable
+// (a constant ln(alphabet) each in the training loss), and the answer's key symbols carry the
+// retrieval signal with the same weight per token as an answer-only loss would give them.
+// Returns an empty function when F is 0. ValueError (data/passkey.h) at once when the tokenizer
+// cannot write the template or a key alphabet; from the mix, ValueError when T + 1 tokens do not
+// hold the template and one filler token or exceed what `train` holds. `train` is shared with the
+// mix; `tok` must outlive it.
+BatchMix passkey_pretrain_mix(const data::TokenSpan& train, const data::Tokenizer& tok, const PasskeyConfig& cfg,
+                              uint64_t seed);
+
+// The mean cross-entropy on the key symbols of `model` (eval mode, no gradients) over cfg.batch
+// examples of block_size + 1 tokens from `val`, at depths (i + 0.5) / cfg.batch, drawn from a
+// generator of fixed seed (the same examples for every model): the loss on the key a model scored
+// without fine-tuning reports.
+double passkey_key_loss(nn::GPT& model, const data::TokenSpan& val, const data::Tokenizer& tok,
+                        const PasskeyConfig& cfg, Device dev);
+
 // Scores `model` (in eval mode, no gradients) on every (multiplier, depth) cell of cfg: cfg.examples
 // examples of multiplier · block_size + 1 tokens from `val`, in forward passes of up to cfg.batch
 // examples. Deterministic: no generator of the caller is used.
@@ -99,13 +136,12 @@ std::unique_ptr<nn::GPT> copy_gpt(const nn::GPT& model,
                                   uint64_t dropout_seed, Device dev);
 
 // The comparison's passkey test for one (method, seed): a copy of the trained `model` fine-tuned
-// (finetune_passkey on `train`) and scored (evaluate_passkey on `val`); for `rope` also the
-// evaluation-time scalings of the fine-tuned model as rows "rope+linear", "rope+dynamic" and
-// "rope+yarn" (linear and YaRN at s = multiplier per length; dynamic NTK at s = 1, growing its
-// base with the length itself; at 1x all three are the plain model), as rope_variants in
-// compare/compare.cpp. `model` itself is left unchanged. Keyed by row. The rows named in `skip` (the
-// derived rows this configuration cannot build: skipped_rope_variants, compare/compare_eval.h) are
-// left out, as they are from the evaluation.
+// (finetune_passkey on `train`; with cfg.iters = 0 not fine-tuned, its loss passkey_key_loss) and
+// scored (evaluate_passkey on `val`); for `rope` also the evaluation-time scalings of that model as rows "rope+linear",
+// "rope+dynamic" and "rope+yarn" (linear and YaRN at s = multiplier per length; dynamic NTK at s = 1, growing its base
+// with the length itself; at 1x all three are the plain model), as rope_variants in compare/compare.cpp. `model` itself
+// is left unchanged. Keyed by row. The rows named in `skip` (the derived rows this configuration cannot build:
+// skipped_rope_variants, compare/compare_eval.h) are left out, as they are from the evaluation.
 std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const data::TokenSpan& train,
                                                  const data::TokenSpan& val, const data::Tokenizer& tok,
                                                  const PasskeyConfig& cfg, const std::string& method, uint64_t seed,
@@ -117,7 +153,8 @@ std::map<std::string, PasskeyResult> run_passkey(const nn::GPT& model, const dat
 void check_passkey_data(const data::TokenSpan& train, const data::Tokenizer& tok, const PasskeyConfig& cfg,
                         int64_t block_size);
 
-// Checks the comparison's passkey options (UsageError naming the option) when cfg.iters > 0: the
+// Checks the comparison's passkey options (UsageError naming the option) when the test runs
+// (cfg.iters > 0 or cfg.pretrain_fraction > 0): the
 // multipliers include 1, the depths lie in [0, 1] without duplicates, and block_size + 1 tokens hold
 // the template's needle, question and key plus one filler token (one token per byte, the byte and
 // char tokenizers). `block_size` is the comparison's training length.

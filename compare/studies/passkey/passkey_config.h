@@ -12,9 +12,14 @@ namespace posgrad::train {
 
 struct PasskeyConfig {
   static constexpr const char* kStudy = "passkey";  // its place in CompareConfig::settings
-  // Fine-tuning steps on passkey examples at the training length (0: no passkey test). The default
-  // is the budget measured for the quick preset's model (docs/presets.md), which leaves the test off.
+  // Fine-tuning steps on passkey examples at the training length after pretraining (0: none; with
+  // pretrain_fraction also 0, no passkey test). 150 is the option's own default; each preset sets
+  // its own (docs/presets.md).
   int64_t iters = 150;
+  // The share of each pretraining batch's rows that are passkey examples at the training length
+  // instead of corpus windows (0: none; passkey_pretrain_mix in passkey.h). With iters = 0 and a
+  // share above 0, the study scores the pretrained model itself.
+  double pretrain_fraction = 0;
   double lr = 1e-3;      // peak learning rate of the fine-tuning (warm-up, cosine to lr / 10)
   int64_t batch = 16;    // examples per fine-tuning step, and per forward pass when scoring
   int64_t examples = 8;  // test examples per (length, depth) cell

@@ -19,15 +19,22 @@ using json = nlohmann::json;
 std::string at(const std::string& p, size_t i) { return json_path_at(p, i); }
 std::string dot(const std::string& p, const std::string& k) { return json_path_key(p, k); }
 
+// Whether the test runs: a model fine-tuned on passkey examples, or pretrained with some.
+bool passkey_on(const PasskeyConfig& k) { return k.iters > 0 || k.pretrain_fraction > 0; }
+
 void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck& c, const std::string& path) {
   const std::string p = dot(path, "passkey");
   const auto& rows = u.parts.value<PasskeyRows>().rows;
   const PasskeyConfig& k = cfg.of<PasskeyConfig>();
-  if (k.iters == 0) {
-    if (!rows.empty()) c.fail(p, "", "holds rows, but --passkey-iters is 0 (no passkey test)");
+  if (!passkey_on(k)) {
+    if (!rows.empty())
+      c.fail(p, "", "holds rows, but --passkey-iters is 0 and --passkey-pretrain-fraction is 0 (no passkey test)");
     return;
   }
-  if (!rows.count(u.method)) c.fail(p, "", "has no row " + ValueCheck::quoted(u.method) + " (--passkey-iters > 0)");
+  if (!rows.count(u.method))
+    c.fail(p, "",
+           "has no row " + ValueCheck::quoted(u.method) +
+               " (--passkey-iters or --passkey-pretrain-fraction > 0: the test runs)");
   const size_t cells = k.multipliers.size() * k.depths.size();
   for (const auto& [row, r] : rows) {
     const std::string q = p + "[" + ValueCheck::quoted(row) + "]";
@@ -51,15 +58,15 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
       if (e.accuracy)
         c.fraction(*e.accuracy, dot(s, "accuracy"));
       else if (e.multiplier == 1)
-        c.fail(dot(s, "accuracy"), "null", "every row is scored at the training length, where it was fine-tuned");
+        c.fail(dot(s, "accuracy"), "null", "every row is scored at the training length, where it was trained");
     }
   }
 }
 
-// The unit's own rows (the method, its evaluation-time scalings), then the passkey fine-tuning and
-// scoring of each model an earlier study derived (the position-interpolation rows "rope+linear
-// ft2x": same steps, examples and seed as the untuned model, so that `rope` against "rope+linear
-// ft2x" in the passkey table is before / after the protocol).
+// The unit's own rows (the method, its evaluation-time scalings), then the passkey fine-tuning (none
+// with --passkey-iters 0) and scoring of each model an earlier study derived (the
+// position-interpolation rows "rope+linear ft2x": same steps, examples and seed as the untuned model,
+// so that `rope` against "rope+linear ft2x" in the passkey table is before / after the protocol).
 void run(UnitContext& ctx) {
   const CompareConfig& cfg = ctx.cfg;
   auto& rows = ctx.unit.parts.get<PasskeyRows>().rows;
@@ -67,10 +74,11 @@ void run(UnitContext& ctx) {
                      ctx.seed, ctx.dev, skipped_variants(cfg));
   for (const auto& [row, tuned] : ctx.models) {
     auto copy = copy_gpt(*tuned, {}, ctx.seed ^ 0x9a55d0ULL, ctx.dev);
+    const PasskeyConfig& k = cfg.of<PasskeyConfig>();
     PasskeyResult pr;
-    pr.final_loss =
-        finetune_passkey(*copy, ctx.data.train(), ctx.tokenizer, cfg.of<PasskeyConfig>(), ctx.seed, ctx.dev, row)
-            .final_loss;
+    pr.final_loss = k.iters > 0
+                        ? finetune_passkey(*copy, ctx.data.train(), ctx.tokenizer, k, ctx.seed, ctx.dev, row).final_loss
+                        : passkey_key_loss(*copy, ctx.data.val(), ctx.tokenizer, k, ctx.dev);
     pr.grid = evaluate_passkey(*copy, ctx.data.val(), ctx.tokenizer, cfg.of<PasskeyConfig>(), ctx.dev);
     rows[row] = pr;
   }
@@ -81,11 +89,15 @@ void options(opt::Table<CompareConfig>& t) {
   using namespace opt;
   Rows<CompareConfig> r(t);
   r.group("Passkey retrieval (compare/studies/passkey/passkey.h)")
-      .add(integer(
-               "passkey_iters", closed(0, kMany),
-               "Fine-tuning steps of each trained LM on passkey examples at the training length (0: no passkey test)",
-               "steps"),
+      .add(integer("passkey_iters", closed(0, kMany),
+                   "Fine-tuning steps of each trained LM on passkey examples at the training length (0: none; the "
+                   "pretrained model is scored when --passkey-pretrain-fraction > 0, else no passkey test)",
+                   "steps"),
            POSGRAD_MEMBER(template of<PasskeyConfig>().iters))
+      .add(real("passkey_pretrain_fraction", closed_open(0, 1),
+                "Share of each pretraining batch's rows that are passkey examples at the training length instead "
+                "of corpus windows, with the whole row's next-token loss (0: none)"),
+           POSGRAD_MEMBER(template of<PasskeyConfig>().pretrain_fraction))
       .add(real("passkey_lr", open_closed(0, 1), "Peak learning rate of the passkey fine-tuning"),
            POSGRAD_MEMBER(template of<PasskeyConfig>().lr))
       .add(integer("passkey_batch", closed(1, 4096), "Passkey examples per fine-tuning step and per scoring pass",
@@ -106,14 +118,18 @@ void options(opt::Table<CompareConfig>& t) {
            POSGRAD_MEMBER(template of<PasskeyConfig>().key_length))
       .add(choice("passkey_template", data::passkey_template_names(),
                   "Needle and question: standard (Mohtashami & Jaggi 2023, about 100 tokens with a char tokenizer) or "
-                  "short (' key K.' / ' key ', for short training contexts)"),
+                  "short (' key K.' / ' key ', for short training contexts) or marker (' (K)' / ' (': a one-character "
+                  "marker "
+                  "that text seldom holds)"),
            POSGRAD_MEMBER(template of<PasskeyConfig>().template_name));
 }
 
 // Its values in each preset (compare_preset).
 void preset(CompareConfig& c, const std::string& name) {
   if (name == "quick") {
-    c.of<PasskeyConfig>().iters = 0;  // off: at this size and budget no encoding learns it (docs/presets.md)
+    // Off: at this size and budget no encoding learns it, fine-tuned after pretraining or with passkey
+    // rows mixed into pretraining (pretrain_fraction stays 0; the measurements: docs/presets.md).
+    c.of<PasskeyConfig>().iters = 0;
   } else if (name == "full") {
     // The articles' passkey text fits the 128-token context (104 tokens of needle, question and key,
     // 25 of filler at 1x); a longer fine-tuning than the quick preset's, more examples per cell.
@@ -138,21 +154,24 @@ StudyEntry passkey_study() {
   StudyEntry e;
   e.name = PasskeyRows::kStudy;
   e.summary =
-      "passkey retrieval: each language model fine-tuned on passkey examples at its training length, scored by "
-      "length and needle depth (Mohtashami & Jaggi 2023)";
+      "passkey retrieval: each language model pretrained with passkey examples among its batches or fine-tuned on "
+      "them at its training length, scored by length and needle depth (Mohtashami & Jaggi 2023)";
   e.init_settings = [](Parts& p) { p.get<PasskeyConfig>(); };
   e.options = options;
   e.preset = preset;
   e.validate = [](const CompareConfig& cfg) {
     validate_passkey(cfg.of<PasskeyConfig>(), cfg.base.model.block_size);
-    if (cfg.of<PasskeyConfig>().iters > 0)
+    if (passkey_on(cfg.of<PasskeyConfig>()))
       check_memory(cfg.base, *std::max_element(cfg.of<PasskeyConfig>().multipliers.begin(),
                                                cfg.of<PasskeyConfig>().multipliers.end()) *
                                  cfg.base.model.block_size);
   };
-  e.enabled = [](const CompareConfig& c) { return c.of<PasskeyConfig>().iters > 0; };
+  e.enabled = [](const CompareConfig& c) { return passkey_on(c.of<PasskeyConfig>()); };
   e.check_data = [](const CompareConfig& cfg, const CorpusData* d) {
     if (d) check_passkey_data(d->dataset.train(), d->tokenizer, cfg.of<PasskeyConfig>(), cfg.base.model.block_size);
+  };
+  e.pretrain_mix = [](const CompareConfig& cfg, const std::string&, uint64_t seed, const CorpusData& d) {
+    return passkey_pretrain_mix(d.dataset.train(), d.tokenizer, cfg.of<PasskeyConfig>(), seed);
   };
   e.run_unit = run;
   e.unit_to_json = [](const UnitResult& u, json& j) {
