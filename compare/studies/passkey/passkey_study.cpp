@@ -94,9 +94,11 @@ void options(opt::Table<CompareConfig>& t) {
                    "pretrained model is scored when --passkey-pretrain-fraction > 0, else no passkey test)",
                    "steps"),
            POSGRAD_MEMBER(template of<PasskeyConfig>().iters))
-      .add(real("passkey_pretrain_fraction", closed_open(0, 1),
-                "Share of each pretraining batch's rows that are passkey examples at the training length instead "
-                "of corpus windows, with the whole row's next-token loss (0: none)"),
+      // Added after results were first written: a file without it had no passkey rows in pretraining.
+      .add(added_later_default(real("passkey_pretrain_fraction", closed_open(0, 1),
+                                    "Share of each pretraining batch's rows that are passkey examples at the training "
+                                    "length instead of corpus windows, with the whole row's next-token loss (0: none)"),
+                               0.0),
            POSGRAD_MEMBER(template of<PasskeyConfig>().pretrain_fraction))
       .add(real("passkey_lr", open_closed(0, 1), "Peak learning rate of the passkey fine-tuning"),
            POSGRAD_MEMBER(template of<PasskeyConfig>().lr))
