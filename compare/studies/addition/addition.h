@@ -54,8 +54,8 @@ namespace posgrad::train {
 
 struct AdditionSettings {
   static constexpr const char* kStudy = "addition";
-  int64_t iters = 0;  // training steps per model (0: the study is off)
-  int64_t length = 5, batch = 32, examples = 40;
+  int64_t iters = 0;                              // training steps per model (0: the study is off)
+  int64_t length = 3, batch = 32, examples = 40;  // N = 3: learned at 2000 steps (docs/presets.md)
   double lr = 3e-3;
   std::vector<std::string> variants = {"plain", "hints"};
   std::vector<std::string> randomized = {"sinusoidal", "learned", "rope", "fire"};  // where among the methods
