@@ -75,17 +75,20 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   for (const auto& m : nn::position_encoding_kinds())
     EXPECT_NE(a.find("\n" + m + ",attention_decay_contrast,2,"), std::string::npos) << m;
   // The claims table has one row per claim (a) .. (k), the newer encodings' papers' (n1 .. n6), the
-  // suite's (s1 .. s3), the position interpolation protocol's (p1 .. p4), passkey's, and flip-flop's f1
-  // once per method, each with a verdict.
+  // suite's (s1 .. s3), the position interpolation protocol's (p1 .. p4), passkey's, flip-flop's f1
+  // once per method, and the addition study's z1 once per row and variant (tiny: every method and
+  // rope+randomized, plain and hints), each with a verdict.
   for (const char id : std::string("abcdefghijk"))
     EXPECT_NE(md.find(std::string("| ") + id + " | "), std::string::npos) << id;
   for (const char* id :
        {"| n1 | ", "| n2 | ", "| n3 | ", "| n4 | ", "| n5 | ", "| n6 | ", "| s1 | ", "| s2 | ", "| s3 | ", "| p1 | ",
         "| p2 | ", "| p3 | ", "| p4 | ", "| pk1 | ", "| pk2 | ", "| f1 rope | ", "| f1 none | "})
     EXPECT_NE(md.find(id), std::string::npos) << id;
+  for (const char* id : {"| z1 rope plain | ", "| z1 rope+randomized hints | ", "| z1 none hints | "})
+    EXPECT_NE(md.find(id), std::string::npos) << id;
   EXPECT_EQ(count(md, "| **supported** |") + count(md, "| **contradicted** |") + count(md, "| **inconclusive** |") +
                 count(md, "| **not measured** |"),
-            26u + nn::position_encoding_kinds().size());
+            26u + nn::position_encoding_kinds().size() + 2 * (nn::position_encoding_kinds().size() + 1));
   // The tiny preset runs the decoders only: claim (b) says what it needs.
   EXPECT_NE(md.find("needs the encoder track (--track both)"), std::string::npos);
   // Passkey retrieval: its section, and passkey.csv with every method and RoPE's scaled rows at

@@ -3,6 +3,7 @@
 // compare/studies/<name>/ with an entry function, and one line here.
 #include <stdexcept>
 
+#include "compare/studies/addition/addition.h"
 #include "compare/studies/article/article.h"
 #include "compare/studies/attention/attention.h"
 #include "compare/studies/cost/cost.h"
@@ -29,6 +30,7 @@ const std::vector<StudyEntry>& studies() {
       cost_study(),       // the interleaved cost benchmark (once per experiment)
       suite_study(),      // the length-generalisation suite
       flipflop_study(),   // flip-flop language modelling: read accuracy and glitch rate (Liu et al. 2023)
+      addition_study(),   // reversed addition with index hints, its own units: spread over seeds (Zhou et al. 2024)
       pi_study(),         // position interpolation: RoPE scaled and fine-tuned
       passkey_study(),    // passkey retrieval, of each model and of the fine-tuned PI rows
       entropy_study(),    // attention entropy by query position (1 = uniform attention)

@@ -38,6 +38,20 @@ std::shared_ptr<nn::PositionEncoding> probe_encoding(const std::string& method) 
 
 bool suite_supports_randomized(const std::string& method) { return probe_encoding(method)->supports_position_ids(); }
 
+// A partial Fisher–Yates shuffle of 0..L-1 drawn from `g`, its first T entries, sorted.
+std::vector<int64_t> random_positions(int64_t T, int64_t L, Generator& g) {
+  POSGRAD_CHECK(T <= L, ValueError, "randomized positions: ", T, " tokens need at least as many positions, got ", L);
+  std::vector<int64_t> p(static_cast<size_t>(L));
+  for (int64_t i = 0; i < L; ++i) p[i] = i;
+  for (int64_t i = 0; i < T; ++i) {
+    const int64_t j = i + static_cast<int64_t>(g.next_u64() % static_cast<uint64_t>(L - i));
+    std::swap(p[i], p[j]);
+  }
+  p.resize(static_cast<size_t>(T));
+  std::sort(p.begin(), p.end());
+  return p;
+}
+
 nlohmann::json suite_to_json(const std::vector<SuiteTaskResult>& s) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& r : s) {
@@ -86,22 +100,27 @@ std::vector<std::pair<int64_t, int64_t>> suite_buckets(const CompareConfig& cfg)
   return b;
 }
 
-void validate_length_suite(const CompareConfig& cfg) {
+void validate_randomized_methods(const std::string& flag, const std::vector<std::string>& listed,
+                                 const CompareConfig& cfg) {
   // A listed method that is not among --methods is simply not run (the default lists three, and
   // --methods may name others); a listed encoding that cannot take position ids is an error.
-  for (const auto& m : cfg.of<SuiteSettings>().randomized) {
+  for (const auto& m : listed) {
     const auto pe = probe_encoding(m);
-    POSGRAD_CHECK(pe->supports_position_ids(), UsageError, "--suite-randomized: '", m,
+    POSGRAD_CHECK(pe->supports_position_ids(), UsageError, flag, ": '", m,
                   "' cannot be trained with randomized positions: it has no position information to randomize "
                   "(supported: every encoding with positions, e.g. sinusoidal, learned, rope, t5, alibi, kerple, "
                   "deberta)");
-    const bool listed = std::find(cfg.methods.begin(), cfg.methods.end(), m) != cfg.methods.end();
-    POSGRAD_CHECK(!(listed && pe->position_ids_in_attention() && cfg.base.device.rfind("cuda", 0) == 0), UsageError,
-                  "--suite-randomized: '", m, "' with --device ", cfg.base.device,
+    const bool among = std::find(cfg.methods.begin(), cfg.methods.end(), m) != cfg.methods.end();
+    POSGRAD_CHECK(!(among && pe->position_ids_in_attention() && cfg.base.device.rfind("cuda", 0) == 0), UsageError,
+                  flag, ": '", m, "' with --device ", cfg.base.device,
                   ": its randomized positions enter the fused attention as per-token positions, which only the CPU "
-                  "kernels implement; run the suite on the CPU or leave '",
-                  m, "' out of --suite-randomized");
+                  "kernels implement; run it on the CPU or leave '",
+                  m, "' out of ", flag);
   }
+}
+
+void validate_length_suite(const CompareConfig& cfg) {
+  validate_randomized_methods("--suite-randomized", cfg.of<SuiteSettings>().randomized, cfg);
   for (const auto& t : cfg.of<SuiteSettings>().tasks) (void)data::make_length_task(t);
 }
 
@@ -120,21 +139,6 @@ nn::GPTConfig suite_model_config(const CompareConfig& cfg, const std::string& me
   mc.attention_sinks = cfg.base.model.attention_sinks;
   apply_method(mc, method);
   return mc;
-}
-
-// An ordered random subset of T positions from [0, L) (Ruoss et al. 2023 §3): a partial
-// Fisher–Yates shuffle of 0..L-1 drawn from `g`, its first T entries, sorted.
-std::vector<int64_t> random_positions(int64_t T, int64_t L, Generator& g) {
-  POSGRAD_CHECK(T <= L, ValueError, "randomized positions: ", T, " tokens need at least as many positions, got ", L);
-  std::vector<int64_t> p(static_cast<size_t>(L));
-  for (int64_t i = 0; i < L; ++i) p[i] = i;
-  for (int64_t i = 0; i < T; ++i) {
-    const int64_t j = i + static_cast<int64_t>(g.next_u64() % static_cast<uint64_t>(L - i));
-    std::swap(p[i], p[j]);
-  }
-  p.resize(static_cast<size_t>(T));
-  std::sort(p.begin(), p.end());
-  return p;
 }
 
 // The generators of one (unit seed, task): initialisation, dropout, training examples and randomized

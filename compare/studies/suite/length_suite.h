@@ -32,6 +32,7 @@
 #include "compare/studies/task/task.h"
 #include "compare/study.h"
 #include "tensor/dtype.h"
+#include "tensor/random.h"
 
 namespace posgrad::train {
 
@@ -72,6 +73,18 @@ std::string suite_row(const std::string& method, bool randomized);
 
 // Whether `method` can be trained with randomized positions (its encoding takes position ids).
 bool suite_supports_randomized(const std::string& method);
+
+// An ordered random subset of T positions from [0, L) (Ruoss et al. 2023 §3), the positions of one
+// training batch of a row trained with randomized positions (the suite's, the addition study's).
+// ValueError when T > L.
+std::vector<int64_t> random_positions(int64_t T, int64_t L, Generator& g);
+
+// The checks of a list of methods to train with randomized positions (option `flag`, e.g.
+// "--suite-randomized"): UsageError naming the flag for an encoding without position ids ("none"),
+// or one whose ids enter the fused attention (t5, alibi, kerple, sandwich, deberta) when it is among
+// the methods and the device is CUDA.
+void validate_randomized_methods(const std::string& flag, const std::vector<std::string>& listed,
+                                 const CompareConfig& cfg);
 
 // Checks the suite's options (UsageError naming the option): every suite_randomized method takes
 // position ids ("none" does not), and one whose ids enter the fused attention (t5, alibi, kerple,
