@@ -15,6 +15,7 @@
 
 #include "compare/compare.h"
 #include "compare/compare_dist.h"
+#include "compare/studies/addition/addition.h"
 #include "compare/studies/passkey/passkey_config.h"
 #include "data/fileio.h"
 #include "mpi_support.h"
@@ -150,6 +151,9 @@ train::CompareConfig tiny_compare(const std::string& corpus, const std::string& 
   c.out_dir = out;
   c.of<train::PasskeyConfig>().iters =
       0;  // this corpus lacks the passkey template's letters (the test is test_compare's)
+  // The addition study's own units are distributed in the first test only, so that the others count
+  // decoder (and encoder) units alone.
+  c.of<train::AdditionSettings>().iters = 0;
   return c;
 }
 
@@ -158,17 +162,26 @@ train::CompareConfig tiny_compare(const std::string& corpus, const std::string& 
 TEST(DistributedCompare, ResultsCsvIsByteIdenticalToOneProcess) {
   SharedDir d;
   const std::string corpus = posgrad::test::write_corpus(d);
+  // With the addition study's own units (its tiny settings: 2 seeds per method), distributed too.
+  auto with_addition = [&](const std::string& out) {
+    train::CompareConfig c = tiny_compare(corpus, out);
+    c.of<train::AdditionSettings>().iters = train::compare_preset("tiny").of<train::AdditionSettings>().iters;
+    return c;
+  };
+  ASSERT_GT(with_addition(d.str("x")).of<train::AdditionSettings>().iters, 0);
   if (w().is_root()) {  // the single-process run, on rank 0 alone
     auto single = dist::make_single_communicator();
-    train::run_compare(tiny_compare(corpus, d.str("one")), single.get());
+    train::run_compare(with_addition(d.str("one")), single.get());
   }
   w().barrier();
-  const std::string report = train::run_compare(tiny_compare(corpus, d.str("two")), &w());
+  const std::string report = train::run_compare(with_addition(d.str("two")), &w());
   EXPECT_EQ(report.empty(), !w().is_root());
   w().barrier();
   if (w().is_root()) {
     const std::string one = read_file(d.str("one/results.csv")), two = read_file(d.str("two/results.csv"));
     EXPECT_EQ(one, two) << "results.csv differs between 1 and 2 processes";
+    EXPECT_EQ(read_file(d.str("one/addition.csv")), read_file(d.str("two/addition.csv")))
+        << "addition.csv differs between 1 and 2 processes";
     EXPECT_NE(one.find("\nalibi,val_perplexity,2,"), std::string::npos);
     EXPECT_TRUE(fs::exists(d.str("two/report.md")));
     EXPECT_TRUE(fs::exists(d.str("two/cost.csv")));
