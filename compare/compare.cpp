@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "autograd/ops.h"
@@ -17,7 +18,6 @@
 #include "compare/options.h"
 #include "compare/report.h"
 #include "compare/results.h"
-#include "compare/studies/encoder/encoder_track.h"
 #include "compare/study.h"
 #include "compare/value_check.h"
 #include "data/corpus.h"
@@ -378,48 +378,77 @@ std::vector<UnitSpec> experiment_units(const CompareConfig& cfg) {
   return units;
 }
 
+// The finished units were trained on the text recorded in corpus.json: other text now would mix two
+// corpora in one report (UsageError naming both; IoError for an unreadable corpus.json).
+void check_same_corpus(const CompareConfig& cfg) {
+  const std::string corpus_json = cfg.out_dir + "/corpus.json";
+  if (!fs::exists(corpus_json)) return;
+  nlohmann::json rec;
+  try {
+    rec = opt::parse_json_limited(read_file(corpus_json), corpus_json, 1 << 16, 4);
+  } catch (const UsageError& e) {
+    throw IoError(e.what());
+  }
+  const std::string text = data::load_corpus(cfg.base.corpus, cfg.base.data_dir, cfg.base.max_corpus_bytes);
+  const nlohmann::json now = data::corpus_record(cfg.base.corpus, cfg.base.data_dir, text);
+  if (rec.value("fnv1a64", "") != now.value("fnv1a64", "") ||
+      rec.value("bytes", int64_t{-1}) != now.value("bytes", int64_t{-1}))
+    throw UsageError(cfg.out_dir + " holds units trained on " + rec.value("path", std::string("?")) + " (" +
+                     (rec.contains("bytes") ? rec["bytes"].dump() : "?") + " bytes, fnv1a64 " +
+                     rec.value("fnv1a64", "?") + "), but --corpus " + cfg.base.corpus + " is now " +
+                     now["bytes"].dump() + " bytes, fnv1a64 " + now.value("fnv1a64", "") +
+                     ": its finished units cannot be mixed with units of other text; "
+                     "restore the file, or use another --out-dir");
+}
+
+// Which parts of the experiment have finished or half-trained units in out_dir: "" for the decoder
+// units (<method>/seed<k>/result.json, or the checkpoint/state.json a resume would continue from),
+// a study's name for the units of a study with units of its own (<study>/<method>/seed<k>/...).
+std::set<std::string> started_parts(const CompareConfig& cfg) {
+  std::set<std::string> own, found;
+  for (const StudyEntry& s : studies())
+    if (s.own_units) own.insert(s.name);
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(cfg.out_dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const bool checkpoint =
+        it->path().filename() == "state.json" && it->path().parent_path().filename() == "checkpoint";
+    if (it->path().filename() != "result.json" && !checkpoint) continue;
+    const fs::path rel = it->path().lexically_relative(cfg.out_dir);
+    const std::string first = rel.empty() ? "" : rel.begin()->string();
+    found.insert(own.count(first) ? first : "");
+  }
+  return found;
+}
+
+// Whether the units of `part` (started_parts) depend on option `name`. A study's own option: the
+// units of that study when it has units of its own, else the decoder units (whose studies it
+// configures). An option of the experiment's own rows (model, training, corpus, encodings): the
+// decoder units, and the units of a study with units of its own that says it reads it
+// (StudyEntry::own_units_read).
+bool part_reads(const std::string& part, const std::string& name) {
+  for (const StudyEntry& s : studies()) {
+    if (!s.options) continue;
+    opt::Table<CompareConfig> t;
+    s.options(t);
+    if (std::any_of(t.begin(), t.end(), [&](const auto& o) { return o.spec.name == name; }))
+      return s.own_units ? part == s.name : part.empty();
+  }
+  if (part.empty()) return true;
+  const StudyEntry& s = study_entry(part);
+  return s.own_units_read && s.own_units_read(name);
+}
+
 // A re-run resumes an experiment, so its finished units must have been measured with the same
 // settings: only the list of methods and seeds (and where things are) may change.
 void check_same_experiment(const CompareConfig& cfg) {
   const std::string path = cfg.out_dir + "/compare_config.json";
   if (!fs::exists(path)) return;
   // Nothing finished or half-trained yet (say an earlier attempt failed at once): nothing to mix, the
-  // new settings win. The decoder units (<method>/seed<k>/result.json, or a checkpoint a resume would
-  // continue from: checkpoint/state.json) are checked against the decoder settings, the encoder
-  // track's (encoder/<method>/seed<k>/result.json) against the --encoder-* settings.
-  bool decoder_finished = false, encoder_finished = false;
-  std::error_code ec;
-  const fs::path encoder_dir = fs::path(cfg.out_dir) / "encoder";
-  for (auto it = fs::recursive_directory_iterator(cfg.out_dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    const bool checkpoint =
-        it->path().filename() == "state.json" && it->path().parent_path().filename() == "checkpoint";
-    if (it->path().filename() != "result.json" && !checkpoint) continue;
-    const auto rel = it->path().lexically_relative(encoder_dir);
-    (!rel.empty() && *rel.begin() != ".." ? encoder_finished : decoder_finished) = true;
-  }
-  if (!decoder_finished && !encoder_finished) return;
-  // The finished units were trained on the text recorded in corpus.json: other text now would mix
-  // two corpora in one report.
-  const std::string corpus_json = cfg.out_dir + "/corpus.json";
-  if (fs::exists(corpus_json)) {
-    nlohmann::json rec;
-    try {
-      rec = opt::parse_json_limited(read_file(corpus_json), corpus_json, 1 << 16, 4);
-    } catch (const UsageError& e) {
-      throw IoError(e.what());
-    }
-    const std::string text = data::load_corpus(cfg.base.corpus, cfg.base.data_dir, cfg.base.max_corpus_bytes);
-    const nlohmann::json now = data::corpus_record(cfg.base.corpus, cfg.base.data_dir, text);
-    if (rec.value("fnv1a64", "") != now.value("fnv1a64", "") ||
-        rec.value("bytes", int64_t{-1}) != now.value("bytes", int64_t{-1}))
-      throw UsageError(cfg.out_dir + " holds units trained on " + rec.value("path", std::string("?")) + " (" +
-                       (rec.contains("bytes") ? rec["bytes"].dump() : "?") + " bytes, fnv1a64 " +
-                       rec.value("fnv1a64", "?") + "), but --corpus " + cfg.base.corpus + " is now " +
-                       now["bytes"].dump() + " bytes, fnv1a64 " + now.value("fnv1a64", "") +
-                       ": its finished units cannot be mixed with units of other text; "
-                       "restore the file, or use another --out-dir");
-  }
+  // new settings win. Each part's units are checked against the settings they read (part_reads).
+  const std::set<std::string> parts = started_parts(cfg);
+  if (parts.empty()) return;
+  check_same_corpus(cfg);
   CompareConfig saved;
   try {
     opt::from_json(compare_options(), saved, opt::parse_json_limited(read_file(path), path), path, true);
@@ -432,9 +461,7 @@ void check_same_experiment(const CompareConfig& cfg) {
     // Result-neutral options (the table marks them: where files go, threads, log and checkpoint
     // intervals, the cost benchmark's rounds) may change; methods, seeds and track by the rules below.
     if (o.spec.neutral || n == "methods" || n == "seeds" || n == "max_corpus_bytes" || n == "track") continue;
-    const bool encoder_option = n.rfind("encoder_", 0) == 0;
-    const bool both_tracks = n == "corpus" || n == "tokenizer";  // the encoder track reads them too
-    if (!both_tracks && (encoder_option ? !encoder_finished : !decoder_finished)) continue;
+    if (std::none_of(parts.begin(), parts.end(), [&](const std::string& p) { return part_reads(p, n); })) continue;
     if (o.get(saved) != o.get(cfg))
       diff += (diff.empty() ? "" : ", ") + o.spec.flag() + " " + opt::format(o.get(saved)) + " there, " +
               opt::format(o.get(cfg)) + " now";
@@ -445,10 +472,16 @@ void check_same_experiment(const CompareConfig& cfg) {
                      "the same settings");
   // What may change: the methods and seeds may grow, a track may be added (decoder or encoder -> both);
   // nothing that would drop finished results from results.json and the report.
-  if ((decoder_finished && cfg.track == "encoder") || (encoder_finished && cfg.track == "decoder"))
-    throw UsageError(cfg.out_dir + " holds finished units of the " + (cfg.track == "encoder" ? "decoder" : "encoder") +
-                     " track (--track " + saved.track + " there); --track " + cfg.track +
-                     " would drop them from results.json and the report: use --track both, or another --out-dir");
+  if (parts.count("") && cfg.track == "encoder")
+    throw UsageError(cfg.out_dir + " holds finished units of the decoder track (--track " + saved.track +
+                     " there); --track encoder would drop them from results.json and the report: use --track both, "
+                     "or another --out-dir");
+  for (const StudyEntry& s : studies())
+    if (s.own_units && parts.count(s.name) && s.enabled && !s.enabled(cfg))
+      throw UsageError(cfg.out_dir + " holds finished units of the study " + s.name +
+                       ", which these settings turn off (the settings there: --track " + saved.track +
+                       "); they would drop from results.json and the report: use the settings that run it, or "
+                       "another --out-dir");
   auto dropped = [](const auto& before, const auto& now) {
     std::string d;
     for (const auto& x : before)

@@ -136,6 +136,11 @@ struct StudyEntry {
   std::function<std::vector<std::pair<std::string, uint64_t>>(const CompareConfig&)> own_units;
   std::function<nlohmann::json(const CompareConfig&, const std::string& method, uint64_t seed)> run_own_unit;
   std::function<void(const CompareConfig&, const std::vector<nlohmann::json>& units, ComparisonResult&)> collect;
+  // Which options of the experiment's own rows (model, training, corpus, encodings; not another
+  // study's) its own units' results depend on, so that a re-run in a directory holding its finished
+  // units refuses a change of them (check_same_experiment in compare/compare.cpp; its own options
+  // are always checked then). Empty: none.
+  std::function<bool(const std::string& option)> own_units_read;
   // true: run_unit puts models in UnitContext::models that later studies use (so it runs again on a
   // resume whenever a later study does; compare/compare.cpp).
   bool derives_models = false;

@@ -339,6 +339,34 @@ TEST(AdditionStudy, TinyComparisonRunsItsOwnSeedsAndReportsTheSpread) {
   EXPECT_NE(msg.find("addition/rope/seed2/result.json"), std::string::npos) << msg;
 }
 
+// A re-run in a directory holding only the study's own units (the decoder units not started): the
+// study's options and the experiment's rows its task models read are fixed; turning the study off is
+// refused by its name, since its finished units would drop from the report (check_same_experiment).
+TEST(AdditionStudy, AReRunKeepsItsSettingsAndCannotTurnItOff) {
+  TempDir d;
+  train::CompareConfig c = test::tiny_compare(d, "keep");
+  c.methods = {"none"};
+  c.seeds = {1};
+  (void)train::run_compare(c);
+  // Only the study's units are left: the decoder unit goes, so that the study's own rule is what
+  // decides.
+  std::filesystem::remove_all(c.out_dir + "/none");
+  auto refused = [&](auto edit) {
+    train::CompareConfig x = c;
+    edit(x);
+    return test::thrown_message<UsageError>([&] { (void)train::run_compare(x); });
+  };
+  const std::string iters = refused([](train::CompareConfig& x) { x.of<train::AdditionSettings>().iters = 0; });
+  EXPECT_NE(iters.find("--addition-iters 3 there, 0 now"), std::string::npos) << iters;
+  const std::string off = refused([](train::CompareConfig& x) { x.track = "encoder"; });
+  EXPECT_NE(off.find("holds finished units of the study addition, which these settings turn off"), std::string::npos)
+      << off;
+  const std::string lr = refused([](train::CompareConfig& x) { x.of<train::AdditionSettings>().lr *= 2; });
+  EXPECT_NE(lr.find("--addition-lr"), std::string::npos) << lr;
+  const std::string sinks = refused([](train::CompareConfig& x) { x.base.model.attention_sinks = true; });
+  EXPECT_NE(sinks.find("--attention-sinks"), std::string::npos) << sinks;
+}
+
 // The study's settings are refused before anything is trained, naming the option.
 TEST(AdditionStudy, BadSettingsAreRefusedNamingTheOption) {
   auto bad = [](auto edit) {

@@ -344,6 +344,9 @@ StudyEntry addition_study() {
     return u;
   };
   e.run_own_unit = run_or_keep;
+  // Its task models take the experiment's encoding options and device: every option of the
+  // experiment's own rows counts (conservatively) for its finished units.
+  e.own_units_read = [](const std::string&) { return true; };
   e.collect = [](const CompareConfig&, const std::vector<json>& units, ComparisonResult& r) {
     AdditionResult a;
     for (size_t i = 0; i < units.size(); ++i) {

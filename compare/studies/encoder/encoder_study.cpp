@@ -155,6 +155,9 @@ StudyEntry encoder_study() {
   e.enabled = [](const CompareConfig& c) { return c.track != "decoder"; };
   e.check_data = [](const CompareConfig& cfg, const CorpusData*) { (void)load_encoder_track_data(cfg); };
   e.own_units = encoder_units;
+  // Its units read the corpus and the tokenizer of the experiment; their model is sized by the
+  // --encoder-* options alone.
+  e.own_units_read = [](const std::string& option) { return option == "corpus" || option == "tokenizer"; };
   e.run_own_unit = [](const CompareConfig& cfg, const std::string& method, uint64_t seed) {
     return encoder_unit_to_json(run_compare_encoder_unit(cfg, method, seed));
   };
