@@ -195,6 +195,8 @@ void check_kept_units(const CompareConfig& cfg) {
     for (uint64_t seed : cfg.seeds)
       if (fs::exists(cfg.out_dir + "/" + m + "/seed" + std::to_string(seed) + "/result.json"))
         (void)load_kept_unit(cfg, m, seed);
+  for (const StudyEntry& s : studies())  // the units of the studies that train their own
+    if (s.check_kept && (!s.enabled || s.enabled(cfg))) s.check_kept(cfg);
 }
 
 namespace {

@@ -136,6 +136,10 @@ struct StudyEntry {
   std::function<std::vector<std::pair<std::string, uint64_t>>(const CompareConfig&)> own_units;
   std::function<nlohmann::json(const CompareConfig&, const std::string& method, uint64_t seed)> run_own_unit;
   std::function<void(const CompareConfig&, const std::vector<nlohmann::json>& units, ComparisonResult&)> collect;
+  // Checks the finished units of its own that a run in cfg.out_dir would keep, before any unit trains
+  // (and under --dry-run): IoError or UsageError naming the file. Empty: they are checked when their
+  // turn comes.
+  std::function<void(const CompareConfig&)> check_kept;
   // Which options of the experiment's own rows (model, training, corpus, encodings; not another
   // study's) its own units' results depend on, so that a re-run in a directory holding its finished
   // units refuses a change of them (check_same_experiment in compare/compare.cpp; its own options

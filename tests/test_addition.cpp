@@ -13,6 +13,7 @@
 #include "compare/claims.h"
 #include "compare/compare.h"
 #include "compare/options.h"
+#include "compare/report.h"
 #include "compare/studies/addition/addition.h"
 #include "data/addition.h"
 #include "data/fileio.h"
@@ -328,6 +329,26 @@ TEST(AdditionStudy, TinyComparisonRunsItsOwnSeedsAndReportsTheSpread) {
     EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/plots/addition_hints.png"));
     EXPECT_NE(report.find("![addition_hints](plots/addition_hints.png)"), std::string::npos);
   }
+  // posgrad report refuses a results.json whose addition units do not match the configuration.
+  {
+    const nlohmann::json valid = nlohmann::json::parse(read_file(c.out_dir + "/results.json"));
+    auto refusal = [&](auto edit) {
+      TempDir e;
+      nlohmann::json j = valid;
+      edit(j);
+      std::filesystem::create_directories(e.str("run"));
+      write_file_atomic(e.str("run/results.json"), j.dump(1));
+      return test::thrown_message<IoError>([&] { train::rerender_report(e.str("run")); });
+    };
+    ASSERT_EQ(valid["addition"].size(), 4u);  // rope 1, rope 2, none 1, none 2
+    const std::string missing = refusal([](nlohmann::json& j) { j["addition"].erase(3); });
+    EXPECT_NE(missing.find("no unit for (none, seed 2)"), std::string::npos) << missing;
+    const std::string twice = refusal([](nlohmann::json& j) { j["addition"][3] = j["addition"][2]; });
+    EXPECT_NE(twice.find("addition[3]: a second unit for (none, seed 1); the first is addition[2]"), std::string::npos)
+        << twice;
+    const std::string gone = refusal([](nlohmann::json& j) { j.erase("addition"); });
+    EXPECT_NE(gone.find("missing, but config.addition_iters is 3"), std::string::npos) << gone;
+  }
   // A re-run keeps every finished unit, and the same results; a damaged one is refused by name.
   EXPECT_NO_THROW((void)train::run_compare(c));
   EXPECT_EQ(read_file(c.out_dir + "/addition.csv"), csv);
@@ -337,6 +358,9 @@ TEST(AdditionStudy, TinyComparisonRunsItsOwnSeedsAndReportsTheSpread) {
   write_file_atomic(unit, text);
   const std::string msg = test::thrown_message<IoError>([&] { (void)train::run_compare(c); });
   EXPECT_NE(msg.find("addition/rope/seed2/result.json"), std::string::npos) << msg;
+  // Before any unit trains, and under --dry-run (which calls the same check).
+  const std::string kept = test::thrown_message<IoError>([&] { train::check_kept_units(c); });
+  EXPECT_NE(kept.find("addition/rope/seed2/result.json"), std::string::npos) << kept;
 }
 
 // A re-run in a directory holding only the study's own units (the decoder units not started): the

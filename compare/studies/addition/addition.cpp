@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -82,8 +84,11 @@ AdditionRow train_row(const CompareConfig& cfg, const std::string& method, uint6
   model.to(dev);
   nn::PositionEncoding& pe = model.position_encoding();
   const std::string row = Row{method, "", 0, randomized}.name();
-  const FinetuneSpec spec = study_finetune_spec(
-      "addition (" + variant + ", " + row + " seed " + std::to_string(seed) + ")", s.iters, s.lr, cfg.out_dir);
+  FinetuneSpec spec = study_finetune_spec("addition (" + variant + ", " + row + " seed " + std::to_string(seed) + ")",
+                                          s.iters, s.lr, cfg.out_dir);
+  // Its units are saved only when every model of the unit is scored: a resume trains the unit again.
+  spec.on_interrupt = "on resume this addition unit (" + method + " seed " + std::to_string(seed) +
+                      ") is trained again from its first model; finished units are kept";
   try {
     r.final_loss = finetune(model, spec, dev, [&](int64_t) {
                      data::LengthBatch b = training_batch(s, f, data_gen);
@@ -156,23 +161,31 @@ std::string unit_path(const CompareConfig& cfg, const std::string& method, uint6
 }
 
 // A finished unit is kept (checked: its method, seed and rows those of the configuration), else measured.
-json run_or_keep(const CompareConfig& cfg, const std::string& method, uint64_t seed) {
+// The unit kept in out_dir, checked against its folder and the settings; none when it is not there.
+// IoError naming the file when it cannot be read or fails a check.
+std::optional<AdditionUnit> load_kept(const CompareConfig& cfg, const std::string& method, uint64_t seed) {
   const std::string path = unit_path(cfg, method, seed);
+  if (!fs::exists(path)) return std::nullopt;
   const std::string advice = "; delete it to measure that unit again";
-  if (fs::exists(path)) {
-    AdditionUnit u;
-    try {
-      u = addition_unit_from_json(json::parse(read_file(path)));
-    } catch (const json::exception& e) {
-      throw IoError(path + ": not an addition unit's result (" + e.what() + ")" + advice);
-    }
-    const ValueCheck c(path, advice);
-    if (u.method != method) c.fail("method", ValueCheck::quoted(u.method), "expected " + method + " (its folder)");
-    if (u.seed != seed) c.fail("seed", std::to_string(u.seed), "expected " + std::to_string(seed) + " (its folder)");
-    check_unit(u, cfg, c, "");
-    spdlog::info("[{} seed {}] addition: kept from {}", method, seed, path);
-    return addition_unit_to_json(u);
+  AdditionUnit u;
+  try {
+    u = addition_unit_from_json(json::parse(read_file(path)));
+  } catch (const json::exception& e) {
+    throw IoError(path + ": not an addition unit's result (" + e.what() + ")" + advice);
   }
+  const ValueCheck c(path, advice);
+  if (u.method != method) c.fail("method", ValueCheck::quoted(u.method), "expected " + method + " (its folder)");
+  if (u.seed != seed) c.fail("seed", std::to_string(u.seed), "expected " + std::to_string(seed) + " (its folder)");
+  check_unit(u, cfg, c, "");
+  return u;
+}
+
+json run_or_keep(const CompareConfig& cfg, const std::string& method, uint64_t seed) {
+  if (const auto kept = load_kept(cfg, method, seed)) {
+    spdlog::info("[{} seed {}] addition: kept from {}", method, seed, unit_path(cfg, method, seed));
+    return addition_unit_to_json(*kept);
+  }
+  const std::string path = unit_path(cfg, method, seed);
   const json j = addition_unit_to_json(run(cfg, method, seed));
   fs::create_directories(fs::path(path).parent_path());
   write_file_atomic(path, j.dump(1) + "\n");
@@ -266,11 +279,14 @@ void options(opt::Table<CompareConfig>& t) {
   const AdditionSettings d;
   r.group("Reversed addition with index hints (Zhou et al. 2024)")
       .add(added_later(integer("addition_iters", closed(0, kMany),
-                               "Training steps of each addition model (0: no addition study)", "steps"),
+                               "Training steps of each addition model (0: no addition study); the models' sizes are "
+                               "the synthetic task's "
+                               "(--task-n-layer, --task-n-embd, --task-n-head)",
+                               "steps"),
                        d.iters),
            POSGRAD_MEMBER(template of<AdditionSettings>().iters))
-      .add(added_later(integer("addition_length", closed(1, 64),
-                               "Longest training operand N (digits); tested at 1 .. 3N digits", "digits"),
+      .add(added_later(integer("addition_length", closed(1, 64), "Longest training operand N; tested at 1 .. 3N digits",
+                               "digits"),
                        d.length),
            POSGRAD_MEMBER(template of<AdditionSettings>().length))
       .add(added_later(integer("addition_batch", closed(1, 4096), "Addition examples per training step", "sequences"),
@@ -288,21 +304,26 @@ void options(opt::Table<CompareConfig>& t) {
            POSGRAD_MEMBER(template of<AdditionSettings>().variants))
       .add(added_later(
                [] {
-                 auto s = choice_list("addition_randomized", nn::position_encoding_kinds(), 32,
-                                      "Methods also trained on addition with randomized positions (Ruoss et al. "
-                                      "2023) where among --methods; every encoding but none takes them");
+                 auto s = choice_list(
+                     "addition_randomized", nn::position_encoding_kinds(), 32,
+                     "Methods also trained on addition with randomized positions (Ruoss et al. "
+                     "2023) where among --methods; only encodings that take position ids (refused otherwise, naming "
+                     "the encoding)");
                  s.min_items = 0;
                  return s;
                }(),
                d.randomized),
            POSGRAD_MEMBER(template of<AdditionSettings>().randomized))
-      .add(added_later(unsigned_list("addition_seeds", 64,
-                                     "Seeds of the addition study's own units (the spread over seeds is its subject)"),
+      .add(added_later(unsigned_list(
+                           "addition_seeds", 64,
+                           "Seeds of the addition study's own units (the spread over seeds is its subject); fixed once "
+                           "units of the study finished in --out-dir"),
                        std::vector<uint64_t>(d.seeds)),
            POSGRAD_MEMBER(template of<AdditionSettings>().seeds))
-      .add(added_later(real("addition_spread_margin", open_closed(0, 1),
-                            "Claim z1: the seed-to-seed spread of exact match beyond N that counts as fragile"),
-                       d.spread_margin),
+      .add(added_later(
+               real("addition_spread_margin", open_closed(0, 1),
+                    "Claim z1: the seed-to-seed spread of exact match at N+1 .. 2N digits that counts as fragile"),
+               d.spread_margin),
            POSGRAD_MEMBER(template of<AdditionSettings>().spread_margin));
 }
 
@@ -326,6 +347,45 @@ void preset(CompareConfig& c, const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// Whether the study runs in this configuration (its steps > 0, decoders trained).
+bool runs(const CompareConfig& c) { return c.of<AdditionSettings>().iters > 0 && c.track != "encoder"; }
+
+// A result read back holds the study's units exactly when it ran, one per configured method and
+// addition seed, each checked (check_unit); c.fail names the JSON path otherwise.
+void check_units(const ComparisonResult& r, const ValueCheck& c, const std::string&, const std::string&) {
+  const CompareConfig& cfg = r.config;
+  const auto* a = r.parts.find<AdditionResult>();
+  const bool held = a && !a->units.empty();
+  if (runs(cfg) != held)
+    c.fail("addition", "",
+           held ? "present, but the configuration does not run the study (--addition-iters " +
+                      std::to_string(settings(cfg).iters) + ", --track " + cfg.track + ")"
+                : "missing, but config.addition_iters is " + std::to_string(settings(cfg).iters) + ": the study ran");
+  if (!held) return;
+  std::map<std::pair<std::string, uint64_t>, size_t> seen;
+  for (size_t i = 0; i < a->units.size(); ++i) {
+    const AdditionUnit& u = a->units[i];
+    const std::string path = json_path_at("addition", i);
+    check_unit(u, cfg, c, path);
+    const auto [it, fresh] = seen.emplace(std::make_pair(u.method, u.seed), i);
+    if (!fresh)
+      c.fail(path, "",
+             "a second unit for (" + u.method + ", seed " + std::to_string(u.seed) + "); the first is " +
+                 json_path_at("addition", it->second));
+  }
+  for (const auto& m : cfg.methods)
+    for (uint64_t seed : settings(cfg).seeds)
+      if (!seen.count({m, seed}))
+        c.fail("addition", "",
+               "no unit for (" + m + ", seed " + std::to_string(seed) +
+                   "), which --methods and --addition-seeds "
+                   "configure");
+}
+
+}  // namespace
+
 StudyEntry addition_study() {
   StudyEntry e;
   e.name = AdditionResult::kStudy;
@@ -336,7 +396,7 @@ StudyEntry addition_study() {
   e.options = options;
   e.preset = preset;
   e.validate = validate;
-  e.enabled = [](const CompareConfig& c) { return c.of<AdditionSettings>().iters > 0 && c.track != "encoder"; };
+  e.enabled = runs;
   e.own_units = [](const CompareConfig& cfg) {
     std::vector<std::pair<std::string, uint64_t>> u;
     for (const auto& m : cfg.methods)
@@ -344,6 +404,10 @@ StudyEntry addition_study() {
     return u;
   };
   e.run_own_unit = run_or_keep;
+  e.check_kept = [](const CompareConfig& cfg) {
+    for (const auto& m : cfg.methods)
+      for (uint64_t seed : settings(cfg).seeds) (void)load_kept(cfg, m, seed);
+  };
   // Its task models take the experiment's encoding options and device: every option of the
   // experiment's own rows counts (conservatively) for its finished units.
   e.own_units_read = [](const std::string&) { return true; };
@@ -375,11 +439,7 @@ StudyEntry addition_study() {
     }
     r.parts.get<AdditionResult>() = std::move(a);
   };
-  e.check = [](const ComparisonResult& r, const ValueCheck& c, const std::string&, const std::string&) {
-    const auto* a = r.parts.find<AdditionResult>();
-    if (!a) return;
-    for (size_t i = 0; i < a->units.size(); ++i) check_unit(a->units[i], r.config, c, json_path_at("addition", i));
-  };
+  e.check = check_units;
   e.write_files = [](const ComparisonResult& r, const ReportDir& out) {
     if (const auto* a = r.parts.find<AdditionResult>(); a && !a->units.empty()) {
       write_addition_csv(r, out.dir + "/addition.csv");
