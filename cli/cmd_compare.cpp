@@ -79,10 +79,15 @@ void add_report(CLI::App& app) {
       "Re-render report.md, results.csv, cost.csv and the plots of a finished comparison from its results.json "
       "(no training)");
   auto dir = std::make_shared<std::string>();
-  sub->add_option("RUN_DIR", *dir, "Experiment directory of posgrad compare (holds results.json)")->required();
+  auto* positional = sub->add_option("RUN_DIR", *dir, "Experiment directory of posgrad compare (holds results.json)");
+  // --run as eval, sample and fill-mask take a run directory; one of the two is required.
+  auto* flag = sub->add_option("--run", *dir, "The same directory, as a flag (as eval, sample and fill-mask take it)")
+                   ->excludes(positional);
   sub->footer(exit_status_help());
-  sub->callback([dir] {
+  sub->callback([dir, positional, flag] {
     require_single_process("report");
+    if (positional->count() + flag->count() == 0)
+      throw CommandLineError("report: the experiment directory is required (RUN_DIR or --run)");
     train::install_interrupt_handlers();  // a signal while rendering: exit 130, the previous report kept
     spdlog::info("report: {}", train::rerender_report(*dir));
     late_signal(*dir);

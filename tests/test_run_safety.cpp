@@ -270,6 +270,16 @@ TEST(RunSafety, ReportRefusesAnEmptyDirectoryName) {
   const test::Proc p = test::run_posgrad("report ''");
   EXPECT_EQ(p.status, 2) << p.err;
   EXPECT_NE(p.err.find("RUN_DIR is empty"), std::string::npos) << p.err;
+  // The directory is positional or --run (as eval, sample and fill-mask take it), one of them required.
+  const test::Proc none = test::run_posgrad("report");
+  EXPECT_EQ(none.status, 2) << none.err;
+  EXPECT_NE(none.err.find("the experiment directory is required (RUN_DIR or --run)"), std::string::npos) << none.err;
+  const test::Proc flag = test::run_posgrad("report --run ''");
+  EXPECT_EQ(flag.status, 2) << flag.err;
+  EXPECT_NE(flag.err.find("RUN_DIR is empty"), std::string::npos) << flag.err;
+  const test::Proc both = test::run_posgrad("report a --run b");
+  EXPECT_EQ(both.status, 2) << both.err;
+  EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
 }
 
 // A fresh start where an earlier attempt left no complete checkpoint: its metrics and partial
