@@ -19,6 +19,9 @@ namespace posgrad::train {
 
 namespace {
 
+// "1 seed", "3 seeds".
+std::string counted(size_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+
 using markdown::num;
 
 const AdditionResult* result_of(const ComparisonResult& r) {
@@ -168,7 +171,7 @@ std::vector<std::string> write_addition_plots(const ComparisonResult& r, const s
        << "]\nset yrange [-0.03:1.03]\nset xlabel 'operand length (digits)'\nset ylabel 'exact match'\n"
        << "set arrow from " << s.length + 0.5 << ",-0.03 to " << s.length + 0.5 << ",1.03 nohead dt 2\n"
        << "set title 'Reversed addition (" << variant << "): exact match by length, mean and min-max over "
-       << s.seeds.size() << " seeds (trained on 1.." << s.length << ")'\n"
+       << counted(s.seeds.size(), "seed") << " (trained on 1.." << s.length << ")'\n"
        << plot << "\n";
     names.push_back(name);
   }
@@ -184,13 +187,14 @@ std::string addition_markdown(const ComparisonResult& r, const std::string& plot
   md << "## Reversed addition with index hints\n\n"
      << "Zhou et al. 2024 §3: operands and sum written least-significant digit first; with index hints every "
      << "digit follows a hint token naming its place (consecutive hints from a random offset in a set of "
-     << 3 * s.length + 1
-     << " in training, from the first at test time). Each model (the task models' sizes: " << t.n_layer << " layers, "
-     << t.n_embd << " wide) trained " << s.iters << " steps of " << s.batch
-     << " examples with operand lengths drawn independently in 1.." << s.length << "; rows `+randomized` with "
+     << 3 * s.length + 1 << " in training, from the first at test time). Each model (the task models' sizes: "
+     << counted(static_cast<size_t>(t.n_layer), "layer") << ", " << t.n_embd << " wide) trained " << s.iters
+     << " steps of " << s.batch << " examples with operand lengths drawn independently in 1.." << s.length
+     << "; rows `+randomized` with "
      << "randomized positions (Ruoss et al. 2023). Exact match (the whole answer, hints and end token included, "
      << "right under greedy decoding) on " << s.examples << " fixed examples per length, both operands of that "
-     << "length, over " << s.seeds.size() << " seeds (`--addition-seeds`): mean (min–max, sd). `addition.csv` "
+     << "length, over " << counted(s.seeds.size(), "seed")
+     << " (`--addition-seeds`): mean (min–max, sd). `addition.csv` "
      << "has every length, `addition_seeds.csv` every seed's count with Wilson's interval. A model that ignores "
      << "position can add only one-digit numbers and reads 0 beyond length 1.\n\n";
   const int64_t N = s.length;
@@ -289,7 +293,7 @@ std::vector<ClaimVerdict> judge_addition_claims(const ComparisonResult& r) {
       "within it (two one-sided tests per pair); only rows whose every seed reaches " +
       num(kAdditionLearned, 2) + " in distribution (lengths 1.." + std::to_string(N) + "); one test per row";
   const std::string budget = std::to_string(s.iters) + " steps of " + std::to_string(s.batch) + " examples x " +
-                             std::to_string(s.seeds.size()) + " seeds; " + std::to_string(s.examples) +
+                             counted(s.seeds.size(), "seed") + "; " + std::to_string(s.examples) +
                              " test examples per length";
   std::vector<ClaimVerdict> out;
   for (const auto& k : row_keys(r)) {
