@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <set>
 
 #include "compare/build_commit.h"
 #include "compare/options.h"
@@ -57,11 +58,12 @@ json to_json(const UnitResult& u) {
   json written = json::object();
   for (const StudyEntry& s : studies()) {
     if (!s.unit_to_json) continue;
-    const json before = j;
+    std::set<std::string> before;
+    for (auto it = j.begin(); it != j.end(); ++it) before.insert(it.key());
     s.unit_to_json(u, j);
     json keys = json::array();
     for (auto it = j.begin(); it != j.end(); ++it)
-      if (!before.contains(it.key())) keys.push_back(it.key());
+      if (!before.count(it.key())) keys.push_back(it.key());
     if (!keys.empty()) written[s.name] = keys;
   }
   j["study_keys"] = written;

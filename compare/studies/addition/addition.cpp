@@ -82,24 +82,14 @@ AdditionRow train_row(const CompareConfig& cfg, const std::string& method, uint6
       data_gen(stream(seed, "addition.data." + variant)), pos_gen(stream(seed, "addition.positions." + variant));
   nn::GPT model(mc, init, drop);
   model.to(dev);
-  nn::PositionEncoding& pe = model.position_encoding();
   const std::string row = Row{method, "", 0, randomized}.name();
   FinetuneSpec spec = study_finetune_spec("addition (" + variant + ", " + row + " seed " + std::to_string(seed) + ")",
                                           s.iters, s.lr, cfg.out_dir);
   // Its units are saved only when every model of the unit is scored: a resume trains the unit again.
   spec.on_interrupt = "on resume this addition unit (" + method + " seed " + std::to_string(seed) +
                       ") is trained again from its first model; finished units are kept";
-  try {
-    r.final_loss = finetune(model, spec, dev, [&](int64_t) {
-                     data::LengthBatch b = training_batch(s, f, data_gen);
-                     if (randomized) pe.set_position_ids(random_positions(b.x.size(1), mc.block_size, pos_gen));
-                     return std::make_pair(b.x, b.y);
-                   }).final_loss;
-  } catch (const NonFiniteLoss&) {
-    pe.clear_position_ids();
-    throw;
-  }
-  pe.clear_position_ids();  // evaluation: positions 0 .. T-1
+  r.final_loss = finetune_length_model(model, spec, dev, randomized, mc.block_size, pos_gen,
+                                       [&] { return training_batch(s, f, data_gen); });  // then positions 0 .. T-1
   NoGradGuard ng;
   for (int64_t n = 1; n <= max_length(s); ++n) {
     // The test examples of a length: the same for every method, seed and variant.

@@ -52,6 +52,22 @@ std::vector<int64_t> random_positions(int64_t T, int64_t L, Generator& g) {
   return p;
 }
 
+double finetune_length_model(nn::GPT& model, const FinetuneSpec& spec, Device dev, bool randomized, int64_t block_size,
+                             Generator& pos_gen, const std::function<data::LengthBatch()>& next) {
+  nn::PositionEncoding& pe = model.position_encoding();
+  struct ClearPositions {
+    nn::PositionEncoding& pe;
+    ~ClearPositions() { pe.clear_position_ids(); }
+  } clear{pe};
+  return finetune(model, spec, dev,
+                  [&](int64_t) {
+                    data::LengthBatch b = next();
+                    if (randomized) pe.set_position_ids(random_positions(b.x.size(1), block_size, pos_gen));
+                    return std::make_pair(b.x, b.y);
+                  })
+      .final_loss;
+}
+
 nlohmann::json suite_to_json(const std::vector<SuiteTaskResult>& s) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& r : s) {
@@ -166,24 +182,15 @@ SuiteTaskResult run_task(const CompareConfig& cfg, const std::string& method, ui
   // Data and positions come from generators of their own, so the randomized row sees the same
   // examples as the plain one.
   Generator data_gen(seeds.data), pos_gen(seeds.positions);
-  nn::PositionEncoding& pe = model.position_encoding();
   const FinetuneSpec spec = study_finetune_spec(
       "length suite (" + task.name() + ", " + suite_row(method, randomized) + " seed " + std::to_string(seed) + ")",
       cfg.of<SuiteSettings>().iters, cfg.of<SuiteSettings>().lr, cfg.out_dir);
-  try {
-    r.final_loss = finetune(model, spec, dev, [&](int64_t) {
-                     const int64_t n = 1 + static_cast<int64_t>(data_gen.next_u64() %
-                                                                static_cast<uint64_t>(cfg.of<SuiteSettings>().length));
-                     data::LengthBatch b = data::make_length_batch(
-                         task, std::vector<int64_t>(static_cast<size_t>(cfg.of<SuiteSettings>().batch), n), data_gen);
-                     if (randomized) pe.set_position_ids(random_positions(b.x.size(1), mc.block_size, pos_gen));
-                     return std::make_pair(b.x, b.y);
-                   }).final_loss;
-  } catch (const NonFiniteLoss&) {
-    pe.clear_position_ids();
-    throw;
-  }
-  pe.clear_position_ids();  // evaluation: positions 0 .. T-1 (finetune left the model in eval mode)
+  r.final_loss = finetune_length_model(model, spec, dev, randomized, mc.block_size, pos_gen, [&] {
+    const int64_t n =
+        1 + static_cast<int64_t>(data_gen.next_u64() % static_cast<uint64_t>(cfg.of<SuiteSettings>().length));
+    return data::make_length_batch(task, std::vector<int64_t>(static_cast<size_t>(cfg.of<SuiteSettings>().batch), n),
+                                   data_gen);
+  });  // evaluation below: positions 0 .. T-1 (finetune left the model in eval mode)
   NoGradGuard ng;
   const auto buckets = suite_buckets(cfg);
   for (size_t k = 0; k < buckets.size(); ++k) {

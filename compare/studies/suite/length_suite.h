@@ -23,6 +23,7 @@
 // suite_markdown and judge_suite_claims in compare/studies/suite/length_suite_report.h).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "compare/config.h"
 #include "compare/studies/task/task.h"
 #include "compare/study.h"
+#include "data/length_tasks.h"
 #include "tensor/dtype.h"
 #include "tensor/random.h"
 
@@ -78,6 +80,13 @@ bool suite_supports_randomized(const std::string& method);
 // training batch of a row trained with randomized positions (the suite's, the addition study's).
 // ValueError when T > L.
 std::vector<int64_t> random_positions(int64_t T, int64_t L, Generator& g);
+
+// Fine-tunes `model` (finetune, train/finetune.h) on the batches `next` draws; with `randomized`,
+// each batch trains at random_positions(T, block_size, pos_gen) (Ruoss et al. 2023 §3). The position
+// ids are cleared afterwards, also when training throws, so the model is then evaluated at positions
+// 0 .. T-1. Returns the final loss. Throws what finetune throws (Interrupted, NonFiniteLoss).
+double finetune_length_model(nn::GPT& model, const FinetuneSpec& spec, Device dev, bool randomized, int64_t block_size,
+                             Generator& pos_gen, const std::function<data::LengthBatch()>& next);
 
 // The checks of a list of methods to train with randomized positions (option `flag`, e.g.
 // "--suite-randomized"): UsageError naming the flag for an encoding without position ids ("none"),
