@@ -146,7 +146,7 @@ EncoderTrackConfig EncoderTrackConfig::from_json(const nlohmann::json& j, const 
 
 EncoderTrackConfig encoder_track_preset(const std::string& name) {
   EncoderTrackConfig c;
-  if (name == "quick") return c;
+  if (name == "quick" || name == "medium") return c;
   if (name == "full") {
     c.seeds = {1, 2, 3, 4, 5};
     c.n_layer = 4;
@@ -172,7 +172,7 @@ EncoderTrackConfig encoder_track_preset(const std::string& name) {
     c.eval_examples = 8;
     return c;
   }
-  throw ValueError("unknown encoder preset '" + name + "' (known: quick|full|tiny)");
+  throw ValueError("unknown encoder preset '" + name + "' (known: quick|medium|full|tiny)");
 }
 
 // ---- training ------------------------------------------------------------------------------------

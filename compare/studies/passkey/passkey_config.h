@@ -27,6 +27,15 @@ struct PasskeyConfig {
   std::vector<double> depths = {0, 0.25, 0.5, 0.75, 1};  // needle depths (fraction of the filler before it)
   int64_t key_length = 5;                                // symbols of the key
   std::string template_name = "short";                   // data/passkey.h: standard | short
+  // The encodings whose units run the test ({"all"}: every method; else kinds, so "rope" covers
+  // "rope[rope_fraction=0.5]"): the fine-tuning that teaches retrieval costs more than most studies.
+  std::vector<std::string> methods = {"all"};
+  // Whether the models an earlier study derived (the position-interpolation and DroPE rows) are
+  // fine-tuned and scored too, or only the unit's own model and its evaluation-time scalings.
+  bool derived = true;
 };
+
+// Whether `method`'s units run the passkey test under cfg.methods (not whether the test is on).
+bool passkey_selects(const PasskeyConfig& cfg, const std::string& method);
 
 }  // namespace posgrad::train

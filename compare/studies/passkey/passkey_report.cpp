@@ -364,8 +364,13 @@ std::string passkey_budget(const ComparisonResult& r) {
                                               std::to_string(c.batch) + " examples of " +
                                               std::to_string(r.config.base.model.block_size) + " tokens after "
                                         : "";
+  std::string only;
+  if (!(c.methods.size() == 1 && c.methods.front() == "all")) {
+    for (const auto& m : c.methods) only += (only.empty() ? "" : ", ") + m;
+    only = "; the test runs for " + only + " only (--passkey-methods)";
+  }
   return tuned + training_budget(r) + mixed + "; " + std::to_string(c.examples) +
-         " test examples per (length, depth) cell";
+         " test examples per (length, depth) cell" + only;
 }
 
 std::string passkey_protocol(const ComparisonResult& r) {
