@@ -70,7 +70,7 @@ CompareConfig compare_preset(const std::string& name) {
     c.eval_tokens = 8192;
     c.out_dir = "runs/compare-medium";
   } else if (name == "full") {
-    // A few hours on a 2-core machine: nanoGPT-sized models at context 128, five seeds.
+    // A day or more on a 2-core machine (docs/presets.md): nanoGPT-sized models at context 128, five seeds.
     set_model(c.base, 4, 4, 128, 128);
     set_run(c.base, 16, 6000, 100, 500);
     c.base.eval_windows = 64;

@@ -538,7 +538,7 @@ TEST(PasskeyOptions, RefusedSettingsNameTheOption) {
   });
   EXPECT_TRUE(contains(too_short, "--passkey-pretrain-fraction rows' length is --block-size 16")) << too_short;
   // Every preset's passkey settings are valid (the full one uses the standard template at 128 tokens).
-  for (const std::string preset : {"quick", "full", "tiny"})
+  for (const std::string preset : {"quick", "medium", "full", "tiny"})
     EXPECT_NO_THROW(train::compare_preset(preset).validate()) << preset;
   EXPECT_EQ(train::compare_preset("full").of<train::PasskeyConfig>().template_name, "standard");
   // Off: the passkey options are not checked against each other.
@@ -558,6 +558,77 @@ TEST(PasskeyOptions, RefusedSettingsNameTheOption) {
                          opt::from_json(train::compare_options(), c, {{"passkey_depths", {0, "x"}}}, "c.json");
                        }),
                        "passkey_depths"));
+}
+
+TEST(PasskeyOptions, MethodsAndDerivedChooseTheUnitsAndModelsThatRunTheTest) {
+  // A kind covers its variants; "all" every method.
+  train::PasskeyConfig k;
+  EXPECT_TRUE(train::passkey_selects(k, "alibi"));
+  k.methods = {"rope"};
+  EXPECT_TRUE(train::passkey_selects(k, "rope"));
+  EXPECT_TRUE(train::passkey_selects(k, "rope[rope_fraction=0.5]"));
+  EXPECT_FALSE(train::passkey_selects(k, "alibi"));
+  EXPECT_FALSE(train::passkey_selects(k, "xpos"));
+  // Refused lists, each naming the option.
+  auto refused = [](std::vector<std::string> methods) {
+    train::CompareConfig c = train::compare_preset("tiny");
+    c.methods = {"alibi", "rope"};
+    c.of<train::PasskeyConfig>().methods = std::move(methods);
+    return thrown_message<UsageError>([&] { c.validate(); });
+  };
+  EXPECT_TRUE(contains(refused({"all", "rope"}), "--passkey-methods: 'all' selects every method")) << refused({"all"});
+  EXPECT_TRUE(contains(refused({"rope", "rope"}), "--passkey-methods lists an encoding twice"));
+  const std::string none = refused({"learned"});
+  EXPECT_TRUE(contains(none, "--passkey-methods learned selects none of --methods alibi,rope")) << none;
+  EXPECT_TRUE(contains(thrown_message<UsageError>([] {
+                         train::CompareConfig c = train::compare_preset("tiny");
+                         opt::from_json(train::compare_options(), c, {{"passkey_methods", {"ropes"}}}, "c.json");
+                       }),
+                       "passkey_methods"));
+
+  // A tiny comparison: alibi has no passkey rows, rope its own and its scalings' but none of the
+  // position-interpolation study's fine-tuned models.
+  test::TempDir d;
+  train::CompareConfig c = test::tiny_compare(d, "only");
+  c.methods = {"alibi", "rope"};
+  c.of<train::PasskeyConfig>().methods = {"rope"};
+  c.of<train::PasskeyConfig>().derived = false;
+  const std::string report = read_file(train::run_compare(c));
+  EXPECT_TRUE(contains(report, "the test runs for rope only (--passkey-methods)")) << report;
+  const std::string csv = read_file(d.str("only/passkey.csv"));
+  EXPECT_TRUE(contains(csv, "\nrope,1,mean,2,")) << csv;
+  EXPECT_TRUE(contains(csv, "\nrope+yarn,2,mean,2,")) << csv;
+  EXPECT_FALSE(contains(csv, "\nalibi,")) << csv;
+  EXPECT_FALSE(contains(csv, " ft")) << csv;
+  // With the derived models (the option's default) the same experiment adds their rows.
+  train::CompareConfig all = c;
+  all.of<train::PasskeyConfig>().derived = true;
+  all.out_dir = d.str("derived");
+  train::run_compare(all);
+  EXPECT_TRUE(contains(read_file(d.str("derived/passkey.csv")), "\nrope+linear ft2x,1,mean,2,"));
+  // Another selection is another experiment: refused on resume, naming the option.
+  c.of<train::PasskeyConfig>().methods = {"all"};
+  const std::string m = thrown_message<UsageError>([&] { train::run_compare(c); });
+  EXPECT_TRUE(contains(m, "--passkey-methods")) << m;
+
+  // The pretraining mix goes only into the selected methods' batches: alibi trains as without it.
+  auto ppl = [&](const std::string& dir, const std::string& method) {
+    const std::string r = read_file(d.str(dir + "/results.csv"));
+    const size_t at = r.find("\n" + method + ",val_perplexity,");
+    return r.substr(at, r.find('\n', at + 1) - at);
+  };
+  train::CompareConfig mix = test::tiny_compare(d, "mix");
+  mix.methods = {"alibi", "rope"};
+  mix.of<train::PasskeyConfig>().iters = 0;
+  mix.of<train::PasskeyConfig>().pretrain_fraction = 0.5;
+  mix.of<train::PasskeyConfig>().methods = {"rope"};
+  train::run_compare(mix);
+  train::CompareConfig plain = mix;
+  plain.of<train::PasskeyConfig>().pretrain_fraction = 0;
+  plain.out_dir = d.str("plain");
+  train::run_compare(plain);
+  EXPECT_EQ(ppl("mix", "alibi"), ppl("plain", "alibi"));
+  EXPECT_NE(ppl("mix", "rope"), ppl("plain", "rope"));
 }
 
 // ---- report and claims --------------------------------------------------------------------------------

@@ -440,7 +440,8 @@ StudyEntry article_study() {
     // The default (quick) runs the article's methods and the classic baselines: the encodings added
     // since (sandwich, xpos, ...) would lengthen it beyond its 20 minutes; --methods names them, and
     // the full and tiny presets run every registered encoding.
-    if (preset == "quick" || preset == "medium") c.methods = {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi", "kerple"};
+    if (preset == "quick" || preset == "medium")
+      c.methods = {"none", "sinusoidal", "learned", "t5", "deberta", "rope", "alibi", "kerple"};
   };
   return e;
 }

@@ -4,10 +4,10 @@
 
 #include "compare/method.h"
 #include "compare/rows.h"
-#include "compare/value_check.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/studies/passkey/passkey.h"
 #include "compare/studies/passkey/passkey_report.h"
+#include "compare/value_check.h"
 #include "data/passkey.h"
 #include "nn/posenc/position_encoding.h"
 #include "tensor/option_table.h"
@@ -36,8 +36,9 @@ void check_part(const UnitResult& u, const CompareConfig& cfg, const ValueCheck&
   }
   if (!passkey_selects(k, u.method)) {
     if (!rows.empty())
-      c.fail(p, "", "holds rows, but --passkey-methods " + ValueCheck::list(k.methods) + " does not select " +
-                        ValueCheck::quoted(u.method));
+      c.fail(p, "",
+             "holds rows, but --passkey-methods " + ValueCheck::list(k.methods) + " does not select " +
+                 ValueCheck::quoted(u.method));
     return;
   }
   if (!rows.count(u.method))
@@ -143,9 +144,10 @@ void options(opt::Table<CompareConfig>& t) {
                [] {
                  std::vector<std::string> names = {"all"};
                  for (const auto& k : nn::position_encoding_kinds()) names.push_back(k);
-                 return choice_list("passkey_methods", names, 32,
-                                    "Encodings whose units run the passkey test (all: every method; a kind covers its "
-                                    "variants, 'rope' also 'rope[rope_fraction=0.5]'); the others have no passkey rows");
+                 return choice_list(
+                     "passkey_methods", names, 32,
+                     "Encodings whose units run the passkey test (all: every method; a kind covers its "
+                     "variants, 'rope' also 'rope[rope_fraction=0.5]'); the others have no passkey rows");
                }(),
                std::vector<std::string>{"all"}),
            POSGRAD_MEMBER(template of<PasskeyConfig>().methods))
@@ -168,29 +170,30 @@ void validate_methods(const CompareConfig& cfg) {
   std::sort(sorted.begin(), sorted.end());
   POSGRAD_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), UsageError,
                 "--passkey-methods lists an encoding twice");
-  POSGRAD_CHECK(std::any_of(cfg.methods.begin(), cfg.methods.end(),
-                            [&](const std::string& m) { return passkey_selects(k, m); }),
-                UsageError, "--passkey-methods ", ValueCheck::list(k.methods), " selects none of --methods ",
-                ValueCheck::list(cfg.methods),
-                " (the passkey test would run nowhere; --passkey-iters 0 and --passkey-pretrain-fraction 0 turn it off)");
+  POSGRAD_CHECK(
+      std::any_of(cfg.methods.begin(), cfg.methods.end(), [&](const std::string& m) { return passkey_selects(k, m); }),
+      UsageError, "--passkey-methods ", ValueCheck::list(k.methods), " selects none of --methods ",
+      ValueCheck::list(cfg.methods),
+      " (the passkey test would run nowhere; --passkey-iters 0 and --passkey-pretrain-fraction 0 turn it off)");
 }
 
 // Its values in each preset (compare_preset).
 void preset(CompareConfig& c, const std::string& name) {
   if (name == "quick") {
-    // RoPE only, fine-tuned after pretraining on the one-letter marker template with 800 steps of 64
-    // examples: RoPE (seed 1) read 0.91 at 1x after 700 steps and 0.99 after 1000, nothing at 400 steps
-    // of 64, 600 of 32 or 1500 of 16 (docs/presets.md). About 100 s per unit, too much for every
-    // method within the preset's 20 minutes; not on the derived models (10 per RoPE unit).
+    // RoPE only, fine-tuned after pretraining on the one-letter marker template with 600 steps of 48
+    // examples: RoPE read 0.92-1.00 at 1x in each of 3 seeds, 0.99 after 1000 steps of 64, and stayed
+    // near chance after 400 steps of 64, 600 of 32 or 1500 of 16 (docs/presets.md). About 60 s per
+    // unit, too much for every method within the preset's 20 minutes; not on the derived models (9 per
+    // RoPE unit).
     PasskeyConfig& k = c.of<PasskeyConfig>();
-    k.iters = 800;
-    k.batch = 64;
+    k.iters = 600;
+    k.batch = 48;
     k.template_name = "marker";
     k.key_length = 1;
     k.methods = {"rope"};
     k.derived = false;
   } else if (name == "medium") {
-    // The quick preset's passkey test (above) for ALiBi too: about 100 s per unit more.
+    // The quick preset's passkey test (above) for ALiBi too: about 60 s per unit more.
     c.of<PasskeyConfig>().methods = {"rope", "alibi"};
   } else if (name == "full") {
     // The articles' passkey text fits the 128-token context (104 tokens of needle, question and key,
