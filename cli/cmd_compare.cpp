@@ -38,7 +38,7 @@ void add_compare(CLI::App& app) {
   sub->add_option("--preset", *preset,
                   "Named configuration that sets the defaults (options given explicitly win): quick (the article's "
                   "eight methods, about 20 minutes on 2 cores), medium (the same methods trained 3x longer, more "
-                  "tasks: about an hour), full (every encoding, larger models: many hours), tiny (seconds, for "
+                  "tasks: about 40 minutes), full (every encoding, larger models: many hours), tiny (seconds, for "
                   "tests); docs/presets.md; one of " +
                       presets)
       ->check(CLI::IsMember(train::compare_preset_names()))

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -215,15 +216,16 @@ namespace {
 
 // The overall progress of this process's share of the experiment's units (compare/compare_dist.h:
 // round-robin), one line when a unit starts training and before each of its studies: units done of
-// the share, the current unit and study, time elapsed, and time left. Units of different kinds (a
-// decoder unit and its studies; an encoder-track unit) take very different times, so the estimate
-// is per kind: the remaining units of each kind times that kind's mean so far; the kinds not timed
-// yet are named instead of guessed.
+// the share, the current unit and study, time elapsed, and time left. Units take very different
+// times: a decoder unit and its studies against an encoder-track unit, and among decoder units those
+// of a method that more studies run on (RoPE: position interpolation, passkey fine-tuning). So a unit
+// is estimated by the mean of the finished units of its kind and method (another seed of it), else of
+// its kind; the kinds not timed yet are named instead of guessed.
 class Progress {
  public:
   // `share` names the units counted: "unit" for a single process, "rank R's unit" under a launcher.
-  Progress(std::vector<std::string> kinds, std::string share)
-      : kinds_(std::move(kinds)), share_(std::move(share)), t0_(Clock::now()) {}
+  Progress(std::vector<UnitSpec> units, std::string share)
+      : units_(std::move(units)), share_(std::move(share)), t0_(Clock::now()) {}
   void start_unit(const UnitSpec& u) {
     finish_current();
     ++started_;
@@ -237,19 +239,17 @@ class Progress {
     const double elapsed = seconds(t0_);
     double left = 0;
     std::map<std::string, size_t> untimed;
-    for (size_t i = started_; i < kinds_.size(); ++i) {  // the units after the current one
-      const auto it = timed_.find(kinds_[i]);
-      if (it == timed_.end())
-        ++untimed[kinds_[i]];
+    for (size_t i = started_; i < units_.size(); ++i) {  // the units after the current one
+      if (const auto e = estimate(units_[i]))
+        left += *e;
       else
-        left += it->second.first / static_cast<double>(it->second.second);
+        ++untimed[units_[i].study];
     }
-    if (started_ > 0) {  // the rest of the current unit, when its kind has a mean
-      const auto it = timed_.find(kinds_[started_ - 1]);
-      if (it != timed_.end())
-        left += std::max(0.0, it->second.first / static_cast<double>(it->second.second) - seconds(unit_t0_));
+    if (started_ > 0) {  // the rest of the current unit, when it has an estimate
+      if (const auto e = estimate(units_[started_ - 1]))
+        left += std::max(0.0, *e - seconds(unit_t0_));
       else if (!current_kept_)
-        ++untimed[kinds_[started_ - 1]];
+        ++untimed[units_[started_ - 1].study];
     }
     std::string eta;
     if (untimed.empty()) {
@@ -259,24 +259,23 @@ class Progress {
       for (const auto& [kind, n] : untimed)
         names += (names.empty() ? "" : ", ") + std::to_string(n) + " " + (kind.empty() ? "decoder" : kind) + " unit" +
                  (n == 1 ? "" : "s");
-      eta = (timed_.empty() ? std::string() : "about " + format_eta(left) + " left + ") + names + " not yet timed";
+      eta = (times_.empty() ? std::string() : "about " + format_eta(left) + " left + ") + names + " not yet timed";
     }
-    spdlog::info("=== progress: {} {}/{} ({}), {}; {} elapsed, {} ===", share_, started_, kinds_.size(), label_, what,
+    spdlog::info("=== progress: {} {}/{} ({}), {}; {} elapsed, {} ===", share_, started_, units_.size(), label_, what,
                  format_eta(elapsed), eta);
   }
 
  private:
   using Clock = std::chrono::steady_clock;
   static double seconds(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+  std::optional<double> estimate(const UnitSpec& u) const { return times_.estimate(u); }
   void finish_current() {
     if (started_ == 0 || current_kept_) return;
-    auto& [sum, n] = timed_[kinds_[started_ - 1]];
-    sum += seconds(unit_t0_);
-    ++n;
+    times_.add(units_[started_ - 1], seconds(unit_t0_));
   }
-  std::vector<std::string> kinds_;  // the study of each unit of the share, in order ("" = a decoder unit)
+  std::vector<UnitSpec> units_;  // this process's share, in order (study "" = a decoder unit)
   std::string share_;
-  std::map<std::string, std::pair<double, size_t>> timed_;  // kind -> (seconds, units) of the finished ones
+  UnitTimes times_;
   size_t started_ = 0;
   bool current_kept_ = false;
   std::string label_;
@@ -557,9 +556,9 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   // Every unit over the job's processes (compare/compare_dist.h): the decoder units, then the units
   // of the studies that train their own models; rank 0 gets them all, in order.
   const std::vector<UnitSpec> units = experiment_units(cfg);
-  std::vector<std::string> mine;  // the study of each unit of this process's share
+  std::vector<UnitSpec> mine;  // this process's share
   for (size_t i = 0; i < units.size(); ++i)
-    if (unit_owner(i, job.size()) == job.rank()) mine.push_back(units[i].study);
+    if (unit_owner(i, job.size()) == job.rank()) mine.push_back(units[i]);
   Progress progress(mine, job.size() == 1 ? "unit" : "rank " + std::to_string(job.rank()) + "'s unit");
   const std::vector<json> done = run_units_distributed(units, job, cfg.out_dir, [&](const UnitSpec& u) {
     progress.start_unit(u);

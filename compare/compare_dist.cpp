@@ -27,6 +27,20 @@ std::string UnitSpec::label() const {
   return (study.empty() ? "" : study + ": ") + method + " seed " + std::to_string(seed);
 }
 
+void UnitTimes::add(const UnitSpec& u, double seconds) {
+  for (Sum* s : {&by_study_[u.study], &by_method_[{u.study, u.method}]}) {
+    s->first += seconds;
+    ++s->second;
+  }
+}
+
+std::optional<double> UnitTimes::estimate(const UnitSpec& u) const {
+  auto mean = [](const Sum& s) { return s.first / static_cast<double>(s.second); };
+  if (const auto it = by_method_.find({u.study, u.method}); it != by_method_.end()) return mean(it->second);
+  if (const auto it = by_study_.find(u.study); it != by_study_.end()) return mean(it->second);
+  return std::nullopt;
+}
+
 int unit_owner(size_t index, int size) { return static_cast<int>(index % static_cast<size_t>(size)); }
 
 namespace {

@@ -16,7 +16,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +37,23 @@ struct UnitSpec {
   uint64_t seed = 0;
   std::string study;
   std::string label() const;  // rope seed 2, encoder: rope seed 2
+};
+
+// Time estimates of units from the finished ones, for the progress line's time left: units differ
+// by kind (a decoder unit and its studies against an encoder-track unit) and, among decoder units, by
+// method (RoPE's units also run the position-interpolation protocol and, in the quick preset, the
+// passkey fine-tuning). A unit's estimate is the mean time of the finished units of its study and
+// method (another seed of it), else of its study; none before any unit of its study has finished.
+class UnitTimes {
+ public:
+  void add(const UnitSpec& u, double seconds);              // a finished unit (seconds >= 0)
+  std::optional<double> estimate(const UnitSpec& u) const;  // seconds
+  bool empty() const { return by_study_.empty(); }
+
+ private:
+  using Sum = std::pair<double, size_t>;  // seconds and units
+  std::map<std::string, Sum> by_study_;
+  std::map<std::pair<std::string, std::string>, Sum> by_method_;  // (study, method)
 };
 
 // Every unit of the experiment, in the single-process order: for each seed, each method.

@@ -186,6 +186,25 @@ TEST(CompareDist, UnitsKeepTheSingleProcessOrderAndGoRoundRobin) {
   EXPECT_EQ(train::unit_owner(5, 1), 0);
 }
 
+// The time left is estimated per method within a kind of unit: a RoPE unit (its studies: PI,
+// passkey) by another RoPE seed, a method not timed yet by its kind's mean, another kind not at all.
+TEST(CompareDist, UnitTimesEstimateAUnitByItsMethodThenByItsKind) {
+  train::UnitTimes t;
+  EXPECT_TRUE(t.empty());
+  EXPECT_FALSE(t.estimate({"rope", 2, ""}).has_value());
+  t.add({"rope", 1, ""}, 100);
+  t.add({"none", 1, ""}, 10);
+  t.add({"none", 2, ""}, 20);
+  EXPECT_FALSE(t.empty());
+  EXPECT_DOUBLE_EQ(*t.estimate({"rope", 2, ""}), 100);
+  EXPECT_DOUBLE_EQ(*t.estimate({"none", 3, ""}), 15);
+  EXPECT_DOUBLE_EQ(*t.estimate({"alibi", 1, ""}), (100 + 10 + 20) / 3.0);  // the decoder units' mean
+  EXPECT_FALSE(t.estimate({"rope", 1, "encoder"}).has_value());            // another kind: not guessed
+  t.add({"alibi", 1, "encoder"}, 4);
+  EXPECT_DOUBLE_EQ(*t.estimate({"rope", 1, "encoder"}), 4);
+  EXPECT_DOUBLE_EQ(*t.estimate({"rope", 3, ""}), 100);  // the encoder unit is not a decoder RoPE unit
+}
+
 #ifndef POSGRAD_TEST_MPIEXEC
 #define POSGRAD_TEST_MPIEXEC ""
 #endif

@@ -579,7 +579,7 @@ TEST(PasskeyOptions, MethodsAndDerivedChooseTheUnitsAndModelsThatRunTheTest) {
   EXPECT_TRUE(contains(refused({"all", "rope"}), "--passkey-methods: 'all' selects every method")) << refused({"all"});
   EXPECT_TRUE(contains(refused({"rope", "rope"}), "--passkey-methods lists an encoding twice"));
   const std::string none = refused({"learned"});
-  EXPECT_TRUE(contains(none, "--passkey-methods learned selects none of --methods alibi,rope")) << none;
+  EXPECT_TRUE(contains(none, "--passkey-methods learned selects none of --methods alibi, rope")) << none;
   EXPECT_TRUE(contains(thrown_message<UsageError>([] {
                          train::CompareConfig c = train::compare_preset("tiny");
                          opt::from_json(train::compare_options(), c, {{"passkey_methods", {"ropes"}}}, "c.json");
