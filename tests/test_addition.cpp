@@ -389,6 +389,13 @@ TEST(AdditionStudy, AReRunKeepsItsSettingsAndCannotTurnItOff) {
   EXPECT_NE(lr.find("--addition-lr"), std::string::npos) << lr;
   const std::string sinks = refused([](train::CompareConfig& x) { x.base.model.attention_sinks = true; });
   EXPECT_NE(sinks.find("--attention-sinks"), std::string::npos) << sinks;
+  // The claim's margin changes only the verdict: a re-run with another one keeps the study's units
+  // and judges z1 with it.
+  train::CompareConfig margin = c;
+  margin.of<train::AdditionSettings>().spread_margin = 0.35;
+  const std::string report = read_file(train::run_compare(margin));
+  EXPECT_NE(report.find("above 0.35"), std::string::npos) << report;
+  EXPECT_EQ(report.find("above 0.20"), std::string::npos) << report;
 }
 
 // The study's settings are refused before anything is trained, naming the option.
