@@ -1,6 +1,9 @@
 // finetune.cpp — see finetune.h.
 #include "train/finetune.h"
 
+#include <spdlog/spdlog.h>
+
+#include <chrono>
 #include <cmath>
 
 #include "autograd/ops.h"
@@ -43,7 +46,18 @@ FinetuneResult finetune(nn::Module& model, const FinetuneSpec& spec, const StepL
   // 1/grad_accum, applied only when it is not 1 so that a single micro-batch backpropagates the loss
   // itself (training_step, trainer.cpp, does the same).
   const double scale = 1.0 / static_cast<double>(spec.grad_accum);
+  // Progress at each quarter of the steps, once the loop has run kProgressAfter seconds: the
+  // minute-long fine-tunings (the passkey test's) say where they are, the second-long ones stay quiet.
+  constexpr double kProgressAfter = 10;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t quarter = std::max<int64_t>(1, n / 4);
   for (int64_t it = 0; it < n; ++it) {
+    if (it > 0 && it % quarter == 0) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s >= kProgressAfter)
+        spdlog::info("{}: step {}/{}, ETA {:.0f} s", spec.label, it, n,
+                     s * static_cast<double>(n - it) / static_cast<double>(it));
+    }
     if (interrupt_requested())
       throw Interrupted(
           detail::concat(spec.label, " interrupted by ", signal_name(interrupt_signal()), " after ", it, " of ", n,

@@ -68,7 +68,8 @@ using StepLossFn = std::function<Tensor(int64_t step)>;
 // One micro-batch of next-token data at `step`: x, y int64 (B, T) on any device.
 using StepBatchFn = std::function<std::pair<Tensor, Tensor>(int64_t step)>;
 
-// Fine-tunes `model` for spec.iterations steps. Each step, in this order: a stop signal received
+// Fine-tunes `model` for spec.iterations steps, logging its step and ETA at each quarter of them once
+// it has run 10 s (spdlog info). Each step, in this order: a stop signal received
 // since the last step (train/interrupt.h) throws Interrupted — "<label> interrupted by SIGINT after
 // k of n steps (<on_interrupt>)", Interrupted::step = k, the model as step k left it —;
 // the rate from lr_schedule(); model.train(); zero_grad; grad_accum times: loss_of(step), its value

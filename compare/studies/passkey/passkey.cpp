@@ -84,13 +84,7 @@ PasskeyFinetune finetune_passkey(nn::GPT& model, const data::TokenSpan& train, c
   const FinetuneSpec spec = study_finetune_spec(
       "passkey fine-tuning (" + (row.empty() ? std::string() : row + " ") + "seed " + std::to_string(seed) + ")",
       cfg.iters, cfg.lr, "");
-  const int64_t quarter = std::max<int64_t>(1, cfg.iters / 4);
-  r.final_loss = finetune(model, spec, dev, [&](int64_t step) {
-                   if (step > 0 && step % quarter == 0) {  // progress of a fine-tuning that takes minutes
-                     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                     spdlog::info("{}: step {}/{}, ETA {:.0f} s", spec.label, step, cfg.iters,
-                                  s * static_cast<double>(cfg.iters - step) / static_cast<double>(step));
-                   }
+  r.final_loss = finetune(model, spec, dev, [&](int64_t) {
                    std::vector<data::PasskeyExample> ex;
                    for (int64_t b = 0; b < cfg.batch; ++b) ex.push_back(gen.example(block + 1, depth_gen.next_unit()));
                    data::PasskeyBatch batch = data::passkey_batch(ex);
