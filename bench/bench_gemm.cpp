@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cblas.h>
@@ -46,6 +47,7 @@
 #endif
 
 #include "tensor/kernels/cpu/gemm_internal.h"
+#include "tensor/kernels/kernels.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 extern "C" char* openblas_get_corename(void);
@@ -160,6 +162,24 @@ __attribute__((target("avx2,fma"))) float run256(int64_t iters) {
   POSGRAD_FMA_CHAINS(__m256, _mm256_fmadd_ps, _mm256_set1_ps)
 }
 #undef POSGRAD_FMA_CHAINS
+
+// The bf16 dot-product peak: the same chains with VDPBF16PS (16 lanes x 2 multiply-adds = 64 FLOPs per
+// instruction).
+__attribute__((target("avx512f,avx512bf16"))) float run512bf16(int64_t iters) {
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + 1e-3f * float(c));
+  const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3F80));  // bf16 1.0
+  const __m512bh b = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3380));  // bf16 ~6e-8
+  for (int64_t i = 0; i < iters; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
+  float sum = 0;
+  for (int c = 0; c < kChains; ++c) {
+    alignas(64) float out[16];
+    std::memcpy(out, &acc[c], sizeof(__m512));
+    sum += out[0];
+  }
+  return sum;
+}
 #endif
 
 struct fma_peak_result {
@@ -167,11 +187,30 @@ struct fma_peak_result {
   const char* what = "none";
 };
 
-// The FP32 FMA peak of `threads` threads, GFLOP/s (best of 5 runs of about 0.2 s).
-fma_peak_result fma_peak(int threads) {
+// The FP32 FMA peak of `threads` threads, GFLOP/s (best of 5 runs of about 0.2 s); with bf16_dot, the
+// VDPBF16PS peak instead (none where the CPU lacks AVX512-BF16).
+fma_peak_result fma_peak(int threads, bool bf16_dot = false) {
   fma_peak_result r;
 #if defined(__x86_64__)
   __builtin_cpu_init();
+  if (bf16_dot) {
+    if (!__builtin_cpu_supports("avx512bf16")) return r;
+    r.what = "16 zmm VDPBF16PS chains per thread";
+    const int64_t iters = 20'000'000;
+    volatile float sink = 0;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = clock_type::now();
+#pragma omp parallel num_threads(threads)
+      {
+        const float v = run512bf16(iters);
+#pragma omp critical
+        sink = sink + v;
+      }
+      const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
+      r.gflops = std::max(r.gflops, double(threads) * double(iters) * kChains * 64.0 / sec * 1e-9);
+    }
+    return r;
+  }
   const bool z = __builtin_cpu_supports("avx512f"), y = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (!z && !y) return r;
   const int lanes = z ? 16 : 8;
@@ -195,6 +234,78 @@ fma_peak_result fma_peak(int threads) {
   return r;
 }
 
+// ---- PyTorch as the anchor (--against torch) ------------------------------------------------------
+// bench/torch_matmul.py runs as a child over two pipes; each of its samples is requested between two
+// of posgrad's, so the alternation is the same as with OpenBLAS.
+class torch_peer {
+ public:
+  bool start(const std::string& python, std::string& error) {
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) {
+      error = "pipe failed";
+      return false;
+    }
+    pid_ = fork();
+    if (pid_ < 0) {
+      error = "fork failed";
+      return false;
+    }
+    if (pid_ == 0) {
+      dup2(to_child[0], 0);
+      dup2(from_child[1], 1);
+      close(to_child[1]);
+      close(from_child[0]);
+      const std::string script = std::string(POSGRAD_BENCH_DIR) + "/torch_matmul.py";
+      execl(python.c_str(), python.c_str(), script.c_str(), static_cast<char*>(nullptr));
+      std::fprintf(stderr, "bench_gemm: cannot run %s\n", python.c_str());
+      _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    to_ = fdopen(to_child[1], "w");
+    from_ = fdopen(from_child[0], "r");
+    return to_ != nullptr && from_ != nullptr;
+  }
+  // Sends one command and returns the reply line ("" when the child is gone).
+  std::string ask(const std::string& line) {
+    std::fprintf(to_, "%s\n", line.c_str());
+    std::fflush(to_);
+    char buf[512];
+    if (std::fgets(buf, sizeof buf, from_) == nullptr) return "";
+    std::string reply(buf);
+    while (!reply.empty() && (reply.back() == '\n' || reply.back() == '\r')) reply.pop_back();
+    return reply;
+  }
+  ~torch_peer() {
+    if (to_ != nullptr) {
+      std::fprintf(to_, "quit\n");
+      std::fclose(to_);
+    }
+    if (from_ != nullptr) std::fclose(from_);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+};
+
+// x rounded to bf16 (nearest, ties to even; denormals to zero), written here independently of the
+// library for the bf16 validation reference.
+float round_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7F800000u) == 0) {
+    u &= 0x80000000u;
+  } else if ((u & 0x7FFFFFFFu) <= 0x7F800000u) {
+    const uint32_t lsb = (u >> 16) & 1u;
+    u = (u + 0x7FFFu + lsb) & 0xFFFF0000u;
+  }
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -208,6 +319,8 @@ int main(int argc, char** argv) {
   int reps = 11;
   int threads = 2;
   double min_ms = 25.0;
+  bool bf16 = false;
+  std::string against = "openblas";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
@@ -222,6 +335,21 @@ int main(int argc, char** argv) {
       threads = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--min-ms" && has_value) {
       min_ms = std::max(0.0, std::atof(argv[++i]));
+    } else if (arg == "--precision" && has_value) {
+      const std::string p = argv[++i];
+      if (p != "fp32" && p != "bf16") {
+        std::fprintf(stderr, "bench_gemm: --precision must be fp32 or bf16, got '%s'\n", p.c_str());
+        return 2;
+      }
+      bf16 = p == "bf16";
+    } else if (arg == "--against" && has_value) {
+      against = argv[++i];
+      if (against != "openblas" && against != "torch") {
+        std::fprintf(stderr, "bench_gemm: --against must be openblas or torch, got '%s'\n", against.c_str());
+        return 2;
+      }
+    } else if (arg == "--no-bf16-dot") {
+      gd::gemm_set_bf16_dot(false);
     } else if (arg == "--isa" && has_value) {
       const std::string isa = argv[++i];
       gd::gemm_set_isa(isa == "scalar" ? gd::gemm_isa::scalar
@@ -230,7 +358,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes MxNxK[:ta][:tb],...] [--reps R] [--threads T] "
-                   "[--isa avx512|avx2|scalar] [--min-ms MS]\n",
+                   "[--isa avx512|avx2|scalar] [--min-ms MS] [--precision fp32|bf16] [--no-bf16-dot] "
+                   "[--against openblas|torch]\n",
                    argv[0]);
       return 2;
     }
@@ -238,17 +367,35 @@ int main(int argc, char** argv) {
 
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
+  if (bf16) posgrad::kernels::set_matmul_precision(posgrad::kernels::MatmulPrecision::bf16);
+  torch_peer torch;
+  std::string torch_version;
+  if (against == "torch") {
+    const char* env = std::getenv("POSGRAD_TORCH_PYTHON");
+    const std::string python = env != nullptr ? env : ".venv-torch/bin/python";
+    std::string error;
+    if (!torch.start(python, error)) {
+      std::fprintf(stderr, "bench_gemm: cannot start %s: %s\n", python.c_str(), error.c_str());
+      return 2;
+    }
+  }
   std::printf(
-      "# posgrad sgemm (isa=%s) vs OpenBLAS %s cblas_sgemm, %d thread(s), median of %d "
-      "alternating samples of >= %.0f ms, OPENBLAS_THREAD_TIMEOUT=%s\n",
-      gd::gemm_isa_name(gd::gemm_active_isa()), openblas_get_corename(), threads, reps, min_ms,
-      std::getenv("OPENBLAS_THREAD_TIMEOUT") ? std::getenv("OPENBLAS_THREAD_TIMEOUT") : "default");
-  const fma_peak_result peak_before = fma_peak(threads);
+      "# posgrad %s (isa=%s%s) vs %s, %d thread(s), median of %d alternating samples of >= %.0f ms, "
+      "OPENBLAS_THREAD_TIMEOUT=%s\n",
+      bf16 ? "bf16-operand sgemm" : "sgemm", gd::gemm_isa_name(gd::gemm_active_isa()),
+      bf16 ? (std::string(", bf16 path ") + posgrad::kernels::matmul_bf16_path()).c_str() : "",
+      against == "torch" ? (bf16 ? "PyTorch bf16 matmul" : "PyTorch fp32 matmul") : "OpenBLAS cblas_sgemm", threads,
+      reps, min_ms, std::getenv("OPENBLAS_THREAD_TIMEOUT") ? std::getenv("OPENBLAS_THREAD_TIMEOUT") : "default");
+  std::printf("# OpenBLAS core type (validation reference%s): %s\n", against == "openblas" ? " and anchor" : "",
+              openblas_get_corename());
+  const bool bf16_peak = bf16 && gd::gemm_bf16_dot_available();
+  const fma_peak_result peak_before = fma_peak(threads, bf16_peak);
   if (peak_before.gflops > 0)
-    std::printf("# FP32 FMA peak measured before the table (%s, %d thread(s)): %.1f GFLOP/s\n", peak_before.what,
-                threads, peak_before.gflops);
-  std::printf("# %5s %5s %5s %-5s %15s %16s  %s  %s  %s\n", "M", "N", "K", "op", "posgrad_GFLOPs", "openblas_GFLOPs",
-              "ratio", "of_peak", "max_rel_err");
+    std::printf("# %s peak measured before the table (%s, %d thread(s)): %.1f GFLOP/s\n",
+                bf16_peak ? "BF16 dot-product" : "FP32 FMA", peak_before.what, threads, peak_before.gflops);
+  const char* anchor_col = against == "torch" ? "torch_GFLOPs" : "openblas_GFLOPs";
+  std::printf("# %5s %5s %5s %-5s %15s %16s  %s  %s  %s\n", "M", "N", "K", "op", "posgrad_GFLOPs", anchor_col, "ratio",
+              "of_peak", "max_rel_err");
 
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -261,9 +408,30 @@ int main(int argc, char** argv) {
     std::vector<float> c_posgrad(static_cast<std::size_t>(s.M * s.N), NAN);
     std::vector<float> c_openblas(c_posgrad.size(), 0.0f);
 
-    // Validation (also the warm-up: pack buffers, thread pools, page faults).
+    // Validation (also the warm-up: pack buffers, thread pools, page faults). In bf16 the reference is
+    // OpenBLAS on the bf16-rounded operands: only the float accumulation differs.
     run_posgrad(s, A.data(), B.data(), c_posgrad.data());
-    run_openblas(s, A.data(), B.data(), c_openblas.data());
+    if (bf16) {
+      std::vector<float> Ar(A), Br(B);
+      for (auto& x : Ar) x = round_bf16(x);
+      for (auto& x : Br) x = round_bf16(x);
+      run_openblas(s, Ar.data(), Br.data(), c_openblas.data());
+    } else {
+      run_openblas(s, A.data(), B.data(), c_openblas.data());
+    }
+    if (against == "torch") {
+      const std::string reply = torch.ask("shape " + std::to_string(s.M) + " " + std::to_string(s.N) + " " +
+                                          std::to_string(s.K) + " " + (s.ta ? "1 " : "0 ") + (s.tb ? "1 " : "0 ") +
+                                          (bf16 ? "bfloat16 " : "float32 ") + std::to_string(threads));
+      if (reply.rfind("ok ", 0) != 0) {
+        std::fprintf(stderr, "bench_gemm: the PyTorch helper failed (%s)\n", reply.c_str());
+        return 2;
+      }
+      if (torch_version.empty()) {
+        torch_version = reply.substr(3);
+        std::printf("# PyTorch %s\n", torch_version.c_str());
+      }
+    }
     double max_diff = 0.0, max_ref = 0.0;
     for (std::size_t i = 0; i < c_posgrad.size(); ++i) {
       const double d = std::fabs(double(c_posgrad[i]) - double(c_openblas[i]));
@@ -283,7 +451,16 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       t_posgrad.push_back(seconds_per_call([&] { run_posgrad(s, A.data(), B.data(), c_posgrad.data()); }, calls));
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      t_openblas.push_back(seconds_per_call([&] { run_openblas(s, A.data(), B.data(), c_openblas.data()); }, calls));
+      if (against == "torch") {
+        const std::string reply = torch.ask("time " + std::to_string(calls));
+        if (reply.empty()) {
+          std::fprintf(stderr, "bench_gemm: the PyTorch helper stopped\n");
+          return 2;
+        }
+        t_openblas.push_back(std::atof(reply.c_str()));
+      } else {
+        t_openblas.push_back(seconds_per_call([&] { run_openblas(s, A.data(), B.data(), c_openblas.data()); }, calls));
+      }
     }
     const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
     const double gf_posgrad = flops / median(t_posgrad) * 1e-9;
@@ -296,9 +473,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   // The peak again after the table: a slower machine state during the table shows as a gap here.
-  const fma_peak_result peak_after = fma_peak(threads);
+  const fma_peak_result peak_after = fma_peak(threads, bf16_peak);
   if (peak_after.gflops > 0)
-    std::printf("# FP32 FMA peak measured after the table: %.1f GFLOP/s (of_peak above uses the one before: %.1f)\n",
-                peak_after.gflops, peak_before.gflops);
+    std::printf("# %s peak measured after the table: %.1f GFLOP/s (of_peak above uses the one before: %.1f)\n",
+                bf16_peak ? "BF16 dot-product" : "FP32 FMA", peak_after.gflops, peak_before.gflops);
   return ok ? 0 : 1;
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tensor/kernels/cpu/gemm_internal.h"
+#include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
 template <typename T>
@@ -95,8 +96,22 @@ std::string describe(const gemm_case& c) {
 
 // Runs one case against the long-double reference. Entries of C outside the logical M x N
 // (the ldc padding) must be left untouched. With beta == 0 C starts as NaN.
+// x rounded to bf16 (nearest, ties to even; denormals to a zero of their sign; NaN kept; beyond the
+// range to infinity), written here from the definition for the bf16-precision reference.
+float to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7F800000u) == 0) {
+    u &= 0x80000000u;
+  } else if ((u & 0x7FFFFFFFu) <= 0x7F800000u) {
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  }
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
 template <typename T>
-void check_case(const gemm_case& c, std::mt19937& rng) {
+void check_case(const gemm_case& c, std::mt19937& rng, bool bf16 = false) {
   const layout la = stored(c.M, c.K, c.ta, c.pad_a);
   const layout lb = stored(c.K, c.N, c.tb, c.pad_b);
   const int64_t ldc = c.N + c.pad_c;
@@ -123,7 +138,10 @@ void check_case(const gemm_case& c, std::mt19937& rng) {
       }
       long double sum = 0, mag = 0;
       for (int64_t k = 0; k < c.K; ++k) {
-        const long double p = static_cast<long double>(op_at(A, la.ld, c.ta, i, k)) * op_at(B, lb.ld, c.tb, k, j);
+        T a = op_at(A, la.ld, c.ta, i, k), b = op_at(B, lb.ld, c.tb, k, j);
+        if (bf16)
+          a = static_cast<T>(to_bf16(static_cast<float>(a))), b = static_cast<T>(to_bf16(static_cast<float>(b)));
+        const long double p = static_cast<long double>(a) * b;
         sum += p;
         mag += std::fabs(p);
       }
@@ -317,6 +335,141 @@ TEST(Gemm, InsideParallelRegion) {
     gemm<float>(got[t].data(), A.data(), B.data(), M, N, K, N, K, N, false, false, 1.f, 0.f);
   }
   for (const auto& g : got) EXPECT_EQ(std::memcmp(g.data(), want.data(), want.size() * 4), 0);
+}
+
+// ---- bf16 matmul precision (kernels.h, MatmulPrecision) -------------------------------------------
+
+using posgrad::kernels::MatmulPrecision;
+using posgrad::kernels::MatmulPrecisionScope;
+
+// The bf16 paths this CPU can run: the converting path under every instruction set, and the
+// VDPBF16PS pair path where the CPU has AVX512-BF16. Calls f() with each one active.
+template <typename F>
+void for_each_bf16_path(F&& f) {
+  isa_guard guard;
+  for (const auto isa : supported_isas()) {
+    for (const bool dot : {false, true}) {
+      if (dot && (isa != gd::gemm_isa::avx512 || !gd::gemm_bf16_dot_available())) continue;
+      gd::gemm_set_isa(isa);
+      gd::gemm_set_bf16_dot(dot);
+      SCOPED_TRACE(std::string("isa ") + gd::gemm_isa_name(isa) + ", bf16 path " +
+                   posgrad::kernels::matmul_bf16_path());
+      f();
+    }
+  }
+  gd::gemm_set_bf16_dot(true);
+}
+
+// Every shape, transpose, view and alpha / beta case equals the product of the bf16-rounded operands
+// within the float accumulation bound: the rounding is round-to-nearest-even of both operands and
+// nothing else. (A product in float would miss this bound by ~2^-9 of the magnitude.)
+TEST(GemmBf16, EqualsTheFloatProductOfRoundedOperands) {
+  const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+  std::mt19937 rng(77);
+  const int64_t dims[][3] = {{1, 1, 1},    {3, 7, 13},  {17, 31, 33}, {13, 65, 7},  {65, 17, 129},
+                             {31, 129, 3}, {33, 1, 65}, {1, 257, 31}, {7, 13, 257}, {67, 97, 150}};
+  for_each_bf16_path([&] {
+    for (const auto& d : dims) {
+      for (int t = 0; t < 4; ++t) check_case<float>({d[0], d[1], d[2], (t & 1) != 0, (t & 2) != 0}, rng, true);
+    }
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = (t & 1) != 0, tb = (t & 2) != 0;
+      check_case<float>({37, 45, 29, ta, tb, 5, 11, 3}, rng, true);
+      check_case<float>({29, 50, 41, ta, tb, 2, 0, 7, 0.5, 0.0}, rng, true);
+      check_case<float>({29, 50, 41, ta, tb, 0, 0, 0, 2.0, -0.75}, rng, true);
+      check_case<float>({19, 40, 1101, ta, tb, 3, 2, 1, 1.0, 0.5}, rng, true);  // odd K over several KC blocks
+    }
+  });
+}
+
+// The rounding itself, through a 1 x 1 x 1 product with B = 1: C = bf16(x).
+TEST(GemmBf16, RoundsToNearestEvenFlushesDenormalsKeepsNaN) {
+  const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+  const auto bits = [](float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return u;
+  };
+  const auto from_bits = [](uint32_t u) {
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+  };
+  // input bits -> expected output bits
+  const uint32_t cases[][2] = {
+      {0x3F800000u, 0x3F800000u},  // 1 exactly
+      {0x3F808000u, 0x3F800000u},  // 1 + 2^-8: a tie, to the even 1
+      {0x3F818000u, 0x3F820000u},  // 1 + 3 * 2^-8: a tie, to the even 1 + 2^-6
+      {0x3F808001u, 0x3F810000u},  // just above the tie: up
+      {0x3F807FFFu, 0x3F800000u},  // just below: down
+      {0xC0490FDBu, 0xC0490000u},  // -pi
+      {0x00000001u, 0x00000000u},  // smallest denormal: +0
+      {0x80400000u, 0x00000000u},  // a negative denormal: -0, and +0 once added to the accumulator's +0
+      {0x00800000u, 0x00800000u},  // smallest normal: kept
+      {0x7F7FFFFFu, 0x7F800000u},  // largest float: beyond bf16's range, +inf
+      {0xFF800000u, 0xFF800000u},  // -inf
+  };
+  for_each_bf16_path([&] {
+    for (const auto& c : cases) {
+      const float a = from_bits(c[0]), b = 1.0f;
+      float out = -7.0f;
+      gemm<float>(&out, &a, &b, 1, 1, 1, 1, 1, 1, false, false, 1.0f, 0.0f);
+      EXPECT_EQ(bits(out), c[1]) << std::hex << "input 0x" << c[0];
+    }
+    const float nan = std::numeric_limits<float>::quiet_NaN(), one = 1.0f;
+    float out = 0.0f;
+    gemm<float>(&out, &nan, &one, 1, 1, 1, 1, 1, 1, false, false, 1.0f, 0.0f);
+    EXPECT_TRUE(std::isnan(out));
+  });
+}
+
+// 1 vs 2 threads give the same bits in bf16 too, on each path.
+TEST(GemmBf16, ThreadCountInvariance) {
+  const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+  std::mt19937 rng(31);
+  const int64_t dims[][3] = {{131, 67, 65}, {5, 600, 301}, {26, 300, 601}, {3, 4500, 40}};
+  for_each_bf16_path([&] {
+    for (const auto& d : dims) {
+      const int64_t M = d[0], N = d[1], K = d[2];
+      const auto A = random_vector<float>(static_cast<std::size_t>(M * K), rng);
+      const auto B = random_vector<float>(static_cast<std::size_t>(K * N), rng);
+      std::vector<float> c1(static_cast<std::size_t>(M * N)), c2(c1.size());
+      omp_set_num_threads(1);
+      gemm<float>(c1.data(), A.data(), B.data(), M, N, K, N, K, K, false, true, 1.0f, 0.0f);
+      omp_set_num_threads(2);
+      gemm<float>(c2.data(), A.data(), B.data(), M, N, K, N, K, K, false, true, 1.0f, 0.0f);
+      EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * 4), 0) << "M=" << M << " N=" << N << " K=" << K;
+    }
+  });
+}
+
+// Double products ignore the setting (gradchecks stay in double), and fp32 is the default.
+TEST(GemmBf16, DoubleProductsAndTheDefaultAreUnaffected) {
+  EXPECT_EQ(posgrad::kernels::matmul_precision(), MatmulPrecision::fp32);
+  std::mt19937 rng(8);
+  const int64_t M = 40, N = 50, K = 60;
+  const auto A = random_vector<double>(static_cast<std::size_t>(M * K), rng);
+  const auto B = random_vector<double>(static_cast<std::size_t>(K * N), rng);
+  std::vector<double> want(static_cast<std::size_t>(M * N)), got(want.size());
+  gemm<double>(want.data(), A.data(), B.data(), M, N, K, N, K, N, false, false, 1.0, 0.0);
+  {
+    const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    gemm<double>(got.data(), A.data(), B.data(), M, N, K, N, K, N, false, false, 1.0, 0.0);
+  }
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(double)), 0);
+  EXPECT_EQ(posgrad::kernels::matmul_precision(), MatmulPrecision::fp32);
+}
+
+TEST(GemmBf16, PrecisionNamesParseAndBadOnesAreRefused) {
+  EXPECT_EQ(posgrad::kernels::parse_matmul_precision("bf16"), MatmulPrecision::bf16);
+  EXPECT_EQ(posgrad::kernels::parse_matmul_precision("fp32"), MatmulPrecision::fp32);
+  EXPECT_STREQ(posgrad::kernels::matmul_precision_name(MatmulPrecision::bf16), "bf16");
+  try {
+    posgrad::kernels::parse_matmul_precision("fp16");
+    ADD_FAILURE() << "fp16 accepted";
+  } catch (const posgrad::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("'fp16'"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

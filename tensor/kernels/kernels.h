@@ -63,6 +63,42 @@ const char* binary_op_name(BinaryOp op);
 //                   (B, H, Tq + Tk) = [a | c]: FoX's F_i - F_j (SPEC-positions-2 §0.2, K2). CPU only.
 enum class ScoreBias : uint8_t { None, Distance, ContentPosition, Dense, Separable };
 
+// Precision of the float matrix products (every float GEMM of the CPU backend: matmul, linear layers
+// and the products inside the fused attention kernels). Process-wide; double products are never
+// affected, so gradchecks stay in double.
+//   fp32  the default: float operands, float accumulation (README "Determinism").
+//   bf16  mixed precision: both operands rounded to bf16 (round to nearest even, denormals to zero) as
+//         they are packed, products accumulated in float, C written in float. Activations, weights,
+//         gradients and optimizer state stay float in memory; softmax, norms and reductions are not
+//         GEMMs and stay float. The recipe of torch.autocast("cpu", dtype=torch.bfloat16) for its
+//         matmul-class ops (PyTorch docs, "Automatic Mixed Precision", CPU op list), and of
+//         torch.set_float32_matmul_precision("medium"), with outputs kept in float. On a CPU with
+//         AVX512-BF16 the products use VDPBF16PS on k-pairs (Intel SDM); elsewhere the ISA's float
+//         kernel multiplies the rounded values (bf16 x bf16 is exact in float). The two paths round
+//         the accumulation differently; each is deterministic for a given thread count.
+enum class MatmulPrecision : uint8_t { fp32, bf16 };
+const char* matmul_precision_name(MatmulPrecision p);
+// "fp32" or "bf16"; ValueError naming `text` and the choices otherwise.
+MatmulPrecision parse_matmul_precision(const std::string& text);
+// Sets / reads the process-wide precision. Do not change it while another thread runs a product.
+void set_matmul_precision(MatmulPrecision p);
+MatmulPrecision matmul_precision();
+// Whether bf16 products use the CPU's bf16 dot-product instruction (AVX512-BF16), or round and use the
+// float kernel ("converting").
+const char* matmul_bf16_path();
+
+// Sets the precision for its lifetime, then restores the previous one.
+class MatmulPrecisionScope {
+ public:
+  explicit MatmulPrecisionScope(MatmulPrecision p) : saved_(matmul_precision()) { set_matmul_precision(p); }
+  ~MatmulPrecisionScope() { set_matmul_precision(saved_); }
+  MatmulPrecisionScope(const MatmulPrecisionScope&) = delete;
+  MatmulPrecisionScope& operator=(const MatmulPrecisionScope&) = delete;
+
+ private:
+  MatmulPrecision saved_;
+};
+
 // Shapes of a strided copy (at most kMaxDims dims).
 inline constexpr int kMaxDims = 8;
 

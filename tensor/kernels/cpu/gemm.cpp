@@ -35,9 +35,11 @@
 #include <cstdlib>
 #include <exception>
 #include <new>
+#include <type_traits>
 
 #include "tensor/kernels/cpu/gemm_internal.h"
 #include "tensor/kernels/cpu/gemm_microkernels.h"
+#include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
 
@@ -60,13 +62,16 @@ namespace {
 
 // One instruction set's micro-kernel, packers and cache blocking for one element type.
 // mc and nc are multiples of mr and nr. kc is the only blocking size that affects rounding.
-template <typename T>
+// P is the packed element (T, or uint32_t bf16 pairs); k_pack is how many k steps one packed
+// element holds (1, or 2 for pairs), so a packed micro-panel is ceil(kc / k_pack) elements deep.
+template <typename T, typename P = T>
 struct kernel_config {
   int64_t mr, nr;
   int64_t mc, kc, nc;
-  ukr_fn<T> ukr;
-  pack_fn<T> pack_a;  // panels of width mr
-  pack_fn<T> pack_b;  // panels of width nr
+  ukr_fn<T, P> ukr;
+  pack_fn<T, P> pack_a;  // panels of width mr
+  pack_fn<T, P> pack_b;  // panels of width nr
+  int64_t k_pack = 1;
 };
 
 // Register tiles: AVX-512 12 x 32 floats / 12 x 16 doubles (24 of the 32 zmm registers
@@ -114,6 +119,37 @@ kernel_config<double> make_config<double>(gemm_isa isa) {
   return {4, 8, 128, 256, 2048, &ukr_scalar<double, 4, 8>, &pack_scalar<double, 4>, &pack_scalar<double, 8>};
 }
 
+// bf16 operands, float accumulation. The pair path (AVX512-BF16's VDPBF16PS) uses the AVX-512 float
+// tile and blocking with KC counted in k steps (256 pair steps); the converting path is the active ISA's
+// float configuration with packers that round each packed element to bf16.
+kernel_config<float, uint32_t> make_bf16_pair_config() {
+#if POSGRAD_GEMM_X86
+  // mr, nr, mc, kc, nc, micro-kernel, packing of A, packing of B, k steps per packed element
+  return {12, 32, 144, 512, 2048, &ukr_avx512bf16<12, 2>, &pack_pairs_avx512bf16<12>, &pack_pairs_avx512bf16<32>, 2};
+#else
+  return {};
+#endif
+}
+
+kernel_config<float> make_bf16_converting_config(gemm_isa isa) {
+  kernel_config<float> cfg = make_config<float>(isa);
+#if POSGRAD_GEMM_X86
+  if (isa == gemm_isa::avx512) {
+    cfg.pack_a = &pack_rounded<&pack_avx512<float, 12>, 12>;
+    cfg.pack_b = &pack_rounded<&pack_avx512<float, 32>, 32>;
+    return cfg;
+  }
+  if (isa == gemm_isa::avx2) {
+    cfg.pack_a = &pack_rounded<&pack_avx2<float, 6>, 6>;
+    cfg.pack_b = &pack_rounded<&pack_avx2<float, 16>, 16>;
+    return cfg;
+  }
+#endif
+  cfg.pack_a = &pack_rounded<&pack_scalar<float, 4>, 4>;
+  cfg.pack_b = &pack_rounded<&pack_scalar<float, 8>, 8>;
+  return cfg;
+}
+
 gemm_isa detect_isa() {
 #if POSGRAD_GEMM_X86
   __builtin_cpu_init();
@@ -127,6 +163,15 @@ gemm_isa detect_isa() {
   return gemm_isa::scalar;
 }
 
+bool detect_bf16_dot() {
+#if POSGRAD_GEMM_X86
+  __builtin_cpu_init();
+  return detect_isa() == gemm_isa::avx512 && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
 std::atomic<int>& active_isa_slot() {
   static std::atomic<int> slot{static_cast<int>(gemm_best_isa())};
   return slot;
@@ -137,6 +182,23 @@ const kernel_config<T>& active_config() {
   static const kernel_config<T> configs[3] = {make_config<T>(gemm_isa::scalar), make_config<T>(gemm_isa::avx2),
                                               make_config<T>(gemm_isa::avx512)};
   return configs[active_isa_slot().load(std::memory_order_relaxed)];
+}
+
+const kernel_config<float>& active_bf16_converting_config() {
+  static const kernel_config<float> configs[3] = {make_bf16_converting_config(gemm_isa::scalar),
+                                                  make_bf16_converting_config(gemm_isa::avx2),
+                                                  make_bf16_converting_config(gemm_isa::avx512)};
+  return configs[active_isa_slot().load(std::memory_order_relaxed)];
+}
+
+std::atomic<bool>& bf16_dot_slot() {
+  static std::atomic<bool> slot{detect_bf16_dot()};
+  return slot;
+}
+
+std::atomic<int>& precision_slot() {
+  static std::atomic<int> slot{static_cast<int>(MatmulPrecision::fp32)};
+  return slot;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -219,13 +281,13 @@ void scale_c(T* C, int64_t M, int64_t N, int64_t ldc, T beta) {
 // The two inner loops around the micro-kernel, for one packed MC x KC block of A and the
 // packed B micro-panels [0, nc). Each B micro-panel is reused (from L1/L2) by the whole ir
 // sweep over the A block, which stays in L2.
-template <typename T>
-void macro_kernel(const kernel_config<T>& cfg, int64_t mc, int64_t nc, int64_t kc, const T* a_pack, const T* b_pack,
+template <typename T, typename P>
+void macro_kernel(const kernel_config<T, P>& cfg, int64_t mc, int64_t nc, int64_t kc, const P* a_pack, const P* b_pack,
                   T* c, int64_t ldc, T alpha, T beta) {
   const int64_t mr = cfg.mr, nr = cfg.nr;
   for (int64_t jr = 0; jr < nc; jr += nr) {
     const int64_t n = std::min(nr, nc - jr);
-    const T* b_panel = b_pack + jr * kc;
+    const P* b_panel = b_pack + jr * kc;
     for (int64_t ir = 0; ir < mc; ir += mr) {
       const int64_t m = std::min(mr, mc - ir);
       cfg.ukr(kc, a_pack + ir * kc, b_panel, c + ir * ldc + jr, ldc, m, n, alpha, beta);
@@ -246,11 +308,13 @@ inline void team_barrier(int nthreads) {
 //    into its private slice, and runs all of N. The B panel is packed cooperatively.
 //  * otherwise (few row tiles, e.g. M < 2 * MR * threads): all threads pack each A block
 //    together and then split the NR-column micro-panels of the B panel.
-template <typename T>
-void gemm_worker(const kernel_config<T>& cfg, const gemm_args<T>& g, bool split_m, T* b_pack, T* a_packs,
+// Offsets into the packed buffers count packed elements: a KC-deep panel of width W is
+// W * ceil(kc / k_pack) of them (kp below); the micro-kernel runs kp steps.
+template <typename T, typename P>
+void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool split_m, P* b_pack, P* a_packs,
                  int64_t a_slice, int tid, int nthreads) {
   const int64_t mr = cfg.mr, nr = cfg.nr;
-  T* a_pack = split_m ? a_packs + a_slice * tid : a_packs;
+  P* a_pack = split_m ? a_packs + a_slice * tid : a_packs;
 
   int64_t row_begin = 0, row_end = g.M;
   if (split_m) {
@@ -268,12 +332,13 @@ void gemm_worker(const kernel_config<T>& cfg, const gemm_args<T>& g, bool split_
 
     for (int64_t pc = 0; pc < g.K; pc += cfg.kc) {
       const int64_t kc = std::min(cfg.kc, g.K - pc);
+      const int64_t kp = ceil_div(kc, cfg.k_pack);
       // Blocks after the first accumulate onto what the first one wrote.
       const T beta = pc == 0 ? g.beta : T(1);
 
       if (p1 > p0) {
         cfg.pack_b(g.b_at(pc, jc + p0 * nr), g.ldb, g.trans_b, std::min(nc - p0 * nr, (p1 - p0) * nr), kc,
-                   b_pack + p0 * nr * kc);
+                   b_pack + p0 * nr * kp);
       }
       team_barrier(nthreads);
 
@@ -281,7 +346,7 @@ void gemm_worker(const kernel_config<T>& cfg, const gemm_args<T>& g, bool split_
         for (int64_t ic = row_begin; ic < row_end; ic += cfg.mc) {
           const int64_t mc = std::min(cfg.mc, row_end - ic);
           cfg.pack_a(g.a_at(ic, pc), g.lda, !g.trans_a, mc, kc, a_pack);
-          macro_kernel(cfg, mc, nc, kc, a_pack, b_pack, g.C + ic * g.ldc + jc, g.ldc, g.alpha, beta);
+          macro_kernel(cfg, mc, nc, kp, a_pack, b_pack, g.C + ic * g.ldc + jc, g.ldc, g.alpha, beta);
         }
       } else {
         for (int64_t ic = 0; ic < g.M; ic += cfg.mc) {
@@ -290,11 +355,11 @@ void gemm_worker(const kernel_config<T>& cfg, const gemm_args<T>& g, bool split_
           split_range(ceil_div(mc, mr), tid, nthreads, q0, q1);
           if (q1 > q0) {
             cfg.pack_a(g.a_at(ic + q0 * mr, pc), g.lda, !g.trans_a, std::min(mc - q0 * mr, (q1 - q0) * mr), kc,
-                       a_pack + q0 * mr * kc);
+                       a_pack + q0 * mr * kp);
           }
           team_barrier(nthreads);
           if (p1 > p0) {
-            macro_kernel(cfg, mc, std::min(nc - p0 * nr, (p1 - p0) * nr), kc, a_pack, b_pack + p0 * nr * kc,
+            macro_kernel(cfg, mc, std::min(nc - p0 * nr, (p1 - p0) * nr), kp, a_pack, b_pack + p0 * nr * kp,
                          g.C + ic * g.ldc + jc + p0 * nr, g.ldc, g.alpha, beta);
           }
           team_barrier(nthreads);  // a_pack is overwritten by the next block
@@ -327,16 +392,9 @@ inline double balance(int64_t items, int nthreads) {
   return double(items) / double(ceil_div(items, nthreads) * nthreads);
 }
 
-template <typename T>
-void gemm_run(const gemm_args<T>& g, int nthreads) {
-  if (g.M <= 0 || g.N <= 0) return;
-  if (g.K <= 0 || g.alpha == T(0)) {
-    scale_c(g.C, g.M, g.N, g.ldc, g.beta);
-    return;
-  }
-  const kernel_config<T>& cfg = active_config<T>();
-
-  const int64_t kc_max = std::min(cfg.kc, g.K);
+template <typename T, typename P>
+void gemm_run_with(const kernel_config<T, P>& cfg, const gemm_args<T>& g, int nthreads) {
+  const int64_t kc_max = ceil_div(std::min(cfg.kc, g.K), cfg.k_pack);
   const int64_t nc_max = round_up(std::min(cfg.nc, g.N), cfg.nr);
   const int64_t mc_max = round_up(std::min(cfg.mc, g.M), cfg.mr);
   const int64_t m_tiles = ceil_div(g.M, cfg.mr);
@@ -348,12 +406,12 @@ void gemm_run(const gemm_args<T>& g, int nthreads) {
 
   // One allocation from the calling thread's scratch: the shared B panel, then either one
   // A block per thread (split_m) or one shared A block. Elements, 64-byte multiples.
-  const int64_t align = 64 / static_cast<int64_t>(sizeof(T));
+  const int64_t align = 64 / static_cast<int64_t>(sizeof(P));
   const int64_t b_elems = round_up(kc_max * nc_max, align);
   const int64_t a_slice = round_up(kc_max * mc_max, align);
   const int64_t a_count = split_m ? nthreads : 1;
-  T* b_pack = static_cast<T*>(thread_scratch().get(sizeof(T) * static_cast<std::size_t>(b_elems + a_slice * a_count)));
-  T* a_packs = b_pack + b_elems;
+  P* b_pack = static_cast<P*>(thread_scratch().get(sizeof(P) * static_cast<std::size_t>(b_elems + a_slice * a_count)));
+  P* a_packs = b_pack + b_elems;
 
   if (nthreads == 1) {
     gemm_worker(cfg, g, split_m, b_pack, a_packs, a_slice, 0, 1);
@@ -365,6 +423,27 @@ void gemm_run(const gemm_args<T>& g, int nthreads) {
     // split is by the actual size, and a_packs has room for at least that many slices.
     gemm_worker(cfg, g, split_m, b_pack, a_packs, a_slice, omp_get_thread_num(), omp_get_num_threads());
   }
+}
+
+template <typename T>
+void gemm_run(const gemm_args<T>& g, int nthreads) {
+  if (g.M <= 0 || g.N <= 0) return;
+  if (g.K <= 0 || g.alpha == T(0)) {
+    scale_c(g.C, g.M, g.N, g.ldc, g.beta);
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (precision_slot().load(std::memory_order_relaxed) == static_cast<int>(MatmulPrecision::bf16)) {
+      if (bf16_dot_slot().load(std::memory_order_relaxed) && gemm_active_isa() == gemm_isa::avx512) {
+        static const kernel_config<float, uint32_t> pairs = make_bf16_pair_config();
+        gemm_run_with(pairs, g, nthreads);
+      } else {
+        gemm_run_with(active_bf16_converting_config(), g, nthreads);
+      }
+      return;
+    }
+  }
+  gemm_run_with(active_config<T>(), g, nthreads);
 }
 
 }  // namespace
@@ -389,6 +468,16 @@ const char* gemm_isa_name(gemm_isa isa) {
     case gemm_isa::scalar: return "scalar";
   }
   return "unknown";
+}
+
+bool gemm_bf16_dot_available() {
+  static const bool available = detect_bf16_dot();
+  return available;
+}
+
+bool gemm_set_bf16_dot(bool use) {
+  bf16_dot_slot().store(use && gemm_bf16_dot_available(), std::memory_order_relaxed);
+  return bf16_dot_slot().load(std::memory_order_relaxed);
 }
 
 }  // namespace gemm_detail
@@ -455,3 +544,30 @@ template void gemm_batched<double>(double*, const double*, const double*, int64_
                                    int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, double, double);
 
 }  // namespace posgrad::kernels::cpu
+
+namespace posgrad::kernels {
+
+const char* matmul_precision_name(MatmulPrecision p) { return p == MatmulPrecision::bf16 ? "bf16" : "fp32"; }
+
+MatmulPrecision parse_matmul_precision(const std::string& text) {
+  if (text == "fp32") return MatmulPrecision::fp32;
+  if (text == "bf16") return MatmulPrecision::bf16;
+  throw ValueError(detail::concat("unknown matmul precision '", text, "' (fp32|bf16)"));
+}
+
+void set_matmul_precision(MatmulPrecision p) {
+  cpu::gemm_detail::precision_slot().store(static_cast<int>(p), std::memory_order_relaxed);
+}
+
+MatmulPrecision matmul_precision() {
+  return static_cast<MatmulPrecision>(cpu::gemm_detail::precision_slot().load(std::memory_order_relaxed));
+}
+
+const char* matmul_bf16_path() {
+  namespace gd = cpu::gemm_detail;
+  return gd::bf16_dot_slot().load(std::memory_order_relaxed) && gd::gemm_active_isa() == gd::gemm_isa::avx512
+             ? "avx512-bf16 (vdpbf16ps)"
+             : "converting (bf16-rounded operands, float kernel)";
+}
+
+}  // namespace posgrad::kernels

@@ -22,4 +22,11 @@ gemm_isa gemm_set_isa(gemm_isa isa);
 
 const char* gemm_isa_name(gemm_isa isa);
 
+// Whether the running CPU has AVX512-BF16 (with AVX-512): the bf16 pair path can run.
+bool gemm_bf16_dot_available();
+// Chooses the bf16 path for bf16-precision float products: true = VDPBF16PS on k-pairs (only while the
+// active ISA is avx512 and the CPU has it), false = the active ISA's converting path. Clamped to what the
+// CPU has; returns what was set. For tests and benches only, like gemm_set_isa.
+bool gemm_set_bf16_dot(bool use);
+
 }  // namespace posgrad::kernels::cpu::gemm_detail

@@ -26,7 +26,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -47,13 +49,15 @@
 
 namespace posgrad::kernels::cpu::gemm_detail {
 
-template <typename T>
-using ukr_fn = void (*)(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t m, int64_t n, T alpha, T beta);
+// P is the packed element: T itself, or uint32_t for the bf16 pair path (a pair of k steps per
+// element; `kc` of the micro-kernel then counts pair steps).
+template <typename T, typename P = T>
+using ukr_fn = void (*)(int64_t kc, const P* a, const P* b, T* c, int64_t ldc, int64_t m, int64_t n, T alpha, T beta);
 
 // Packs the block element (k, x), x < w valid, k < kc, into ceil(w / W) panels of width W.
 // `trans == false` means src[k * ld + x] (copy), `true` means src[x * ld + k] (transpose).
-template <typename T>
-using pack_fn = void (*)(const T* src, int64_t ld, bool trans, int64_t w, int64_t kc, T* dst);
+template <typename T, typename P = T>
+using pack_fn = void (*)(const T* src, int64_t ld, bool trans, int64_t w, int64_t kc, P* dst);
 
 // ------------------------------------------------------------------------------------------
 // Portable pieces (also inlined into the ISA-specific wrappers, where GCC vectorises them
@@ -133,6 +137,39 @@ void ukr_scalar(int64_t kc, const T* __restrict a, const T* __restrict b, T* c, 
     }
   }
   write_tile_generic<T, MR, NR>(acc, c, ldc, m, n, alpha, beta);
+}
+
+// ------------------------------------------------------------------------------------------
+// bf16 operands (gemm.cpp's bf16 matmul precision)
+// ------------------------------------------------------------------------------------------
+
+// The bf16 bits of x: round to nearest, ties to even, as VCVTNEPS2BF16 does (Intel SDM, "VCVTNEPS2BF16",
+// and the AVX512-BF16 convert_fp32_to_bfloat16 pseudo-code): a denormal input becomes a zero of its
+// sign, a NaN stays a quiet NaN, a finite value beyond the bf16 range rounds to infinity.
+POSGRAD_GEMM_INLINE uint32_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7F800000u) == 0) return (u >> 16) & 0x8000u;                     // zero, denormal
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return ((u >> 16) | 0x40u) & 0xFFFFu;  // NaN, made quiet
+  return ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) & 0xFFFFu;                  // RNE
+}
+
+// x rounded to bf16 and widened back to float (exact: bf16 is the top half of a float).
+POSGRAD_GEMM_INLINE float bf16_round(float x) {
+  const uint32_t u = bf16_bits(x) << 16;
+  float r;
+  std::memcpy(&r, &u, sizeof r);
+  return r;
+}
+
+// The converting path: the ISA's own float packer, then every packed element rounded to bf16 in
+// place, so the float micro-kernel multiplies bf16 values (the products are exact in float: 8 x 8
+// significant bits) and accumulates in float. Used where the CPU has no bf16 dot-product instruction.
+template <pack_fn<float> Pack, int W>
+void pack_rounded(const float* src, int64_t ld, bool trans, int64_t w, int64_t kc, float* dst) {
+  Pack(src, ld, trans, w, kc, dst);
+  const int64_t n = (w + W - 1) / W * W * kc;
+  for (int64_t e = 0; e < n; ++e) dst[e] = bf16_round(dst[e]);
 }
 
 #if POSGRAD_GEMM_X86
@@ -379,6 +416,124 @@ POSGRAD_GEMM_AVX512 void pack_avx512(const T* src, int64_t ld, bool trans, int64
           POSGRAD_GEMM_AVX512 { pack_panel_contig_avx512<T, W>(s, l, wp, k, d); },
       [](const T* s, int64_t l, int64_t wp, int64_t k, T* d)
           POSGRAD_GEMM_AVX512 { pack_panel_transposed_avx512<T, W>(s, l, wp, k, d); });
+}
+
+// ------------------------------------------------------------------------------------------
+// AVX-512 with AVX512-BF16: VDPBF16PS on k-pairs
+// ------------------------------------------------------------------------------------------
+//
+// Packed format of the pair path (element type uint32_t, one bf16 pair along k): a micro-panel of
+// width W holds ceil(kc / 2) pair steps; pair step p, column x sits at dst[p * W + x], its low half
+// the bf16 of element (2p, x) and its high half that of (2p + 1, x) (zero past kc). VDPBF16PS then
+// adds a_lo * b_lo + a_hi * b_hi to each float lane (Intel SDM, "VDPBF16PS": products of bf16 are
+// exact in float, each addition rounded to nearest even; denormal inputs and outputs are zero).
+
+#define POSGRAD_GEMM_AVX512BF16 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,fma")))
+
+// Pairs along k of a float panel already packed as kc rows of W (pack_avx512 / pack_scalar format).
+template <int W>
+POSGRAD_GEMM_AVX512BF16 POSGRAD_GEMM_INLINE void pair_panel_avx512bf16(const float* panel, int64_t kc, uint32_t* dst) {
+  constexpr int L = 16;
+  constexpr int G = (W + L - 1) / L;
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t p = 0; p < kp; ++p) {
+    const float* even = panel + 2 * p * W;
+    const bool has_odd = 2 * p + 1 < kc;
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const __mmask16 m = avx512_vec<float>::first_n(W - g * L);
+      const __m512 lo = _mm512_maskz_loadu_ps(m, even + g * L);
+      const __m512 hi = has_odd ? _mm512_maskz_loadu_ps(m, even + W + g * L) : _mm512_setzero_ps();
+      const __m512i lo16 = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo)));
+      const __m512i hi16 = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(hi)));
+      _mm512_mask_storeu_epi32(dst + p * W + g * L, m, _mm512_or_si512(lo16, _mm512_slli_epi32(hi16, 16)));
+    }
+  }
+}
+
+// A float panel of width W and depth kc, for the pair packers (one per thread, grown once).
+inline float* pair_staging(int64_t elems) {
+  struct buffer {
+    float* p = nullptr;
+    int64_t n = 0;
+    ~buffer() { std::free(p); }
+  };
+  thread_local buffer b;
+  if (elems > b.n) {
+    const std::size_t bytes = (static_cast<std::size_t>(elems) * sizeof(float) + 63) / 64 * 64;
+    void* fresh = std::aligned_alloc(64, bytes);
+    if (fresh == nullptr) throw std::bad_alloc();
+    std::free(b.p);
+    b.p = static_cast<float*>(fresh);
+    b.n = elems;
+  }
+  return b.p;
+}
+
+// Packs a block like pack_avx512<float, W> (same arguments, same panels), in the pair format: each
+// panel is packed as floats into a per-thread staging panel (L1/L2-resident) and then paired.
+template <int W>
+POSGRAD_GEMM_AVX512BF16 void pack_pairs_avx512bf16(const float* src, int64_t ld, bool trans, int64_t w, int64_t kc,
+                                                   uint32_t* dst) {
+  float* staging = pair_staging(int64_t(W) * kc);
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t x0 = 0; x0 < w; x0 += W) {
+    const int64_t wp = w - x0 < W ? w - x0 : W;
+    pack_avx512<float, W>(trans ? src + x0 * ld : src + x0, ld, trans, wp, kc, staging);
+    pair_panel_avx512bf16<W>(staging, kc, dst);
+    dst += int64_t(W) * kp;
+  }
+}
+
+// MR x (NV * 16) micro-kernel over kp pair steps: as ukr_avx512<float>, with a 32-bit broadcast of
+// A's pair and one VDPBF16PS per accumulator and pair step (two multiply-adds per lane).
+template <int MR, int NV>
+POSGRAD_GEMM_AVX512BF16 void ukr_avx512bf16(int64_t kp, const uint32_t* __restrict a, const uint32_t* __restrict b,
+                                            float* c, int64_t ldc, int64_t m, int64_t n, float alpha, float beta) {
+  using V = avx512_vec<float>;
+  constexpr int L = 16;
+  __m512 acc[MR][NV];
+#pragma GCC unroll 32
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  }
+  const int64_t last_col = (n < NV * L ? n : NV * L) - 1;
+  for (int64_t i = 0; i < m; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + last_col), _MM_HINT_T0);
+  }
+
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kp; ++p) {
+    __m512bh bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = reinterpret_cast<__m512bh>(_mm512_load_si512(b + v * L));
+#pragma GCC unroll 32
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh ai = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[i])));
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+    }
+    a += MR;
+    b += NV * L;
+  }
+
+  const __m512 va = V::set1(alpha);
+  const __m512 vb = V::set1(beta);
+#pragma GCC unroll 32
+  for (int i = 0; i < MR; ++i) {
+    if (i < m) {
+      float* ci = c + i * ldc;
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const auto k = V::first_n(n - v * L);
+        const __m512 r =
+            beta == 0.0f ? V::mul(va, acc[i][v]) : V::fmadd(va, acc[i][v], V::mul(vb, V::maskz_loadu(k, ci + v * L)));
+        V::mask_storeu(ci + v * L, k, r);
+      }
+    }
+  }
 }
 
 // ------------------------------------------------------------------------------------------
