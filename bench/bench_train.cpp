@@ -20,6 +20,7 @@
 #include "autograd/ops.h"
 #include "autograd/profiler.h"
 #include "nn/gpt.h"
+#include "tensor/kernels/kernels.h"
 #include "train/optim.h"
 #include "train/threads.h"
 
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
   for (const auto& k : nn::position_encoding_kinds()) methods += (methods.empty() ? "" : ",") + k;
   int64_t steps = 10, warmup = 2, batch = 0, threads = 0, context = 0;
   bool profile = false;
+  std::string precision = "fp32";
   app.add_option("--size", size, "compare | nanogpt | cpu | gpt2")
       ->check(CLI::IsMember({"compare", "nanogpt", "cpu", "gpt2"}))
       ->capture_default_str();
@@ -101,6 +103,11 @@ int main(int argc, char** argv) {
                  "OpenMP threads (0: like `posgrad train`'s default, all cores, fewer while other processes keep some "
                  "busy)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}))
+      ->capture_default_str();
+  app.add_option("--precision", precision,
+                 "Matrix products: fp32, or bf16 mixed precision (bf16 operands, float accumulation; "
+                 "train --precision)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   app.add_flag("--profile", profile, "Then run the timed steps again with the op profiler and print the breakdown");
   try {
@@ -147,7 +154,10 @@ int main(int argc, char** argv) {
     if (context) mc.block_size = context;
     Device dev = Device::parse(device);
     train::ThreadGovernor governor(threads);
-    std::printf("# threads=%d%s\n", governor.threads(), governor.adaptive() ? " (following the load)" : "");
+    const kernels::MatmulPrecisionScope matmul_precision(kernels::parse_matmul_precision(precision));
+    std::printf("# threads=%d%s, matrix products in %s%s\n", governor.threads(),
+                governor.adaptive() ? " (following the load)" : "", precision.c_str(),
+                precision == "bf16" ? (std::string(" (") + kernels::matmul_bf16_path() + ")").c_str() : "");
     std::printf("# size=%s layers=%ld heads=%ld width=%ld context=%ld batch=%ld device=%s, %ld timed steps after %ld\n",
                 size.c_str(), long(mc.n_layer), long(mc.n_head), long(mc.n_embd), long(mc.block_size), long(batch),
                 device.c_str(), long(steps), long(warmup));

@@ -375,23 +375,32 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--batch", type=int, default=0)
+    ap.add_argument("--mode", default="eager", choices=["eager", "compile", "bf16", "bf16-compile"],
+                    help="eager fp32; torch.compile (default inductor backend, compiled during the warm-up steps); "
+                         "bf16: forward and loss under torch.autocast(device, dtype=torch.bfloat16), fp32 master "
+                         "weights and optimizer; bf16-compile: both")
     a = ap.parse_args()
+    if a.mode.endswith("compile") and a.warmup < 1:
+        ap.error("--mode compile needs --warmup >= 1 (the first steps compile)")
     L, H, C, T, B, V = SIZES[a.size]
     B = a.batch or B
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 like posgrad's default
-    print(f"# pytorch {torch.__version__} size={a.size} batch={B} device={a.device}")
+    print(f"# pytorch {torch.__version__} size={a.size} batch={B} device={a.device} mode={a.mode}")
     print(f"{'method':<11} {'params':>12} {'tokens/s':>12} {'ms/step':>12}")
     for kind in a.methods.split(","):
         torch.manual_seed(0)
         m = GPT(kind, L, H, C, T, V).to(a.device)
         opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.1)
+        fwd = torch.compile(m) if a.mode.endswith("compile") else m
+        autocast = torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16, enabled=a.mode.startswith("bf16"))
         times = []
         for s in range(a.warmup + a.steps):
             x = torch.randint(V, (B, T), device=a.device)
             y = torch.randint(V, (B, T), device=a.device)
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(m(x).view(-1, V), y.view(-1))
+            with autocast:
+                loss = F.cross_entropy(fwd(x).view(-1, V), y.view(-1))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
             opt.step()

@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# vs_pytorch.sh — posgrad against PyTorch eager on this CPU, per model size and position encoding:
+# vs_pytorch.sh — posgrad against PyTorch on this CPU, per model size and position encoding:
 # tokens/s of a whole training step (forward, backward, clip, AdamW) of the same GPT, measured
-# alternately (posgrad, PyTorch, posgrad, ...) with the same thread count, and the ratio
-# posgrad / PyTorch; then posgrad's model FLOP utilisation (MFU): model FLOPs per second over the
+# alternately (posgrad, then each PyTorch mode, round after round) with the same thread count, and
+# the ratios posgrad / PyTorch: posgrad fp32 against PyTorch eager and torch.compile, posgrad
+# --precision bf16 against torch.autocast("cpu", dtype=torch.bfloat16) (eager, and compiled with
+# bf16-compile); then posgrad's fp32 model FLOP utilisation (MFU): model FLOPs per second over the
 # FP32 FMA peak measured on this machine in the same sitting (bench_gemm's FMA-chain measurement).
 #
 # Not part of CI (it needs PyTorch). Creates .venv-torch with PyTorch from PyPI if missing.
 #
 # Usage: bench/vs_pytorch.sh [--sizes compare,nanogpt,cpu] [--methods none,rope,...] [--rounds 3]
 #                            [--steps 10] [--threads N] [--build build] [--load]
-# Output: one table per size: method | posgrad tok/s | PyTorch tok/s | ratio= (median over rounds,
-# with min-max) | MFU. Model FLOPs per token: 6 N (N = all parameters: the tied LM head is a matmul;
-# forward and backward) + 12 L T C (attention scores and values, the causal half counted in full).
-# --load: graceful under load instead. Each round measures both quiet, then both again while a busy
-# loop keeps one core busy, and prints loaded / quiet per round for each (a fair share is 0.5 on
-# two cores). posgrad runs with its default thread setting (it follows the load, train/threads.h),
-# PyTorch with --threads; both get 3x the steps (at least 30) so that the loaded part lasts.
+#                            [--modes eager,compile,bf16[,bf16-compile]]
+# Output: one table per size: method | posgrad fp32 tok/s | per fp32 mode: PyTorch tok/s, ratio=
+# (median over rounds, with min-max) | posgrad bf16 tok/s | per bf16 mode: PyTorch tok/s, ratio= |
+# MFU. Model FLOPs per token: 6 N (N = all parameters: the tied LM head is a matmul; forward and
+# backward) + 12 L T C (attention scores and values, the causal half counted in full).
+# torch.compile compiles during the 2 warm-up steps, which are not timed.
+# --load: graceful under load instead (fp32, eager). Each round measures both quiet, then both again
+# while a busy loop keeps one core busy, and prints loaded / quiet per round for each (a fair share
+# is 0.5 on two cores). posgrad runs with its default thread setting (it follows the load,
+# train/threads.h), PyTorch with --threads; both get 3x the steps (at least 30) so that the loaded
+# part lasts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,8 +32,9 @@ steps=10
 threads=$(nproc)
 build=build
 load=0
+modes=eager,compile,bf16
 while [[ $# -gt 0 ]]; do
-  if [[ $1 =~ ^--(sizes|methods|rounds|steps|threads|build)$ && $# -lt 2 ]]; then
+  if [[ $1 =~ ^--(sizes|methods|rounds|steps|threads|build|modes)$ && $# -lt 2 ]]; then
     echo "vs_pytorch.sh: $1 needs a value (see --help)" >&2
     exit 2
   fi
@@ -38,13 +45,19 @@ while [[ $# -gt 0 ]]; do
     --steps) steps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
+    --modes) modes=$2; shift 2 ;;
     --load) load=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch.sh: --rounds must be a positive integer, got '$rounds'" >&2; exit 2; }
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch.sh: --steps must be a positive integer, got '$steps'" >&2; exit 2; }
+IFS=, read -ra mode_list <<< "$modes"
+for mode in "${mode_list[@]}"; do
+  [[ $mode =~ ^(eager|compile|bf16|bf16-compile)$ ]] ||
+    { echo "vs_pytorch.sh: --modes takes eager, compile, bf16, bf16-compile; got '$mode'" >&2; exit 2; }
+done
 [[ "$threads" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch.sh: --threads must be a positive integer, got '$threads'" >&2; exit 2; }
 
 bench_train=$build/bench/bench_train
@@ -83,8 +96,8 @@ echo "# $(date -u +%FT%TZ)  threads=$threads  rounds=$rounds  steps=$steps  torc
 
 IFS=, read -ra size_list <<< "$sizes"
 
-run_torch() {  # size steps warmup > file
-  "$py" -c "import torch; torch.set_num_threads($threads); import runpy, sys; sys.argv=['reference_gpt.py', '--size', '$1', '--device', 'cpu', '--methods', '$methods', '--steps', '$2', '--warmup', '$3']; runpy.run_path('bench/reference_gpt.py', run_name='__main__')"
+run_torch() {  # size steps warmup [mode] > file
+  "$py" -c "import torch; torch.set_num_threads($threads); import runpy, sys; sys.argv=['reference_gpt.py', '--size', '$1', '--device', 'cpu', '--methods', '$methods', '--steps', '$2', '--warmup', '$3', '--mode', '${4:-eager}']; runpy.run_path('bench/reference_gpt.py', run_name='__main__')"
 }
 
 if ((load)); then
@@ -131,39 +144,76 @@ fi
 
 for size in "${size_list[@]}"; do
   for ((r = 1; r <= rounds; r++)); do
-    "$bench_train" --size "$size" --methods "$methods" --steps "$steps" --warmup 2 > "$tmp/posgrad.$size.$r"
-    run_torch "$size" "$steps" 2 > "$tmp/torch.$size.$r"
+    "$bench_train" --size "$size" --methods "$methods" --steps "$steps" --warmup 2 > "$tmp/posgrad.fp32.$size.$r"
+    for mode in "${mode_list[@]}"; do
+      if [[ $mode == bf16* && ! -s $tmp/posgrad.bf16.$size.$r ]]; then
+        "$bench_train" --size "$size" --methods "$methods" --steps "$steps" --warmup 2 --precision bf16 \
+          > "$tmp/posgrad.bf16.$size.$r"
+      fi
+      run_torch "$size" "$steps" 2 "$mode" > "$tmp/torch.$mode.$size.$r"
+    done
   done
-  "$py" - "$tmp" "$size" "$rounds" "${peak:-0}" <<'PY'
-import re, statistics, sys
-tmp, size, rounds, peak = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+  "$py" - "$tmp" "$size" "$rounds" "${peak:-0}" "$modes" <<'PY'
+import statistics, sys
+tmp, size, rounds, peak, modes = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5].split(",")
 def read(path):
     out, meta = {}, {}
-    for line in open(path):
+    try:
+        lines = open(path).read().splitlines()
+    except FileNotFoundError:
+        return out, meta
+    for line in lines:
         if line.startswith('#'):
-            meta.update(dict(kv.split('=', 1) for kv in line[1:].split() if '=' in kv))
+            meta.update(dict(kv.split('=', 1) for kv in line[1:].replace(',', ' ').split() if '=' in kv))
             continue
         f = line.split()
         if len(f) == 4 and f[0] != 'method':
             out[f[0]] = (int(f[1]), float(f[2]))
     return out, meta
-pg = [read(f"{tmp}/posgrad.{size}.{r}") for r in range(1, rounds + 1)]
-pt = [read(f"{tmp}/torch.{size}.{r}")[0] for r in range(1, rounds + 1)]
-meta = pg[0][1]
+def runs(who):
+    return [read(f"{tmp}/{who}.{size}.{r}")[0] for r in range(1, rounds + 1)]
+pg = {"fp32": runs("posgrad.fp32"), "bf16": runs("posgrad.bf16")}
+pt = {m: runs(f"torch.{m}") for m in modes}
+meta = read(f"{tmp}/posgrad.fp32.{size}.1")[1]
 L, C, T = int(meta['layers']), int(meta['width']), int(meta['context'])
 print(f"\n## size={size}: {meta['layers']} layers x {meta['width']} wide, context {meta['context']}, batch {meta['batch']}")
-print("| method | posgrad tok/s | PyTorch tok/s | ratio= (min-max) | posgrad MFU |")
-print("|---|---:|---:|---:|---:|")
-for m in pg[0][0]:
-    a = [p[0][m][1] for p in pg if m in p[0]]
-    b = [t[m][1] for t in pt if m in t]
-    if not b:
-        print(f"| {m} | {statistics.median(a):.0f} | n/a | n/a | |"); continue
+print("posgrad fp32 against PyTorch eager / torch.compile (fp32); posgrad --precision bf16 against torch.autocast bf16 "
+      "(eager / compiled). ratio = posgrad tok/s / PyTorch tok/s, median over rounds (min-max); MFU: model FLOPs "
+      "per second over the FP32 FMA peak.")
+head = ["method", "posgrad fp32 tok/s"]
+for m in modes:
+    if not m.startswith("bf16"):
+        head += [f"torch {m}", f"ratio vs {m}"]
+if any(m.startswith("bf16") for m in modes):
+    head += ["posgrad bf16 tok/s"]
+    for m in modes:
+        if m.startswith("bf16"):
+            head += [f"torch {m}", f"ratio vs {m}"]
+head += ["posgrad fp32 MFU"]
+print("| " + " | ".join(head) + " |")
+print("|" + "---|" * len(head))
+def cell(prec, mode, m):
+    a = [p[m][1] for p in pg[prec] if m in p]
+    b = [t[m][1] for t in pt[mode] if m in t]
+    if not a or not b:
+        return ["n/a", "n/a"]
     ratios = [x / y for x, y in zip(a, b)]
-    params = pg[0][0][m][0]
+    return [f"{statistics.median(b):.0f}", f"ratio={statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"]
+for m in pg["fp32"][0]:
+    a = [p[m][1] for p in pg["fp32"] if m in p]
+    row = [m, f"{statistics.median(a):.0f}"]
+    for mode in modes:
+        if not mode.startswith("bf16"):
+            row += cell("fp32", mode, m)
+    if any(x.startswith("bf16") for x in modes):
+        b16 = [p[m][1] for p in pg["bf16"] if m in p]
+        row += [f"{statistics.median(b16):.0f}" if b16 else "n/a"]
+        for mode in modes:
+            if mode.startswith("bf16"):
+                row += cell("bf16", mode, m)
+    params = pg["fp32"][0][m][0]
     flops_per_token = 6 * params + 12 * L * T * C  # params include the embeddings: an upper bound
-    mfu = f"{100 * statistics.median(a) * flops_per_token / (peak * 1e9):.1f}%" if peak > 0 else "n/a"
-    print(f"| {m} | {statistics.median(a):.0f} | {statistics.median(b):.0f} | ratio={statistics.median(ratios):.2f} "
-          f"({min(ratios):.2f}-{max(ratios):.2f}) | {mfu} |")
+    row += [f"{100 * statistics.median(a) * flops_per_token / (peak * 1e9):.1f}%" if peak > 0 else "n/a"]
+    print("| " + " | ".join(row) + " |")
 PY
 done

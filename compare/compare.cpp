@@ -25,6 +25,7 @@
 #include "data/fileio.h"
 #include "data/process.h"
 #include "data/synthetic.h"
+#include "tensor/kernels/kernels.h"
 #include "train/interrupt.h"
 #include "train/options.h"
 #include "train/presets.h"
@@ -528,6 +529,8 @@ void check_compare_data(const CompareConfig& cfg) {
 std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   dist::Communicator& job = comm ? *comm : dist::world();
   cfg.validate();
+  // Every product of the run, the studies' own models and evaluations included, in --precision.
+  const kernels::MatmulPrecisionScope precision(kernels::parse_matmul_precision(cfg.base.precision));
   check_same_experiment(cfg);
   check_compare_data(cfg);  // what the corpus allows, before anything is written or trained
   check_kept_units(cfg);    // every finished unit this run would keep, before any new one trains

@@ -77,7 +77,12 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
      << " wide, training length " << block << ", dropout " << b.model.dropout << "\n"
      << "- training: " << b.max_iters << " steps of " << b.batch_size << "x" << block << " tokens, AdamW lr " << b.lr
      << " (warm-up " << b.warmup_iters << ", cosine to " << b.min_lr << "), weight decay " << b.weight_decay
-     << ", clip " << b.grad_clip << "\n- seeds: ";
+     << ", clip " << b.grad_clip << "\n"
+     << "- matrix products: "
+     << (b.precision == "bf16" ? "bf16 mixed precision (operands rounded to bf16, float accumulation; weights, "
+                                 "optimizer state, softmax and norms in float)"
+                               : "fp32")
+     << "\n- seeds: ";
   for (size_t i = 0; i < c.seeds.size(); ++i) md << (i ? ", " : "") << c.seeds[i];
   md << "\n";
   for (const StudyEntry& s : studies())

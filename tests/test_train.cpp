@@ -372,3 +372,60 @@ TEST(MemoryEstimate, MaterialisingEncodingsCountTheirQuadraticTensors) {
   EXPECT_NE(test::thrown_message<UsageError>([&] { train::check_memory(c, 16384); }).find("--batch-size"),
             std::string::npos);
 }
+
+// --precision bf16 (kernels::MatmulPrecision): the trainer multiplies in bf16 for its lifetime and
+// restores the setting after; the run is reproducible bit for bit, independent of the thread count,
+// records its precision, learns like fp32 (loss within a few percent after 30 steps) without being
+// fp32 (the weights differ); a resume cannot change it; CUDA refuses it.
+TEST(MixedPrecision, Bf16TrainingIsReproducibleCloseToFp32AndRecorded) {
+  const int saved = omp_get_max_threads();
+  const auto run = [](const std::string& precision, int threads_pattern, double* loss) {
+    TempDir d;
+    auto c = tiny_config(d, "rope");
+    c.model.n_layer = 2, c.model.n_head = 4, c.model.n_embd = 64, c.model.block_size = 32;
+    c.batch_size = 8;
+    c.precision = precision;
+    c.max_iters = 30;
+    std::vector<float> w;
+    {
+      train::Trainer t(c, false);
+      EXPECT_EQ(kernels::matmul_precision(), kernels::parse_matmul_precision(precision));
+      for (int s = 0; s < 30; ++s) {
+        omp_set_num_threads(threads_pattern == 0 ? 2 : 1 + s % 2);
+        const double l = t.step().loss;
+        if (loss) *loss = l;
+      }
+      w = weights(t.model());
+    }
+    EXPECT_EQ(kernels::matmul_precision(), kernels::MatmulPrecision::fp32) << "not restored after the trainer";
+    return w;
+  };
+  double loss_fp32 = 0, loss_bf16 = 0;
+  const auto fp32 = run("fp32", 0, &loss_fp32);
+  const auto bf16 = run("bf16", 0, &loss_bf16);
+  EXPECT_EQ(run("bf16", 1, nullptr), bf16) << "bf16 weights depend on the thread count";
+  EXPECT_NE(fp32, bf16) << "--precision bf16 trained in fp32";
+  EXPECT_NEAR(loss_bf16, loss_fp32, 0.05 * loss_fp32);
+  omp_set_num_threads(saved);
+
+  TempDir d;
+  auto c = tiny_config(d);
+  c.precision = "bf16";
+  c.max_iters = 2;
+  c.checkpoint_interval = 1;
+  {
+    train::Trainer t(c, false);
+    t.run();
+  }
+  EXPECT_EQ(nlohmann::json::parse(read_file(d.str("run/config.json"))).at("precision"), "bf16");
+  c.precision = "fp32";
+  EXPECT_THROW(train::Trainer(c, true), UsageError);  // fixed on resume
+  c.precision = "bf16";
+  c.device = "cuda";
+  try {
+    c.validate();
+    ADD_FAILURE() << "bf16 on cuda accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--precision bf16"), std::string::npos) << e.what();
+  }
+}

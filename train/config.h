@@ -40,6 +40,8 @@ struct TrainConfig {
   std::string device = "cpu";
   std::string out_dir = "runs/train";
   int64_t threads = 0;  // 0: OpenMP default
+  // Matrix products: "fp32", or "bf16" operands with float accumulation (kernels::MatmulPrecision).
+  std::string precision = "fp32";
 
   // Every option in its range (the table), then the relations between options (min_lr <= lr,
   // n_embd % n_head, the device exists) and the memory estimate against this machine's memory.

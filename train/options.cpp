@@ -89,7 +89,14 @@ const Table<TrainConfig>& train_options() {
         .add(result_neutral(integer("threads", closed(0, 1024),
                                     "OpenMP threads (0: all cores, fewer while other processes keep "
                                     "some busy; results do not depend on it)")),
-             POSGRAD_MEMBER(threads));
+             POSGRAD_MEMBER(threads))
+        .add(fixed_on_resume(added_later_default(
+                 choice("precision", {"fp32", "bf16"},
+                        "Matrix products (linear layers, attention, LM head): fp32, or bf16 mixed precision -- "
+                        "operands rounded to bf16, float accumulation, weights, gradients, optimizer state, "
+                        "softmax and norms in float (CPU only; VDPBF16PS where the CPU has AVX512-BF16)"),
+                 std::string("fp32"))),
+             POSGRAD_MEMBER(precision));
     return t;
   }();
   return table;

@@ -36,6 +36,8 @@ void TrainConfig::validate() const {
   } catch (const Error& e) {
     throw UsageError(std::string("--device: ") + e.what());
   }
+  POSGRAD_CHECK(!(dev.is_cuda() && precision != "fp32"), UsageError, "--precision ", precision, " with --device ",
+                device, ": bf16 mixed precision runs on the CPU only (the CUDA backend multiplies in fp32)");
   POSGRAD_CHECK(!(dev.is_cuda() && nn::position_encoding_entry(model.pos.kind).cpu_only), UsageError, "--device ",
                 device, ": the ", model.pos.kind, " position encoding has no CUDA attention kernel; use --device cpu");
   check_memory(*this, model.block_size);
@@ -112,6 +114,7 @@ Trainer::Trainer(TrainConfig cfg, bool resume, dist::Communicator* comm) : cfg_(
   }
   // Under a launcher the default starts from this process's share of the node (dist::init_world).
   governor_.emplace(cfg_.threads);
+  precision_.emplace(kernels::parse_matmul_precision(cfg_.precision));
   device_ = Device::parse(cfg_.device);
   if (device_.is_cuda()) (void)backend(DeviceType::CUDA);  // clear DeviceError when unavailable
   build();
@@ -275,6 +278,9 @@ void Trainer::run(int64_t stop_after) {
                cfg_.model.n_embd, cfg_.model.pos.kind);
   spdlog::info("data: {} train / {} val tokens, vocab {}, batch {}x{} (x{} accumulation)", data_->train().size(),
                data_->val().size(), tok_->vocab_size(), cfg_.batch_size, cfg_.model.block_size, cfg_.grad_accum);
+  if (cfg_.precision == "bf16")
+    spdlog::info("matrix products in bf16 (float accumulation; weights, optimizer, softmax and norms in float): {}",
+                 kernels::matmul_bf16_path());
   if (dp_)
     spdlog::info("data-parallel: {} processes ({}), this one rank {} with rows {}..{} of each batch",
                  dp_->comm().size(), dp_->comm().name(), dp_->comm().rank(), dp_->first_row(),

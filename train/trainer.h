@@ -16,6 +16,7 @@
 #include "data/process.h"
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
+#include "tensor/kernels/kernels.h"
 #include "tensor/option_table.h"
 #include "train/config.h"
 #include "train/evaluate.h"
@@ -121,6 +122,8 @@ class Trainer {
   std::unique_ptr<data::BatchSampler> sampler_;
   BatchMix mix_;                            // empty: the sampler's batches unchanged
   std::optional<ThreadGovernor> governor_;  // the OpenMP thread count (threads.h)
+  // cfg_.precision for the trainer's lifetime (the process-wide setting of tensor/kernels/kernels.h).
+  std::optional<kernels::MatmulPrecisionScope> precision_;
   Generator init_gen_, dropout_gen_;
   std::unique_ptr<nn::GPT> model_;
   std::unique_ptr<Optimizer> opt_;
