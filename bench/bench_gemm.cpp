@@ -3,14 +3,21 @@
 // What it is: for each shape, validate posgrad against cblas_sgemm (max |diff| relative to
 // max |reference|; exit code 1 above 1e-4), then time both with the same thread count,
 // alternating posgrad / OpenBLAS samples, and print the median GFLOP/s and their ratio.
-// The machine's FP32 FMA peak is measured in the same run (before and after the table, the higher
-// of the two: fma_peak below) and each shape's posgrad GFLOP/s is printed as a fraction of it, the
-// anchor a GEMM is judged by (issue 27 asks for >= 85% at 1024^3).
+// The machine's FP32 FMA peak is measured in the same run (fma_peak below, best of 5), before the
+// table and again after it (a gap between the two shows the machine's state changed meanwhile), and
+// each shape's posgrad GFLOP/s is printed as a fraction of the first: the anchor a GEMM is judged by.
 // What it is not: a Google Benchmark suite or a test. OpenBLAS is linked to this executable
 // only, as a yardstick; the posgrad library never uses it.
 //
 // Usage: bench_gemm [--shapes MxNxK[:ta][:tb],...] [--reps R] [--threads T]
-//                   [--isa avx512|avx2|scalar] [--min-ms MS]
+//                   [--isa avx512|avx2|scalar] [--min-ms MS] [--precision fp32|bf16] [--no-bf16-dot]
+//                   [--against openblas|torch]
+// --precision bf16 times the bf16-operand products (kernels.h, MatmulPrecision), validated against
+// OpenBLAS on the bf16-rounded operands, with of_peak against the VDPBF16PS peak where the CPU has
+// AVX512-BF16 (--no-bf16-dot: the converting path). --against torch times PyTorch's matmul instead of
+// OpenBLAS (fp32, or bf16 tensors with --precision bf16: what torch.autocast runs), through
+// bench/torch_matmul.py started once with $POSGRAD_TORCH_PYTHON (default .venv-torch/bin/python,
+// which bench/vs_pytorch.sh creates), its samples alternating with posgrad's.
 // Default: the square shapes 256/512/1024, M=4096 with K=N in {128,256,512}, 4096x2048x512,
 // and the transposed variants of the 4096 x 2048 x 512 transformer projection
 // (forward shape with op(A)/op(B) stored transposed, and the backward dW = X^T dY,
