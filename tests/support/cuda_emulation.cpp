@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -153,10 +154,6 @@ inline cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t, cublasOperation_
   return ref_gemm_strided(ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
 }
 
-struct Deadlock : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 // Runs S.body for every thread of block S.bidx.
 inline void run_block() {
   const int n = static_cast<int>(S.bdim.x * S.bdim.y * S.bdim.z);
@@ -209,20 +206,82 @@ inline void run_block() {
   }
 }
 
+// The launch limits of every NVIDIA GPU of compute capability 7.0 to 12.x (CUDA C++ Programming Guide,
+// "Compute Capabilities", technical specifications table): a launch beyond them fails on the GPU with
+// cudaErrorInvalidConfiguration, here with LaunchLimit. Dynamic shared memory above 48 KiB needs an
+// opt-in (cudaFuncSetAttribute) that posgrad's kernels do not make.
+inline void check_launch_limits(dim3 grid, dim3 block, size_t smem) {
+  const auto fail = [](const std::string& what) {
+    throw LaunchLimit("emulated launch beyond the GPU limits: " + what);
+  };
+  const unsigned long long threads = 1ULL * block.x * block.y * block.z;
+  if (threads == 0 || threads > 1024) fail(std::to_string(threads) + " threads per block (at most 1024)");
+  if (block.x > 1024 || block.y > 1024 || block.z > 64) fail("block dimensions beyond 1024 x 1024 x 64");
+  if (grid.x > 2147483647u) fail("grid.x " + std::to_string(grid.x) + " beyond 2^31 - 1");
+  if (grid.y > 65535 || grid.z > 65535)
+    fail("grid.y " + std::to_string(grid.y) + " / grid.z " + std::to_string(grid.z) + " beyond 65535");
+  if (smem > 48 * 1024) fail(std::to_string(smem) + " bytes of dynamic shared memory (at most 49152 without opt-in)");
+}
+
+// The order the blocks of a launch run in: a permutation drawn from a seeded generator (POSGRAD_EMU_SEED,
+// default 1, mixed with the launch's ordinal), so a kernel whose blocks depend on each other's order
+// fails, reproducibly. POSGRAD_EMU_SEED=0 runs them in index order.
+inline std::vector<dim3> block_order(dim3 grid) {
+  static const unsigned long long seed = [] {
+    const char* env = std::getenv("POSGRAD_EMU_SEED");
+    return env != nullptr ? std::strtoull(env, nullptr, 10) : 1ULL;
+  }();
+  static unsigned long long launches = 0;
+  std::vector<dim3> order;
+  order.reserve(static_cast<size_t>(grid.x) * grid.y * grid.z);
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) order.emplace_back(x, y, z);
+  ++launches;
+  if (seed != 0) {
+    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + launches);
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+  }
+  return order;
+}
+
 template <typename... KArgs, typename... Args>
 void emulate_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+  check_launch_limits(grid, block, smem);
   std::tuple<std::decay_t<KArgs>...> tup(std::forward<Args>(args)...);
   S.body = [&] { std::apply(kernel, tup); };
   S.bdim = block;
   S.gdim = grid;
-  S.smem.assign(smem / sizeof(double) + 2, 0.0);
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        S.bidx = dim3(x, y, z);
-        run_block();
-      }
+  for (const dim3& b : block_order(grid)) {
+    // Every block starts with its dynamic shared memory full of NaN (the GPU leaves it undefined): a
+    // value read before the block wrote it poisons the result instead of reading as zero.
+    S.smem.assign(smem / sizeof(double) + 2, 0.0);
+    std::memset(S.smem.data(), 0xFF, S.smem.size() * sizeof(double));  // NaN as float and as double
+    S.bidx = b;
+    run_block();
+  }
 }
+
+void launch_for_test(Dim g, Dim bl, size_t smem, const std::function<void()>& body) {
+  const dim3 grid(g.x, g.y, g.z), block(bl.x, bl.y, bl.z);
+  check_launch_limits(grid, block, smem);
+  S.body = body;
+  S.bdim = block;
+  S.gdim = grid;
+  for (const dim3& b : block_order(grid)) {
+    S.smem.assign(smem / sizeof(double) + 2, 0.0);
+    std::memset(S.smem.data(), 0xFF, S.smem.size() * sizeof(double));  // NaN as float and as double
+    S.bidx = b;
+    run_block();
+  }
+}
+
+TestThread this_thread() {
+  const Fiber& me = S.f[S.cur];
+  return {{S.bidx.x, S.bidx.y, S.bidx.z}, {me.tid.x, me.tid.y, me.tid.z}, emulated_dynamic_smem()};
+}
+
+void sync_threads_for_test() { __syncthreads(); }
 
 }  // namespace emu
 

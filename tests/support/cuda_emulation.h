@@ -4,9 +4,13 @@
 // cuda_emulation.cpp, as plain C++ against a small emulation of the execution model: every CUDA thread
 // of a block is a fiber (ucontext) on this one OS thread, __syncthreads and warp shuffles are
 // scheduling points, and the scheduler reports a deadlock (mismatched barrier, partial warp shuffle)
-// as an exception (a test failure) instead of hanging. Blocks run one after another. Smaller blocks
-// than on the GPU (row blocks of 64 = 2 warps, attention tiles of 32) keep the emulated runs fast and
-// make small test shapes span several tiles.
+// as an exception (a test failure) instead of hanging. Blocks run one after another, in a seeded shuffled
+// order (POSGRAD_EMU_SEED; 0: index order), so a kernel whose blocks depend on each other's order fails;
+// each block's dynamic shared memory starts as NaN (undefined on the GPU), so a read before the write
+// shows; a launch beyond the limits of current GPUs (1024 threads per block, grid y and z 65535, 48 KiB
+// of dynamic shared memory) throws LaunchLimit. Static __shared__ arrays are not poisoned (they are
+// statics here). Smaller blocks than on the GPU (row blocks of 64 = 2 warps, attention tiles of 32) keep
+// the emulated runs fast and make small test shapes span several tiles.
 //
 // What it checks: the kernels' indexing, tiling, reductions and synchronisation logic, against the
 // CPU kernels (tests/test_cuda.cpp). What it is not: the GPU's memory model, occupancy or compiler —
@@ -15,6 +19,10 @@
 // The emulated kernels are those of kernels_decl.inc, declared here under emu::posgrad::kernels::cuda
 // with the names and signatures of ::posgrad::kernels::cuda.
 #pragma once
+
+#include <cstddef>
+#include <functional>
+#include <stdexcept>
 
 #include "tensor/kernels/kernels.h"
 
@@ -31,6 +39,30 @@ namespace emu::posgrad::kernels::cuda {
 }
 
 namespace emu {
+
+// A block that cannot finish (a __syncthreads or a warp shuffle not reached by all its threads).
+struct Deadlock : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A launch the GPU would refuse (block size, grid size or shared memory beyond the device limits).
+struct LaunchLimit : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The execution model itself, for its own tests: runs `body` as every thread of every block of
+// <<<grid, block, smem>>>, with the checks and the block order of a kernel launch. In the body,
+// this_thread() says which thread runs (and where the block's dynamic shared memory is), and
+// sync_threads_for_test() is __syncthreads().
+struct Dim {
+  unsigned x = 1, y = 1, z = 1;
+};
+struct TestThread {
+  Dim block, thread;
+  unsigned char* smem;
+};
+void launch_for_test(Dim grid, Dim block, size_t smem, const std::function<void()>& body);
+TestThread this_thread();
+void sync_threads_for_test();
 
 // False under AddressSanitizer, which does not follow ucontext stack switches (the tests skip then).
 inline bool emulation_supported() {
