@@ -385,6 +385,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_gemm: cannot start %s: %s\n", python.c_str(), error.c_str());
       return 2;
     }
+    // Wait until PyTorch is imported, so that the import does not run beside the peak measurement.
+    if (torch.ask("ping") != "pong") {
+      std::fprintf(stderr, "bench_gemm: the PyTorch helper did not start (%s bench/torch_matmul.py)\n", python.c_str());
+      return 2;
+    }
   }
   std::printf(
       "# posgrad %s (isa=%s%s) vs %s, %d thread(s), median of %d alternating samples of >= %.0f ms, "

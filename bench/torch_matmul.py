@@ -4,6 +4,7 @@
 bench_gemm starts this script once and alternates its own samples with PyTorch's over a pipe, so both
 libraries are timed in the same run, interleaved, with the same thread count. Protocol (one line each
 way):
+  ping                             -> "pong" (torch is imported: the helper is idle from now on)
   shape M N K TA TB DTYPE THREADS  -> "ok <torch version> <cpu capability>"   (allocates the operands)
   time CALLS                       -> seconds per call of CALLS back-to-back products (float)
   quit
@@ -25,6 +26,9 @@ def main() -> None:
             continue
         if words[0] == "quit":
             return
+        if words[0] == "ping":
+            print("pong", flush=True)
+            continue
         if words[0] == "shape":
             m, n, k, ta, tb = (int(w) for w in words[1:6])
             dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[words[6]]
