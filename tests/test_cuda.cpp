@@ -628,6 +628,31 @@ namespace {
 
 // One attention configuration run through the CPU and the emulated CUDA kernels.
 // With `sinks`, a sink logit per head (SPEC-positions-2 §5) joins every row, and its gradient is compared too.
+// The emulated attention kernels of one copy of the emulation: small blocks (emu) or the GPU's (emu_production).
+#define POSGRAD_EMU_ATTENTION(NAME, NS)         \
+  struct NAME {                                 \
+    template <typename T, typename... A>        \
+    static void forward(A... a) {               \
+      NS::attention_forward<T>(a...);           \
+    }                                           \
+    template <typename T, typename... A>        \
+    static void backward(A... a) {              \
+      NS::attention_backward<T>(a...);          \
+    }                                           \
+    template <typename T, typename... A>        \
+    static void diagonal_sums(A... a) {         \
+      NS::attention_diagonal_sums<T>(a...);     \
+    }                                           \
+    template <typename... A>                    \
+    static int64_t scratch_elems(A... a) {      \
+      return NS::attention_scratch_elems(a...); \
+    }                                           \
+  };
+POSGRAD_EMU_ATTENTION(EmuSmall, ::emu::posgrad::kernels::cuda)
+POSGRAD_EMU_ATTENTION(EmuProduction, ::emu_production::posgrad::kernels::cuda)
+#undef POSGRAD_EMU_ATTENTION
+
+template <typename T, typename Emu>
 void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
                     int64_t q_offset, bool with_kr, bool with_qr, bool with_sinks = false) {
   using kernels::ScoreBias;
@@ -635,13 +660,15 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
                            " Tq=" + std::to_string(Tq) + " Tk=" + std::to_string(Tk) +
                            " off=" + std::to_string(q_offset) + (with_kr ? " kr" : "") + (with_qr ? " qr" : "") +
                            (with_sinks ? " sinks" : "");
-  const std::vector<double> sinks = with_sinks ? rnd<double>(H, 37, -1.5, 1.5) : std::vector<double>();
-  std::vector<double> dsc(sinks.size(), 0.7), dse = dsc;
+  // Float: the kernels sum in other orders (tiles, warps); 2e-5 relative covers D = 128 and T = 300.
+  const auto tol = [](double t) { return std::is_same_v<T, float> ? 2e-5 : t; };
+  const std::vector<T> sinks = with_sinks ? rnd<T>(H, 37, -1.5, 1.5) : std::vector<T>();
+  std::vector<T> dsc(sinks.size(), 0.7), dse = dsc;
   const int64_t nd = Tq + Tk - 1, R = 6;  // R: content-position table rows
-  auto q = rnd<double>(B * H * Tq * D, 30), k = rnd<double>(B * H * Tk * D, 31), v = rnd<double>(B * H * Tk * D, 32);
-  auto dout = rnd<double>(B * H * Tq * D, 33);
-  std::vector<double> table;
-  std::vector<double> kr, qr;
+  auto q = rnd<T>(B * H * Tq * D, 30), k = rnd<T>(B * H * Tk * D, 31), v = rnd<T>(B * H * Tk * D, 32);
+  auto dout = rnd<T>(B * H * Tq * D, 33);
+  std::vector<T> table;
+  std::vector<T> kr, qr;
   std::vector<int64_t> diag_u, rows;
   int64_t U = 0;
   if (bias == ScoreBias::ContentPosition) {
@@ -650,54 +677,54 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
     diag_u.resize(nd);
     for (int64_t d = 0; d < nd; ++d) diag_u[d] = (d * 3 + d / 4) % U;
   }
-  if (bias == ScoreBias::Distance) table = rnd<double>(H * nd, 34);  // bias (H, Tq + Tk - 1)
+  if (bias == ScoreBias::Distance) table = rnd<T>(H * nd, 34);  // bias (H, Tq + Tk - 1)
   if (bias == ScoreBias::ContentPosition) {
-    if (with_kr) kr = rnd<double>(R * H * D, 35);
-    if (with_qr) qr = rnd<double>(R * H * D, 36);
+    if (with_kr) kr = rnd<T>(R * H * D, 35);
+    if (with_qr) qr = rnd<T>(R * H * D, 36);
   }
   auto ptr = [](const auto& vec) { return vec.empty() ? nullptr : vec.data(); };
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  std::vector<double> scratch(
+  const T scale = T(1) / std::sqrt(static_cast<T>(D));
+  std::vector<T> scratch(
       static_cast<size_t>(std::max({kernels::cpu::attention_scratch_elems(bias, 0, B, H, Tq, Tk, D, U),
                                     kernels::cpu::attention_scratch_elems(bias, 1, B, H, Tq, Tk, D, U),
                                     kernels::cpu::attention_scratch_elems(bias, 2, B, H, Tq, Tk, D, U), int64_t(1)})));
   // The CUDA kernels must fit in whatever the (CPU-sized) scratch the op allocates.
   for (int pass = 0; pass < 3; ++pass)
-    ASSERT_LE(emuk::attention_scratch_elems(bias, pass, B, H, Tq, Tk, D, U),
+    ASSERT_LE(Emu::scratch_elems(bias, pass, B, H, Tq, Tk, D, U),
               kernels::cpu::attention_scratch_elems(bias, pass, B, H, Tq, Tk, D, U))
         << what;
-  std::vector<double> oc(q.size()), oe(q.size()), lc(2 * B * H * Tq), le(2 * B * H * Tq);
-  cpuk::attention_forward<double>(oc.data(), lc.data(), scratch.data(), q.data(), k.data(), v.data(), ptr(table),
-                                  ptr(kr), ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset,
-                                  bias, causal, scale);
-  emuk::attention_forward<double>(oe.data(), le.data(), scratch.data(), q.data(), k.data(), v.data(), ptr(table),
-                                  ptr(kr), ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset,
-                                  bias, causal, scale);
-  expect_close(oc, oe, 1e-13, what + " o");
-  expect_close(lc, le, 1e-13, what + " stats (max, log sum)");
+  std::vector<T> oc(q.size()), oe(q.size()), lc(2 * B * H * Tq), le(2 * B * H * Tq);
+  cpuk::attention_forward<T>(oc.data(), lc.data(), scratch.data(), q.data(), k.data(), v.data(), ptr(table), ptr(kr),
+                             ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal,
+                             scale);
+  Emu::template forward<T>(oe.data(), le.data(), scratch.data(), q.data(), k.data(), v.data(), ptr(table), ptr(kr),
+                           ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal,
+                           scale);
+  expect_close(oc, oe, tol(1e-13), what + " o");
+  expect_close(lc, le, tol(1e-13), what + " stats (max, log sum)");
 
-  std::vector<double> dqc(q.size(), 0.1), dqe = dqc, dkc(k.size(), 0.2), dke = dkc, dvc(v.size(), 0.3), dve = dvc;
-  std::vector<double> dtc(table.size(), 0.4), dte = dtc, dkrc(kr.size(), 0.5), dkre = dkrc, dqrc(qr.size(), 0.6),
-                                              dqre = dqrc;
-  double* dt_c = bias == ScoreBias::Distance ? dtc.data() : nullptr;
-  double* dt_e = bias == ScoreBias::Distance ? dte.data() : nullptr;
-  cpuk::attention_backward<double>(dqc.data(), dkc.data(), dvc.data(), dt_c, ptr(dkrc) ? dkrc.data() : nullptr,
-                                   ptr(dqrc) ? dqrc.data() : nullptr, with_sinks ? dsc.data() : nullptr, scratch.data(),
-                                   dout.data(), q.data(), k.data(), v.data(), oc.data(), lc.data(), ptr(table), ptr(kr),
-                                   ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias,
-                                   causal, scale);
-  emuk::attention_backward<double>(dqe.data(), dke.data(), dve.data(), dt_e, ptr(dkre) ? dkre.data() : nullptr,
-                                   ptr(dqre) ? dqre.data() : nullptr, with_sinks ? dse.data() : nullptr, scratch.data(),
-                                   dout.data(), q.data(), k.data(), v.data(), oe.data(), le.data(), ptr(table), ptr(kr),
-                                   ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias,
-                                   causal, scale);
-  expect_close(dqc, dqe, 1e-12, what + " dq");
-  expect_close(dkc, dke, 1e-12, what + " dk");
-  expect_close(dvc, dve, 1e-12, what + " dv");
-  expect_close(dtc, dte, 1e-12, what + " dbias");
-  expect_close(dkrc, dkre, 1e-12, what + " dkr");
-  expect_close(dqrc, dqre, 1e-12, what + " dqr");
-  expect_close(dsc, dse, 1e-12, what + " dsinks");
+  std::vector<T> dqc(q.size(), 0.1), dqe = dqc, dkc(k.size(), 0.2), dke = dkc, dvc(v.size(), 0.3), dve = dvc;
+  std::vector<T> dtc(table.size(), 0.4), dte = dtc, dkrc(kr.size(), 0.5), dkre = dkrc, dqrc(qr.size(), 0.6),
+                                         dqre = dqrc;
+  T* dt_c = bias == ScoreBias::Distance ? dtc.data() : nullptr;
+  T* dt_e = bias == ScoreBias::Distance ? dte.data() : nullptr;
+  cpuk::attention_backward<T>(dqc.data(), dkc.data(), dvc.data(), dt_c, ptr(dkrc) ? dkrc.data() : nullptr,
+                              ptr(dqrc) ? dqrc.data() : nullptr, with_sinks ? dsc.data() : nullptr, scratch.data(),
+                              dout.data(), q.data(), k.data(), v.data(), oc.data(), lc.data(), ptr(table), ptr(kr),
+                              ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal,
+                              scale);
+  Emu::template backward<T>(dqe.data(), dke.data(), dve.data(), dt_e, ptr(dkre) ? dkre.data() : nullptr,
+                            ptr(dqre) ? dqre.data() : nullptr, with_sinks ? dse.data() : nullptr, scratch.data(),
+                            dout.data(), q.data(), k.data(), v.data(), oe.data(), le.data(), ptr(table), ptr(kr),
+                            ptr(qr), ptr(sinks), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, q_offset, bias, causal,
+                            scale);
+  expect_close(dqc, dqe, tol(1e-12), what + " dq");
+  expect_close(dkc, dke, tol(1e-12), what + " dk");
+  expect_close(dvc, dve, tol(1e-12), what + " dv");
+  expect_close(dtc, dte, tol(1e-12), what + " dbias");
+  expect_close(dkrc, dkre, tol(1e-12), what + " dkr");
+  expect_close(dqrc, dqre, tol(1e-12), what + " dqr");
+  expect_close(dsc, dse, tol(1e-12), what + " dsinks");
   if (with_sinks) {  // the sink took part: its gradient moved off the 0.7 the buffers started at
     double moved = 0;
     for (double g : dsc) moved = std::max(moved, std::fabs(g - 0.7));
@@ -705,12 +732,12 @@ void attention_case(kernels::ScoreBias bias, bool causal, int64_t B, int64_t H, 
   }
 
   if (Tq == Tk && q_offset == 0) {
-    std::vector<double> sc(H * nd, 0.5), se(H * nd, 0.5);
-    cpuk::attention_diagonal_sums<double>(sc.data(), scratch.data(), q.data(), k.data(), lc.data(), ptr(table), ptr(kr),
-                                          ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, 0, bias, causal, scale);
-    emuk::attention_diagonal_sums<double>(se.data(), scratch.data(), q.data(), k.data(), le.data(), ptr(table), ptr(kr),
-                                          ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, 0, bias, causal, scale);
-    expect_close(sc, se, 1e-12, what + " diagonal sums");
+    std::vector<T> sc(H * nd, 0.5), se(H * nd, 0.5);
+    cpuk::attention_diagonal_sums<T>(sc.data(), scratch.data(), q.data(), k.data(), lc.data(), ptr(table), ptr(kr),
+                                     ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, 0, bias, causal, scale);
+    Emu::template diagonal_sums<T>(se.data(), scratch.data(), q.data(), k.data(), le.data(), ptr(table), ptr(kr),
+                                   ptr(qr), ptr(diag_u), ptr(rows), B, H, Tq, Tk, D, U, 0, bias, causal, scale);
+    expect_close(sc, se, tol(1e-12), what + " diagonal sums");
   }
 }
 
@@ -722,19 +749,41 @@ TEST(CudaKernelsEmulated, Attention) {
   for (ScoreBias bias : {ScoreBias::None, ScoreBias::Distance, ScoreBias::ContentPosition})
     for (bool causal : {false, true}) {
       // T = 37 spans two key tiles of the emulated kernels (tile 32).
-      attention_case(bias, causal, 2, 2, 37, 37, 5, 0, true, true);
+      attention_case<double, EmuSmall>(bias, causal, 2, 2, 37, 37, 5, 0, true, true);
       if (bias == ScoreBias::ContentPosition) {
-        attention_case(bias, causal, 1, 2, 7, 7, 4, 0, true, false);
-        attention_case(bias, causal, 1, 2, 7, 7, 4, 0, false, true);
+        attention_case<double, EmuSmall>(bias, causal, 1, 2, 7, 7, 4, 0, true, false);
+        attention_case<double, EmuSmall>(bias, causal, 1, 2, 7, 7, 4, 0, false, true);
       }
       // Fewer queries than keys, queries at the end (KV-cache style).
-      if (bias != ScoreBias::ContentPosition) attention_case(bias, causal, 1, 3, 3, 9, 4, 6, false, false);
+      if (bias != ScoreBias::ContentPosition)
+        attention_case<double, EmuSmall>(bias, causal, 1, 3, 3, 9, 4, 6, false, false);
     }
   // A causal offset that leaves the first query rows with no visible key (output 0, stats -inf).
-  attention_case(ScoreBias::None, true, 1, 1, 4, 4, 3, -2, false, false);
+  attention_case<double, EmuSmall>(ScoreBias::None, true, 1, 1, 4, 4, 3, -2, false, false);
   // Sink logits with every modifier, across two key tiles, KV-cache style and with rows that see only the sink.
   for (ScoreBias bias : {ScoreBias::None, ScoreBias::Distance, ScoreBias::ContentPosition})
-    for (bool causal : {false, true}) attention_case(bias, causal, 2, 2, 37, 37, 5, 0, true, true, true);
-  attention_case(ScoreBias::Distance, true, 1, 3, 3, 9, 4, 6, false, false, true);
-  attention_case(ScoreBias::None, true, 2, 2, 4, 4, 3, -2, false, false, true);
+    for (bool causal : {false, true})
+      attention_case<double, EmuSmall>(bias, causal, 2, 2, 37, 37, 5, 0, true, true, true);
+  attention_case<double, EmuSmall>(ScoreBias::Distance, true, 1, 3, 3, 9, 4, 6, false, false, true);
+  attention_case<double, EmuSmall>(ScoreBias::None, true, 2, 2, 4, 4, 3, -2, false, false, true);
+}
+
+// The production tiling (tiles of 128, row blocks of 256: emu_production) in float and double, head
+// dims 64 and 128, T = 300 across three key tiles (the multi-tile online-softmax rescale), causal and
+// not, every score modifier, a KV-cache offset whose queries sit in the last tile, and sink logits.
+TEST(CudaKernelsEmulated, AttentionAtProductionSizes) {
+  POSGRAD_REQUIRE_EMULATION();
+  using kernels::ScoreBias;
+  // (About 1 s per case here: every emulated thread is a fiber, and a 300-token head runs 2 x 300 blocks
+  // of 128 of them per pass.)
+  for (ScoreBias bias : {ScoreBias::None, ScoreBias::Distance, ScoreBias::ContentPosition})
+    for (bool causal : {false, true}) {
+      const bool cp = bias == ScoreBias::ContentPosition;
+      attention_case<float, EmuProduction>(bias, causal, 1, 1, 300, 300, 64, 0, cp, cp);
+    }
+  attention_case<double, EmuProduction>(ScoreBias::Distance, true, 1, 1, 300, 300, 128, 0, false, false, true);
+  attention_case<double, EmuProduction>(ScoreBias::ContentPosition, false, 1, 1, 300, 300, 128, 0, true, true);
+  attention_case<float, EmuProduction>(ScoreBias::None, false, 1, 1, 300, 300, 128, 0, false, false);
+  attention_case<float, EmuProduction>(ScoreBias::Distance, true, 1, 2, 40, 300, 64, 260, false, false);
+  attention_case<double, EmuProduction>(ScoreBias::None, true, 1, 1, 40, 300, 128, 260, false, false, true);
 }

@@ -28,21 +28,33 @@
 #include "tensor/philox.h"
 #include "tensor/storage.h"
 
+// The namespace and the block sizes of this copy of the emulation: emu with small blocks (this file),
+// emu_production with the GPU's (cuda_emulation_production.cpp, which defines these and includes it).
+#ifndef POSGRAD_EMU_NS
+#define POSGRAD_EMU_NS emu
+#define POSGRAD_EMU_ROW_BLOCK 64
+#define POSGRAD_EMU_ATTN_TILE 32
+#define POSGRAD_EMU_PRIMARY 1
+#endif
 #define POSGRAD_CUDA_EMULATION 1
-#define POSGRAD_CUDA_ROW_BLOCK 64
-#define POSGRAD_CUDA_ATTN_TILE 32
+#define POSGRAD_CUDA_ROW_BLOCK POSGRAD_EMU_ROW_BLOCK
+#define POSGRAD_CUDA_ATTN_TILE POSGRAD_EMU_ATTN_TILE
 #define __global__
 #define __device__
 #define __host__
 #define __forceinline__ inline
 #define __shared__ static
 #define __align__(n) alignas(n)
-#define threadIdx (::emu::S.f[::emu::S.cur].tid)
-#define blockIdx (::emu::S.bidx)
-#define blockDim (::emu::S.bdim)
-#define gridDim (::emu::S.gdim)
+#define threadIdx (::POSGRAD_EMU_NS::S.f[::POSGRAD_EMU_NS::S.cur].tid)
+#define blockIdx (::POSGRAD_EMU_NS::S.bidx)
+#define blockDim (::POSGRAD_EMU_NS::S.bdim)
+#define gridDim (::POSGRAD_EMU_NS::S.gdim)
 
-namespace emu {
+namespace POSGRAD_EMU_NS {
+#ifndef POSGRAD_EMU_PRIMARY
+using ::emu::Deadlock;
+using ::emu::LaunchLimit;
+#endif
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -262,6 +274,7 @@ void emulate_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem
   }
 }
 
+#ifdef POSGRAD_EMU_PRIMARY  // the execution model's own tests use the primary copy
 void launch_for_test(Dim g, Dim bl, size_t smem, const std::function<void()>& body) {
   const dim3 grid(g.x, g.y, g.z), block(bl.x, bl.y, bl.z);
   check_launch_limits(grid, block, smem);
@@ -282,10 +295,11 @@ TestThread this_thread() {
 }
 
 void sync_threads_for_test() { __syncthreads(); }
+#endif
 
-}  // namespace emu
+}  // namespace POSGRAD_EMU_NS
 
-namespace emu {
+namespace POSGRAD_EMU_NS {
 #include "tensor/kernels/cuda/common.cuh"
 namespace posgrad::cuda {
 bool is_device_pointer(const void* p) { return p != nullptr; }
@@ -310,4 +324,4 @@ cublasHandle_t cublas_handle() { return nullptr; }
 #include "tensor/kernels/cuda/reduce.cu"
 #include "tensor/kernels/cuda/rope.cu"
 #include "tensor/kernels/cuda/softmax.cu"
-}  // namespace emu
+}  // namespace POSGRAD_EMU_NS

@@ -9,8 +9,9 @@
 // each block's dynamic shared memory starts as NaN (undefined on the GPU), so a read before the write
 // shows; a launch beyond the limits of current GPUs (1024 threads per block, grid y and z 65535, 48 KiB
 // of dynamic shared memory) throws LaunchLimit. Static __shared__ arrays are not poisoned (they are
-// statics here). Smaller blocks than on the GPU (row blocks of 64 = 2 warps, attention tiles of 32) keep
-// the emulated runs fast and make small test shapes span several tiles.
+// statics here). Two copies: `emu` with smaller blocks than on the GPU (row blocks of 64 = 2 warps,
+// attention tiles of 32), which keep the emulated runs fast and make small test shapes span several
+// tiles, and `emu_production` (cuda_emulation_production.cpp) with the GPU's (256 and 128).
 //
 // What it checks: the kernels' indexing, tiling, reductions and synchronisation logic, against the
 // CPU kernels (tests/test_cuda.cpp). What it is not: the GPU's memory model, occupancy or compiler —
@@ -35,6 +36,17 @@ namespace emu::posgrad::kernels {
 using namespace ::posgrad::kernels;
 }
 namespace emu::posgrad::kernels::cuda {
+#include "tensor/kernels/kernels_decl.inc"
+}
+
+// The same kernels compiled with the GPU's block sizes (cuda_emulation_production.cpp).
+namespace emu_production::posgrad {
+using namespace ::posgrad;
+}
+namespace emu_production::posgrad::kernels {
+using namespace ::posgrad::kernels;
+}
+namespace emu_production::posgrad::kernels::cuda {
 #include "tensor/kernels/kernels_decl.inc"
 }
 
