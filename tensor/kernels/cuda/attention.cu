@@ -4,8 +4,10 @@
 // cpu/attention.cpp (same contract and formulas: kernels_decl.inc and spec §1-§4 in
 // shared/SPEC-positions.md).
 //
-// Algorithm: the online softmax of FlashAttention (Dao et al., NeurIPS 2022, Alg. 1) in its
-// simplest GPU form — deliberately straightforward rather than fast: one thread block per query
+// Forward: the online softmax of FlashAttention (Dao et al., NeurIPS 2022, Alg. 1), tiled — a block per
+// (b, h, tile of queries), K and V tiles staged in shared memory (attention_forward_tiled_kernel below).
+// A head too wide for its tiles falls back to the per-row form the backward still uses:
+// one thread block per query
 // row (b, h, i); the keys are swept in tiles of kTile, one key per thread: each thread computes its
 // score as a serial dot product, the block finds the tile maximum and sum (fixed-tree reductions),
 // rescales the running output, and the threads (now one per output channel e) add the tile's
@@ -31,9 +33,11 @@
 // than the CPU layout's region for the same pass, so a caller that sizes the scratch with either
 // backend's function gives the CUDA kernels enough.
 //
-// What it is not: a FlashAttention-grade kernel (no shared K/V tiles across query rows, no tensor
-// cores); it is memory-light (O(B H T) extra) and exact, and its cost is several recomputations of
-// the score matrix. Head dims up to a few hundred (shared memory holds a few D-vectors).
+// What it is not: a FlashAttention-grade kernel (the backward has no shared K/V tiles across query
+// rows yet, there are no tensor cores, the score products are serial per pair); it is memory-light
+// (O(B H T) extra) and exact, and its cost is several recomputations of the score matrix. Its speed
+// on a GPU has not been measured. Head dims up to a few hundred in the backward (shared memory holds
+// a few D-vectors), about 2,900 (float) in the forward.
 #include <cmath>
 
 #include "tensor/kernels/cuda/common.cuh"
@@ -167,6 +171,101 @@ __global__ void attention_forward_kernel(T* o, T* stats, Attn<T> a) {
         stats[2 * r] = m;
         stats[2 * r + 1] = d_log(l);
       }
+    }
+  }
+}
+
+// ---- forward, tiled: one block per (b, h, query tile) ------------------------------------------------
+// FlashAttention's forward (Dao et al. 2022, Alg. 1) with the tiles in shared memory: a block takes
+// qt query rows of one (b, h) and sweeps the keys in tiles of kt rows of K and V, each staged once in
+// shared memory with coalesced loads (consecutive threads read consecutive elements of the contiguous
+// kt x D block) and read by all qt queries, where the per-row kernel above reloads every key row for
+// every query. Per key tile: the qt x kt scores (modifiers applied in the tile, pair by pair, as
+// score()), then each row's running maximum, rescale and sum (thread r owns row r, keys in order),
+// then the output accumulators (qt x D in shared memory, element (r, e) owned by one thread) add
+// sum_c p_rc v_c in key order. Every output element is written by one thread in a fixed order:
+// deterministic, no atomics. qt = kt = tiled_attention_tile(D, sizeof(T)), the largest power of two
+// <= 32 whose tiles fit the shared memory.
+template <typename T>
+__global__ void attention_forward_tiled_kernel(T* o, T* stats, Attn<T> a, int64_t tile) {
+  POSGRAD_DYNAMIC_SMEM(smem_raw);
+  const int64_t D = a.D, qt = tile, kt = tile;
+  T* q_s = reinterpret_cast<T*>(smem_raw);  // (qt, D) the query tile
+  T* acc = q_s + qt * D;                    // (qt, D) unnormalised outputs
+  T* k_s = acc + qt * D;                    // (kt, D) key tile
+  T* v_s = k_s + kt * D;                    // (kt, D) value tile
+  T* p_s = v_s + kt * D;                    // (qt, kt) scores, then probabilities
+  T* m_s = p_s + qt * kt;                   // (qt) running maximum
+  T* l_s = m_s + qt;                        // (qt) running sum
+  T* alpha_s = l_s + qt;                    // (qt) this tile's rescale factor
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const int64_t qtiles = (a.Tq + qt - 1) / qt, nblocks = a.B * a.H * qtiles;
+  for (int64_t blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
+    const int64_t bh = blk / qtiles, h = bh % a.H, i0 = (blk % qtiles) * qt;
+    const int64_t rows = a.Tq - i0 < qt ? a.Tq - i0 : qt;
+    const T* kb = a.k + bh * a.Tk * D;
+    const T* vb = a.v + bh * a.Tk * D;
+    __syncthreads();  // the previous tile's rows are done with shared memory
+    for (int64_t x = tid; x < qt * D; x += nthreads) {
+      q_s[x] = x < rows * D ? a.q[(bh * a.Tq + i0) * D + x] : T(0);
+      acc[x] = T(0);
+    }
+    for (int64_t r = tid; r < qt; r += nthreads) {
+      m_s[r] = a.sinks ? a.sinks[h] : d_neg_inf<T>();  // a sink starts each row at its logit, l = 1
+      l_s[r] = a.sinks ? T(1) : T(0);
+    }
+    const int64_t jend = key_end(a, i0 + rows - 1);  // the last row sees the most keys
+    for (int64_t j0 = 0; j0 < jend; j0 += kt) {
+      const int64_t nk = jend - j0 < kt ? jend - j0 : kt;
+      __syncthreads();  // k_s, v_s, p_s of the previous tile are consumed
+      for (int64_t x = tid; x < kt * D; x += nthreads) {
+        k_s[x] = x < nk * D ? kb[j0 * D + x] : T(0);
+        v_s[x] = x < nk * D ? vb[j0 * D + x] : T(0);
+      }
+      __syncthreads();
+      for (int64_t x = tid; x < qt * kt; x += nthreads) {
+        const int64_t r = x / kt, c = x % kt, i = i0 + r, j = j0 + c;
+        p_s[x] = r < rows && c < nk && j < key_end(a, i) ? score(a, q_s + r * D, k_s + c * D, h, i, j) : d_neg_inf<T>();
+      }
+      __syncthreads();
+      for (int64_t r = tid; r < qt; r += nthreads) {
+        T* pr = p_s + r * kt;
+        T tmax = d_neg_inf<T>();
+        for (int64_t c = 0; c < kt; ++c) tmax = d_nan_max(tmax, pr[c]);
+        const T m_old = m_s[r], m_new = d_nan_max(m_old, tmax);
+        // A row with no visible key yet (m_new = -inf) keeps acc = 0 and l = 0: no rescale, p = 0.
+        const bool none = m_new == d_neg_inf<T>();
+        const T alpha = none ? T(1) : d_exp(m_old - m_new);
+        T sum = T(0);
+        for (int64_t c = 0; c < kt; ++c) {
+          const T p = none || pr[c] == d_neg_inf<T>() ? T(0) : d_exp(pr[c] - m_new);
+          pr[c] = p;
+          sum += p;
+        }
+        l_s[r] = l_s[r] * alpha + sum;
+        m_s[r] = m_new;
+        alpha_s[r] = alpha;
+      }
+      __syncthreads();
+      for (int64_t x = tid; x < qt * D; x += nthreads) {
+        const int64_t r = x / D, e = x % D;
+        const T* pr = p_s + r * kt;
+        T v = acc[x] * alpha_s[r];
+        for (int64_t c = 0; c < nk; ++c) v += pr[c] * v_s[c * D + e];
+        acc[x] = v;
+      }
+    }
+    __syncthreads();
+    for (int64_t x = tid; x < rows * D; x += nthreads) {
+      const int64_t r = x / D;
+      const T l = l_s[r];
+      o[(bh * a.Tq + i0) * D + x] = l == T(0) ? T(0) : acc[x] / l;
+    }
+    for (int64_t r = tid; r < rows; r += nthreads) {
+      const int64_t row = bh * a.Tq + i0 + r;
+      const bool empty = l_s[r] == T(0);  // no key visible: output 0, stats (-inf, -inf) (as the CPU)
+      stats[2 * row] = empty ? d_neg_inf<T>() : m_s[r];
+      stats[2 * row + 1] = empty ? d_neg_inf<T>() : d_log(l_s[r]);
     }
   }
 }
@@ -420,6 +519,19 @@ class IndexArrays {
   DeviceArray diag_u_, rows_;
 };
 
+// Shared memory of the tiled forward for tiles of `tile` queries and keys: the query, output, key and
+// value tiles, the tile's scores and three per-row values.
+size_t tiled_attention_smem(int64_t tile, int64_t D, size_t elem) {
+  return static_cast<size_t>(4 * tile * D + tile * tile + 3 * tile) * elem;
+}
+
+// The tile of the tiled forward: the largest power of two <= 32 that fits the shared memory (0: none).
+int64_t tiled_attention_tile(int64_t D, size_t elem) {
+  for (int64_t t = 32; t >= 1; t /= 2)
+    if (tiled_attention_smem(t, D, elem) <= kMaxSmem) return t;
+  return 0;
+}
+
 size_t checked_smem(size_t bytes, int64_t D, const char* what) {
   POSGRAD_CHECK(bytes <= kMaxSmem, ValueError, what, ": head dim D = ", D, " too large for the CUDA attention kernel");
   return bytes;
@@ -462,6 +574,14 @@ void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const
                               causal, scale, "attention_forward");
   const int64_t nrows = B * H * Tq;
   if (nrows <= 0) return;
+  const int64_t tile = tiled_attention_tile(D, sizeof(T));
+  if (tile > 0) {
+    const int64_t nblocks = B * H * ((Tq + tile - 1) / tile);
+    launch("attention_forward", attention_forward_tiled_kernel<T>, capped_grid(nblocks), kTile,
+           tiled_attention_smem(tile, D, sizeof(T)), o, stats, a, tile);
+    return;
+  }
+  // A head too wide for even one-row tiles: the per-row kernel (a few D-vectors of shared memory).
   const size_t smem = checked_smem((2 * D + kTile) * sizeof(T), D, "attention_forward");
   launch("attention_forward", attention_forward_kernel<T>, capped_grid(nrows), kTile, smem, o, stats, a);
 }
