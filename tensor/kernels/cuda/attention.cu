@@ -4,9 +4,11 @@
 // cpu/attention.cpp (same contract and formulas: kernels_decl.inc and spec §1-§4 in
 // shared/SPEC-positions.md).
 //
-// Forward: the online softmax of FlashAttention (Dao et al., NeurIPS 2022, Alg. 1), tiled — a block per
-// (b, h, tile of queries), K and V tiles staged in shared memory (attention_forward_tiled_kernel below).
-// A head too wide for its tiles falls back to the per-row form the backward still uses:
+// Tiled kernels: the online softmax of FlashAttention (Dao et al., NeurIPS 2022, Alg. 1 and 2) with a
+// block per (b, h, tile of queries) — forward and backward pass 1 — or per (b, h, tile of keys) —
+// backward pass 2 —, the other side's tiles staged in shared memory (attention_forward_tiled_kernel,
+// attention_backward_rows_tiled_kernel, attention_backward_cols_tiled_kernel below). A head too wide
+// for one-row tiles falls back to the per-row form described next, with the same passes:
 // one thread block per query
 // row (b, h, i); the keys are swept in tiles of kTile, one key per thread: each thread computes its
 // score as a serial dot product, the block finds the tile maximum and sum (fixed-tree reductions),
@@ -33,11 +35,11 @@
 // than the CPU layout's region for the same pass, so a caller that sizes the scratch with either
 // backend's function gives the CUDA kernels enough.
 //
-// What it is not: a FlashAttention-grade kernel (the backward has no shared K/V tiles across query
-// rows yet, there are no tensor cores, the score products are serial per pair); it is memory-light
-// (O(B H T) extra) and exact, and its cost is several recomputations of the score matrix. Its speed
-// on a GPU has not been measured. Head dims up to a few hundred in the backward (shared memory holds
-// a few D-vectors), about 2,900 (float) in the forward.
+// What it is not: a FlashAttention-grade kernel (no tensor cores, tiles of at most 32 x 32, the score
+// products serial per pair, the bias-by-distance and table gradients still one block per diagonal or
+// table row); it is memory-light (O(B H T) extra) and exact, and its cost is several recomputations of
+// the score matrix. Its speed on a GPU has not been measured. Tiled up to a head dim of about 1,400
+// (float, backward columns), per-row beyond (a few hundred at most).
 #include <cmath>
 
 #include "tensor/kernels/cuda/common.cuh"
@@ -408,6 +410,192 @@ __global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* d
   }
 }
 
+// ---- backward, tiled: the two passes above for tiles of qt queries x kt keys ------------------------
+// As the per-row and per-column kernels, with the tiles of the other side staged in shared memory
+// (coalesced loads) and shared by the block's rows (or columns). Each accumulator element is owned by
+// one thread and adds its terms in key (or query) order: deterministic, no atomics. Shared memory in
+// elements of T: tiled_backward_smem below. The pair's compact table index u (ContentPosition) is kept
+// per pair as an int after the T region.
+template <typename T>
+__device__ __forceinline__ void backward_pair(const Attn<T>& a, const T* qi, const T* doi, const T* kj, const T* vj,
+                                              T M, T LS, T di, int64_t h, int64_t i, int64_t j, T& p, T& ds) {
+  p = d_exp((score(a, qi, kj, h, i, j) - M) - LS);
+  ds = p * (dot(doi, vj, a.D) - di);
+}
+
+// 1. rows: a block per (b, h, query tile): delta, dq, dc2p.
+template <typename T>
+__global__ void attention_backward_rows_tiled_kernel(T* dq, T* delta, T* dc2p, const T* dout, const T* o,
+                                                     const T* stats, Attn<T> a, int64_t tile) {
+  POSGRAD_DYNAMIC_SMEM(smem_raw);
+  const int64_t D = a.D, qt = tile, kt = tile;
+  T* q_s = reinterpret_cast<T*>(smem_raw);           // (qt, D)
+  T* do_s = q_s + qt * D;                            // (qt, D)
+  T* acc = do_s + qt * D;                            // (qt, D) sum_j dS_ij (k_j + kr)
+  T* k_s = acc + qt * D;                             // (kt, D)
+  T* v_s = k_s + kt * D;                             // (kt, D)
+  T* ds_s = v_s + kt * D;                            // (qt, kt)
+  T* st_s = ds_s + qt * kt;                          // (qt, 3) delta, M, LS
+  int* u_s = reinterpret_cast<int*>(st_s + 3 * qt);  // (qt, kt)
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const bool with_kr = a.kind == ScoreBias::ContentPosition && a.kr;
+  const int64_t qtiles = (a.Tq + qt - 1) / qt, nblocks = a.B * a.H * qtiles;
+  for (int64_t blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
+    const int64_t bh = blk / qtiles, h = bh % a.H, i0 = (blk % qtiles) * qt;
+    const int64_t rows = a.Tq - i0 < qt ? a.Tq - i0 : qt, r0 = bh * a.Tq + i0;
+    const T* kb = a.k + bh * a.Tk * D;
+    const T* vb = a.v + bh * a.Tk * D;
+    __syncthreads();
+    for (int64_t x = tid; x < qt * D; x += nthreads) {
+      q_s[x] = x < rows * D ? a.q[r0 * D + x] : T(0);
+      do_s[x] = x < rows * D ? dout[r0 * D + x] : T(0);
+      acc[x] = T(0);
+    }
+    __syncthreads();
+    for (int64_t r = tid; r < qt; r += nthreads) {  // delta_r = dO_r . O_r, in channel order
+      T d = T(0);
+      if (r < rows)
+        for (int64_t e = 0; e < D; ++e) d += do_s[r * D + e] * o[(r0 + r) * D + e];
+      st_s[3 * r] = d;
+      st_s[3 * r + 1] = r < rows ? stats[2 * (r0 + r)] : d_neg_inf<T>();
+      st_s[3 * r + 2] = r < rows ? stats[2 * (r0 + r) + 1] : T(0);
+      if (r < rows) delta[r0 + r] = d;
+      if (dc2p && r < rows)
+        for (int64_t u = 0; u < a.U; ++u) dc2p[(r0 + r) * a.U + u] = T(0);
+    }
+    const int64_t jend = key_end(a, i0 + rows - 1);
+    for (int64_t j0 = 0; j0 < jend; j0 += kt) {
+      const int64_t nk = jend - j0 < kt ? jend - j0 : kt;
+      __syncthreads();
+      for (int64_t x = tid; x < kt * D; x += nthreads) {
+        k_s[x] = x < nk * D ? kb[j0 * D + x] : T(0);
+        v_s[x] = x < nk * D ? vb[j0 * D + x] : T(0);
+      }
+      __syncthreads();
+      for (int64_t x = tid; x < qt * kt; x += nthreads) {
+        const int64_t r = x / kt, c = x % kt, i = i0 + r, j = j0 + c;
+        T p = T(0), ds = T(0);
+        const T M = st_s[3 * r + 1];
+        if (r < rows && c < nk && j < key_end(a, i) && M != d_neg_inf<T>())
+          backward_pair(a, q_s + r * D, do_s + r * D, k_s + c * D, v_s + c * D, M, st_s[3 * r + 2], st_s[3 * r], h, i,
+                        j, p, ds);
+        ds_s[x] = ds;
+        u_s[x] = a.kind == ScoreBias::ContentPosition && r < rows && c < nk ? static_cast<int>(pair_u(a, i, j)) : 0;
+      }
+      __syncthreads();
+      for (int64_t x = tid; x < qt * D; x += nthreads) {
+        const int64_t r = x / D, e = x % D;
+        T v = acc[x];
+        for (int64_t c = 0; c < nk; ++c) {
+          T kv = k_s[c * D + e];
+          if (with_kr) kv += a.kr[(a.rows[u_s[r * kt + c]] * a.H + h) * D + e];
+          v += ds_s[r * kt + c] * kv;
+        }
+        acc[x] = v;
+      }
+      if (dc2p)  // entry (r, u) owned by one thread, keys added in order
+        for (int64_t x = tid; x < rows * a.U; x += nthreads) {
+          const int64_t r = x / a.U, u = x % a.U;
+          T v = dc2p[(r0 + r) * a.U + u];
+          for (int64_t c = 0; c < nk; ++c)
+            if (u_s[r * kt + c] == u) v += ds_s[r * kt + c];
+          dc2p[(r0 + r) * a.U + u] = v;
+        }
+    }
+    __syncthreads();
+    if (dq)
+      for (int64_t x = tid; x < rows * D; x += nthreads) dq[r0 * D + x] += a.scale * acc[x];
+  }
+}
+
+// 2. columns: a block per (b, h, key tile): dk, dv, dp2c (reads delta from pass 1).
+template <typename T>
+__global__ void attention_backward_cols_tiled_kernel(T* dk, T* dv, T* dp2c, const T* dout, const T* stats,
+                                                     const T* delta, Attn<T> a, int64_t tile) {
+  POSGRAD_DYNAMIC_SMEM(smem_raw);
+  const int64_t D = a.D, qt = tile, kt = tile;
+  T* k_s = reinterpret_cast<T*>(smem_raw);           // (kt, D)
+  T* v_s = k_s + kt * D;                             // (kt, D)
+  T* acck = v_s + kt * D;                            // (kt, D) sum_i dS_ij (q_i + qr)
+  T* accv = acck + kt * D;                           // (kt, D) sum_i P_ij dO_i
+  T* q_s = accv + kt * D;                            // (qt, D)
+  T* do_s = q_s + qt * D;                            // (qt, D)
+  T* p_s = do_s + qt * D;                            // (qt, kt)
+  T* ds_s = p_s + qt * kt;                           // (qt, kt)
+  T* st_s = ds_s + qt * kt;                          // (qt, 3) delta, M, LS
+  int* u_s = reinterpret_cast<int*>(st_s + 3 * qt);  // (qt, kt)
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const bool with_qr = a.kind == ScoreBias::ContentPosition && a.qr;
+  const int64_t ktiles = (a.Tk + kt - 1) / kt, nblocks = a.B * a.H * ktiles;
+  for (int64_t blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
+    const int64_t bh = blk / ktiles, h = bh % a.H, j0 = (blk % ktiles) * kt;
+    const int64_t nk = a.Tk - j0 < kt ? a.Tk - j0 : kt, c0 = bh * a.Tk + j0;
+    const T* qb = a.q + bh * a.Tq * D;
+    const T* dob = dout + bh * a.Tq * D;
+    __syncthreads();
+    for (int64_t x = tid; x < kt * D; x += nthreads) {
+      k_s[x] = x < nk * D ? a.k[c0 * D + x] : T(0);
+      v_s[x] = x < nk * D ? a.v[c0 * D + x] : T(0);
+      acck[x] = T(0);
+      accv[x] = T(0);
+    }
+    if (dp2c)
+      for (int64_t x = tid; x < nk * a.U; x += nthreads) dp2c[c0 * a.U + x] = T(0);
+    for (int64_t i0 = query_begin(a, j0); i0 < a.Tq; i0 += qt) {
+      const int64_t nq = a.Tq - i0 < qt ? a.Tq - i0 : qt;
+      __syncthreads();
+      for (int64_t x = tid; x < qt * D; x += nthreads) {
+        q_s[x] = x < nq * D ? qb[i0 * D + x] : T(0);
+        do_s[x] = x < nq * D ? dob[i0 * D + x] : T(0);
+      }
+      for (int64_t r = tid; r < qt; r += nthreads) {
+        const int64_t row = bh * a.Tq + i0 + r;
+        st_s[3 * r] = r < nq ? delta[row] : T(0);
+        st_s[3 * r + 1] = r < nq ? stats[2 * row] : d_neg_inf<T>();
+        st_s[3 * r + 2] = r < nq ? stats[2 * row + 1] : T(0);
+      }
+      __syncthreads();
+      for (int64_t x = tid; x < qt * kt; x += nthreads) {
+        const int64_t r = x / kt, c = x % kt, i = i0 + r, j = j0 + c;
+        T p = T(0), ds = T(0);
+        const T M = st_s[3 * r + 1];
+        if (r < nq && c < nk && j < key_end(a, i) && M != d_neg_inf<T>())
+          backward_pair(a, q_s + r * D, do_s + r * D, k_s + c * D, v_s + c * D, M, st_s[3 * r + 2], st_s[3 * r], h, i,
+                        j, p, ds);
+        p_s[x] = p;
+        ds_s[x] = ds;
+        u_s[x] = a.kind == ScoreBias::ContentPosition && r < nq && c < nk ? static_cast<int>(pair_u(a, i, j)) : 0;
+      }
+      __syncthreads();
+      for (int64_t x = tid; x < kt * D; x += nthreads) {
+        const int64_t c = x / D, e = x % D;
+        T vk = acck[x], vv = accv[x];
+        for (int64_t r = 0; r < nq; ++r) {
+          T qv = q_s[r * D + e];
+          if (with_qr) qv += a.qr[(a.rows[u_s[r * kt + c]] * a.H + h) * D + e];
+          vk += ds_s[r * kt + c] * qv;
+          vv += p_s[r * kt + c] * do_s[r * D + e];
+        }
+        acck[x] = vk;
+        accv[x] = vv;
+      }
+      if (dp2c)  // entry (c, u) owned by one thread, queries added in order
+        for (int64_t x = tid; x < nk * a.U; x += nthreads) {
+          const int64_t c = x / a.U, u = x % a.U;
+          T v = dp2c[(c0 + c) * a.U + u];
+          for (int64_t r = 0; r < nq; ++r)
+            if (u_s[r * kt + c] == u) v += ds_s[r * kt + c];
+          dp2c[(c0 + c) * a.U + u] = v;
+        }
+    }
+    __syncthreads();
+    for (int64_t x = tid; x < nk * D; x += nthreads) {
+      if (dk) dk[c0 * D + x] += a.scale * acck[x];
+      if (dv) dv[c0 * D + x] += accv[x];
+    }
+  }
+}
+
 // ---- per-diagonal sums: one block per (h, d), d = j - i + Tq - 1 -------------------------------------
 // grad == false: out[h, d] += sum_{b, i} P_ij (attention_diagonal_sums).
 // grad == true:  out[h, d] += sum_{b, i} dS_ij (the gradient of a Distance bias).
@@ -525,6 +713,20 @@ size_t tiled_attention_smem(int64_t tile, int64_t D, size_t elem) {
   return static_cast<size_t>(4 * tile * D + tile * tile + 3 * tile) * elem;
 }
 
+// Shared memory of the tiled backward kernels (rows: 3 query-side and 2 key-side D-tiles; columns: 4
+// and 2; plus the pair tiles, per-row values and the pairs' int table indices).
+size_t tiled_backward_smem(int64_t tile, int64_t D, size_t elem, bool cols) {
+  const int64_t tiles = cols ? 6 : 5, pairs = cols ? 2 : 1;
+  return static_cast<size_t>(tiles * tile * D + pairs * tile * tile + 3 * tile) * elem +
+         static_cast<size_t>(tile * tile) * sizeof(int);
+}
+
+int64_t tiled_backward_tile(int64_t D, size_t elem, bool cols) {
+  for (int64_t t = 32; t >= 1; t /= 2)
+    if (tiled_backward_smem(t, D, elem, cols) <= kMaxSmem) return t;
+  return 0;
+}
+
 // The tile of the tiled forward: the largest power of two <= 32 that fits the shared memory (0: none).
 int64_t tiled_attention_tile(int64_t D, size_t elem) {
   for (int64_t t = 32; t >= 1; t /= 2)
@@ -601,12 +803,25 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks
   T* dc2p = content_position && a.kr && dkr ? scratch + L.dc2p : nullptr;
   T* dp2c = content_position && a.qr && dqr ? scratch + L.dp2c : nullptr;
 
-  // 1. rows: delta (always: the other passes read it), dq, dc2p.
-  const size_t smem_rows = checked_smem((3 * D + kTile) * sizeof(T) + kTile * sizeof(int), D, "attention_backward");
-  launch("attention_backward (rows)", attention_backward_rows_kernel<T>, capped_grid(B * H * Tq), kTile, smem_rows, dq,
-         delta, dc2p, dout, o, stats, a);
-  // 2. columns: dk, dv, dp2c.
-  if ((dk || dv || dp2c) && B * H * Tk > 0) {
+  // 1. rows: delta (always: the other passes read it), dq, dc2p. 2. columns: dk, dv, dp2c. Tiled where the
+  // tiles fit the shared memory, else one block per row / column.
+  const int64_t tile_rows = tiled_backward_tile(D, sizeof(T), false),
+                tile_cols = tiled_backward_tile(D, sizeof(T), true);
+  if (tile_rows > 0 && tile_cols > 0) {
+    launch("attention_backward (rows)", attention_backward_rows_tiled_kernel<T>,
+           capped_grid(B * H * ((Tq + tile_rows - 1) / tile_rows)), kTile,
+           tiled_backward_smem(tile_rows, D, sizeof(T), false), dq, delta, dc2p, dout, o, stats, a, tile_rows);
+    if ((dk || dv || dp2c) && B * H * Tk > 0)
+      launch("attention_backward (columns)", attention_backward_cols_tiled_kernel<T>,
+             capped_grid(B * H * ((Tk + tile_cols - 1) / tile_cols)), kTile,
+             tiled_backward_smem(tile_cols, D, sizeof(T), true), dk, dv, dp2c, dout, stats,
+             static_cast<const T*>(delta), a, tile_cols);
+  } else {
+    const size_t smem_rows = checked_smem((3 * D + kTile) * sizeof(T) + kTile * sizeof(int), D, "attention_backward");
+    launch("attention_backward (rows)", attention_backward_rows_kernel<T>, capped_grid(B * H * Tq), kTile, smem_rows,
+           dq, delta, dc2p, dout, o, stats, a);
+  }
+  if ((tile_rows == 0 || tile_cols == 0) && (dk || dv || dp2c) && B * H * Tk > 0) {
     const size_t smem_cols =
         checked_smem((4 * D + 2 * kTile) * sizeof(T) + kTile * sizeof(int), D, "attention_backward");
     launch("attention_backward (columns)", attention_backward_cols_kernel<T>, capped_grid(B * H * Tk), kTile, smem_cols,
