@@ -9,6 +9,7 @@
 #include "data/corpus.h"
 #include "dist/communicator.h"
 #include "nn/posenc/position_encoding.h"
+#include "tensor/kernels/kernels.h"
 #include "train/presets.h"
 
 namespace posgrad::cli {
@@ -59,6 +60,7 @@ void add_info(CLI::App& app) {
     fmt::print("CPU SIMD     : {}\n", __builtin_cpu_supports("avx512f") ? "AVX-512"
                                       : __builtin_cpu_supports("avx2")  ? "AVX2"
                                                                         : "portable");
+    fmt::print("bf16 products: {} (--precision bf16)\n", kernels::matmul_bf16_path());
     std::string kinds, presets;
     for (const auto& k : nn::position_encoding_kinds()) kinds += (kinds.empty() ? "" : " ") + k;
     for (const auto& p : train::train_preset_names()) presets += (presets.empty() ? "" : " ") + p;

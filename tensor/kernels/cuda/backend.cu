@@ -14,6 +14,7 @@
 // the CUDA driver may already be shut down when static destructors run.
 #include <cublas_v2.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -52,10 +53,12 @@ bool env_flag(const char* name) {
 
 constexpr int kMaxDevices = 64;
 
+// Created once under g_dev_mutex, then read without it: every launch asks for the stream, and a lock per
+// launch is a cost the GPU's queue does not need (release stores below, acquire loads in device_state).
 struct PerDevice {
-  bool ready = false;
+  std::atomic<bool> ready{false};
   cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
+  std::atomic<cublasHandle_t> blas{nullptr};
 };
 
 std::mutex g_dev_mutex;
@@ -71,17 +74,18 @@ int current_device() {
 
 // The stream (and, when `with_blas`, the cuBLAS handle) of device d, created on first use.
 PerDevice& device_state(int d, bool with_blas) {
-  std::lock_guard<std::mutex> lock(g_dev_mutex);
   PerDevice& s = g_dev[d];
-  if (!s.ready) {
+  if (s.ready.load(std::memory_order_acquire) && (!with_blas || s.blas.load(std::memory_order_acquire))) return s;
+  std::lock_guard<std::mutex> lock(g_dev_mutex);
+  if (!s.ready.load(std::memory_order_relaxed)) {
     int prev = 0;
     POSGRAD_CUDA_CHECK(cudaGetDevice(&prev), "cudaGetDevice");
     POSGRAD_CUDA_CHECK(cudaSetDevice(d), "cudaSetDevice");
     POSGRAD_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     POSGRAD_CUDA_CHECK(cudaSetDevice(prev), "cudaSetDevice");
-    s.ready = true;
+    s.ready.store(true, std::memory_order_release);
   }
-  if (with_blas && !s.blas) {
+  if (with_blas && !s.blas.load(std::memory_order_relaxed)) {
     int prev = 0;
     POSGRAD_CUDA_CHECK(cudaGetDevice(&prev), "cudaGetDevice");
     POSGRAD_CUDA_CHECK(cudaSetDevice(d), "cudaSetDevice");
@@ -94,7 +98,7 @@ PerDevice& device_state(int d, bool with_blas) {
     const cublasMath_t mode = env_flag("POSGRAD_CUDA_TF32") ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
     POSGRAD_CUBLAS_CHECK(cublasSetMathMode(h, mode), "cublasSetMathMode");
     POSGRAD_CUDA_CHECK(cudaSetDevice(prev), "cudaSetDevice");
-    s.blas = h;
+    s.blas.store(h, std::memory_order_release);
   }
   return s;
 }
@@ -103,7 +107,7 @@ PerDevice& device_state(int d, bool with_blas) {
 
 cudaStream_t stream() { return device_state(current_device(), false).stream; }
 
-cublasHandle_t cublas_handle() { return device_state(current_device(), true).blas; }
+cublasHandle_t cublas_handle() { return device_state(current_device(), true).blas.load(std::memory_order_acquire); }
 
 void check_launch(const char* kernel) {
   static const bool sync_each = env_flag("POSGRAD_CUDA_SYNC");
@@ -208,7 +212,7 @@ class CudaBackend final : public DeviceBackend {
       cudaStream_t s = nullptr;
       {
         std::lock_guard<std::mutex> lock(cuda::g_dev_mutex);
-        if (cuda::g_dev[d].ready) s = cuda::g_dev[d].stream;
+        if (cuda::g_dev[d].ready.load(std::memory_order_acquire)) s = cuda::g_dev[d].stream;
       }
       if (s) POSGRAD_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     }
