@@ -411,6 +411,37 @@ TEST(Rope, ModuleConfigErrors) {
   for (int64_t t = 1; t < 5; ++t) EXPECT_NE(a[t * 4 + 0], b[t * 4 + 0]) << t;   // positions 1.. rotate channel 0
 }
 
+// The encoding keeps its last cos / sin tables (one host computation and device copy, not one per layer
+// and step): a change of length, offset, dtype or scaling must not reuse them. Every call equals the
+// uncached apply_rope on the same input, bit for bit, in an order that hits and misses the cache.
+TEST(Rope, KeptTablesFollowTheLengthOffsetAndDtype) {
+  for (const std::string scaling : {"none", "dynamic"}) {
+    Generator g(0);
+    PosEncConfig c;
+    c.kind = "rope";
+    c.n_embd = 16;
+    c.n_head = 2;
+    c.block_size = 8;
+    c.set("rope_scaling", scaling);
+    if (scaling == "dynamic") c.set("rope_scaling_factor", 2.0);
+    auto pe = make_position_encoding(c, g);
+    const RopeParams p = rope_params(c);
+    Generator gx(3);
+    for (const auto& [T, pos0, dtype] : std::vector<std::tuple<int64_t, int64_t, DType>>{{8, 0, DType::Float32},
+                                                                                         {8, 0, DType::Float32},
+                                                                                         {16, 0, DType::Float32},
+                                                                                         {8, 0, DType::Float32},
+                                                                                         {8, 5, DType::Float32},
+                                                                                         {8, 5, DType::Float64},
+                                                                                         {8, 5, DType::Float32}}) {
+      const Tensor q = randn({1, 2, T, 8}, gx).to(dtype), k = randn({1, 2, T, 8}, gx).to(dtype);
+      auto [qr, kr] = pe->rotate(0, q, k, pos0);
+      EXPECT_EQ(qr.to_vector(), apply_rope(q, p, false, pos0).to_vector()) << scaling << " T=" << T << " pos0=" << pos0;
+      EXPECT_EQ(kr.to_vector(), apply_rope(k, p, false, pos0).to_vector()) << scaling << " T=" << T << " pos0=" << pos0;
+    }
+  }
+}
+
 // ---- partial rotary conventions (SPEC-positions-2 §2, test vectors §10.2) ------------------------
 
 // gen(shape, s) of SPEC-positions-2 §0.1 for one dimension: 0.5 sin(1 + s + 0.7 i).

@@ -26,6 +26,8 @@
 // No parameters.
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <numbers>
 
 #include "nn/posenc/position_encoding.h"
@@ -233,18 +235,37 @@ class RopeEncoding : public PositionEncoding {
     POSGRAD_CHECK(q.dim() == 4 && k.dim() == 4 && q.size(2) == k.size(2), ShapeError,
                   "RoPE: q, k must be (B, H, T, D) of one length, got ", shape_str(q.shape()), ", ",
                   shape_str(k.shape()));
-    auto [c, s] = rope_tables_at(params_, positions(pos0, q.size(2), "RoPE rotate"), q.dtype());
-    c = c.to(q.device());
-    s = s.to(q.device());
+    auto [c, s] = tables(positions(pos0, q.size(2), "RoPE rotate"), q.dtype(), q.device());
     return {rope(q, c, s, interleaved_), rope(k, c, s, interleaved_)};
   }
   const RopeParams& params() const { return params_; }
   // Dynamic NTK scaling recomputes every position's frequencies from the total length.
   bool supports_kv_cache() const override { return params_.scaling != "dynamic"; }
 
+  // The cos / sin tables of `pos` on `device`: every layer of a forward, and every step of a run, asks
+  // for the same positions, so the last tables are kept (computed once in double on the host and copied
+  // to the device once, not per call). The key is the whole position list with the dtype and device;
+  // params_ never changes after construction. Thread-safe (a model may be evaluated from several threads).
+  std::pair<Tensor, Tensor> tables(const std::vector<int64_t>& pos, DType dtype, const Device& device) {
+    std::lock_guard<std::mutex> lock(*cache_mutex_);
+    if (!(cache_.c.defined() && cache_.dtype == dtype && cache_.device == device && cache_.positions == pos)) {
+      auto [c, s] = rope_tables_at(params_, pos, dtype);
+      cache_ = {pos, dtype, device, c.to(device), s.to(device)};
+    }
+    return {cache_.c, cache_.s};
+  }
+
  private:
+  struct TableCache {
+    std::vector<int64_t> positions;
+    DType dtype = DType::Float32;
+    Device device = Device::cpu();
+    Tensor c, s;
+  };
   RopeParams params_;
   bool interleaved_;
+  std::shared_ptr<std::mutex> cache_mutex_ = std::make_shared<std::mutex>();
+  TableCache cache_;
 };
 
 }  // namespace
