@@ -135,25 +135,41 @@ void SGD::load_state(const nn::NamedTensors& s, int64_t steps) {
 }
 
 double grad_norm(const std::vector<Tensor>& params) {
-  double total = 0;
-  for (const auto& p : params) {
-    Tensor g = p.grad();
+  // Each gradient's sum of squares in double, added on the host in parameter order (the same bits for any
+  // device placement of the kernels). The CUDA sums go to one device buffer, read back with one copy:
+  // one synchronisation per call, not one per parameter.
+  std::vector<double> sums(params.size(), 0.0);
+  std::vector<char> on_device(params.size(), 0);
+  Tensor device_sums;  // (P) doubles on the gradients' CUDA device
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor g = params[i].grad();
     if (!g.defined()) continue;
     g = g.contiguous();
-    double s = 0;
     dispatch_floating(g.dtype(), "grad_norm", [&](auto tag) {
       using T = decltype(tag);
       if (g.device().is_cpu()) {
-        kernels::cpu::sum_squares<T>(&s, g.data<T>(), g.numel());
-      } else {
-        // The CUDA kernel writes its double result to device memory.
+        kernels::cpu::sum_squares<T>(&sums[i], g.data<T>(), g.numel());
+        return;
+      }
+      if (!device_sums.defined())
+        device_sums = Tensor::empty({static_cast<int64_t>(params.size())}, DType::Float64, g.device());
+      if (!(device_sums.device() == g.device())) {  // gradients on two GPUs: read this one on its own
         Tensor out = Tensor::empty({1}, DType::Float64, g.device());
         POSGRAD_KERNEL(g.device(), sum_squares<T>, out.data<double>(), g.data<T>(), g.numel());
-        s = out.item();
+        sums[i] = out.item();
+        return;
       }
+      POSGRAD_KERNEL(g.device(), sum_squares<T>, device_sums.data<double>() + i, g.data<T>(), g.numel());
+      on_device[i] = 1;
     });
-    total += s;
   }
+  if (device_sums.defined()) {
+    const std::vector<double> host = device_sums.to_vector();  // the one synchronisation
+    for (size_t i = 0; i < params.size(); ++i)
+      if (on_device[i]) sums[i] = host[i];
+  }
+  double total = 0;
+  for (const double s : sums) total += s;
   return std::sqrt(total);
 }
 

@@ -120,7 +120,9 @@ class SGD final : public Optimizer {
 // Returns the norm before clipping (accumulated in double, fixed order). A non-finite norm is
 // returned as is and nothing is scaled — the caller decides (the trainer stops on it).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
-// L2 norm of the gradients of a set of parameters (for per-group logging).
+// L2 norm of the gradients of a set of parameters (for per-group logging): each gradient's sum of squares
+// in double, added in parameter order. CUDA gradients are reduced on the device into one buffer that is
+// read back once (one synchronisation per call; per parameter only for gradients on a second GPU).
 double grad_norm(const std::vector<Tensor>& params);
 
 // Linear warm-up from lr/warmup to lr over `warmup` steps, then cosine decay to min_lr at
