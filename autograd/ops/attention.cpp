@@ -13,8 +13,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <limits>
+#include <mutex>
 
 #include "autograd/ops.h"
 
@@ -66,8 +68,38 @@ struct AttentionConfig {
   // window's Pq + Pk - 1 with positions.
   std::vector<int64_t> q_pos, k_pos;
   int64_t nw = 0;
+  // On a CUDA device: ix's arrays in device memory (device_index_array), so the kernels copy nothing.
+  Tensor diag_u_device, rows_device;
   bool positions() const { return !q_pos.empty(); }
+  const int64_t* diag_u() const {
+    return diag_u_device.defined() ? diag_u_device.data<int64_t>() : ix.diag_u.empty() ? nullptr : ix.diag_u.data();
+  }
+  const int64_t* rows() const {
+    return rows_device.defined() ? rows_device.data<int64_t>() : ix.rows.empty() ? nullptr : ix.rows.data();
+  }
 };
+
+// A device copy of an index array, kept by device and content: the layers of a step and the steps of a
+// run pass the same few arrays (one bucket function per encoding, a handful of lengths), so each is
+// copied host -> device once instead of at every forward and backward. At most 64 are kept, oldest
+// dropped first; the caller holds the returned tensor for as long as a kernel may read it. The list is
+// never destroyed (device memory must not be freed after the CUDA runtime has shut down at exit).
+Tensor device_index_array(const std::vector<int64_t>& v, const Device& dev) {
+  struct Kept {
+    Device dev;
+    std::vector<int64_t> values;
+    Tensor copy;
+  };
+  static std::mutex mutex;
+  static auto* kept = new std::deque<Kept>();
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const Kept& k : *kept)
+    if (k.dev == dev && k.values == v) return k.copy;
+  Tensor copy = Tensor::from_ints(v, {static_cast<int64_t>(v.size())}).to(dev);
+  kept->push_back({dev, v, copy});
+  if (kept->size() > 64) kept->pop_front();
+  return copy;
+}
 
 struct Dims {
   int64_t B, H, Tq, Tk, D, U;
@@ -203,6 +235,10 @@ AttentionConfig make_config(const ScoreModifier& mod, const Tensor& q, const Ten
       cfg.ix = build_rel_index(mod, table_rows(mod), cfg.q_pos.back() + 1, cfg.k_pos.back() + 1, 0);
     else
       cfg.ix = build_rel_index(mod, table_rows(mod), q.size(2), k.size(2), q_offset);
+    if (q.device().is_cuda()) {
+      cfg.diag_u_device = device_index_array(cfg.ix.diag_u, q.device());
+      cfg.rows_device = device_index_array(cfg.ix.rows, q.device());
+    }
   }
   return cfg;
 }
@@ -243,8 +279,8 @@ struct AttentionFn : Function<AttentionFn> {
             ? kernels::cpu::attention_positions_scratch_elems(cfg.kind, 0, d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.nw)
             : kernels::cpu::attention_scratch_elems(cfg.kind, 0, d.B, d.H, d.Tq, d.Tk, d.D, d.U);
     Tensor scratch = Tensor::empty({std::max<int64_t>(ns, 1)}, q.dtype(), q.device());
-    const int64_t* du = cfg.ix.diag_u.empty() ? nullptr : cfg.ix.diag_u.data();
-    const int64_t* rows = cfg.ix.rows.empty() ? nullptr : cfg.ix.rows.data();
+    const int64_t* du = cfg.diag_u();
+    const int64_t* rows = cfg.rows();
     dispatch_floating(q.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       if (cfg.positions()) {  // CPU only (make_config refuses CUDA)
@@ -290,8 +326,8 @@ struct AttentionFn : Function<AttentionFn> {
             ? kernels::cpu::attention_positions_scratch_elems(s.cfg.kind, 1, d.B, d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.nw)
             : kernels::cpu::attention_scratch_elems(s.cfg.kind, 1, d.B, d.H, d.Tq, d.Tk, d.D, d.U);
     Tensor scratch = Tensor::empty({std::max<int64_t>(ns, 1)}, dout.dtype(), dout.device());
-    const int64_t* du = s.cfg.ix.diag_u.empty() ? nullptr : s.cfg.ix.diag_u.data();
-    const int64_t* rows = s.cfg.ix.rows.empty() ? nullptr : s.cfg.ix.rows.data();
+    const int64_t* du = s.cfg.diag_u();
+    const int64_t* rows = s.cfg.rows();
     dispatch_floating(dout.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       if (s.cfg.positions()) {
