@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -247,6 +248,9 @@ fma_peak_result fma_peak(int threads, bool bf16_dot = false) {
 class torch_peer {
  public:
   bool start(const std::string& python, std::string& error) {
+    // A helper that died (no PyTorch) must give an error message and exit 2, not kill the bench with
+    // SIGPIPE on the next write to its pipe.
+    std::signal(SIGPIPE, SIG_IGN);
     int to_child[2], from_child[2];
     if (pipe(to_child) != 0 || pipe(from_child) != 0) {
       error = "pipe failed";
