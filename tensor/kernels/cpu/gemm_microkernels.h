@@ -438,27 +438,6 @@ POSGRAD_GEMM_AVX512 void pack_avx512(const T* src, int64_t ld, bool trans, int64
 
 #define POSGRAD_GEMM_AVX512BF16 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,fma")))
 
-// Pairs along k of a float panel already packed as kc rows of W (pack_avx512 / pack_scalar format).
-template <int W>
-POSGRAD_GEMM_AVX512BF16 POSGRAD_GEMM_INLINE void pair_panel_avx512bf16(const float* panel, int64_t kc, uint32_t* dst) {
-  constexpr int L = 16;
-  constexpr int G = (W + L - 1) / L;
-  const int64_t kp = (kc + 1) / 2;
-  for (int64_t p = 0; p < kp; ++p) {
-    const float* even = panel + 2 * p * W;
-    const bool has_odd = 2 * p + 1 < kc;
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) {
-      const __mmask16 m = avx512_vec<float>::first_n(W - g * L);
-      const __m512 lo = _mm512_maskz_loadu_ps(m, even + g * L);
-      const __m512 hi = has_odd ? _mm512_maskz_loadu_ps(m, even + W + g * L) : _mm512_setzero_ps();
-      const __m512i lo16 = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo)));
-      const __m512i hi16 = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(hi)));
-      _mm512_mask_storeu_epi32(dst + p * W + g * L, m, _mm512_or_si512(lo16, _mm512_slli_epi32(hi16, 16)));
-    }
-  }
-}
-
 // A float panel of width W and depth kc, for the pair packers (one per thread, grown once).
 inline float* pair_staging(int64_t elems) {
   struct buffer {
@@ -478,44 +457,51 @@ inline float* pair_staging(int64_t elems) {
   return b.p;
 }
 
+// Pairs the copy layout (element (k, x) at src[k * ld + x], x < w) into ceil(w / W) pair panels: rows
+// 2p and 2p + 1 are read front to back once and dealt out to the panels, paired on the way (see
+// pack_block for why row by row).
+template <int W>
+POSGRAD_GEMM_AVX512BF16 POSGRAD_GEMM_INLINE void pair_rows_avx512bf16(const float* src, int64_t ld, int64_t w,
+                                                                      int64_t kc, uint32_t* dst) {
+  constexpr int L = 16;
+  constexpr int G = (W + L - 1) / L;
+  const int64_t kp = (kc + 1) / 2, panels = (w + W - 1) / W;
+  for (int64_t p = 0; p < kp; ++p) {
+    const float* even = src + 2 * p * ld;
+    const bool has_odd = 2 * p + 1 < kc;
+    for (int64_t q = 0; q < panels; ++q) {
+      const int64_t x0 = q * W;
+      uint32_t* d = dst + q * W * kp + p * W;
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        const __mmask16 lm = avx512_vec<float>::first_n(w - x0 - g * L);
+        const __mmask16 sm = avx512_vec<float>::first_n(W - g * L);
+        const __m512 lo = _mm512_maskz_loadu_ps(lm, even + x0 + g * L);
+        const __m512 hi = has_odd ? _mm512_maskz_loadu_ps(lm, even + ld + x0 + g * L) : _mm512_setzero_ps();
+        const __m512i lo16 = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo)));
+        const __m512i hi16 = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(hi)));
+        _mm512_mask_storeu_epi32(d + g * L, sm, _mm512_or_si512(lo16, _mm512_slli_epi32(hi16, 16)));
+      }
+    }
+  }
+}
+
 // Packs a block like pack_avx512<float, W> (same arguments, same panels), in the pair format. The copy
-// layout pairs its rows directly; the transposed layout packs each panel as floats into a per-thread
-// staging panel (L1/L2-resident, the float transposes) and then pairs it.
+// layout is paired directly; the transposed layout packs each panel as floats into a per-thread staging
+// panel (L1/L2-resident, the float transposes), which is then a copy layout of width W to pair.
 template <int W>
 POSGRAD_GEMM_AVX512BF16 void pack_pairs_avx512bf16(const float* src, int64_t ld, bool trans, int64_t w, int64_t kc,
                                                    uint32_t* dst) {
-  const int64_t kp = (kc + 1) / 2;
   if (!trans) {
-    // Copy layout: rows 2p and 2p + 1 are read front to back once and dealt out to the panels, paired
-    // on the way (no staging; see pack_block for why row by row).
-    constexpr int L = 16;
-    constexpr int G = (W + L - 1) / L;
-    const int64_t panels = (w + W - 1) / W;
-    for (int64_t p = 0; p < kp; ++p) {
-      const float* even = src + 2 * p * ld;
-      const bool has_odd = 2 * p + 1 < kc;
-      for (int64_t q = 0; q < panels; ++q) {
-        const int64_t x0 = q * W;
-        uint32_t* d = dst + q * W * kp + p * W;
-#pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) {
-          const __mmask16 lm = avx512_vec<float>::first_n(w - x0 - g * L);
-          const __mmask16 sm = avx512_vec<float>::first_n(W - g * L);
-          const __m512 lo = _mm512_maskz_loadu_ps(lm, even + x0 + g * L);
-          const __m512 hi = has_odd ? _mm512_maskz_loadu_ps(lm, even + ld + x0 + g * L) : _mm512_setzero_ps();
-          const __m512i lo16 = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo)));
-          const __m512i hi16 = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(hi)));
-          _mm512_mask_storeu_epi32(d + g * L, sm, _mm512_or_si512(lo16, _mm512_slli_epi32(hi16, 16)));
-        }
-      }
-    }
+    pair_rows_avx512bf16<W>(src, ld, w, kc, dst);
     return;
   }
   float* staging = pair_staging(int64_t(W) * kc);
+  const int64_t kp = (kc + 1) / 2;
   for (int64_t x0 = 0; x0 < w; x0 += W) {
     const int64_t wp = w - x0 < W ? w - x0 : W;
-    pack_avx512<float, W>(trans ? src + x0 * ld : src + x0, ld, trans, wp, kc, staging);
-    pair_panel_avx512bf16<W>(staging, kc, dst);
+    pack_avx512<float, W>(src + x0 * ld, ld, true, wp, kc, staging);
+    pair_rows_avx512bf16<W>(staging, W, W, kc, dst);
     dst += int64_t(W) * kp;
   }
 }

@@ -416,11 +416,27 @@ __global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* d
 // one thread and adds its terms in key (or query) order: deterministic, no atomics. Shared memory in
 // elements of T: tiled_backward_smem below. The pair's compact table index u (ContentPosition) is kept
 // per pair as an int after the T region.
+//
+// The pairs of a query tile (rows i0.., nq valid; q_s, do_s and st_s = (delta, M, LS) per row) and a key
+// tile (j0.., nk valid; k_s, v_s), for both passes: entry r * kt + c gets P (when p_s is given), dS and the
+// pair's table index u (0 where unused); pairs that are not visible get 0. One pair per thread, strided.
 template <typename T>
-__device__ __forceinline__ void backward_pair(const Attn<T>& a, const T* qi, const T* doi, const T* kj, const T* vj,
-                                              T M, T LS, T di, int64_t h, int64_t i, int64_t j, T& p, T& ds) {
-  p = d_exp((score(a, qi, kj, h, i, j) - M) - LS);
-  ds = p * (dot(doi, vj, a.D) - di);
+__device__ void backward_tile_pairs(const Attn<T>& a, const T* q_s, const T* do_s, const T* st_s, const T* k_s,
+                                    const T* v_s, int64_t h, int64_t i0, int64_t nq, int64_t j0, int64_t nk, int64_t qt,
+                                    int64_t kt, T* p_s, T* ds_s, int* u_s) {
+  for (int64_t x = threadIdx.x; x < qt * kt; x += blockDim.x) {
+    const int64_t r = x / kt, c = x % kt, i = i0 + r, j = j0 + c;
+    const bool valid = r < nq && c < nk;
+    const T M = st_s[3 * r + 1];
+    T p = T(0), ds = T(0);
+    if (valid && j < key_end(a, i) && M != d_neg_inf<T>()) {
+      p = d_exp((score(a, q_s + r * a.D, k_s + c * a.D, h, i, j) - M) - st_s[3 * r + 2]);
+      ds = p * (dot(do_s + r * a.D, v_s + c * a.D, a.D) - st_s[3 * r]);
+    }
+    if (p_s) p_s[x] = p;
+    ds_s[x] = ds;
+    u_s[x] = a.kind == ScoreBias::ContentPosition && valid ? static_cast<int>(pair_u(a, i, j)) : 0;
+  }
 }
 
 // 1. rows: a block per (b, h, query tile): delta, dq, dc2p.
@@ -472,16 +488,8 @@ __global__ void attention_backward_rows_tiled_kernel(T* dq, T* delta, T* dc2p, c
         v_s[x] = x < nk * D ? vb[j0 * D + x] : T(0);
       }
       __syncthreads();
-      for (int64_t x = tid; x < qt * kt; x += nthreads) {
-        const int64_t r = x / kt, c = x % kt, i = i0 + r, j = j0 + c;
-        T p = T(0), ds = T(0);
-        const T M = st_s[3 * r + 1];
-        if (r < rows && c < nk && j < key_end(a, i) && M != d_neg_inf<T>())
-          backward_pair(a, q_s + r * D, do_s + r * D, k_s + c * D, v_s + c * D, M, st_s[3 * r + 2], st_s[3 * r], h, i,
-                        j, p, ds);
-        ds_s[x] = ds;
-        u_s[x] = a.kind == ScoreBias::ContentPosition && r < rows && c < nk ? static_cast<int>(pair_u(a, i, j)) : 0;
-      }
+      backward_tile_pairs(a, q_s, do_s, st_s, k_s, v_s, h, i0, rows, j0, nk, qt, kt, static_cast<T*>(nullptr), ds_s,
+                          u_s);
       __syncthreads();
       for (int64_t x = tid; x < qt * D; x += nthreads) {
         const int64_t r = x / D, e = x % D;
@@ -555,17 +563,7 @@ __global__ void attention_backward_cols_tiled_kernel(T* dk, T* dv, T* dp2c, cons
         st_s[3 * r + 2] = r < nq ? stats[2 * row + 1] : T(0);
       }
       __syncthreads();
-      for (int64_t x = tid; x < qt * kt; x += nthreads) {
-        const int64_t r = x / kt, c = x % kt, i = i0 + r, j = j0 + c;
-        T p = T(0), ds = T(0);
-        const T M = st_s[3 * r + 1];
-        if (r < nq && c < nk && j < key_end(a, i) && M != d_neg_inf<T>())
-          backward_pair(a, q_s + r * D, do_s + r * D, k_s + c * D, v_s + c * D, M, st_s[3 * r + 2], st_s[3 * r], h, i,
-                        j, p, ds);
-        p_s[x] = p;
-        ds_s[x] = ds;
-        u_s[x] = a.kind == ScoreBias::ContentPosition && r < nq && c < nk ? static_cast<int>(pair_u(a, i, j)) : 0;
-      }
+      backward_tile_pairs(a, q_s, do_s, st_s, k_s, v_s, h, i0, nq, j0, nk, qt, kt, p_s, ds_s, u_s);
       __syncthreads();
       for (int64_t x = tid; x < kt * D; x += nthreads) {
         const int64_t c = x / D, e = x % D;
