@@ -257,11 +257,9 @@ inline std::vector<dim3> block_order(dim3 grid) {
   return order;
 }
 
-template <typename... KArgs, typename... Args>
-void emulate_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+// Runs S.body as every thread of every block of <<<grid, block, smem>>>, after the limit checks.
+inline void run_grid(dim3 grid, dim3 block, size_t smem) {
   check_launch_limits(grid, block, smem);
-  std::tuple<std::decay_t<KArgs>...> tup(std::forward<Args>(args)...);
-  S.body = [&] { std::apply(kernel, tup); };
   S.bdim = block;
   S.gdim = grid;
   for (const dim3& b : block_order(grid)) {
@@ -274,19 +272,17 @@ void emulate_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem
   }
 }
 
+template <typename... KArgs, typename... Args>
+void emulate_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+  std::tuple<std::decay_t<KArgs>...> tup(std::forward<Args>(args)...);
+  S.body = [&] { std::apply(kernel, tup); };
+  run_grid(grid, block, smem);
+}
+
 #ifdef POSGRAD_EMU_PRIMARY  // the execution model's own tests use the primary copy
 void launch_for_test(Dim g, Dim bl, size_t smem, const std::function<void()>& body) {
-  const dim3 grid(g.x, g.y, g.z), block(bl.x, bl.y, bl.z);
-  check_launch_limits(grid, block, smem);
   S.body = body;
-  S.bdim = block;
-  S.gdim = grid;
-  for (const dim3& b : block_order(grid)) {
-    S.smem.assign(smem / sizeof(double) + 2, 0.0);
-    std::memset(S.smem.data(), 0xFF, S.smem.size() * sizeof(double));  // NaN as float and as double
-    S.bidx = b;
-    run_block();
-  }
+  run_grid(dim3(g.x, g.y, g.z), dim3(bl.x, bl.y, bl.z), smem);
 }
 
 TestThread this_thread() {
