@@ -205,32 +205,7 @@ std::atomic<int>& precision_slot() {
 // Pack buffers
 // ---------------------------------------------------------------------------------------------
 
-// A 64-byte aligned scratch area that only grows. One per thread (thread_local), so calls
-// after warm-up allocate nothing; OpenMP pool threads keep theirs between calls.
-class aligned_scratch {
- public:
-  aligned_scratch() = default;
-  aligned_scratch(const aligned_scratch&) = delete;
-  aligned_scratch& operator=(const aligned_scratch&) = delete;
-  ~aligned_scratch() { std::free(ptr_); }
-
-  void* get(std::size_t bytes) {
-    if (bytes > capacity_) {
-      const std::size_t rounded = (bytes + 4095) / 4096 * 4096;
-      void* fresh = std::aligned_alloc(64, rounded);
-      if (fresh == nullptr) throw std::bad_alloc();
-      std::free(ptr_);
-      ptr_ = fresh;
-      capacity_ = rounded;
-    }
-    return ptr_;
-  }
-
- private:
-  void* ptr_ = nullptr;
-  std::size_t capacity_ = 0;
-};
-
+// The packed A and B blocks of a call (aligned_scratch: gemm_microkernels.h).
 aligned_scratch& thread_scratch() {
   thread_local aligned_scratch scratch;
   return scratch;

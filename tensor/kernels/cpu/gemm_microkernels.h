@@ -4,7 +4,8 @@
 // instruction sets -- AVX-512 and AVX2+FMA (x86-64, compiled per function with GCC
 // `target` attributes so the library itself needs no -march flag) and portable scalar C++.
 // What it is not: a public header, nor a driver. Blocking, threading and dispatch live in
-// gemm.cpp; nothing here allocates, and nothing here may be included by other files.
+// gemm.cpp; nothing here allocates but aligned_scratch (the per-thread pack buffers, grown once), and
+// nothing here may be included by other files.
 //
 // Conventions (the "packed" formats of Goto & van de Geijn, TOMS 2008, and BLIS, Van Zee &
 // van de Geijn, TOMS 2015):
@@ -48,6 +49,32 @@
 #endif
 
 namespace posgrad::kernels::cpu::gemm_detail {
+
+// A 64-byte aligned scratch area that only grows. One per thread (thread_local), so calls
+// after warm-up allocate nothing; OpenMP pool threads keep theirs between calls.
+class aligned_scratch {
+ public:
+  aligned_scratch() = default;
+  aligned_scratch(const aligned_scratch&) = delete;
+  aligned_scratch& operator=(const aligned_scratch&) = delete;
+  ~aligned_scratch() { std::free(ptr_); }
+
+  void* get(std::size_t bytes) {
+    if (bytes > capacity_) {
+      const std::size_t rounded = (bytes + 4095) / 4096 * 4096;
+      void* fresh = std::aligned_alloc(64, rounded);
+      if (fresh == nullptr) throw std::bad_alloc();
+      std::free(ptr_);
+      ptr_ = fresh;
+      capacity_ = rounded;
+    }
+    return ptr_;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t capacity_ = 0;
+};
 
 // P is the packed element: T itself, or uint32_t for the bf16 pair path (a pair of k steps per
 // element; `kc` of the micro-kernel then counts pair steps).
@@ -440,21 +467,8 @@ POSGRAD_GEMM_AVX512 void pack_avx512(const T* src, int64_t ld, bool trans, int64
 
 // A float panel of width W and depth kc, for the pair packers (one per thread, grown once).
 inline float* pair_staging(int64_t elems) {
-  struct buffer {
-    float* p = nullptr;
-    int64_t n = 0;
-    ~buffer() { std::free(p); }
-  };
-  thread_local buffer b;
-  if (elems > b.n) {
-    const std::size_t bytes = (static_cast<std::size_t>(elems) * sizeof(float) + 63) / 64 * 64;
-    void* fresh = std::aligned_alloc(64, bytes);
-    if (fresh == nullptr) throw std::bad_alloc();
-    std::free(b.p);
-    b.p = static_cast<float*>(fresh);
-    b.n = elems;
-  }
-  return b.p;
+  thread_local aligned_scratch staging;
+  return static_cast<float*>(staging.get(static_cast<std::size_t>(elems) * sizeof(float)));
 }
 
 // Pairs the copy layout (element (k, x) at src[k * ld + x], x < w) into ceil(w / W) pair panels: rows
