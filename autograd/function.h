@@ -72,12 +72,31 @@ class FunctionNode final : public Node {
 
 }  // namespace detail
 
+namespace detail {
+// Every tensor input of one op on one device: a kernel given one device's pointer for another's
+// memory reads garbage on the CPU and faults on a GPU, so the mix is refused by name instead.
+inline void require_one_device(const char* op, const TensorList& inputs) {
+  size_t first = inputs.size();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    if (first == inputs.size()) {
+      first = i;
+    } else if (!(inputs[i].device() == inputs[first].device())) {
+      throw DeviceError(concat(op, ": tensor input ", i, " is on ", inputs[i].device().str(), " but input ", first,
+                               " is on ", inputs[first].device().str(), "; move them to one device first"));
+    }
+  }
+}
+}  // namespace detail
+
 template <typename F>
 struct Function {
+  // Throws DeviceError when the tensor inputs are not all on one device (detail::require_one_device).
   template <typename... Args>
   static auto apply(const Args&... args) {
     TensorList inputs;
     detail::collect_inputs(inputs, args...);
+    detail::require_one_device(F::kName, inputs);
     auto node = std::make_shared<detail::FunctionNode<F>>();
     const bool record = GradMode::is_enabled() && detail::any_requires_grad(inputs);
     node->ctx.needs_input_grad.resize(inputs.size());

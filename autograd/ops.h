@@ -27,6 +27,8 @@ Tensor sqrt(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor tanh(const Tensor& x);
 Tensor relu(const Tensor& x);
+// max(x, lo) elementwise, NaN kept (torch.clamp_min); the gradient is 1 where x >= lo, 0 below.
+Tensor clamp_min(const Tensor& x, double lo);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
 Tensor silu(const Tensor& x);
 // mask (Bool) broadcast to x: y = mask ? value : x.

@@ -61,7 +61,7 @@ void add_unary(std::vector<OpCase>& out, const std::string& name, std::function<
   c.name = "elementwise/" + name;
   c.inputs = [=](Generator& g, DType t) {
     Tensor x = make_input(s, g, t, false, lo, hi);
-    if (name == "relu") {  // keep away from the kink at 0
+    if (name == "relu" || name == "clamp_min") {  // keep away from the kinks at 0 and 0.02
       auto v = x.to_vector();
       for (auto& e : v) e = (e >= 0 ? 1 : -1) * (std::fabs(e) + 0.05);
       x = Tensor::from_vector(v, s, t);
@@ -188,6 +188,9 @@ void register_elementwise_cases(std::vector<OpCase>& out) {
   add_unary(
       out, "relu", [](const Tensor& x) { return relu(x); }, [](double v) { return v > 0 ? v : 0.0; }, -1, 1);
   add_unary(
+      out, "clamp_min", [](const Tensor& x) { return clamp_min(x, 0.02); },
+      [](double v) { return v < 0.02 ? 0.02 : v; }, -1, 1);
+  add_unary(
       out, "gelu", [](const Tensor& x) { return gelu(x); },
       [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }, -3, 3);
   add_unary(
@@ -204,7 +207,7 @@ void register_elementwise_cases(std::vector<OpCase>& out) {
     OpCase c;
     c.name = "elementwise/masked_fill/causal";
     c.inputs = [](Generator& g, DType t) { return TensorList{make_input({3, 7, 7}, g, t)}; };
-    c.fn = [](const TensorList& x) { return masked_fill(x[0], causal_mask(7), -2.0); };
+    c.fn = [](const TensorList& x) { return masked_fill(x[0], causal_mask(7, x[0].device()), -2.0); };
     c.reference = [](const TensorList& x) {
       auto v = host(x[0]);
       for (int64_t b = 0; b < 3; ++b)

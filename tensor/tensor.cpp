@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -487,6 +489,35 @@ void Tensor::retain_grad() const {
   const AutogradHooks& hooks = autograd_hooks("retain_grad");
   impl().retains_grad = true;
   hooks.retain_grad(*this);
+}
+
+Tensor cached_on_device(const Tensor& constant, Device device) {
+  POSGRAD_CHECK(constant.defined() && constant.device().is_cpu(), ValueError,
+                "cached_on_device: the constant must be a defined CPU tensor");
+  POSGRAD_CHECK(!constant.requires_grad(), ValueError, "cached_on_device: ", constant.str(),
+                " requires grad (a parameter is not a constant)");
+  if (device.is_cpu()) return constant;
+  struct Kept {
+    Device device;
+    DType dtype;
+    Shape shape;
+    std::vector<unsigned char> bytes;
+    Tensor copy;
+  };
+  const Tensor c = constant.contiguous();
+  const auto* first = static_cast<const unsigned char*>(c.raw_data());
+  const size_t n = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
+  static std::mutex mutex;
+  static auto* kept = new std::deque<Kept>();
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const Kept& k : *kept)
+    if (k.device == device && k.dtype == c.dtype() && k.shape == c.shape() && k.bytes.size() == n &&
+        (n == 0 || std::memcmp(k.bytes.data(), first, n) == 0))
+      return k.copy;
+  Tensor copy = c.to(device);
+  kept->push_back({device, c.dtype(), c.shape(), std::vector<unsigned char>(first, first + n), copy});
+  if (kept->size() > 128) kept->pop_front();
+  return copy;
 }
 
 }  // namespace posgrad

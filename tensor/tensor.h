@@ -146,4 +146,12 @@ T* data_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
+// A copy of `constant` — a CPU tensor that nobody writes (a table, distances, slopes rebuilt at each
+// forward) — on `device`, kept by device, dtype, shape and content: a model that rebuilds the same
+// constant at every forward uploads it once, and a step on a GPU copies nothing. On the CPU it returns
+// `constant` itself. The result is shared between callers: never write it. At most 128 copies are kept,
+// oldest dropped first; the list is never destroyed (device memory must outlive static destructors).
+// ValueError for a constant that requires grad or is not on the CPU.
+Tensor cached_on_device(const Tensor& constant, Device device);
+
 }  // namespace posgrad

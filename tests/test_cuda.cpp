@@ -318,7 +318,7 @@ TEST(CudaKernelsEmulated, Elementwise) {
   for (int64_t i = 0; i < n; i += 3) x[i] = -x[i];  // negatives for relu/gelu/silu (log/sqrt/pow skip them)
   for (UnaryOp op :
        {UnaryOp::Neg, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Tanh, UnaryOp::Relu, UnaryOp::Gelu,
-        UnaryOp::GeluTanh, UnaryOp::Silu, UnaryOp::Pow, UnaryOp::AddScalar, UnaryOp::MulScalar}) {
+        UnaryOp::GeluTanh, UnaryOp::Silu, UnaryOp::Pow, UnaryOp::AddScalar, UnaryOp::MulScalar, UnaryOp::ClampMin}) {
     std::vector<double> in = x;
     if (op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Pow)
       for (auto& v : in) v = std::fabs(v);
@@ -451,6 +451,19 @@ TEST(CudaKernelsEmulated, SoftmaxNormsLoss) {
     cpuk::cross_entropy_backward<double>(dxc.data(), dl.data(), x.data(), sc.data(), tg.data(), N, C, -100);
     emuk::cross_entropy_backward<double>(dxe.data(), dl.data(), x.data(), sc.data(), tg.data(), N, C, -100);
     expect_close(dxc, dxe, 1e-14, "cross_entropy backward");
+    // The mean over the rows not ignored, and its backward, formed on the device.
+    double mc = 0, me = 0, g = 0.75;
+    int64_t cc = 0, ce = 0;
+    cpuk::cross_entropy_mean<double>(&mc, &cc, lc.data(), tg.data(), N, -100);
+    emuk::cross_entropy_mean<double>(&me, &ce, le.data(), tg.data(), N, -100);
+    EXPECT_EQ(cc, N - 1);
+    EXPECT_EQ(ce, N - 1);
+    EXPECT_NEAR(me, mc, 1e-14 * std::max(1.0, std::fabs(mc)));
+    std::vector<double> dmc(N), dme(N);
+    cpuk::cross_entropy_mean_backward<double>(dmc.data(), &g, &cc, N);
+    emuk::cross_entropy_mean_backward<double>(dme.data(), &g, &ce, N);
+    EXPECT_EQ(dmc, dme);
+    EXPECT_EQ(dme[0], 0.75 / static_cast<double>(N - 1));
   }
 }
 

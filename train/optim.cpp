@@ -134,14 +134,19 @@ void SGD::load_state(const nn::NamedTensors& s, int64_t steps) {
   steps_ = steps;
 }
 
-double grad_norm(const std::vector<Tensor>& params) {
-  // Each gradient's sum of squares in double, added on the host in parameter order (the same bits for any
-  // device placement of the kernels). The CUDA sums go to one device buffer, read back with one copy:
-  // one synchronisation per call, not one per parameter.
-  std::vector<double> sums(params.size(), 0.0);
-  std::vector<char> on_device(params.size(), 0);
-  Tensor device_sums;  // (P) doubles on the gradients' CUDA device
-  for (size_t i = 0; i < params.size(); ++i) {
+namespace {
+
+// The gradients' norm, and `also_read` (scalars) as doubles into *read, with one read of the device:
+// each gradient's sum of squares in double, added on the host in parameter order (the same bits for any
+// device placement of the kernels). The CUDA sums and the extra scalars go to one device buffer, read
+// back with one copy: one synchronisation per call, not one per parameter.
+double norm_and_read(const std::vector<Tensor>& params, const std::vector<Tensor>& also_read,
+                     std::vector<double>* read) {
+  const size_t P = params.size(), E = also_read.size();
+  std::vector<double> sums(P, 0.0);
+  std::vector<char> on_device(P + E, 0);
+  Tensor device_sums;  // (P + E) doubles on the gradients' CUDA device
+  for (size_t i = 0; i < P; ++i) {
     Tensor g = params[i].grad();
     if (!g.defined()) continue;
     g = g.contiguous();
@@ -152,7 +157,7 @@ double grad_norm(const std::vector<Tensor>& params) {
         return;
       }
       if (!device_sums.defined())
-        device_sums = Tensor::empty({static_cast<int64_t>(params.size())}, DType::Float64, g.device());
+        device_sums = Tensor::empty({static_cast<int64_t>(P + E)}, DType::Float64, g.device());
       if (!(device_sums.device() == g.device())) {  // gradients on two GPUs: read this one on its own
         Tensor out = Tensor::empty({1}, DType::Float64, g.device());
         POSGRAD_KERNEL(g.device(), sum_squares<T>, out.data<double>(), g.data<T>(), g.numel());
@@ -163,18 +168,46 @@ double grad_norm(const std::vector<Tensor>& params) {
       on_device[i] = 1;
     });
   }
+  if (read) read->assign(E, 0.0);
+  for (size_t e = 0; e < E; ++e) {
+    const Tensor& v = also_read[e];
+    POSGRAD_CHECK(v.defined() && v.numel() == 1, ShapeError, "clip_grad_norm: value ", e, " to read is not a scalar");
+    if (device_sums.defined() && v.device() == device_sums.device() && is_floating(v.dtype())) {
+      Tensor vc = v.contiguous();
+      dispatch_floating(vc.dtype(), "clip_grad_norm", [&](auto tag) {
+        using T = decltype(tag);
+        POSGRAD_KERNEL(vc.device(), cast, device_sums.data<double>() + P + e, vc.data<T>(), int64_t(1));
+      });
+      on_device[P + e] = 1;
+    } else {
+      (*read)[e] = v.item();
+    }
+  }
   if (device_sums.defined()) {
     const std::vector<double> host = device_sums.to_vector();  // the one synchronisation
-    for (size_t i = 0; i < params.size(); ++i)
+    for (size_t i = 0; i < P; ++i)
       if (on_device[i]) sums[i] = host[i];
+    for (size_t e = 0; e < E; ++e)
+      if (on_device[P + e]) (*read)[e] = host[P + e];
   }
   double total = 0;
   for (const double s : sums) total += s;
   return std::sqrt(total);
 }
 
+}  // namespace
+
+double grad_norm(const std::vector<Tensor>& params) { return norm_and_read(params, {}, nullptr); }
+
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  const double norm = grad_norm(params);
+  return clip_grad_norm(params, max_norm, {}, nullptr);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const std::vector<Tensor>& also_read,
+                      std::vector<double>* read) {
+  POSGRAD_CHECK(also_read.empty() || read != nullptr, ValueError,
+                "clip_grad_norm: values to read but nowhere to put them");
+  const double norm = norm_and_read(params, also_read, read);
   if (max_norm <= 0 || !std::isfinite(norm) || norm <= max_norm) return norm;
   const double scale = max_norm / (norm + 1e-6);  // PyTorch's clip_grad_norm_ convention
   for (const auto& p : params) {

@@ -120,6 +120,11 @@ class SGD final : public Optimizer {
 // Returns the norm before clipping (accumulated in double, fixed order). A non-finite norm is
 // returned as is and nothing is scaled — the caller decides (the trainer stops on it).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// The same, reading the scalar tensors `also_read` (e.g. the step's losses, still on the device) in
+// the same transfer as the norm: *read gets them as doubles, in order. On a GPU the whole call costs
+// one copy to the host and one synchronisation. ShapeError for a value that is not a scalar.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const std::vector<Tensor>& also_read,
+                      std::vector<double>* read);
 // L2 norm of the gradients of a set of parameters (for per-group logging): each gradient's sum of squares
 // in double, added in parameter order. CUDA gradients are reduced on the device into one buffer that is
 // read back once (one synchronisation per call; per parameter only for gradients on a second GPU).

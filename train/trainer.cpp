@@ -160,15 +160,21 @@ StepStats training_step(nn::GPT& model, Optimizer& opt, const LRSchedule& sched,
   double loss_sum = 0;
   const double share = dp ? dp->loss_weight() : 1.0;  // this rank's share of the global batch
   const double scale = share / static_cast<double>(grad_accum);
+  // Without data parallelism the micro-batches' losses stay where they were computed and are read with
+  // the gradient norm, in one transfer (on a GPU: the step's one synchronisation). A non-finite loss is
+  // still reported by micro-batch, before the optimizer moves; its backward has run, which the
+  // stopping step discards.
+  std::vector<Tensor> losses;
   for (int64_t micro = 0; micro < grad_accum; ++micro) {
     auto [x, y] = dp ? dp->slice(next_batch()) : next_batch();
     x = x.to(dev);
     y = y.to(dev);
     Tensor loss = cross_entropy(model.forward(x), y);
-    const double l = loss.item();
-    if (!dp && !std::isfinite(l))  // data-parallel: after the sum below, so that every rank stops
-      throw NonFiniteLoss(detail::concat("loss is ", l, " at step ", step + 1, " (micro-batch ", micro, ")"));
-    loss_sum += l * share;
+    if (dp) {
+      loss_sum += loss.item() * share;  // non-finite: checked after the sum below, so that every rank stops
+    } else {
+      losses.push_back(loss.detach());
+    }
     (scale != 1.0 ? loss * scale : loss).backward();
     st.tokens += x.numel();
   }
@@ -179,7 +185,14 @@ StepStats training_step(nn::GPT& model, Optimizer& opt, const LRSchedule& sched,
       throw NonFiniteLoss(detail::concat("loss is ", loss_sum, " at step ", step + 1, " (summed over ",
                                          dp->comm().size(), " processes)"));
   }
-  st.grad_norm = clip_grad_norm(model.parameters(), grad_clip);
+  std::vector<double> loss_values;
+  st.grad_norm = clip_grad_norm(model.parameters(), grad_clip, losses, &loss_values);
+  for (size_t micro = 0; micro < loss_values.size(); ++micro) {
+    const double l = loss_values[micro];
+    if (!std::isfinite(l))
+      throw NonFiniteLoss(detail::concat("loss is ", l, " at step ", step + 1, " (micro-batch ", micro, ")"));
+    loss_sum += l * share;
+  }
   if (!std::isfinite(st.grad_norm))
     throw NonFiniteLoss(detail::concat("gradient norm is ", st.grad_norm, " at step ", step + 1));
   opt.step();

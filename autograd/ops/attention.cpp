@@ -13,10 +13,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <functional>
 #include <limits>
-#include <mutex>
 
 #include "autograd/ops.h"
 
@@ -79,26 +77,11 @@ struct AttentionConfig {
   }
 };
 
-// A device copy of an index array, kept by device and content: the layers of a step and the steps of a
-// run pass the same few arrays (one bucket function per encoding, a handful of lengths), so each is
-// copied host -> device once instead of at every forward and backward. At most 64 are kept, oldest
-// dropped first; the caller holds the returned tensor for as long as a kernel may read it. The list is
-// never destroyed (device memory must not be freed after the CUDA runtime has shut down at exit).
+// A device copy of an index array (cached_on_device): the layers of a step and the steps of a run pass
+// the same few arrays (one bucket function per encoding, a handful of lengths), so each is copied
+// host -> device once instead of at every forward and backward.
 Tensor device_index_array(const std::vector<int64_t>& v, const Device& dev) {
-  struct Kept {
-    Device dev;
-    std::vector<int64_t> values;
-    Tensor copy;
-  };
-  static std::mutex mutex;
-  static auto* kept = new std::deque<Kept>();
-  std::lock_guard<std::mutex> lock(mutex);
-  for (const Kept& k : *kept)
-    if (k.dev == dev && k.values == v) return k.copy;
-  Tensor copy = Tensor::from_ints(v, {static_cast<int64_t>(v.size())}).to(dev);
-  kept->push_back({dev, v, copy});
-  if (kept->size() > 64) kept->pop_front();
-  return copy;
+  return cached_on_device(Tensor::from_ints(v, {static_cast<int64_t>(v.size())}), dev);
 }
 
 struct Dims {

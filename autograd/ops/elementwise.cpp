@@ -180,6 +180,7 @@ Tensor gelu(const Tensor& x, bool tanh_approx) {
   return tanh_approx ? UnaryFn<UnaryOp::GeluTanh>::apply(x, 0.0) : UnaryFn<UnaryOp::Gelu>::apply(x, 0.0);
 }
 Tensor silu(const Tensor& x) { return UnaryFn<UnaryOp::Silu>::apply(x, 0.0); }
+Tensor clamp_min(const Tensor& x, double lo) { return UnaryFn<UnaryOp::ClampMin>::apply(x, lo); }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) { return MaskedFillFn::apply(x, mask, value); }
 
 Tensor causal_mask(int64_t T, Device dev) {

@@ -38,9 +38,10 @@ struct EmbeddingFn : Function<EmbeddingFn> {
                   " but table on ", table.device().str());
     const int64_t V = table.size(0), C = table.size(1), N = idx.numel();
     Tensor ic = idx.contiguous();
-    {
-      Tensor ih = ic.device().is_cpu() ? ic : ic.to(Device::cpu());
-      const int64_t* p = ih.data<int64_t>();
+    // On the CPU the ids are checked here; on a GPU the kernel checks them (reading them back would
+    // cost a synchronisation per call) and a bad id is raised at the next synchronisation.
+    if (ic.device().is_cpu()) {
+      const int64_t* p = ic.data<int64_t>();
       for (int64_t n = 0; n < N; ++n)
         POSGRAD_CHECK(p[n] >= 0 && p[n] < V, IndexError, "embedding: id ", p[n], " at position ",
                       position_str(idx.shape(), n), " of ids ", shape_str(idx.shape()),

@@ -33,8 +33,8 @@ Tensor alibi_bias_by_distance(const std::vector<double>& slopes, int64_t Tq, int
   for (int64_t r : diagonal_relative_positions(Tq, Tk, q_offset)) distance.push_back(std::fabs(static_cast<double>(r)));
   const int64_t nd = static_cast<int64_t>(distance.size());
   // The product is rounded once (an integer distance times a slope is exact before rounding).
-  const Tensor m = Tensor::from_vector(slopes, {H, 1}, dtype).to(device);
-  const Tensor dist = Tensor::from_vector(distance, {1, nd}, dtype).to(device);
+  const Tensor m = cached_on_device(Tensor::from_vector(slopes, {H, 1}, dtype), device);
+  const Tensor dist = cached_on_device(Tensor::from_vector(distance, {1, nd}, dtype), device);
   return -(m * dist);
 }
 

@@ -28,9 +28,14 @@ namespace {
 
 constexpr double kMinParam = 1e-2;  // lower bound of r1 and r2 (the authors' eps)
 
-// Sets the entries of p below `lo` to `lo`, in place (no graph). Leaves p untouched otherwise.
+// Sets the entries of p below `lo` to `lo`, in place (no graph). Leaves p untouched otherwise. On a GPU
+// in place on the device (reading p back would cost a synchronisation per layer and step).
 void project_below(const Tensor& p, double lo) {
   NoGradGuard guard;
+  if (!p.device().is_cpu()) {
+    assign_data(p, clamp_min(p, lo));
+    return;
+  }
   std::vector<double> v = p.to_vector();
   if (std::none_of(v.begin(), v.end(), [&](double x) { return x < lo; })) return;
   for (double& x : v) x = std::max(x, lo);
@@ -77,7 +82,7 @@ Tensor kerple_bias_by_distance(const Tensor& r1, const Tensor& r2, int64_t Tq, i
   std::vector<double> distance;
   for (int64_t r : diagonal_relative_positions(Tq, Tk, q_offset)) distance.push_back(std::fabs(static_cast<double>(r)));
   const int64_t H = r1.size(0), nd = static_cast<int64_t>(distance.size());
-  const Tensor dist = Tensor::from_vector(distance, {1, nd}, r1.dtype()).to(r1.device());
+  const Tensor dist = cached_on_device(Tensor::from_vector(distance, {1, nd}, r1.dtype()), r1.device());
   // -r1 log(1 + r2 |r|): (H, 1) x (1, nd) -> (H, nd)
   return -(r1.reshape({H, 1}) * log(r2.reshape({H, 1}) * dist + 1.0));
 }

@@ -42,8 +42,8 @@ Tensor sandwich_bias_by_distance(int64_t dbar, int64_t n_heads, int64_t Tq, int6
     centred.push_back(sandwich_base(r, dbar) - static_cast<double>(dbar) / 2.0);
   const int64_t nd = static_cast<int64_t>(centred.size());
   // Both factors rounded to dtype once, then one product per entry: lambda (H, 1) x centred (1, nd).
-  const Tensor l = Tensor::from_vector(lambda, {n_heads, 1}, dtype).to(device);
-  const Tensor c = Tensor::from_vector(centred, {1, nd}, dtype).to(device);
+  const Tensor l = cached_on_device(Tensor::from_vector(lambda, {n_heads, 1}, dtype), device);
+  const Tensor c = cached_on_device(Tensor::from_vector(centred, {1, nd}, dtype), device);
   return l * c;
 }
 

@@ -51,7 +51,8 @@ class SinusoidalEncoding : public PositionEncoding {
     POSGRAD_CHECK(x.dim() == 3 && x.size(2) == C_, ShapeError, "sinusoidal embed: x must be (B, T, ", C_, "), got ",
                   shape_str(x.shape()));
     POSGRAD_CHECK(pos0 >= 0, IndexError, "sinusoidal embed: negative start position ", pos0);
-    Tensor pe = sinusoidal_table_at(positions(pos0, x.size(1), "sinusoidal embed"), C_, x.dtype()).to(x.device());
+    Tensor pe = cached_on_device(sinusoidal_table_at(positions(pos0, x.size(1), "sinusoidal embed"), C_, x.dtype()),
+                                 x.device());
     const Tensor xs = scale_embedding_ ? x * std::sqrt(static_cast<double>(C_)) : x;
     return xs + pe;  // (B, T, C) + (T, C)
   }

@@ -64,8 +64,8 @@ std::pair<Tensor, Tensor> apply_xpos(const Tensor& q, const Tensor& k, const std
                 shape_str(q.shape()), ", ", shape_str(k.shape()));
   const XposTables t = xpos_tables_at(positions, centre, q.size(3), scale_base, q.dtype());
   const Device dev = q.device();
-  return {rope(q, t.q_cos.to(dev), t.q_sin.to(dev), interleaved),
-          rope(k, t.k_cos.to(dev), t.k_sin.to(dev), interleaved)};
+  return {rope(q, cached_on_device(t.q_cos, dev), cached_on_device(t.q_sin, dev), interleaved),
+          rope(k, cached_on_device(t.k_cos, dev), cached_on_device(t.k_sin, dev), interleaved)};
 }
 
 namespace {
@@ -138,8 +138,8 @@ void xpos_op_cases(std::vector<OpCase>& out) {
     c.fn = [sd](const TensorList& x) {
       const XposTables t = xpos_tables_at(sd.pos, kC, sd.shape.back(), kB, x[0].dtype());
       const Device dev = x[0].device();
-      return sd.key ? rope(x[0], t.k_cos.to(dev), t.k_sin.to(dev), sd.interleaved)
-                    : rope(x[0], t.q_cos.to(dev), t.q_sin.to(dev), sd.interleaved);
+      return sd.key ? rope(x[0], cached_on_device(t.k_cos, dev), cached_on_device(t.k_sin, dev), sd.interleaved)
+                    : rope(x[0], cached_on_device(t.q_cos, dev), cached_on_device(t.q_sin, dev), sd.interleaved);
     };
     c.reference = [sd](const TensorList& x) { return xpos_reference(x[0], sd.pos, kC, kB, sd.interleaved, sd.key); };
     out.push_back(c);
@@ -171,8 +171,8 @@ void xpos_op_cases(std::vector<OpCase>& out) {
           const XposTables tq = xpos_tables_at(qp, kC, a.q[3], kB, x[0].dtype());
           const XposTables tk = xpos_tables_at(kp, kC, a.q[3], kB, x[0].dtype());
           const Device dev = x[0].device();
-          const Tensor q = rope(x[0], tq.q_cos.to(dev), tq.q_sin.to(dev), true);
-          const Tensor k = rope(x[1], tk.k_cos.to(dev), tk.k_sin.to(dev), true);
+          const Tensor q = rope(x[0], cached_on_device(tq.q_cos, dev), cached_on_device(tq.q_sin, dev), true);
+          const Tensor k = rope(x[1], cached_on_device(tk.k_cos, dev), cached_on_device(tk.k_sin, dev), true);
           const double scale = 1.0 / std::sqrt(double(a.q[3]));
           return naive ? attention_reference(q, k, x[2], ScoreModifier{}, true, scale, a.q_offset)
                        : attention(q, k, x[2], ScoreModifier{}, true, scale, a.q_offset);

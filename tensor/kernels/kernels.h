@@ -44,6 +44,7 @@ enum class UnaryOp : uint8_t {
   Pow,        // x ^ scalar
   AddScalar,  // x + scalar
   MulScalar,  // x * scalar
+  ClampMin,   // max(x, scalar) with NaN kept (x < scalar ? scalar : x); gradient 1 where x >= scalar
 };
 const char* unary_op_name(UnaryOp op);
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -61,7 +62,13 @@ struct dim3 {
   dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 using cudaStream_t = struct EmuStream*;
-enum cudaError_t { cudaSuccess = 0 };
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorIllegalAddress = 700
+};
 
 enum class St : uint8_t { Run, Barrier, Shfl, Done };
 struct Fiber {
@@ -105,6 +112,13 @@ T __shfl_down_sync(unsigned, T v, int off) {
   std::memcpy(&r, &S.f[S.cur].out, sizeof(T));
   return r;
 }
+// The block's threads run one at a time, switching only at __syncthreads and shuffles: atomic as is.
+inline int atomicCAS(int* p, int compare, int value) {
+  const int old = *p;
+  if (old == compare) *p = value;
+  return old;
+}
+inline void __threadfence_system() {}
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
@@ -116,11 +130,19 @@ inline unsigned char* emulated_dynamic_smem() { return reinterpret_cast<unsigned
 enum cublasStatus_t { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 using cublasHandle_t = struct EmuBlas*;
+#ifdef POSGRAD_EMU_DEVICE
+inline void require_device_argument(const char* kernel, size_t index, const void* p);  // below
+#endif
 template <typename T>
 cublasStatus_t ref_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha, const T* A,
                         int lda, const T* B, int ldb, const T* beta, T* C, int ldc) {
   if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m || lda < 1 || ldb < 1)
     return CUBLAS_STATUS_INVALID_VALUE;
+#ifdef POSGRAD_EMU_DEVICE
+  require_device_argument("cuBLAS gemm", 0, A);
+  require_device_argument("cuBLAS gemm", 1, B);
+  require_device_argument("cuBLAS gemm", 2, C);
+#endif
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < m; ++i) {
       T s = 0;
@@ -165,6 +187,230 @@ inline cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t, cublasOperation_
                                                 const double* beta, double* C, int ldc, long long sc, int batch) {
   return ref_gemm_strided(ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
 }
+
+#ifdef POSGRAD_EMU_DEVICE
+// ---- the emulated device's fake CUDA runtime (tests/emulated_device/fake_device.h) ---------------
+// Device memory is host memory that the runtime registers (block start -> size), so that it can
+// tell device from host pointers as the driver does: a copy's direction is inferred from the
+// registry and checked against the requested kind, a copy or memset that leaves its block is
+// refused, a kernel or GEMM handed a host pointer throws (an illegal address on the GPU), fresh
+// device memory is NaN (undefined on the GPU), and cudaMalloc fails beyond a settable limit. Every
+// call that would cost the GPU a copy or a host wait is counted.
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4
+};
+enum cudaMemoryType {
+  cudaMemoryTypeUnregistered = 0,
+  cudaMemoryTypeHost = 1,
+  cudaMemoryTypeDevice = 2,
+  cudaMemoryTypeManaged = 3
+};
+struct cudaPointerAttributes {
+  cudaMemoryType type = cudaMemoryTypeUnregistered;
+  int device = 0;
+};
+constexpr unsigned cudaStreamNonBlocking = 1;
+constexpr unsigned cudaHostAllocPortable = 1, cudaHostAllocMapped = 2;
+struct EmuStream {
+  int device = 0;
+};
+struct EmuBlas {
+  int device = 0;
+};
+enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3 };
+
+struct FakeDevice {
+  std::recursive_mutex mu;
+  std::map<uintptr_t, size_t> blocks;  // cudaMalloc'd: start -> bytes
+  size_t used = 0, limit = std::numeric_limits<size_t>::max();
+  Counters counts;
+  cudaError_t last = cudaSuccess;
+  int current = 0;
+  EmuStream stream;
+  EmuBlas blas;
+};
+inline FakeDevice D;
+
+inline cudaError_t fail(cudaError_t e) {
+  D.last = e;
+  return e;
+}
+// The block holding [p, p + n), or blocks.end(); `any` is set when p lies in some block at all.
+inline bool device_range(const void* p, size_t n, bool* any = nullptr) {
+  std::lock_guard<std::recursive_mutex> lock(D.mu);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto it = D.blocks.upper_bound(a);
+  if (any) *any = false;
+  if (it == D.blocks.begin()) return false;
+  --it;
+  if (a >= it->first + it->second) return false;
+  if (any) *any = true;
+  return n <= it->first + it->second - a;
+}
+inline const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+  }
+  return "cudaErrorUnknown";
+}
+inline const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+  }
+  return "unknown error";
+}
+inline cudaError_t cudaGetLastError() {
+  const cudaError_t e = D.last;
+  D.last = cudaSuccess;
+  return e;
+}
+inline cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDevice(int* d) {
+  *d = D.current;
+  return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int d) {
+  if (d != 0) return fail(cudaErrorInvalidDevice);
+  D.current = d;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  *s = &D.stream;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  ++D.counts.syncs;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() {
+  ++D.counts.syncs;
+  return cudaSuccess;
+}
+inline cudaError_t cudaMalloc(void** p, size_t n) {
+  std::lock_guard<std::recursive_mutex> lock(D.mu);
+  if (n == 0 || n > D.limit - std::min(D.limit, D.used)) return fail(cudaErrorMemoryAllocation);
+  void* q = std::aligned_alloc(256, (n + 255) / 256 * 256);
+  if (!q) return fail(cudaErrorMemoryAllocation);
+  std::memset(q, 0xFF, n);  // NaN as float and as double: the GPU leaves fresh memory undefined
+  D.blocks[reinterpret_cast<uintptr_t>(q)] = n;
+  D.used += n;
+  ++D.counts.mallocs;
+  *p = q;
+  return cudaSuccess;
+}
+inline cudaError_t cudaFree(void* p) {
+  std::lock_guard<std::recursive_mutex> lock(D.mu);
+  auto it = D.blocks.find(reinterpret_cast<uintptr_t>(p));
+  if (it == D.blocks.end()) return fail(cudaErrorInvalidValue);
+  D.used -= it->second;
+  D.blocks.erase(it);
+  std::free(p);
+  ++D.counts.frees;
+  return cudaSuccess;
+}
+// Mapped pinned host memory: kernels may use it, so it is registered like device memory.
+inline cudaError_t cudaHostAlloc(void** p, size_t n, unsigned flags) {
+  if ((flags & cudaHostAllocMapped) == 0) return fail(cudaErrorInvalidValue);  // posgrad maps what it pins
+  std::lock_guard<std::recursive_mutex> lock(D.mu);
+  void* q = std::aligned_alloc(256, (n + 255) / 256 * 256);
+  if (!q) return fail(cudaErrorMemoryAllocation);
+  D.blocks[reinterpret_cast<uintptr_t>(q)] = n;
+  *p = q;
+  return cudaSuccess;
+}
+inline cudaError_t cudaHostGetDevicePointer(void** d, void* h, unsigned) {
+  if (!device_range(h, 1)) return fail(cudaErrorInvalidValue);
+  *d = h;
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t) {
+  bool dst_any = false, src_any = false;
+  const bool dst_dev = device_range(dst, n, &dst_any), src_dev = device_range(src, n, &src_any);
+  if (dst_any != dst_dev || src_any != src_dev) return fail(cudaErrorInvalidValue);  // runs past its block
+  if (!dst_dev && !src_dev) return fail(cudaErrorInvalidValue);  // posgrad never copies host to host here
+  const cudaMemcpyKind actual = dst_dev && src_dev ? cudaMemcpyDeviceToDevice
+                                : dst_dev          ? cudaMemcpyHostToDevice
+                                                   : cudaMemcpyDeviceToHost;
+  if (kind != cudaMemcpyDefault && kind != actual) return fail(cudaErrorInvalidValue);
+  (actual == cudaMemcpyDeviceToDevice ? D.counts.d2d
+   : actual == cudaMemcpyHostToDevice ? D.counts.h2d
+                                      : D.counts.d2h)++;
+  std::memmove(dst, src, n);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) {
+  if (!device_range(p, n)) return fail(cudaErrorInvalidValue);
+  std::memset(p, v, n);
+  ++D.counts.memsets;
+  return cudaSuccess;
+}
+inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
+  a->type = device_range(p, 1) ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
+  return cudaSuccess;
+}
+inline cublasStatus_t cublasCreate(cublasHandle_t* h) {
+  *h = &D.blas;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+inline const char* cublasGetStatusName(cublasStatus_t st) {
+  return st == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_INVALID_VALUE";
+}
+inline const char* cublasGetStatusString(cublasStatus_t st) {
+  return st == CUBLAS_STATUS_SUCCESS ? "success" : "an invalid value was used as an argument";
+}
+
+// A kernel (or GEMM) argument that points to host memory: the GPU would fault on it.
+inline void require_device_argument(const char* kernel, size_t index, const void* p) {
+  if (p != nullptr && !device_range(p, 1))
+    throw ::posgrad::DeviceError(std::string("emulated device: kernel ") + kernel +
+                                 " was given host memory (argument " + std::to_string(index) +
+                                 "); on a GPU this is an illegal address");
+}
+template <typename... A>
+void require_device_arguments(const char* kernel, const A&... args) {
+  size_t i = 0;
+  (
+      [&](const auto& a) {
+        if constexpr (std::is_pointer_v<std::decay_t<decltype(a)>>) require_device_argument(kernel, i, a);
+        ++i;
+      }(args),
+      ...);
+}
+
+Counters counters() {
+  std::lock_guard<std::recursive_mutex> lock(D.mu);
+  return D.counts;
+}
+void reset_counters() {
+  std::lock_guard<std::recursive_mutex> lock(D.mu);
+  D.counts = Counters{};
+}
+void set_memory_limit(size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(D.mu);
+  D.limit = bytes;
+}
+size_t device_bytes() {
+  std::lock_guard<std::recursive_mutex> lock(D.mu);
+  return D.used;
+}
+#endif  // POSGRAD_EMU_DEVICE
 
 // Runs S.body for every thread of block S.bidx.
 inline void run_block() {
@@ -273,8 +519,14 @@ inline void run_grid(dim3 grid, dim3 block, size_t smem) {
 }
 
 template <typename... KArgs, typename... Args>
-void emulate_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
+void emulate_launch(const char* name, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
   std::tuple<std::decay_t<KArgs>...> tup(std::forward<Args>(args)...);
+#ifdef POSGRAD_EMU_DEVICE
+  std::apply([&](const auto&... a) { require_device_arguments(name, a...); }, tup);
+  ++D.counts.launches;
+#else
+  (void)name;
+#endif
   S.body = [&] { std::apply(kernel, tup); };
   run_grid(grid, block, smem);
 }
@@ -295,6 +547,16 @@ void sync_threads_for_test() { __syncthreads(); }
 
 }  // namespace POSGRAD_EMU_NS
 
+// The kernel files: inside namespace POSGRAD_EMU_NS (emu::posgrad::kernels::cuda::...) for the
+// kernel-level tests, or, in the emulated device (tests/emulated_device/cuda_device.cpp, which
+// defines POSGRAD_EMU_DEVICE), at their real names (::posgrad::kernels::cuda::...) together with
+// backend.cu itself, compiled against the fake runtime above, so that a test program linked with it
+// runs Device::cuda() tensors through these kernels.
+#ifdef POSGRAD_EMU_DEVICE
+using namespace ::POSGRAD_EMU_NS;  // dim3, __syncthreads, the fake runtime, for the files below
+#include "tensor/kernels/cuda/backend.cu"
+#include "tensor/kernels/cuda/common.cuh"
+#else
 namespace POSGRAD_EMU_NS {
 #include "tensor/kernels/cuda/common.cuh"
 namespace posgrad::cuda {
@@ -302,11 +564,16 @@ bool is_device_pointer(const void* p) { return p != nullptr; }
 void require_device_pointer(const void*, const char*, const char*) {}
 DeviceArray::DeviceArray(const void* p, size_t bytes) : ptr_(p), bytes_(bytes) {}
 DeviceArray::~DeviceArray() = default;
+IndexFault* index_fault() {
+  static IndexFault f{};
+  return &f;
+}
 cublasHandle_t cublas_handle() { return nullptr; }
 [[noreturn]] void throw_cublas_error(cublasStatus_t st, const char* what, const char*, int) {
   throw ::posgrad::DeviceError(std::string("emulated cuBLAS error ") + std::to_string(st) + " in " + what);
 }
 }  // namespace posgrad::cuda
+#endif
 #include "tensor/kernels/cuda/attention.cu"
 #include "tensor/kernels/cuda/cross_entropy.cu"
 #include "tensor/kernels/cuda/cublas.cuh"
@@ -320,4 +587,6 @@ cublasHandle_t cublas_handle() { return nullptr; }
 #include "tensor/kernels/cuda/reduce.cu"
 #include "tensor/kernels/cuda/rope.cu"
 #include "tensor/kernels/cuda/softmax.cu"
+#ifndef POSGRAD_EMU_DEVICE
 }  // namespace POSGRAD_EMU_NS
+#endif

@@ -60,9 +60,33 @@ void cross_entropy_backward(T* dlogits, const T* dloss, const T* logits, const T
   }
 }
 
-#define INST(T)                                                                                        \
-  template void cross_entropy_forward<T>(T*, T*, const T*, const int64_t*, int64_t, int64_t, int64_t); \
-  template void cross_entropy_backward<T>(T*, const T*, const T*, const T*, const int64_t*, int64_t, int64_t, int64_t);
+// The mean over the rows not ignored (the CUDA op's device-side mean; the CPU op validates and counts
+// the targets on the host, so this is the reference the CUDA kernels are tested against): row order.
+template <typename T>
+void cross_entropy_mean(T* out, int64_t* count, const T* loss, const int64_t* targets, int64_t N,
+                        int64_t ignore_index) {
+  T s = T(0);
+  int64_t c = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    s += loss[n];
+    c += targets[n] != ignore_index ? 1 : 0;
+  }
+  out[0] = c == 0 ? T(0) : s * static_cast<T>(1.0 / static_cast<double>(c));
+  count[0] = c;
+}
+
+template <typename T>
+void cross_entropy_mean_backward(T* dloss, const T* dy, const int64_t* count, int64_t N) {
+  const T g = count[0] == 0 ? T(0) : static_cast<T>(static_cast<double>(dy[0]) / static_cast<double>(count[0]));
+  for (int64_t n = 0; n < N; ++n) dloss[n] = g;
+}
+
+#define INST(T)                                                                                               \
+  template void cross_entropy_forward<T>(T*, T*, const T*, const int64_t*, int64_t, int64_t, int64_t);        \
+  template void cross_entropy_backward<T>(T*, const T*, const T*, const T*, const int64_t*, int64_t, int64_t, \
+                                          int64_t);                                                           \
+  template void cross_entropy_mean<T>(T*, int64_t*, const T*, const int64_t*, int64_t, int64_t);              \
+  template void cross_entropy_mean_backward<T>(T*, const T*, const int64_t*, int64_t);
 INST(float)
 INST(double)
 #undef INST

@@ -40,6 +40,7 @@ const char* unary_op_name(UnaryOp op) {
     case UnaryOp::Pow: return "pow";
     case UnaryOp::AddScalar: return "add_scalar";
     case UnaryOp::MulScalar: return "mul_scalar";
+    case UnaryOp::ClampMin: return "clamp_min";
   }
   return "?";
 }
@@ -116,6 +117,7 @@ void unary_forward(T* y, const T* x, int64_t n, UnaryOp op, T s) {
     case UnaryOp::Pow: map1(y, x, n, [s](T v) { return std::pow(v, s); }); break;
     case UnaryOp::AddScalar: map1(y, x, n, [s](T v) { return v + s; }); break;
     case UnaryOp::MulScalar: map1(y, x, n, [s](T v) { return v * s; }); break;
+    case UnaryOp::ClampMin: map1(y, x, n, [s](T v) { return v < s ? s : v; }); break;
   }
 }
 
@@ -158,6 +160,7 @@ void unary_backward(T* dx, const T* dy, const T* x, const T* y, int64_t n, Unary
       break;
     case UnaryOp::AddScalar: acc1(dx, dy, x, y, n, [](T, T) { return T(1); }); break;
     case UnaryOp::MulScalar: acc1(dx, dy, x, y, n, [s](T, T) { return s; }); break;
+    case UnaryOp::ClampMin: acc1(dx, dy, x, y, n, [s](T v, T) { return v < s ? T(0) : T(1); }); break;
   }
 }
 

@@ -12,7 +12,9 @@
 // comes from the current device (cuda:0 unless the program calls cudaSetDevice); kernels run on the
 // current device's stream. Nothing is released at exit: the backend is leaked on purpose, because
 // the CUDA driver may already be shut down when static destructors run.
+#ifndef POSGRAD_CUDA_EMULATION  // the emulated device (tests/emulated_device/) supplies a fake runtime
 #include <cublas_v2.h>
+#endif
 
 #include <atomic>
 #include <cstdlib>
@@ -115,6 +117,42 @@ void check_launch(const char* kernel) {
   if (sync_each) POSGRAD_CUDA_CHECK(cudaStreamSynchronize(stream()), kernel);
 }
 
+// The fault record (common.cuh): mapped pinned host memory, so a kernel's report costs no copy and
+// the host reads it after any synchronisation at no cost.
+namespace {
+std::atomic<IndexFault*> g_fault_host{nullptr};
+}  // namespace
+
+IndexFault* index_fault() {
+  static IndexFault* const device_view = [] {
+    void* host = nullptr;
+    POSGRAD_CUDA_CHECK(cudaHostAlloc(&host, sizeof(IndexFault), cudaHostAllocMapped | cudaHostAllocPortable),
+                       "cudaHostAlloc (index fault record)");
+    std::memset(host, 0, sizeof(IndexFault));
+    void* device = nullptr;
+    POSGRAD_CUDA_CHECK(cudaHostGetDevicePointer(&device, host, 0), "cudaHostGetDevicePointer (index fault record)");
+    g_fault_host.store(static_cast<IndexFault*>(host), std::memory_order_release);
+    return static_cast<IndexFault*>(device);
+  }();
+  return device_view;
+}
+
+// Called after the host waited for the GPU: a fault a kernel recorded since the last report becomes
+// an IndexError naming the op, the position and the bound; the record is cleared.
+void raise_index_fault() {
+  volatile IndexFault* f = g_fault_host.load(std::memory_order_acquire);
+  if (f == nullptr || f->flag == 0) return;
+  const int kind = f->kind;
+  const long long position = f->position, value = f->value, bound = f->bound;
+  f->flag = 0;
+  const char* found = " (found by the CUDA kernel, reported at the next synchronisation)";
+  if (kind == kEmbeddingId)
+    throw IndexError(detail::concat("embedding: id ", value, " at position ", position,
+                                    " is out of range for vocab size ", bound, found));
+  throw IndexError(detail::concat("cross_entropy: target ", value, " at row ", position, " is out of range for ", bound,
+                                  " classes", found));
+}
+
 }  // namespace cuda
 
 namespace {
@@ -191,8 +229,15 @@ class CudaBackend final : public DeviceBackend {
     // cudaMemcpyDefault infers the direction from the pointers (unified virtual addressing).
     POSGRAD_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s), "cudaMemcpyAsync");
     // The host may read (or free) its side as soon as we return: wait whenever one side is the CPU.
-    if (dst_dev.is_cpu() || src_dev.is_cpu() || dst_dev.index != src_dev.index)
+    // A read to the host waits for the copy (the caller reads at once); so does a copy between two GPUs.
+    // An upload does not wait here: a pageable source is staged by the driver before cudaMemcpyAsync
+    // returns, so the caller may free or reuse it at once, and later work is queued behind the copy on
+    // the same stream (CUDA Runtime API, "API synchronization behavior"). The driver may still wait
+    // for the stream while it stages pageable memory; only a pinned source would avoid that.
+    if (dst_dev.is_cpu() || (dst_dev.is_cuda() && src_dev.is_cuda() && dst_dev.index != src_dev.index)) {
       POSGRAD_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize (copy)");
+      cuda::raise_index_fault();
+    }
   }
 
   void zero(void* ptr, size_t nbytes) override {
@@ -216,6 +261,7 @@ class CudaBackend final : public DeviceBackend {
       }
       if (s) POSGRAD_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     }
+    cuda::raise_index_fault();
   }
 
   int device_count() override {

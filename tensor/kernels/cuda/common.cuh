@@ -76,6 +76,31 @@ class DeviceArray {
   size_t bytes_ = 0;
 };
 
+// A fault a kernel finds in its input data — an embedding id or a cross-entropy target out of range —
+// which the host cannot see without reading the data back (a synchronisation per call). The first
+// fault since the last report is recorded here, in mapped pinned host memory the kernels write
+// through; the backend raises it as IndexError at the host's next synchronisation (a read to the
+// host, synchronize()): PyTorch's device-side asserts, without killing the context.
+struct IndexFault {
+  int flag;  // 0: none; set to 1 by atomicCAS by the first reporter
+  int kind;  // kEmbeddingId, kCrossEntropyTarget
+  long long position, value, bound;
+};
+inline constexpr int kEmbeddingId = 1, kCrossEntropyTarget = 2;
+// The process's fault record (mapped, portable: every device writes the same one), created on first use.
+IndexFault* index_fault();
+
+__device__ __forceinline__ void report_index_fault(IndexFault* f, int kind, long long position, long long value,
+                                                   long long bound) {
+  if (atomicCAS(&f->flag, 0, 1) == 0) {
+    f->kind = kind;
+    f->position = position;
+    f->value = value;
+    f->bound = bound;
+    __threadfence_system();
+  }
+}
+
 // Throws DeviceError unless p is null or device memory: turns "host pointer handed to a CUDA
 // kernel" into a clear error instead of an illegal-address fault that would kill the context.
 void require_device_pointer(const void* p, const char* kernel, const char* arg);
@@ -101,8 +126,7 @@ template <typename... KArgs, typename... Args>
 void launch(const char* name, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
 #ifdef POSGRAD_CUDA_EMULATION
-  (void)name;
-  emulate_launch(kernel, grid, block, smem, std::forward<Args>(args)...);
+  emulate_launch(name, kernel, grid, block, smem, std::forward<Args>(args)...);
 #else
   kernel<<<grid, block, smem, stream()>>>(std::forward<Args>(args)...);
   check_launch(name);

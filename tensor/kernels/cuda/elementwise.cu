@@ -36,6 +36,7 @@ __device__ __forceinline__ T unary_value(UnaryOp op, T v, T s) {
     case UnaryOp::Pow: return d_pow(v, s);
     case UnaryOp::AddScalar: return v + s;
     case UnaryOp::MulScalar: return v * s;
+    case UnaryOp::ClampMin: return v < s ? s : v;
   }
   return v;
 }
@@ -65,6 +66,7 @@ __device__ __forceinline__ T unary_derivative(UnaryOp op, T xv, T yv, T s) {
     case UnaryOp::Pow: return s * d_pow(xv, s - T(1));
     case UnaryOp::AddScalar: return T(1);
     case UnaryOp::MulScalar: return s;
+    case UnaryOp::ClampMin: return xv < s ? T(0) : T(1);
   }
   return T(0);
 }

@@ -1,5 +1,7 @@
 // embedding.cu — table lookup y[n] = table[idx[n]] and its backward, a scatter-add, on the GPU;
-// the CUDA twins of cpu/embedding.cpp. Ids are validated on the host by the caller.
+// the CUDA twins of cpu/embedding.cpp. Ids are validated here, not on the host (that would read them
+// back at every call): an id out of range is reported through index_fault() (common.cuh) and its row
+// of y is NaN; the backward skips it.
 //
 // Deterministic backward without atomics: thread (column c, vocabulary chunk k) walks ALL rows n in
 // order 0..N-1 and adds dy[n, c] into dtable[idx[n], c] only when idx[n] falls in chunk k. Every
@@ -17,10 +19,17 @@ namespace {
 constexpr int kColBlock = 128, kMaxVocabChunks = 64;
 
 template <typename T>
-__global__ void embedding_forward_kernel(T* y, const int64_t* idx, const T* table, int64_t N, int64_t C) {
+__global__ void embedding_forward_kernel(T* y, const int64_t* idx, const T* table, int64_t N, int64_t V, int64_t C,
+                                         IndexFault* fault) {
   POSGRAD_GRID_STRIDE(j, N * C) {
     const int64_t n = j / C, c = j % C;
-    y[j] = table[idx[n] * C + c];
+    const int64_t v = idx[n];
+    if (v < 0 || v >= V) {
+      if (c == 0) report_index_fault(fault, kEmbeddingId, n, v, V);
+      y[j] = static_cast<T>(NAN);
+      continue;
+    }
+    y[j] = table[v * C + c];
   }
 }
 
@@ -41,9 +50,9 @@ __global__ void embedding_backward_kernel(T* dtable, const T* dy, const int64_t*
 
 template <typename T>
 void embedding_forward(T* y, const int64_t* idx, const T* table, int64_t N, int64_t V, int64_t C) {
-  (void)V;
   if (N <= 0 || C <= 0) return;
-  launch("embedding_forward", embedding_forward_kernel<T>, grid_for(N * C, kBlock), kBlock, 0, y, idx, table, N, C);
+  launch("embedding_forward", embedding_forward_kernel<T>, grid_for(N * C, kBlock), kBlock, 0, y, idx, table, N, V, C,
+         index_fault());
 }
 
 template <typename T>
