@@ -50,9 +50,11 @@ say "  - skipped: $(grep -c '(Skipped)' "$out/cuda-tests.log"); failed: $(grep -
 grep '(Failed)' "$out/cuda-tests.log" | sed 's/^/    /' | tee -a "$summary"
 
 if ((gpu)); then
-  say "- training step, tokens/s (10 steps after 2; posgrad fp32 | PyTorch eager fp32 | PyTorch bf16 autocast):"
+  say "- training step, tokens/s (10 steps after 2; posgrad fp32 and bf16 | PyTorch eager fp32 | PyTorch bf16 autocast):"
   for size in compare gpt2; do
     timeout 60 "./$build/bench/bench_train" --size "$size" --device cuda --steps 10 > "$out/bench_train_$size.txt" 2>&1
+    timeout 60 "./$build/bench/bench_train" --size "$size" --device cuda --steps 10 --precision bf16 \
+      > "$out/bench_train_${size}_bf16.txt" 2>&1
     for mode in eager bf16; do
       timeout 60 python3 bench/reference_gpt.py --size "$size" --device cuda --steps 10 --mode "$mode" \
         > "$out/reference_${size}_$mode.txt" 2>&1
@@ -60,6 +62,8 @@ if ((gpu)); then
     say "  - $size:"
     awk '!/^#/ && $1 != "method" && NF == 4 {printf "    - posgrad %s: %s tok/s\n", $1, $3}' "$out/bench_train_$size.txt" |
       tee -a "$summary"
+    awk '!/^#/ && $1 != "method" && NF == 4 {printf "    - posgrad bf16 %s: %s tok/s\n", $1, $3}' \
+      "$out/bench_train_${size}_bf16.txt" | tee -a "$summary"
     for mode in eager bf16; do
       awk -v m="$mode" '!/^#/ && $1 != "method" && NF == 4 {printf "    - PyTorch %s %s: %s tok/s\n", m, $1, $3}' \
         "$out/reference_${size}_$mode.txt" | tee -a "$summary"

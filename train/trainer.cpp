@@ -36,8 +36,6 @@ void TrainConfig::validate() const {
   } catch (const Error& e) {
     throw UsageError(std::string("--device: ") + e.what());
   }
-  POSGRAD_CHECK(!(dev.is_cuda() && precision != "fp32"), UsageError, "--precision ", precision, " with --device ",
-                device, ": bf16 mixed precision runs on the CPU only (the CUDA backend multiplies in fp32)");
   POSGRAD_CHECK(!(dev.is_cuda() && nn::position_encoding_entry(model.pos.kind).cpu_only), UsageError, "--device ",
                 device, ": the ", model.pos.kind, " position encoding has no CUDA attention kernel; use --device cpu");
   check_memory(*this, model.block_size);

@@ -8,6 +8,7 @@
 // CudaMatchesCpu, compiled again against the emulated device (CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -28,6 +29,18 @@ using namespace posgrad;
 namespace {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+double largest(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+double largest_difference(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector(), y = b.to_vector();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+  return m;
+}
 
 }  // namespace
 
@@ -161,6 +174,72 @@ TEST(EmulatedDevice, BadIdsAndTargetsAreRaisedAtTheNextSynchronisation) {
   EXPECT_NEAR(ok.item(), std::log(4.0), 1e-6);
   Tensor none = cross_entropy(logits, Tensor::from_ints({-100, -100}, {2}).to(Device::cuda()));
   EXPECT_EQ(none.item(), 0.0);
+}
+
+// bf16 mixed precision on the device: the float products round both operands to bf16 (cublasGemmEx,
+// float accumulation). Against the CPU's bf16 path (the same rounded operands, another summation
+// order) they agree to float rounding; against fp32 they differ by bf16's rounding.
+TEST(EmulatedDevice, Bf16ProductsRoundTheOperandsAsTheCpuPathDoes) {
+  Generator g(21);
+  const int64_t M = 7, N = 9, K = 40;
+  for (bool batched : {false, true}) {
+    Tensor a = randn({2, M, K}, g), b = randn({2, N, K}, g);  // C = A B^T: a transposed operand
+    const auto product = [&](Device dev, kernels::MatmulPrecision p) {
+      kernels::MatmulPrecisionScope scope(p);
+      Tensor ad = a.to(dev), bd = b.to(dev);
+      Tensor c = batched ? matmul(ad, bd.transpose(1, 2))
+                         : matmul(ad.narrow(0, 1, 1).view({M, K}), bd.narrow(0, 1, 1).view({N, K}).t());
+      return c.to(Device::cpu());
+    };
+    const Tensor gpu16 = product(Device::cuda(), kernels::MatmulPrecision::bf16);
+    const Tensor cpu16 = product(Device::cpu(), kernels::MatmulPrecision::bf16);
+    const Tensor gpu32 = product(Device::cuda(), kernels::MatmulPrecision::fp32);
+    const double scale = largest(cpu16.to_vector());
+    EXPECT_LE(largest_difference(gpu16, cpu16), 2e-6 * scale) << (batched ? "batched" : "single");
+    // bf16 keeps 8 significant bits: operands off by up to 2^-9 relative, the products' sums by ~1e-3.
+    EXPECT_GE(largest_difference(gpu16, gpu32), 1e-4 * scale) << "the bf16 path multiplied in fp32";
+    EXPECT_LE(largest_difference(gpu16, gpu32), 2e-2 * scale);
+  }
+}
+
+TEST(EmulatedDevice, Bf16TrainingOnTheDeviceStaysCloseToFp32) {
+  const auto losses = [](Device dev, kernels::MatmulPrecision p) {
+    kernels::MatmulPrecisionScope scope(p);
+    Generator init(5), drop(6), data(7);
+    nn::GPTConfig mc;
+    mc.vocab_size = 29;
+    mc.block_size = 16;
+    mc.n_layer = 2;
+    mc.n_head = 2;
+    mc.n_embd = 32;
+    mc.pos.kind = "rope";
+    nn::GPT model(mc, init, drop);
+    model.to(dev);
+    train::AdamW opt(train::decay_groups(model.named_parameters(), 0.1), train::AdamWOptions(3e-3));
+    const train::LRSchedule sched{3e-3, 3e-4, 1, 10, true};
+    auto batch = [&] {
+      std::vector<int64_t> xs(2 * 16), ys(2 * 16);
+      for (size_t i = 0; i < xs.size(); ++i) {
+        xs[i] = static_cast<int64_t>(data.next_u64() % 29);
+        ys[i] = (xs[i] + 1) % 29;  // learnable: the next id
+      }
+      return std::make_pair(Tensor::from_ints(xs, {2, 16}), Tensor::from_ints(ys, {2, 16}));
+    };
+    std::vector<double> out;
+    for (int64_t step = 0; step < 6; ++step)
+      out.push_back(train::training_step(model, opt, sched, step, 1, 1.0, dev, batch, nullptr).loss);
+    return out;
+  };
+  const std::vector<double> fp32 = losses(Device::cpu(), kernels::MatmulPrecision::fp32);
+  const std::vector<double> bf16 = losses(Device::cuda(), kernels::MatmulPrecision::bf16);
+  ASSERT_EQ(fp32.size(), bf16.size());
+  EXPECT_LT(fp32.back(), fp32.front()) << "the reference run does not learn";
+  bool differs = false;
+  for (size_t i = 0; i < fp32.size(); ++i) {
+    EXPECT_NEAR(bf16[i], fp32[i], 0.01 * fp32[i]) << "step " << i;
+    differs = differs || bf16[i] != fp32[i];
+  }
+  EXPECT_TRUE(differs) << "bf16 on the device gave fp32's losses exactly";
 }
 
 // A training step (forward, backward, clipping, AdamW) of a small GPT on the device, after warm-up:

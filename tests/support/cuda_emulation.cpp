@@ -133,16 +133,20 @@ using cublasHandle_t = struct EmuBlas*;
 #ifdef POSGRAD_EMU_DEVICE
 inline void require_device_argument(const char* kernel, size_t index, const void* p);  // below
 #endif
-template <typename T>
-cublasStatus_t ref_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha, const T* A,
-                        int lda, const T* B, int ldb, const T* beta, T* C, int ldc) {
-  if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m || lda < 1 || ldb < 1)
-    return CUBLAS_STATUS_INVALID_VALUE;
+// On the emulated device, cuBLAS's operands must be device memory (as the kernels' arguments).
+inline void require_device_operands([[maybe_unused]] const void* A, [[maybe_unused]] const void* B,
+                                    [[maybe_unused]] const void* C) {
 #ifdef POSGRAD_EMU_DEVICE
   require_device_argument("cuBLAS gemm", 0, A);
   require_device_argument("cuBLAS gemm", 1, B);
   require_device_argument("cuBLAS gemm", 2, C);
 #endif
+}
+template <typename T>
+cublasStatus_t ref_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha, const T* A,
+                        int lda, const T* B, int ldb, const T* beta, T* C, int ldc) {
+  if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m || lda < 1 || ldb < 1)
+    return CUBLAS_STATUS_INVALID_VALUE;
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < m; ++i) {
       T s = 0;
@@ -158,11 +162,13 @@ cublasStatus_t ref_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n
 inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                   const float* alpha, const float* A, int lda, const float* B, int ldb,
                                   const float* beta, float* C, int ldc) {
+  require_device_operands(A, B, C);
   return ref_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 inline cublasStatus_t cublasDgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                   const double* alpha, const double* A, int lda, const double* B, int ldb,
                                   const double* beta, double* C, int ldc) {
+  require_device_operands(A, B, C);
   return ref_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 template <typename T>
@@ -179,13 +185,67 @@ inline cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_
                                                 int n, int k, const float* alpha, const float* A, int lda, long long sa,
                                                 const float* B, int ldb, long long sb, const float* beta, float* C,
                                                 int ldc, long long sc, int batch) {
+  require_device_operands(A, B, C);
   return ref_gemm_strided(ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
 }
 inline cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
                                                 int n, int k, const double* alpha, const double* A, int lda,
                                                 long long sa, const double* B, int ldb, long long sb,
                                                 const double* beta, double* C, int ldc, long long sc, int batch) {
+  require_device_operands(A, B, C);
   return ref_gemm_strided(ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+}
+
+// bf16 (cuda_bf16.h): the top 16 bits of a float, rounded to nearest even (NaN kept quiet), and the
+// cuBLAS mixed-precision products over it: bf16 operands, float accumulation and C.
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<uint16_t>((u >> 16) | 0x40u)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return {static_cast<uint16_t>(u >> 16)};
+}
+inline float bf16_value(__nv_bfloat16 b) {
+  const uint32_t u = static_cast<uint32_t>(b.bits) << 16;
+  float f = 0;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+enum cudaDataType { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 };
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
+inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                 int n, int k, const void* alpha, const void* A, cudaDataType at,
+                                                 int lda, long long sa, const void* B, cudaDataType bt, int ldb,
+                                                 long long sb, const void* beta, void* C, cudaDataType ct, int ldc,
+                                                 long long sc, int batch, cublasComputeType_t, cublasGemmAlgo_t) {
+  if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F) return CUBLAS_STATUS_INVALID_VALUE;
+  const auto* a = static_cast<const __nv_bfloat16*>(A);
+  const auto* b = static_cast<const __nv_bfloat16*>(B);
+  // The operands widened to float (exact), then the float reference product.
+  const auto widen = [](const __nv_bfloat16* p, long long count) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (long long i = 0; i < count; ++i) v[static_cast<size_t>(i)] = bf16_value(p[i]);
+    return v;
+  };
+  const long long a_span =
+      (batch - 1) * sa + static_cast<long long>(lda) * ((ta == CUBLAS_OP_N ? k : m) - 1) + (ta == CUBLAS_OP_N ? m : k);
+  const long long b_span =
+      (batch - 1) * sb + static_cast<long long>(ldb) * ((tb == CUBLAS_OP_N ? n : k) - 1) + (tb == CUBLAS_OP_N ? k : n);
+  require_device_operands(A, B, C);
+  const std::vector<float> af = widen(a, a_span), bf = widen(b, b_span);
+  return ref_gemm_strided(ta, tb, m, n, k, static_cast<const float*>(alpha), af.data(), lda, sa, bf.data(), ldb, sb,
+                          static_cast<const float*>(beta), static_cast<float*>(C), ldc, sc, batch);
+}
+inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                   const void* alpha, const void* A, cudaDataType at, int lda, const void* B,
+                                   cudaDataType bt, int ldb, const void* beta, void* C, cudaDataType ct, int ldc,
+                                   cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1,
+                                    compute, algo);
 }
 
 #ifdef POSGRAD_EMU_DEVICE
@@ -568,6 +628,8 @@ IndexFault* index_fault() {
   static IndexFault f{};
   return &f;
 }
+void* scratch_allocate(size_t bytes) { return std::malloc(bytes == 0 ? 1 : bytes); }
+void scratch_free(void* p, size_t) { std::free(p); }
 cublasHandle_t cublas_handle() { return nullptr; }
 [[noreturn]] void throw_cublas_error(cublasStatus_t st, const char* what, const char*, int) {
   throw ::posgrad::DeviceError(std::string("emulated cuBLAS error ") + std::to_string(st) + " in " + what);

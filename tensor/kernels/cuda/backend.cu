@@ -358,6 +358,9 @@ DeviceArray::DeviceArray(const void* p, size_t bytes) : ptr_(p), bytes_(bytes) {
                      "cudaMemcpyAsync (index array)");
 }
 
+void* scratch_allocate(size_t bytes) { return cuda_backend().allocate(bytes); }
+void scratch_free(void* p, size_t bytes) { cuda_backend().deallocate(p, bytes); }
+
 DeviceArray::~DeviceArray() {
   if (owned_) cuda_backend().deallocate(owned_, bytes_);
 }

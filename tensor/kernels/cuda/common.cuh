@@ -101,6 +101,12 @@ __device__ __forceinline__ void report_index_fault(IndexFault* f, int kind, long
   }
 }
 
+// A scratch block of the current device's caching allocator, for a kernel's temporaries (the bf16
+// operands of a product). Freeing it at once after the launches that use it is safe: its next user is
+// queued behind them on the same stream.
+void* scratch_allocate(size_t bytes);
+void scratch_free(void* p, size_t bytes);
+
 // Throws DeviceError unless p is null or device memory: turns "host pointer handed to a CUDA
 // kernel" into a clear error instead of an illegal-address fault that would kill the context.
 void require_device_pointer(const void* p, const char* kernel, const char* arg);
