@@ -232,8 +232,8 @@ Tensor add_learned_positions_at(const Tensor& x, const Tensor& table, const std:
 // ---- t5.cpp (spec §1) -------------------------------------------------------------------------
 // Bucket of relative position r = key - query (spec §1.2), exact integer branches first.
 int64_t t5_relative_bucket(int64_t r, bool bidirectional, int64_t num_buckets = 32, int64_t max_distance = 128);
-// The bucket of each diagonal's relative position, (Tq + Tk - 1) int64 ids on `device`. Cached per
-// (buckets, geometry, device) and shared, read-only: a model's step uploads nothing after the first.
+// The bucket of each diagonal's relative position, (Tq + Tk - 1) int64 ids on `device`, shared and
+// read-only (cached_on_device): a model's step uploads nothing after the first.
 // ValueError for invalid bucket sizes.
 Tensor t5_bucket_index(bool bidirectional, int64_t num_buckets, int64_t max_distance, int64_t Tq, int64_t Tk,
                        int64_t q_offset, Device device);

@@ -10,8 +10,6 @@
 // gather's backward bins it into the table rows (spec §1.4). Sharing needs no special code: every
 // layer's gather reads the same table tensor, so autograd sums the layers' contributions.
 #include <cmath>
-#include <mutex>
-#include <utility>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -41,41 +39,12 @@ int64_t t5_relative_bucket(int64_t r, bool bidirectional, int64_t num_buckets, i
   return offset + std::min<int64_t>(max_exact + static_cast<int64_t>(v), nb - 1);  // v >= 0: trunc == floor
 }
 
-namespace {
-
-// The bucket of each diagonal, per geometry and device: built and uploaded once, then shared (the
-// tensors are never written: embedding only reads its ids), so a step on a GPU copies nothing.
-struct BucketKey {
-  bool bidirectional;
-  int64_t num_buckets, max_distance, Tq, Tk, q_offset;
-  Device device;
-  bool operator==(const BucketKey& o) const {
-    return bidirectional == o.bidirectional && num_buckets == o.num_buckets && max_distance == o.max_distance &&
-           Tq == o.Tq && Tk == o.Tk && q_offset == o.q_offset && device == o.device;
-  }
-};
-
-}  // namespace
-
 Tensor t5_bucket_index(bool bidirectional, int64_t num_buckets, int64_t max_distance, int64_t Tq, int64_t Tk,
                        int64_t q_offset, Device device) {
-  static std::mutex mutex;
-  static std::vector<std::pair<BucketKey, Tensor>> cache;  // few geometries per run: a short list
-  constexpr size_t kMaxEntries = 64;                       // beyond it (generation at every offset), start over
-  const BucketKey key{bidirectional, num_buckets, max_distance, Tq, Tk, q_offset, device};
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    for (const auto& [k, t] : cache)
-      if (k == key) return t;
-  }
   std::vector<int64_t> rows = diagonal_relative_positions(Tq, Tk, q_offset);
   for (int64_t& r : rows) r = t5_relative_bucket(r, bidirectional, num_buckets, max_distance);
-  const int64_t nd = static_cast<int64_t>(rows.size());
-  Tensor index = Tensor::from_ints(rows, {nd}).to(device);
-  std::lock_guard<std::mutex> lock(mutex);
-  if (cache.size() >= kMaxEntries) cache.clear();
-  cache.emplace_back(key, index);
-  return index;
+  // Built on the host at each call (Tq + Tk - 1 buckets), uploaded once per content and device.
+  return cached_on_device(Tensor::from_ints(rows, {static_cast<int64_t>(rows.size())}), device);
 }
 
 Tensor t5_bias_by_distance(const Tensor& table, bool bidirectional, int64_t num_buckets, int64_t max_distance,
