@@ -30,6 +30,30 @@ namespace {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// A small GPT: vocabulary 29, context 16, 2 heads.
+nn::GPTConfig small_gpt(const std::string& kind, int64_t n_layer, int64_t n_embd) {
+  nn::GPTConfig mc;
+  mc.vocab_size = 29;
+  mc.block_size = 16;
+  mc.n_layer = n_layer;
+  mc.n_head = 2;
+  mc.n_embd = n_embd;
+  mc.pos.kind = kind;
+  return mc;
+}
+
+// Batches (2, 16) of random ids for small_gpt; the targets are the next id (learnable) when
+// `next_id`, else random too.
+train::BatchFn small_batches(Generator& data, bool next_id) {
+  return [&data, next_id] {
+    std::vector<int64_t> xs(2 * 16), ys(2 * 16);
+    for (auto& v : xs) v = static_cast<int64_t>(data.next_u64() % 29);
+    for (size_t i = 0; i < ys.size(); ++i)
+      ys[i] = next_id ? (xs[i] + 1) % 29 : static_cast<int64_t>(data.next_u64() % 29);
+    return std::make_pair(Tensor::from_ints(xs, {2, 16}), Tensor::from_ints(ys, {2, 16}));
+  };
+}
+
 double largest(const std::vector<double>& v) {
   double m = 0;
   for (double x : v) m = std::max(m, std::fabs(x));
@@ -206,25 +230,11 @@ TEST(EmulatedDevice, Bf16TrainingOnTheDeviceStaysCloseToFp32) {
   const auto losses = [](Device dev, kernels::MatmulPrecision p) {
     kernels::MatmulPrecisionScope scope(p);
     Generator init(5), drop(6), data(7);
-    nn::GPTConfig mc;
-    mc.vocab_size = 29;
-    mc.block_size = 16;
-    mc.n_layer = 2;
-    mc.n_head = 2;
-    mc.n_embd = 32;
-    mc.pos.kind = "rope";
-    nn::GPT model(mc, init, drop);
+    nn::GPT model(small_gpt("rope", 2, 32), init, drop);
     model.to(dev);
     train::AdamW opt(train::decay_groups(model.named_parameters(), 0.1), train::AdamWOptions(3e-3));
     const train::LRSchedule sched{3e-3, 3e-4, 1, 10, true};
-    auto batch = [&] {
-      std::vector<int64_t> xs(2 * 16), ys(2 * 16);
-      for (size_t i = 0; i < xs.size(); ++i) {
-        xs[i] = static_cast<int64_t>(data.next_u64() % 29);
-        ys[i] = (xs[i] + 1) % 29;  // learnable: the next id
-      }
-      return std::make_pair(Tensor::from_ints(xs, {2, 16}), Tensor::from_ints(ys, {2, 16}));
-    };
+    const train::BatchFn batch = small_batches(data, true);
     std::vector<double> out;
     for (int64_t step = 0; step < 6; ++step)
       out.push_back(train::training_step(model, opt, sched, step, 1, 1.0, dev, batch, nullptr).loss);
@@ -250,23 +260,11 @@ class EmulatedDeviceStep : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EmulatedDeviceStep, OnlyTheBatchUploadAndOneReadCrossTheBus) {
   Generator init(5), drop(6), data(7);
-  nn::GPTConfig mc;
-  mc.vocab_size = 29;
-  mc.block_size = 16;
-  mc.n_layer = 1;
-  mc.n_head = 2;
-  mc.n_embd = 16;
-  mc.pos.kind = GetParam();
-  nn::GPT model(mc, init, drop);
+  nn::GPT model(small_gpt(GetParam(), 1, 16), init, drop);
   model.to(Device::cuda());
   train::AdamW opt(train::decay_groups(model.named_parameters(), 0.1), train::AdamWOptions(1e-3));
   const train::LRSchedule sched{1e-3, 1e-4, 1, 10, true};
-  auto batch = [&] {
-    std::vector<int64_t> xs(2 * 16), ys(2 * 16);
-    for (auto& v : xs) v = static_cast<int64_t>(data.next_u64() % 29);
-    for (auto& v : ys) v = static_cast<int64_t>(data.next_u64() % 29);
-    return std::make_pair(Tensor::from_ints(xs, {2, 16}), Tensor::from_ints(ys, {2, 16}));
-  };
+  const train::BatchFn batch = small_batches(data, false);
   for (int64_t step = 0; step < 2; ++step)  // warm-up: tables, index arrays and allocator blocks
     (void)train::training_step(model, opt, sched, step, 1, 1.0, Device::cuda(), batch, nullptr);
   emu_device::reset_counters();
