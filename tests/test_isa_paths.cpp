@@ -257,6 +257,49 @@ TEST_P(VecPath, ExpShiftSumEqualsTheScalarBitsInTheDocumentedOrder) {
   }
 }
 
+// sigmoid_scaled_f32 (CoPE's gates): every lane equals the scalar formula of vec_kernels.h with
+// exp_approx, on every path, whole and in pieces; within 3e-7 relative of the double sigmoid (plus the
+// float argument's rounding); the
+// extremes saturate to 0 and 1 without overflow; NaN stays NaN.
+TEST_P(VecPath, SigmoidEqualsTheScalarBits) {
+  auto x = elementwise_inputs();
+  x.push_back(-1e30f), x.push_back(1e30f), x.push_back(0.0f), x.push_back(-0.0f);
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  const float scale = 0.375f;
+  std::vector<float> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float v = x[i] * scale;
+    const bool neg = v < 0.0f;
+    const float e = cpu::exp_approx(neg ? v : -v);
+    want[i] = (neg ? e : 1.0f) / (1.0f + e);
+  }
+  whole_and_pieces(static_cast<int64_t>(x.size()), [&](int64_t b, int64_t c) {
+    std::vector<float> got(x.size(), 0.0f), w(x.size(), 0.0f);
+    cpu::sigmoid_scaled_f32(got.data() + b, x.data() + b, c, scale);
+    std::copy(want.begin() + b, want.begin() + b + c, w.begin() + b);
+    EXPECT_EQ(first_mismatch(got, w), -1)
+        << vd::vec_isa_name(GetParam()) << " piece [" << b << ", " << b + c << "): " << mismatch_text(x, got, w);
+  });
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(want[i]));
+      continue;
+    }
+    // The float product x scale carries a relative rounding of 2^-24, which e^v turns into an
+    // absolute error of |v| 2^-24 in the exponent, so the bound grows with |v|.
+    const double v = double(x[i]) * scale, exact = 1.0 / (1.0 + std::exp(-v));
+    if (std::isinf(v)) {
+      EXPECT_EQ(want[i], v < 0 ? 0.0f : 1.0f) << "x=" << x[i];
+      continue;
+    }
+    // Below e^-87.3 exp_approx gives 0: an absolute error under the smallest normal float.
+    EXPECT_LE(std::fabs(want[i] - exact), (3e-7 + 1.2e-7 * std::fabs(v)) * exact + 1.2e-38) << "x=" << x[i];
+  }
+  EXPECT_EQ(want[want.size() - 5], 0.0f);
+  EXPECT_EQ(want[want.size() - 4], 1.0f);
+  EXPECT_EQ(want[want.size() - 3], 0.5f);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllVecIsas, VecPath, ::testing::ValuesIn(kVecIsas),
                          [](const ::testing::TestParamInfo<vd::vec_isa>& p) {
                            return std::string(vd::vec_isa_name(p.param));

@@ -920,6 +920,36 @@ TEST(Cope, SpecTestVectors) {
     }
 }
 
+// The float32 path (gates, counts and interpolation in float, the vectorised sigmoid) against the
+// float64 one on the same values at a training size: 2 x 4 heads, T = 64 (several 16-lane pieces and
+// ragged rows), P = 40 so the clamp acts on the long rows; logits and the three gradients within
+// float rounding (relative to the tensor's largest entry).
+TEST(Cope, FloatMatchesDoubleAtTrainingSize) {
+  Generator g(21);
+  const Tensor q64 = randn({2, 4, 64, 16}, g, DType::Float64) * 2.0,
+               k64 = randn({2, 4, 64, 16}, g, DType::Float64) * 2.0;
+  const Tensor E64 = randn({16, 40}, g, DType::Float64) * 0.5, w64 = randn({2, 4, 64, 64}, g, DType::Float64);
+  auto run = [&](DType dt) {
+    Tensor q = q64.to(dt), k = k64.to(dt), E = E64.to(dt);
+    for (Tensor* t : {&q, &k, &E}) t->set_requires_grad(true);
+    const Tensor S = cope_scores(q, k, E, 0.25);
+    sum(S * w64.to(dt)).backward();
+    return std::vector<std::vector<double>>{S.to_vector(), q.grad().to_vector(), k.grad().to_vector(),
+                                            E.grad().to_vector()};
+  };
+  const auto f = run(DType::Float32), d = run(DType::Float64);
+  const char* names[] = {"logits", "dq", "dk", "dE"};
+  for (size_t t = 0; t < d.size(); ++t) {
+    double big = 0, worst = 0;
+    for (size_t i = 0; i < d[t].size(); ++i) {
+      big = std::max(big, std::fabs(d[t][i]));
+      worst = std::max(worst, std::fabs(f[t][i] - d[t][i]));
+    }
+    EXPECT_GT(big, 0.1) << names[t];
+    EXPECT_LE(worst, 2e-5 * big) << names[t] << ": largest |float - double| " << worst << " of " << big;
+  }
+}
+
 TEST(Cope, EncodingStartsAsNopeAndRefusesWhatItCannotDo) {
   PosEncConfig cfg;
   cfg.kind = "cope";

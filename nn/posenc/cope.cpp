@@ -12,9 +12,10 @@
 // explicit backward (SPEC-2 §8.4: the interpolation weight carries the only gradient into the gates,
 // a prefix sum along the keys is the transpose of the suffix sum, the clamp passes the gradient at
 // equality), and the attention softmaxes them with ordinary ops (ScoreModifier::scores). The products
-// a = q k^T and z = q E come from matmul (the GEMM) in q's dtype; the gating, counting and interpolation
-// run in double. The backward recomputes them from q, k and E rather than storing them: O(B H T^2)
-// memory either way.
+// a = q k^T and z = q E come from matmul (the GEMM) in q's dtype; the gating, counting and
+// interpolation run in that dtype too (float32 as RAM's reference does in the model's dtype; float64
+// for the gradchecks), over a's buffer, in tensor/kernels/cpu/cope.cpp. The backward recomputes them from q, k and E
+// rather than storing them: O(B H T^2) memory either way.
 //
 // Parameters, per layer l: cope_E_<l> (D, P), shared by the heads of the layer and initialised to 0
 // (CoPE starts as NoPE). P = cope_positions, by default the training context + 1 (position 0 to T).
@@ -28,46 +29,24 @@
 #include "autograd/ops.h"
 #include "autograd/registry.h"
 #include "nn/posenc/position_encoding.h"
+#include "tensor/kernels/kernels.h"
 
 namespace posgrad::nn {
 
 namespace {
-
-double sigmoid(double z) { return z >= 0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z)); }
 
 struct Sizes {
   int64_t BH, T, D, P;
 };
 
 // The products of one call, by matmul in q's dtype (the O(T^2 D) work): a = q k^T (B, H, T, T) and
-// z = q E (B, H, T, P), as host doubles for the O(T^2) gating, counting and interpolation below.
+// z = q E (B, H, T, P), contiguous and owned by the caller (the forward overwrites a with the logits).
 struct Products {
-  std::vector<double> a, z;
+  Tensor a, z;
 };
 Products products(const Tensor& q, const Tensor& k, const Tensor& E) {
   NoGradGuard guard;
-  return {matmul(q, k.transpose(-2, -1)).contiguous().to_vector(), matmul(q, E).contiguous().to_vector()};
-}
-
-// One query row's gates g_j = sigmoid(scale a_j) and positions p_j = sum_{t=j..i} g_t (unclamped),
-// for keys j = 0..i (SPEC-2 §8.3).
-void gate_row(const double* a, int64_t i, double scale, std::vector<double>& g, std::vector<double>& p) {
-  g.resize(static_cast<size_t>(i + 1));
-  p.resize(g.size());
-  for (int64_t j = 0; j <= i; ++j) g[j] = sigmoid(a[j] * scale);
-  double acc = 0;
-  for (int64_t j = i; j >= 0; --j) p[j] = acc += g[j];  // suffix sum: keys j..i
-}
-
-// Interpolation of the clamped position p: floor, ceil, weight.
-struct Interp {
-  int64_t f, c;
-  double w;
-};
-Interp interp(double p, int64_t P) {
-  const double ph = std::min(p, static_cast<double>(P - 1));
-  const double f = std::floor(ph);
-  return {static_cast<int64_t>(f), static_cast<int64_t>(std::ceil(ph)), ph - f};
+  return {matmul(q, k.transpose(-2, -1)).contiguous(), matmul(q, E).contiguous()};
 }
 
 struct CopeScoresFn : Function<CopeScoresFn> {
@@ -97,66 +76,31 @@ struct CopeScoresFn : Function<CopeScoresFn> {
                   "sequence or a smaller batch");
     ctx.saved = {save_tensor(q), save_tensor(k), save_tensor(E), scale, nodiv ? 1.0 : scale};
     const Sizes n{B * H, T, q.size(3), E.size(1)};
-    const Products pr = products(q, k, E);
-    std::vector<double> S(static_cast<size_t>(entries), 0.0);  // masked entries (j > i) stay 0
-    const double pos_scale = ctx.saved.pos_scale;
-#pragma omp parallel for schedule(static)
-    for (int64_t bh = 0; bh < n.BH; ++bh) {
-      std::vector<double> g, p;
-      for (int64_t i = 0; i < T; ++i) {
-        const double* a = pr.a.data() + (bh * T + i) * T;
-        const double* z = pr.z.data() + (bh * T + i) * n.P;
-        gate_row(a, i, scale, g, p);
-        double* s = S.data() + (bh * T + i) * T;
-        for (int64_t j = 0; j <= i; ++j) {
-          const Interp t = interp(p[j], n.P);
-          s[j] = a[j] * scale + (t.w * z[t.c] + (1.0 - t.w) * z[t.f]) * pos_scale;
-        }
-      }
-    }
-    return Tensor::from_vector(S, {B, H, T, T}, q.dtype());
+    Products pr = products(q, k, E);
+    dispatch_floating(q.dtype(), kName, [&](auto tag) {
+      using Tp = decltype(tag);
+      kernels::cpu::cope_forward<Tp>(pr.a.data<Tp>(), pr.z.data<Tp>(), n.BH, n.T, n.P, static_cast<Tp>(scale),
+                                     static_cast<Tp>(ctx.saved.pos_scale));
+    });
+    return pr.a;
   }
 
-  // The gradients of a and z by the O(T^2) loops (SPEC-2 §8.4), then dq = da k + dz E^T, dk = da^T q and
-  // dE = sum_{b,h} q^T dz by matmul.
+  // The gradients of a and z by the O(T^2) loops (SPEC-2 §8.4, tensor/kernels/cpu/cope.cpp), then dq = da k + dz E^T,
+  // dk = da^T q and dE = sum_{b,h} q^T dz by matmul.
   static TensorList backward(Context<Saved>& ctx, const TensorList& grads) {
     const Saved& sv = ctx.saved;
     const int64_t B = sv.q.size(0), H = sv.q.size(1), T = sv.q.size(2);
     const Sizes n{B * H, T, sv.q.size(3), sv.E.size(1)};
     const Products pr = products(sv.q, sv.k, sv.E);
-    const std::vector<double> dS = grads[0].contiguous().to_vector();
-    std::vector<double> da(pr.a.size(), 0.0), dz(pr.z.size(), 0.0);
-#pragma omp parallel for schedule(static)
-    for (int64_t bh = 0; bh < n.BH; ++bh) {
-      std::vector<double> g, p, dp;
-      for (int64_t i = 0; i < T; ++i) {
-        const size_t row = static_cast<size_t>(bh * T + i);
-        const double* a = pr.a.data() + row * T;
-        const double* z = pr.z.data() + row * n.P;
-        const double* gs = dS.data() + row * T;
-        double* dai = da.data() + row * T;
-        double* dzi = dz.data() + row * n.P;
-        gate_row(a, i, sv.scale, g, p);
-        dp.assign(static_cast<size_t>(i + 1), 0.0);
-        for (int64_t j = 0; j <= i; ++j) {
-          const Interp t = interp(p[j], n.P);
-          const double dl = gs[j] * sv.pos_scale;  // d/d(positional logit)
-          dai[j] = gs[j] * sv.scale;               // content path
-          dzi[t.f] += dl * (1.0 - t.w);
-          dzi[t.c] += dl * t.w;
-          // dw; the clamp p <= P - 1 passes the gradient at equality (torch.clamp's convention).
-          if (p[j] <= static_cast<double>(n.P - 1)) dp[j] = dl * (z[t.c] - z[t.f]);
-        }
-        double acc = 0;  // dg_t = sum_{j <= t} dp_j: the transpose of the suffix sum
-        for (int64_t t = 0; t <= i; ++t) {
-          acc += dp[t];
-          dai[t] += acc * g[t] * (1.0 - g[t]) * sv.scale;
-        }
-      }
-    }
-    NoGradGuard guard;
     const DType dt = sv.q.dtype();
-    const Tensor dA = Tensor::from_vector(da, {B, H, T, T}, dt), dZ = Tensor::from_vector(dz, {B, H, T, n.P}, dt);
+    const Tensor dS = grads[0].contiguous();
+    Tensor dA = Tensor::empty({B, H, T, T}, dt), dZ = Tensor::zeros({B, H, T, n.P}, dt);
+    dispatch_floating(dt, kName, [&](auto tag) {
+      using Tp = decltype(tag);
+      kernels::cpu::cope_backward<Tp>(dA.data<Tp>(), dZ.data<Tp>(), pr.a.data<Tp>(), pr.z.data<Tp>(), dS.data<Tp>(),
+                                      n.BH, n.T, n.P, static_cast<Tp>(sv.scale), static_cast<Tp>(sv.pos_scale));
+    });
+    NoGradGuard guard;
     Tensor dq, dk, dE;
     if (ctx.needs(0)) dq = matmul(dA, sv.k) + matmul(dZ, sv.E.t());
     if (ctx.needs(1)) dk = matmul(dA.transpose(-2, -1), sv.q);

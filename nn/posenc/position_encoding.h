@@ -333,8 +333,9 @@ inline constexpr int64_t kCopeMaxScoreEntries = int64_t{1} << 27;
 // l_ij = w z_i[ceil p] + (1 - w) z_i[floor p] with z_i[p] = q_i.E[:, p] and w = p - floor p, and
 // S_ij = scale (a_ij + l_ij), or scale a_ij + l_ij with nodiv (SPEC-2 §8.3, the reference code's
 // placement of the scale). Entries j > i are 0 (the attention's causal mask hides them). Explicit
-// backward into q, k and E (SPEC-2 §8.4): the products q k^T, q E and the gradients' by matmul in q's dtype,
-// the gates, counts and interpolation in double; deterministic for any thread count (the GEMM's promise).
+// backward into q, k and E (SPEC-2 §8.4): the products q k^T, q E and the gradients' by matmul, the gates,
+// counts and interpolation by loops over the rows, all in q's dtype (float32 or float64); deterministic
+// for any thread count (the GEMM's promise; a row's loops are serial).
 // ShapeError for q, k of different shapes or E not (D, P >= 1); DTypeError for mixed dtypes;
 // DeviceError on a CUDA device; ValueError for B H T^2 > kCopeMaxScoreEntries or a non-finite scale.
 Tensor cope_scores(const Tensor& q, const Tensor& k, const Tensor& E, double scale, bool nodiv = false);

@@ -4,7 +4,9 @@
 // Not here: softmax over another dim (autograd/ops/softmax.cpp transposes around it) and the
 // fused attention softmax (the attention kernels have their own online softmax).
 //
-// Numerics: the row max m is subtracted before exp (softmax is shift invariant), so exp never
+// Numerics: float rows take exp from vec_kernels.h (exp_shift_sum_f32: vec_math.h's exp, relative
+// error ~2e-7, the same bits on every instruction-set path); double keeps std::exp. The row max m
+// is subtracted before exp (softmax is shift invariant), so exp never
 // overflows and at least one term of the sum s is exactly 1. log_softmax is computed as
 // (x - m) - log(s), in that order: x - m first (exact when x is within a factor 2 of m, Sterbenz),
 // then log(s), which lies in [0, log C]. Forming m + log(s) first and subtracting it from x (the
@@ -12,10 +14,13 @@
 // instead of -ln 2 and larger ones gave 0. log(softmax) would lose all precision for probabilities
 // below the float range. The row max propagates NaN (nan_max.h): a NaN anywhere in a row makes
 // the whole row NaN, as in PyTorch.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "tensor/kernels/cpu/nan_max.h"
+#include "tensor/kernels/cpu/vec_kernels.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
@@ -33,10 +38,17 @@ void softmax_forward(T* y, const T* x, int64_t N, int64_t C) {
     T* yr = y + n * C;
     const T m = nan_row_max(xr, C);
     T s = T(0);
-    for (int64_t c = 0; c < C; ++c) {
-      const T e = std::exp(xr[c] - m);
-      yr[c] = e;
-      s += e;
+    if constexpr (std::is_same_v<T, float>) {
+      // The attention's vectorised exp and its fixed order of 16 partial sums (vec_kernels.h): the
+      // same bits on every instruction-set path.
+      std::copy(xr, xr + C, yr);
+      s = exp_shift_sum_f32(yr, C, m, 0.0f);
+    } else {
+      for (int64_t c = 0; c < C; ++c) {
+        const T e = std::exp(xr[c] - m);
+        yr[c] = e;
+        s += e;
+      }
     }
     const T inv = T(1) / s;
 #pragma omp simd

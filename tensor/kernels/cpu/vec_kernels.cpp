@@ -128,6 +128,18 @@ void gelu_backward_f32(float* dx, const float* dy, const float* x, int64_t n) {
   });
 }
 
+void sigmoid_scaled_f32(float* g, const float* a, int64_t n, float scale) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = a[i] * scale;
+      const bool neg = v < 0.0f;
+      const float e = exp_approx(neg ? v : -v);  // e^{-|v|} in (0, 1]
+      g[i] = (neg ? e : 1.0f) / (1.0f + e);
+    }
+  });
+}
+
 float exp_shift_sum_f32(float* x, int64_t n, float shift, float shift2) {
   return vec_detail::run_active([=]() POSGRAD_VEC_BODY {
     // part[l] sums the elements i = l (mod 16) in increasing i. The inner loop is one AVX-512

@@ -3,11 +3,11 @@
 //
 // What it is: the loops whose time is their transcendental functions — the exact GELU forward and
 // backward (elementwise.cpp) and the attention's exponentials with their row sum (attention.cpp) —
-// written with vec_math.h's exp and erf, plus the selector of their instruction set, exposed (like
-// the GEMM's, gemm_internal.h) so that tests and benchmarks run every path on one machine.
-// What it is not: part of the public kernel API (kernels.h's unary GELU and the attention kernels
-// call these for float; double keeps libm in the callers), nor the GEMM's selector: the two are
-// independent, and gemm_set_isa does not move this one.
+// and CoPE's gates (cope.cpp), written with vec_math.h's exp and erf, plus the selector of their instruction set,
+// exposed (like the GEMM's, gemm_internal.h) so that tests and benchmarks run every path on one machine. What it is
+// not: part of the public kernel API (kernels.h's unary GELU and the attention kernels call these for float; double
+// keeps libm in the callers), nor the GEMM's selector: the two are independent, and gemm_set_isa does not move this
+// one.
 //
 // Determinism: every path performs the same IEEE float operations per element in the same order —
 // the build compiles without contraction into FMA (-ffp-contract=off) and without reassociation,
@@ -34,6 +34,11 @@ void gelu_backward_f32(float* dx, const float* dy, const float* x, int64_t n);
 // i goes to partial sum i mod 16 (in increasing i), and the 16 partial sums are then added pairwise
 // (p[l] += p[l + 8], then + 4, + 2, + 1). x (n), in place; n >= 0 (0: returns 0). No errors.
 float exp_shift_sum_f32(float* x, int64_t n, float shift, float shift2);
+
+// g[i] = sigmoid(scale a[i]) = 1 / (1 + e^{-scale a[i]}), evaluated as e / (1 + e) with e = e^{scale a[i]}
+// for negative arguments so that neither form overflows (exp_approx). CoPE's gates (cope.cpp).
+// g, a (n); g == a allowed. No errors (NaN in, NaN out).
+void sigmoid_scaled_f32(float* g, const float* a, int64_t n, float scale);
 
 namespace vec_detail {
 
