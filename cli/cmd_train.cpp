@@ -14,6 +14,7 @@
 #include "data/dataset.h"
 #include "data/process.h"
 #include "dist/communicator.h"
+#include "dist/nccl_communicator.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
@@ -86,7 +87,17 @@ void run_train(const TrainCommand& c, CLI::App* sub) {
     return;
   }
   train::install_interrupt_handlers();
-  train::Trainer t(cfg, c.resume, &world);
+  // CUDA tensors under a launcher: NCCL when every process can start it, else MPI through host memory
+  // (the same bits); every rank reaches the same choice (dist::make_device_communicator).
+  dist::DeviceCommunicator nccl;
+  if (world.size() > 1 && cfg.device.rfind("cuda", 0) == 0) {
+    nccl = dist::make_device_communicator(world);
+    if (nccl.comm)
+      spdlog::info("gradients summed over {}", nccl.why);
+    else
+      spdlog::info("gradients summed through host memory over MPI, not NCCL: {}", nccl.why);
+  }
+  train::Trainer t(cfg, c.resume, nccl.comm ? nccl.comm.get() : &world);
   t.run(c.stop_after);
   spdlog::info("done: {} steps, checkpoint in {}/checkpoint", t.current_step(), t.config().out_dir);
 }

@@ -47,6 +47,7 @@ class SingleCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   int local_size() const override { return 1; }
+  int local_rank() const override { return 0; }
   std::string name() const override { return "single"; }
   void barrier() override {}
 

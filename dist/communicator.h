@@ -30,6 +30,11 @@ class Communicator {
   virtual int size() const = 0;
   // How many processes of the job share this node (for the default thread count per process).
   virtual int local_size() const = 0;
+  // This process's index among them, 0 .. local_size() - 1 (the GPU it takes under NCCL).
+  virtual int local_rank() const = 0;
+  // The device whose tensors the collectives move without staging: the CPU, or for the NCCL
+  // communicator the GPU this process was given (cuda:local_rank()).
+  virtual Device device() const { return Device::cpu(); }
   // "single", "mpi" or "nccl".
   virtual std::string name() const = 0;
   bool is_root() const { return rank() == 0; }

@@ -37,11 +37,13 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
           "MPI_Comm_split_type");
     check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size (node)");
+    check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank (node)");
     MPI_Comm_free(&node);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_size() const override { return local_size_; }
+  int local_rank() const override { return local_rank_; }
   std::string name() const override { return "mpi"; }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
 
@@ -74,7 +76,7 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
-  int rank_ = 0, size_ = 1, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_size_ = 1, local_rank_ = 0;
 };
 
 }  // namespace

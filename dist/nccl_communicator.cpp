@@ -1,14 +1,32 @@
-// nccl_communicator.cpp — see nccl_communicator.h. Compiled only with CUDA and NCCL.
+// nccl_communicator.cpp — see nccl_communicator.h. The NCCL communicator itself is compiled only with
+// CUDA and NCCL; make_device_communicator everywhere (without NCCL it says so). The emulated device
+// (tests/emulated_device/) compiles this file again against its fake CUDA runtime and fake NCCL.
 #include "dist/nccl_communicator.h"
 
+#if POSGRAD_HAVE_NCCL && !defined(POSGRAD_CUDA_EMULATION)
 #include <cuda_runtime.h>
 #include <nccl.h>
+#endif
 
+#include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "tensor/storage.h"
 
 namespace posgrad::dist {
+
+namespace {
+
+// POSGRAD_NCCL=0 forces the host path.
+bool nccl_refused_by_environment() {
+  const char* v = std::getenv("POSGRAD_NCCL");
+  return v && std::string(v) == "0";
+}
+
+}  // namespace
+
+#if POSGRAD_HAVE_NCCL
 
 namespace {
 
@@ -20,24 +38,30 @@ void check_nccl(ncclResult_t r, const char* call) {
   if (r != ncclSuccess) throw DeviceError(std::string(call) + " failed: " + ncclGetErrorString(r));
 }
 
+int device_count() {
+  int devices = 0;
+  check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  return devices;
+}
+
+// Root's unique id on every rank (through host; the same call sequence on every rank).
+ncclUniqueId shared_unique_id(Communicator& host, const ncclUniqueId& mine) {
+  const std::string bytes = host.broadcast(
+      host.is_root() ? std::string(reinterpret_cast<const char*>(&mine), sizeof mine) : std::string(), 0);
+  POSGRAD_CHECK(bytes.size() == sizeof(ncclUniqueId), DeviceError, "NCCL bootstrap: received ", bytes.size(),
+                " bytes of the unique id, expected ", sizeof(ncclUniqueId));
+  ncclUniqueId id;
+  std::memcpy(&id, bytes.data(), sizeof id);
+  return id;
+}
+
 class NcclCommunicator final : public Communicator {
  public:
-  explicit NcclCommunicator(Communicator& host) : host_(host) {
-    POSGRAD_CHECK(cuda_available(), DeviceError, "the NCCL communicator needs a CUDA device; none is present");
-    int devices = 0;
-    check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-    // The node-local rank: ranks are numbered node by node by mpirun and srun (block placement); a
-    // cyclic placement still gives distinct devices whenever local_size() <= devices.
-    device_ = (host.rank() % std::max(1, host.local_size())) % devices;
+  // Joins the clique of `id` as host.rank() on CUDA device `device`.
+  NcclCommunicator(Communicator& host, int device, const ncclUniqueId& id) : host_(host), device_(device) {
     check_cuda(cudaSetDevice(device_), "cudaSetDevice");
-    ncclUniqueId id;
-    if (host.is_root()) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    const std::string bytes =
-        host.broadcast(host.is_root() ? std::string(reinterpret_cast<const char*>(&id), sizeof id) : std::string(), 0);
-    POSGRAD_CHECK(bytes.size() == sizeof id, DeviceError, "NCCL bootstrap: received ", bytes.size(),
-                  " bytes of the unique id, expected ", sizeof id);
-    std::memcpy(&id, bytes.data(), sizeof id);
-    check_nccl(ncclCommInitRank(&comm_, host.size(), id, host.rank()), "ncclCommInitRank");
+    ncclUniqueId copy = id;
+    check_nccl(ncclCommInitRank(&comm_, host.size(), copy, host.rank()), "ncclCommInitRank");
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   }
   ~NcclCommunicator() override {
@@ -47,11 +71,15 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return host_.rank(); }
   int size() const override { return host_.size(); }
   int local_size() const override { return host_.local_size(); }
+  int local_rank() const override { return host_.local_rank(); }
+  Device device() const override { return Device::cuda(device_); }
   std::string name() const override { return "nccl"; }
   void barrier() override { host_.barrier(); }
 
  protected:
-  bool supports_device(Device dev) const override { return dev.is_cuda() && dev.index == device_; }
+  // CPU buffers go through the host communicator inside all_gather_bytes / broadcast_bytes; another
+  // GPU's tensors are staged through host memory by Communicator.
+  bool supports_device(Device dev) const override { return dev.is_cpu() || (dev.is_cuda() && dev.index == device_); }
 
   void all_gather_bytes(const void* send, void* recv, size_t nbytes, Device dev) override {
     if (dev.is_cpu()) return forward_all_gather(send, recv, nbytes);
@@ -89,10 +117,101 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t stream_ = nullptr;
 };
 
+// This process's obstacle to NCCL ("" when there is none), and its device.
+std::string local_obstacle(const Communicator& host, int* device) {
+  if (nccl_refused_by_environment()) return "POSGRAD_NCCL=0";
+  if (!cuda_available()) return "no CUDA device";
+  try {
+    const int devices = device_count();
+    if (host.local_size() > devices)
+      return detail::concat(host.local_size(), " processes share ", devices, devices == 1 ? " GPU" : " GPUs",
+                            " on a node; NCCL needs one GPU per process");
+    *device = host.local_rank();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Root's summary of every rank's reason ("" from each rank that has none), the same on every rank.
+std::string agreed_reason(Communicator& host, const std::string& mine) {
+  const std::vector<std::string> all = host.gather(mine, 0);
+  std::string text;
+  if (host.is_root()) {
+    std::map<std::string, std::vector<int>> ranks_of;
+    for (size_t r = 0; r < all.size(); ++r)
+      if (!all[r].empty()) ranks_of[all[r]].push_back(static_cast<int>(r));
+    for (const auto& [reason, ranks] : ranks_of) {
+      if (!text.empty()) text += "; ";
+      text += ranks.size() == all.size() ? reason
+                                         : detail::concat(
+                                               reason, " (", ranks.size() == 1 ? "rank " : "ranks ",
+                                               [&] {
+                                                 std::string s;
+                                                 for (size_t i = 0; i < ranks.size(); ++i)
+                                                   s += (i ? "," : "") + std::to_string(ranks[i]);
+                                                 return s;
+                                               }(),
+                                               ")");
+    }
+  }
+  return host.broadcast(text, 0);
+}
+
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator& host) {
-  return std::make_unique<NcclCommunicator>(host);
+DeviceCommunicator make_device_communicator(Communicator& host) {
+  DeviceCommunicator out;
+  if (host.size() == 1) {
+    out.why = "one process";
+    return out;
+  }
+  // 1. The local checks, and root's unique id, agreed before anyone enters NCCL.
+  int device = 0;
+  std::string obstacle = local_obstacle(host, &device);
+  ncclUniqueId id{};
+  if (obstacle.empty() && host.is_root()) {
+    const ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) obstacle = std::string("ncclGetUniqueId failed: ") + ncclGetErrorString(r);
+  }
+  out.why = agreed_reason(host, obstacle);
+  if (!out.why.empty()) return out;
+  // 2. Every rank joins; the start is agreed again (a rank whose ncclCommInitRank failed says so).
+  const ncclUniqueId shared = shared_unique_id(host, id);
+  std::string failure;
+  try {
+    out.comm = std::make_unique<NcclCommunicator>(host, device, shared);
+  } catch (const Error& e) {
+    failure = e.what();
+  }
+  out.why = agreed_reason(host, failure);
+  if (!out.why.empty()) {
+    out.comm.reset();
+    out.why = "NCCL did not start: " + out.why;
+    return out;
+  }
+  out.why = "NCCL, each process on cuda:<its rank on the node>";
+  return out;
 }
+
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& host) {
+  POSGRAD_CHECK(cuda_available(), DeviceError, "the NCCL communicator needs a CUDA device; none is present");
+  const int device = host.local_rank() % std::max(1, device_count());
+  ncclUniqueId id{};
+  if (host.is_root()) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  return std::make_unique<NcclCommunicator>(host, device, shared_unique_id(host, id));
+}
+
+#else  // no NCCL in this build
+
+DeviceCommunicator make_device_communicator(Communicator& host) {
+  DeviceCommunicator out;
+  out.why = host.size() == 1                ? "one process"
+            : nccl_refused_by_environment() ? "POSGRAD_NCCL=0"
+                                            : "this posgrad was built without NCCL";
+  return out;
+}
+
+#endif
 
 }  // namespace posgrad::dist

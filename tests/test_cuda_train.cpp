@@ -10,8 +10,11 @@
 #include <fstream>
 
 #include "autograd/ops.h"
+#include "dist/communicator.h"
 #include "nn/gpt.h"
+#include "support/process.h"
 #include "support/test_util.h"
+#include "tensor/storage.h"
 #include "train/optim.h"
 
 using namespace posgrad;
@@ -112,4 +115,73 @@ TEST(CudaCli, TrainEvalSampleCompareOnCuda) {
                 dir + "/c"),
             0);
   fs::remove_all(dir);
+}
+
+#ifndef POSGRAD_TEST_MPIEXEC
+#define POSGRAD_TEST_MPIEXEC ""
+#endif
+
+// `posgrad train --device cuda` under `mpiexec -np 2`: the gradients go over NCCL when every process has
+// a GPU of its own on the node, else through host memory over MPI (two processes sharing one GPU, or
+// POSGRAD_NCCL=0), with the same bits either way (the rank-ordered sum on the device). On the emulated
+// device POSGRAD_EMU_DEVICES sets the GPUs per node and fake_nccl.h moves the bytes with MPI; on a GPU
+// machine the NCCL run happens where it has two GPUs.
+TEST(CudaCli, DataParallelOverNcclMatchesTheHostPath) {
+  POSGRAD_REQUIRE_CUDA();
+  if (!dist::mpi_built() || std::string(POSGRAD_TEST_MPIEXEC).empty()) GTEST_SKIP() << "built without MPI";
+  test::TempDir d;
+  {
+    std::ofstream c(d.str("corpus.txt"));
+    for (int i = 0; i < 300; ++i)
+      c << "in the beginning " << (i % 9) << " was the word, and the word " << (i % 4) << ".\n";
+  }
+  auto launch = [&](const std::string& env, const std::string& out_dir) {
+    const std::string cmd = "cd '" + d.str() + "' && env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
+                            env + " '" + std::string(POSGRAD_TEST_MPIEXEC) + "' -np 2 --oversubscribe '" +
+                            test::bin_path() + "' train --preset tiny --corpus corpus.txt --device cuda --threads 1" +
+                            " --max-iters 4 --eval-interval 4 --eval-windows 2 --out-dir " + out_dir +
+                            " >/dev/null 2>err.txt </dev/null";
+    test::Proc p;
+    p.status = test::decode_status(std::system(cmd.c_str()));
+    p.err = test::slurp(d.str("err.txt"));
+    return p;
+  };
+#ifdef POSGRAD_EMULATED_DEVICE
+  const bool two_gpus = true;
+  const std::string gpus = "POSGRAD_EMU_DEVICES=2";
+#else
+  const bool two_gpus = backend(DeviceType::CUDA).device_count() >= 2;
+  const std::string gpus;
+#endif
+  test::Proc p = launch(gpus, "nccl");
+  ASSERT_EQ(p.status, 0) << p.err;
+  if (two_gpus) {
+    EXPECT_NE(p.err.find("data-parallel: 2 processes (nccl), this one rank 0 with rows 0..1 of each batch on cuda:0"),
+              std::string::npos)
+        << p.err;
+  } else {
+    EXPECT_NE(p.err.find("not NCCL: 2 processes share 1 GPU on a node; NCCL needs one GPU per process"),
+              std::string::npos)
+        << p.err;
+  }
+  p = launch(gpus + " POSGRAD_NCCL=0", "host");
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_NE(p.err.find("through host memory over MPI, not NCCL: POSGRAD_NCCL=0"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("data-parallel: 2 processes (mpi)"), std::string::npos) << p.err;
+  // The same bits: weights and optimizer state after 4 steps.
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
+    const std::string a = test::slurp(d.str(std::string("nccl/checkpoint/") + f)),
+                      b = test::slurp(d.str(std::string("host/checkpoint/") + f));
+    EXPECT_FALSE(a.empty()) << f;
+    EXPECT_TRUE(a == b) << f << " differs between NCCL and the host path";
+  }
+#ifdef POSGRAD_EMULATED_DEVICE
+  // Two processes on one GPU: the host path, said by rank 0 once, before anything trains.
+  p = launch("POSGRAD_EMU_DEVICES=1", "shared");
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_NE(p.err.find("not NCCL: 2 processes share 1 GPU on a node; NCCL needs one GPU per process"),
+            std::string::npos)
+      << p.err;
+  EXPECT_NE(p.err.find("data-parallel: 2 processes (mpi)"), std::string::npos) << p.err;
+#endif
 }

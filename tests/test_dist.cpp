@@ -33,6 +33,7 @@ class FakeThree final : public dist::Communicator {
   int rank() const override { return 1; }
   int size() const override { return 3; }
   int local_size() const override { return 3; }
+  int local_rank() const override { return 1; }
   std::string name() const override { return "fake"; }
   void barrier() override {}
 

@@ -34,3 +34,11 @@ TEST(Nccl, OneRankCollectivesOnTheDevice) {
   c->barrier();
 #endif
 }
+
+// A job of one process keeps its host communicator, whatever the build.
+TEST(Nccl, DeviceCommunicatorOfOneProcessIsTheHost) {
+  auto host = dist::make_single_communicator();
+  const dist::DeviceCommunicator d = dist::make_device_communicator(*host);
+  EXPECT_EQ(d.comm, nullptr);
+  EXPECT_EQ(d.why, "one process");
+}

@@ -83,7 +83,10 @@ const Table<TrainConfig>& train_options() {
              POSGRAD_MEMBER(checkpoint_interval))
         .add(fixed_on_resume(unsigned_integer("seed", "Seed of initialisation, data order and dropout")),
              POSGRAD_MEMBER(seed))
-        .add(text("device", "cpu or cuda[:N]", false), POSGRAD_MEMBER(device))
+        .add(
+            text("device",
+                 "cpu or cuda[:N] (under mpirun with NCCL every process takes the GPU of its rank on the node)", false),
+            POSGRAD_MEMBER(device))
         .add(result_neutral(text("out_dir", "Run directory (checkpoint, metrics.jsonl, config.json)", false)),
              POSGRAD_MEMBER(out_dir))
         .add(result_neutral(integer("threads", closed(0, 1024),

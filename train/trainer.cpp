@@ -114,6 +114,8 @@ Trainer::Trainer(TrainConfig cfg, bool resume, dist::Communicator* comm) : cfg_(
   governor_.emplace(cfg_.threads);
   precision_.emplace(kernels::parse_matmul_precision(cfg_.precision));
   device_ = Device::parse(cfg_.device);
+  // Over NCCL each process trains on the GPU the communicator took for it (its rank on the node).
+  if (device_.is_cuda() && dp_ && dp_->comm().device().is_cuda()) device_ = dp_->comm().device();
   if (device_.is_cuda()) (void)backend(DeviceType::CUDA);  // clear DeviceError when unavailable
   build();
   if (resume) load_checkpoint();
@@ -293,9 +295,9 @@ void Trainer::run(int64_t stop_after) {
     spdlog::info("matrix products in bf16 (float accumulation; weights, optimizer, softmax and norms in float): {}",
                  kernels::matmul_bf16_path());
   if (dp_)
-    spdlog::info("data-parallel: {} processes ({}), this one rank {} with rows {}..{} of each batch",
+    spdlog::info("data-parallel: {} processes ({}), this one rank {} with rows {}..{} of each batch on {}",
                  dp_->comm().size(), dp_->comm().name(), dp_->comm().rank(), dp_->first_row(),
-                 dp_->first_row() + dp_->rows() - 1);
+                 dp_->first_row() + dp_->rows() - 1, device_.str());
   double window_time = 0;
   int64_t window_tokens = 0, done_here = 0;
   auto start = std::chrono::steady_clock::now();

@@ -336,8 +336,15 @@ inline cudaError_t cudaGetLastError() {
   D.last = cudaSuccess;
   return e;
 }
+// Devices: 1, or POSGRAD_EMU_DEVICES (1..16) for the data-parallel tests (every emulated device
+// shares the one fake memory; each process of a job has its own).
+inline int emulated_device_count() {
+  const char* v = std::getenv("POSGRAD_EMU_DEVICES");
+  const int n = v ? std::atoi(v) : 1;
+  return n >= 1 && n <= 16 ? n : 1;
+}
 inline cudaError_t cudaGetDeviceCount(int* n) {
-  *n = 1;
+  *n = emulated_device_count();
   return cudaSuccess;
 }
 inline cudaError_t cudaGetDevice(int* d) {
@@ -345,7 +352,7 @@ inline cudaError_t cudaGetDevice(int* d) {
   return cudaSuccess;
 }
 inline cudaError_t cudaSetDevice(int d) {
-  if (d != 0) return fail(cudaErrorInvalidDevice);
+  if (d < 0 || d >= emulated_device_count()) return fail(cudaErrorInvalidDevice);
   D.current = d;
   return cudaSuccess;
 }
@@ -353,6 +360,7 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   *s = &D.stream;
   return cudaSuccess;
 }
+inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
   ++D.counts.syncs;
   return cudaSuccess;
