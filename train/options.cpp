@@ -97,7 +97,8 @@ const Table<TrainConfig>& train_options() {
                  choice("precision", {"fp32", "bf16"},
                         "Matrix products (linear layers, attention, LM head): fp32, or bf16 mixed precision -- "
                         "operands rounded to bf16, float accumulation, weights, gradients, optimizer state, "
-                        "softmax and norms in float (CPU only; VDPBF16PS where the CPU has AVX512-BF16)"),
+                        "softmax and norms in float (VDPBF16PS where the CPU has AVX512-BF16; with --device cuda, "
+                        "cublasGemmEx and the attention kernels round their operands)"),
                  std::string("fp32"))),
              POSGRAD_MEMBER(precision));
     return t;

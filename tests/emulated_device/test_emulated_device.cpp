@@ -59,6 +59,13 @@ double largest(const std::vector<double>& v) {
   for (double x : v) m = std::max(m, std::fabs(x));
   return m;
 }
+// The share of entries where a and b differ by more than tol.
+double share_beyond(const Tensor& a, const Tensor& b, double tol) {
+  const std::vector<double> x = a.to_vector(), y = b.to_vector();
+  size_t n = 0;
+  for (size_t i = 0; i < x.size(); ++i) n += std::fabs(x[i] - y[i]) > tol;
+  return x.empty() ? 0.0 : static_cast<double>(n) / static_cast<double>(x.size());
+}
 double largest_difference(const Tensor& a, const Tensor& b) {
   const std::vector<double> x = a.to_vector(), y = b.to_vector();
   double m = 0;
@@ -223,6 +230,76 @@ TEST(EmulatedDevice, Bf16ProductsRoundTheOperandsAsTheCpuPathDoes) {
     // bf16 keeps 8 significant bits: operands off by up to 2^-9 relative, the products' sums by ~1e-3.
     EXPECT_GE(largest_difference(gpu16, gpu32), 1e-4 * scale) << "the bf16 path multiplied in fp32";
     EXPECT_LE(largest_difference(gpu16, gpu32), 2e-2 * scale);
+  }
+}
+
+// bf16 inside the CUDA attention kernels: every product's operands (q.k, the c2p / p2c terms, P v,
+// dO.v, dS k, dS q, P dO) rounded to bf16 as the CPU's GEMM rounds them in its fused attention.
+// The CPU and the GPU round the same values when their running row maxima agree, which the inputs
+// make sure of: key 0 scores 3 above the rest for every query (checked below), so it fixes the
+// maximum in the first key tile of both and every P_ij = e^{s_ij - s_i0} is the same up to float
+// rounding. Then the two bf16 paths agree to float rounding except where that rounding moves a P_ij
+// across a bf16 rounding boundary (about one pair in 10^4-10^5: a handful of rows, columns or
+// diagonals differ by up to bf16's step), while almost every entry differs from fp32 by bf16's. T = 100 spans four key
+// tiles of the emulation and several of the CPU; causal, B = 2, H = 2, D = 16; no bias and a
+// distance bias.
+TEST(EmulatedDevice, Bf16AttentionRoundsTheOperandsAsTheCpuPathDoes) {
+  const int64_t B = 2, H = 2, T = 100, D = 16;
+  const double scale = 0.25;
+  Generator g(31);
+  const Tensor r = randn({B, H, 1, D}, g);
+  const Tensor q = r.expand({B, H, T, D}).contiguous();
+  std::vector<double> kv = (randn({B, H, T, D}, g) * 0.5).to_vector();
+  const std::vector<double> rv = r.to_vector();
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    double n2 = 0;
+    for (int64_t e = 0; e < D; ++e) n2 += rv[bh * D + e] * rv[bh * D + e];
+    for (int64_t e = 0; e < D; ++e) kv[(bh * T) * D + e] = rv[bh * D + e] * 3.0 / (scale * n2);  // s_i0 = 3
+  }
+  const Tensor k = Tensor::from_vector(kv, {B, H, T, D}, DType::Float32);
+  const Tensor v = randn({B, H, T, D}, g), w = randn({B, H, T, D}, g);
+  const Tensor bias = randn({H, 2 * T - 1}, g) * 0.1;
+  for (bool with_bias : {false, true}) {
+    // The precondition: s_i0 exceeds every other visible score by at least 0.5 (bias included).
+    const std::vector<double> bv = bias.to_vector();
+    for (int64_t bh = 0; bh < B * H; ++bh)
+      for (int64_t i = 0; i < T; ++i) {
+        auto s = [&](int64_t j) {
+          double d = 0;
+          for (int64_t e = 0; e < D; ++e) d += rv[bh * D + e] * kv[(bh * T + j) * D + e];
+          return scale * d + (with_bias ? bv[(bh % H) * (2 * T - 1) + (j - i + T - 1)] : 0.0);
+        };
+        for (int64_t j = 1; j <= i; ++j) ASSERT_GT(s(0) - s(j), 0.5) << bh << " " << i << " " << j;
+      }
+    const auto run = [&](Device dev, kernels::MatmulPrecision p) {
+      kernels::MatmulPrecisionScope scope(p);
+      Tensor qd = q.to(dev).detach(), kd = k.to(dev).detach(), vd = v.to(dev).detach(), bd = bias.to(dev).detach();
+      for (Tensor* t : {&qd, &kd, &vd, &bd}) t->set_requires_grad(true);
+      ScoreModifier m;
+      if (with_bias) {
+        m.kind = ScoreBias::Distance;
+        m.bias_by_distance = bd;
+      }
+      const Tensor o = attention(qd, kd, vd, m, true, scale);
+      sum(o * w.to(dev)).backward();
+      std::vector<Tensor> out = {o, qd.grad(), kd.grad(), vd.grad()};
+      if (with_bias) out.push_back(bd.grad());
+      for (Tensor& t : out) t = t.to(Device::cpu());
+      return out;
+    };
+    const auto gpu16 = run(Device::cuda(), kernels::MatmulPrecision::bf16);
+    const auto cpu16 = run(Device::cpu(), kernels::MatmulPrecision::bf16);
+    const auto gpu32 = run(Device::cuda(), kernels::MatmulPrecision::fp32);
+    const char* names[] = {"O", "dq", "dk", "dv", "dbias"};
+    for (size_t t = 0; t < gpu16.size(); ++t) {
+      const double big = largest(cpu16[t].to_vector()), tol = 1e-5 * big;
+      ASSERT_GT(big, 0) << names[t];
+      const std::string what = std::string(names[t]) + (with_bias ? " (distance bias)" : "");
+      EXPECT_LE(share_beyond(gpu16[t], cpu16[t], tol), 0.03) << what << ": the two bf16 paths round differently";
+      EXPECT_LE(largest_difference(gpu16[t], cpu16[t]), 5e-3 * big) << what;
+      EXPECT_GE(share_beyond(gpu16[t], gpu32[t], tol), 0.25) << what << ": the bf16 attention multiplied in fp32";
+      EXPECT_LE(largest_difference(gpu16[t], gpu32[t]), 3e-2 * big) << what;
+    }
   }
 }
 

@@ -214,6 +214,7 @@ inline float bf16_value(__nv_bfloat16 b) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+inline float __bfloat162float(__nv_bfloat16 b) { return bf16_value(b); }
 enum cudaDataType { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
 enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 };
 enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };

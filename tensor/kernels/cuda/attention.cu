@@ -29,6 +29,11 @@
 //      CPU; one block per head forms dsinks[h] += -sum_{b,i} exp((sinks[h] - m_i) - log l_i) delta_i.
 // Every output element is written by exactly one thread in a fixed order: no atomics, results are
 // deterministic (but not in the CPU's summation order: CPU and CUDA agree to rounding).
+// bf16 mixed precision (matmul_precision() == bf16, float only; Attn::bf16): every product's operands
+// are rounded to bf16 where they are read (mp, dot below), the products and sums stay float, as the
+// CPU's GEMM rounds the operands of the products inside its fused attention. The two agree to float
+// rounding where their running row maxima agree; DeBERTa's c2p / p2c gradient is formed per pair here
+// and per table row on the CPU (two roundings of the same sum).
 //
 // Scratch (attention_scratch_elems): pass 0 and 2 use none; pass 1 uses delta (B H Tq), then
 // ContentPosition: dc2p (B H Tq U) and dp2c (B H Tk U). Each region is no larger
@@ -41,6 +46,11 @@
 // the score matrix. Its speed on a GPU has not been measured. Tiled up to a head dim of about 1,400
 // (float, backward columns), per-row beyond (a few hundred at most).
 #include <cmath>
+#include <type_traits>
+
+#ifndef POSGRAD_CUDA_EMULATION
+#include <cuda_bf16.h>
+#endif
 
 #include "tensor/kernels/cuda/common.cuh"
 
@@ -67,6 +77,7 @@ struct Attn {
   ScoreBias kind;
   bool causal;
   T scale;
+  bool bf16;  // bf16 mixed precision: every product's operands rounded to bf16 (mp below)
 };
 
 // Keys j < key_end(i) are visible to query i (causal: j <= i + q_offset).
@@ -91,25 +102,37 @@ __device__ __forceinline__ int64_t pair_u(const Attn<T>& a, int64_t i, int64_t j
   return a.diag_u[j - i + a.Tq - 1];
 }
 
+// An operand of a product under bf16 mixed precision (matmul_precision() == bf16, float only): rounded
+// to bf16 (nearest even) and back, as the CPU's GEMM packs the operands of the products inside its
+// fused attention and as cuBLAS's bf16 GEMMs read theirs (gemm.cu); the products and sums stay float.
+// Subnormals keep their bf16 value (the CPU flushes them). Identity otherwise.
 template <typename T>
-__device__ __forceinline__ T dot(const T* x, const T* y, int64_t n) {
+__device__ __forceinline__ T mp(bool bf16, T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16) return __bfloat162float(__float2bfloat16_rn(x));
+  }
+  return x;
+}
+
+template <typename T>
+__device__ __forceinline__ T dot(bool bf16, const T* x, const T* y, int64_t n) {
   T s = T(0);
-  for (int64_t e = 0; e < n; ++e) s += x[e] * y[e];
+  for (int64_t e = 0; e < n; ++e) s += mp(bf16, x[e]) * mp(bf16, y[e]);
   return s;
 }
 
 // s(i, j) for head h; qi, kj point at the rows (global or shared memory).
 template <typename T>
 __device__ T score(const Attn<T>& a, const T* qi, const T* kj, int64_t h, int64_t i, int64_t j) {
-  const T s = a.scale * dot(qi, kj, a.D);
+  const T s = a.scale * dot(a.bf16, qi, kj, a.D);
   switch (a.kind) {
     case ScoreBias::None: return s;
     case ScoreBias::Distance: return s + a.bias[h * (a.Tq + a.Tk - 1) + (j - i + a.Tq - 1)];
     case ScoreBias::ContentPosition: {
       const int64_t c = a.rows[pair_u(a, i, j)];
       T r = s;
-      if (a.kr) r += a.scale * dot(qi, a.kr + (c * a.H + h) * a.D, a.D);  // c2p
-      if (a.qr) r += a.scale * dot(kj, a.qr + (c * a.H + h) * a.D, a.D);  // p2c
+      if (a.kr) r += a.scale * dot(a.bf16, qi, a.kr + (c * a.H + h) * a.D, a.D);  // c2p
+      if (a.qr) r += a.scale * dot(a.bf16, kj, a.qr + (c * a.H + h) * a.D, a.D);  // p2c
       return r;
     }
     case ScoreBias::Dense:
@@ -157,7 +180,7 @@ __global__ void attention_forward_kernel(T* o, T* stats, Attn<T> a) {
       l = l * alpha + block_sum(p);      // block_sum synchronises: p_s is visible below
       for (int64_t e = tid; e < a.D; e += blockDim.x) {
         T v = acc[e] * alpha;
-        for (int64_t t = 0; t < nt; ++t) v += p_s[t] * vb[(j0 + t) * a.D + e];
+        for (int64_t t = 0; t < nt; ++t) v += mp(a.bf16, p_s[t]) * mp(a.bf16, vb[(j0 + t) * a.D + e]);
         acc[e] = v;
       }
       m = m_new;
@@ -253,7 +276,7 @@ __global__ void attention_forward_tiled_kernel(T* o, T* stats, Attn<T> a, int64_
         const int64_t r = x / D, e = x % D;
         const T* pr = p_s + r * kt;
         T v = acc[x] * alpha_s[r];
-        for (int64_t c = 0; c < nk; ++c) v += pr[c] * v_s[c * D + e];
+        for (int64_t c = 0; c < nk; ++c) v += mp(a.bf16, pr[c]) * mp(a.bf16, v_s[c * D + e]);
         acc[x] = v;
       }
     }
@@ -310,7 +333,7 @@ __global__ void attention_backward_rows_kernel(T* dq, T* delta, T* dc2p, const T
       T ds = T(0);
       if (tid < nt) {
         const T p = d_exp((score(a, q_s, kb + j * a.D, h, i, j) - M) - LS);
-        ds = p * (dot(do_s, vb + j * a.D, a.D) - di);
+        ds = p * (dot(a.bf16, do_s, vb + j * a.D, a.D) - di);
         if (a.kind == ScoreBias::ContentPosition) u_s[tid] = static_cast<int>(pair_u(a, i, j));
       }
       ds_s[tid] = ds;
@@ -318,9 +341,9 @@ __global__ void attention_backward_rows_kernel(T* dq, T* delta, T* dc2p, const T
       for (int64_t e = tid; e < a.D; e += blockDim.x) {
         T v = acc[e];
         for (int64_t t = 0; t < nt; ++t) {
-          T kv = kb[(j0 + t) * a.D + e];
-          if (with_kr) kv += a.kr[(a.rows[u_s[t]] * a.H + h) * a.D + e];
-          v += ds_s[t] * kv;
+          const T d = mp(a.bf16, ds_s[t]);
+          v += d * mp(a.bf16, kb[(j0 + t) * a.D + e]);
+          if (with_kr) v += d * mp(a.bf16, a.kr[(a.rows[u_s[t]] * a.H + h) * a.D + e]);
         }
         acc[e] = v;
       }
@@ -376,7 +399,7 @@ __global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* d
         const T M = stats[2 * (bh * a.Tq + i)], LS = stats[2 * (bh * a.Tq + i) + 1];
         if (M != d_neg_inf<T>()) {
           p = d_exp((score(a, qb + i * a.D, k_s, h, i, j) - M) - LS);
-          ds = p * (dot(dob + i * a.D, v_s, a.D) - delta[bh * a.Tq + i]);
+          ds = p * (dot(a.bf16, dob + i * a.D, v_s, a.D) - delta[bh * a.Tq + i]);
         }
         if (a.kind == ScoreBias::ContentPosition) u_s[tid] = static_cast<int>(pair_u(a, i, j));
       }
@@ -386,10 +409,10 @@ __global__ void attention_backward_cols_kernel(T* dk, T* dv, T* dp2c, const T* d
       for (int64_t e = tid; e < a.D; e += blockDim.x) {
         T vk = acck[e], vv = accv[e];
         for (int64_t t = 0; t < nt; ++t) {
-          T qv = qb[(i0 + t) * a.D + e];
-          if (with_qr) qv += a.qr[(a.rows[u_s[t]] * a.H + h) * a.D + e];
-          vk += ds_s[t] * qv;
-          vv += p_s[t] * dob[(i0 + t) * a.D + e];
+          const T d = mp(a.bf16, ds_s[t]);
+          vk += d * mp(a.bf16, qb[(i0 + t) * a.D + e]);
+          if (with_qr) vk += d * mp(a.bf16, a.qr[(a.rows[u_s[t]] * a.H + h) * a.D + e]);
+          vv += mp(a.bf16, p_s[t]) * mp(a.bf16, dob[(i0 + t) * a.D + e]);
         }
         acck[e] = vk;
         accv[e] = vv;
@@ -431,7 +454,7 @@ __device__ void backward_tile_pairs(const Attn<T>& a, const T* q_s, const T* do_
     T p = T(0), ds = T(0);
     if (valid && j < key_end(a, i) && M != d_neg_inf<T>()) {
       p = d_exp((score(a, q_s + r * a.D, k_s + c * a.D, h, i, j) - M) - st_s[3 * r + 2]);
-      ds = p * (dot(do_s + r * a.D, v_s + c * a.D, a.D) - st_s[3 * r]);
+      ds = p * (dot(a.bf16, do_s + r * a.D, v_s + c * a.D, a.D) - st_s[3 * r]);
     }
     if (p_s) p_s[x] = p;
     ds_s[x] = ds;
@@ -495,9 +518,9 @@ __global__ void attention_backward_rows_tiled_kernel(T* dq, T* delta, T* dc2p, c
         const int64_t r = x / D, e = x % D;
         T v = acc[x];
         for (int64_t c = 0; c < nk; ++c) {
-          T kv = k_s[c * D + e];
-          if (with_kr) kv += a.kr[(a.rows[u_s[r * kt + c]] * a.H + h) * D + e];
-          v += ds_s[r * kt + c] * kv;
+          const T d = mp(a.bf16, ds_s[r * kt + c]);
+          v += d * mp(a.bf16, k_s[c * D + e]);
+          if (with_kr) v += d * mp(a.bf16, a.kr[(a.rows[u_s[r * kt + c]] * a.H + h) * D + e]);
         }
         acc[x] = v;
       }
@@ -569,10 +592,10 @@ __global__ void attention_backward_cols_tiled_kernel(T* dk, T* dv, T* dp2c, cons
         const int64_t c = x / D, e = x % D;
         T vk = acck[x], vv = accv[x];
         for (int64_t r = 0; r < nq; ++r) {
-          T qv = q_s[r * D + e];
-          if (with_qr) qv += a.qr[(a.rows[u_s[r * kt + c]] * a.H + h) * D + e];
-          vk += ds_s[r * kt + c] * qv;
-          vv += p_s[r * kt + c] * do_s[r * D + e];
+          const T d = mp(a.bf16, ds_s[r * kt + c]);
+          vk += d * mp(a.bf16, q_s[r * D + e]);
+          if (with_qr) vk += d * mp(a.bf16, a.qr[(a.rows[u_s[r * kt + c]] * a.H + h) * D + e]);
+          vv += mp(a.bf16, p_s[r * kt + c]) * mp(a.bf16, do_s[r * D + e]);
         }
         acck[x] = vk;
         accv[x] = vv;
@@ -619,7 +642,7 @@ __global__ void attention_diagonal_kernel(T* out, const T* stats, const T* dout,
           const T* qi = a.q + (bh * a.Tq + i) * a.D;
           const T pr = d_exp((score(a, qi, a.k + (bh * a.Tk + j) * a.D, h, i, j) - M) - LS);
           if (grad) {
-            const T dp = dot(dout + (bh * a.Tq + i) * a.D, a.v + (bh * a.Tk + j) * a.D, a.D);
+            const T dp = dot(a.bf16, dout + (bh * a.Tq + i) * a.D, a.v + (bh * a.Tk + j) * a.D, a.D);
             val = pr * (dp - delta[bh * a.Tq + i]);
           } else {
             val = pr;
@@ -636,14 +659,14 @@ __global__ void attention_diagonal_kernel(T* out, const T* stats, const T* dout,
 // (c2p: g = dc2p, x = q, dtab = dkr; p2c: g = dp2c, x = k, dtab = dqr). One block per (u, h).
 template <typename T>
 __global__ void content_position_table_grad_kernel(T* dtab, const T* g, const T* x, const int64_t* rows, int64_t B,
-                                                   int64_t H, int64_t Tn, int64_t D, int64_t U, T scale) {
+                                                   int64_t H, int64_t Tn, int64_t D, int64_t U, T scale, bool bf16) {
   for (int64_t uh = blockIdx.x; uh < U * H; uh += gridDim.x) {
     const int64_t u = uh / H, h = uh % H;
     for (int64_t e = threadIdx.x; e < D; e += blockDim.x) {
       T s = T(0);
       for (int64_t b = 0; b < B; ++b) {
         const int64_t bh = b * H + h;
-        for (int64_t n = 0; n < Tn; ++n) s += g[(bh * Tn + n) * U + u] * x[(bh * Tn + n) * D + e];
+        for (int64_t n = 0; n < Tn; ++n) s += mp(bf16, g[(bh * Tn + n) * U + u]) * mp(bf16, x[(bh * Tn + n) * D + e]);
       }
       dtab[(rows[u] * H + h) * D + e] += scale * s;
     }
@@ -670,6 +693,12 @@ __global__ void attention_sink_grad_kernel(T* dsinks, const T* sinks, const T* s
   }
 }
 
+// Whether this call's products take bf16 operands (float under --precision bf16; double never).
+template <typename T>
+bool bf16_operands() {
+  return std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bf16;
+}
+
 template <typename T>
 Attn<T> make_attn(const T* q, const T* k, const T* v, const T* bias, const T* kr, const T* qr, const T* sinks,
                   const int64_t* diag_u, const int64_t* rows, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
@@ -687,7 +716,7 @@ Attn<T> make_attn(const T* q, const T* k, const T* v, const T* bias, const T* kr
   const bool cp = kind == ScoreBias::ContentPosition;
   // clang-format off
   return Attn<T>{q,      k,    v,  kind == ScoreBias::Distance ? bias : nullptr, cp ? kr : nullptr, cp ? qr : nullptr,
-                 sinks,  diag_u, rows, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale};
+                 sinks,  diag_u, rows, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale, bf16_operands<T>()};
   // clang-format on
 }
 
@@ -832,10 +861,10 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks
            stats, dout, static_cast<const T*>(delta), a, true);
   if (dc2p)
     launch("attention_backward (content-position dkr)", content_position_table_grad_kernel<T>, capped_grid(U * H), 64,
-           0, dkr, static_cast<const T*>(dc2p), q, ix.rows(), B, H, Tq, D, U, scale);
+           0, dkr, static_cast<const T*>(dc2p), q, ix.rows(), B, H, Tq, D, U, scale, a.bf16);
   if (dp2c && Tk > 0)
     launch("attention_backward (content-position dqr)", content_position_table_grad_kernel<T>, capped_grid(U * H), 64,
-           0, dqr, static_cast<const T*>(dp2c), k, ix.rows(), B, H, Tk, D, U, scale);
+           0, dqr, static_cast<const T*>(dp2c), k, ix.rows(), B, H, Tk, D, U, scale, a.bf16);
   if (sinks && dsinks)
     launch("attention_backward (sink logits)", attention_sink_grad_kernel<T>, capped_grid(H), kTile, 0, dsinks, sinks,
            stats, static_cast<const T*>(delta), B, H, Tq);
