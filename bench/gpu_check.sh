@@ -41,8 +41,8 @@ else
 fi
 
 start=$SECONDS
-# The real CUDA tests; their emulated-device twins (emulated_device.*) ran where CI ran, not needed here.
-timeout 180 ctest --test-dir "$build" -j4 --output-on-failure -R 'Cuda|CudaMatchesCpu' -E '^emulated_device[.]' \
+# The real CUDA and NCCL tests; their emulated-device twins (emulated_device.*) ran where CI ran, not needed here.
+timeout 180 ctest --test-dir "$build" -j4 --output-on-failure -R 'Cuda|CudaMatchesCpu|Nccl' -E '^emulated_device[.]' \
   > "$out/cuda-tests.log" 2>&1
 tests_rc=$?
 say "- CUDA tests ($((SECONDS - start)) s, exit $tests_rc): $(grep -E 'tests passed|tests failed' "$out/cuda-tests.log" | tail -1)"
