@@ -15,6 +15,7 @@
 #include "data/process.h"
 #include "dist/communicator.h"
 #include "dist/nccl_communicator.h"
+#include "nn/posenc/position_encoding.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
@@ -67,6 +68,33 @@ train::TrainConfig resolve(const TrainCommand& c, CLI::App* sub, std::unique_ptr
   return cfg;
 }
 
+// Under a launcher every rank must train the same configuration (an MPMD command line such as
+// `mpirun -np 1 posgrad train --lr 1e-3 : -np 1 posgrad train --lr 2e-3` could give each its own):
+// the ranks compare their resolved configurations with rank 0's (the OpenMP threads excepted, a
+// per-process setting) and all refuse alike, naming the first option that differs, before any of
+// them trains or enters another collective (CommandLineError: exit 2 on every rank, said once).
+void require_one_configuration(dist::Communicator& world, const train::TrainConfig& cfg) {
+  nlohmann::json mine = cfg.to_json();
+  mine.erase("threads");
+  const std::vector<std::string> all = world.gather(mine.dump(), 0);
+  std::string problem;
+  if (world.is_root()) {
+    for (size_t r = 1; r < all.size() && problem.empty(); ++r) {
+      const nlohmann::json other = nlohmann::json::parse(all[r]);
+      for (const auto& [key, value] : mine.items())
+        if (!other.contains(key) || other.at(key) != value) {
+          problem = fmt::format(
+              "the processes of this job were given different configurations: {} is {} on rank 0 "
+              "but {} on rank {} (give every process the same options)",
+              key, value.dump(), other.contains(key) ? other.at(key).dump() : "missing", r);
+          break;
+        }
+    }
+  }
+  problem = world.broadcast(problem, 0);
+  if (!problem.empty()) throw CommandLineError(problem);  // every rank alike: no MPI_Abort
+}
+
 void run_train(const TrainCommand& c, CLI::App* sub) {
   // Under mpirun / srun with several processes: data-parallel over them, rank 0 logging progress.
   dist::Communicator& world = dist::world();
@@ -86,16 +114,22 @@ void run_train(const TrainCommand& c, CLI::App* sub) {
     fmt::print("{}\n", cfg.to_json().dump(2));
     return;
   }
+  if (world.size() > 1) require_one_configuration(world, cfg);
   train::install_interrupt_handlers();
   // CUDA tensors under a launcher: NCCL when every process can start it, else MPI through host memory
-  // (the same bits); every rank reaches the same choice (dist::make_device_communicator).
+  // (the same bits); every rank reaches the same choice (dist::make_device_communicator). Every rank
+  // has the same --device here (require_one_configuration), so all of them call it or none.
   dist::DeviceCommunicator nccl;
   if (world.size() > 1 && cfg.device.rfind("cuda", 0) == 0) {
     nccl = dist::make_device_communicator(world);
-    if (nccl.comm)
+    if (nccl.comm) {
       spdlog::info("gradients summed over {}", nccl.why);
-    else
-      spdlog::info("gradients summed through host memory over MPI, not NCCL: {}", nccl.why);
+      if (cfg.device != "cuda")
+        spdlog::warn("--device {}: under NCCL each process takes the GPU of its rank on its node instead", cfg.device);
+    } else {
+      spdlog::info("gradients summed through host memory over MPI, not NCCL: {}; every process on {}", nccl.why,
+                   cfg.device);
+    }
   }
   train::Trainer t(cfg, c.resume, nccl.comm ? nccl.comm.get() : &world);
   t.run(c.stop_after);
@@ -133,6 +167,9 @@ std::unique_ptr<train::LoadedModel> load_run(const std::string& dir, const std::
   } catch (const Error& e) {
     throw UsageError(std::string("--device: ") + e.what());
   }
+  POSGRAD_CHECK(!(dev.is_cuda() && nn::position_encoding_entry(r->config.model.pos.kind).cpu_only), UsageError,
+                "--device ", device, ": the run's ", r->config.model.pos.kind,
+                " position encoding has no CUDA attention kernel; use --device cpu");
   r->model->to(dev);
   return r;
 }

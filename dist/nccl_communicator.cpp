@@ -18,10 +18,14 @@ namespace posgrad::dist {
 
 namespace {
 
-// POSGRAD_NCCL=0 forces the host path.
-bool nccl_refused_by_environment() {
+// Why POSGRAD_NCCL keeps this process off NCCL ("" when it does not): 0 forces the host path; unset,
+// empty or 1 leave the choice to the checks; anything else is named (and also keeps the host path, so
+// that a typo such as "off" still does what it meant, and says so).
+std::string environment_obstacle() {
   const char* v = std::getenv("POSGRAD_NCCL");
-  return v && std::string(v) == "0";
+  if (!v || !*v || std::string(v) == "1") return "";
+  if (std::string(v) == "0") return "POSGRAD_NCCL=0";
+  return "POSGRAD_NCCL is '" + std::string(v) + "', which is neither 0 (the host path) nor 1 (NCCL where possible)";
 }
 
 }  // namespace
@@ -119,7 +123,7 @@ class NcclCommunicator final : public Communicator {
 
 // This process's obstacle to NCCL ("" when there is none), and its device.
 std::string local_obstacle(const Communicator& host, int* device) {
-  if (nccl_refused_by_environment()) return "POSGRAD_NCCL=0";
+  if (const std::string env = environment_obstacle(); !env.empty()) return env;
   if (!cuda_available()) return "no CUDA device";
   try {
     const int devices = device_count();
@@ -206,9 +210,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& host) {
 
 DeviceCommunicator make_device_communicator(Communicator& host) {
   DeviceCommunicator out;
-  out.why = host.size() == 1                ? "one process"
-            : nccl_refused_by_environment() ? "POSGRAD_NCCL=0"
-                                            : "this posgrad was built without NCCL";
+  const std::string env = environment_obstacle();
+  out.why = host.size() == 1 ? "one process" : !env.empty() ? env : "this posgrad was built without NCCL";
   return out;
 }
 

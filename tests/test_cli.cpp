@@ -557,6 +557,26 @@ TEST(Cli, ScaledRopeTrainsAndEvaluates) {
   EXPECT_TRUE(contains(p.out, "      64 ")) << p.out;
 }
 
+// A run of an encoding without a CUDA attention kernel (CoPE): eval and sample --device cuda refuse it
+// as train does — a usage error (2) naming the encoding, before anything is printed or computed —
+// on any build (the check precedes the device).
+TEST(Cli, EvalAndSampleRefuseACpuOnlyEncodingOnCuda) {
+  POSGRAD_REQUIRE_BIN();
+  TempDir d;
+  const std::string corpus = write_corpus(d);
+  ASSERT_EQ(run_posgrad("train --pos cope --preset tiny --max-iters 2 --corpus " + corpus + " --out-dir " + d.str("c"))
+                .status,
+            0);
+  for (const std::string cmd : {"eval --contexts 16 --windows 2", "sample --tokens 5"}) {
+    const Proc p = run_posgrad(cmd + " --device cuda --run " + d.str("c"));
+    EXPECT_EQ(p.status, 2) << cmd << "\n" << p.err;
+    EXPECT_TRUE(contains(p.err, "--device cuda: the run's cope position encoding has no CUDA attention kernel"))
+        << cmd << "\n"
+        << p.err;
+    EXPECT_EQ(p.out, "") << cmd;
+  }
+}
+
 TEST(Cli, TrainEvalSampleAndConfigFiles) {
   POSGRAD_REQUIRE_BIN();
   TempDir d;

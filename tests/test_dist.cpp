@@ -270,6 +270,37 @@ TEST(MpiLaunch, TrainWritesOnceResumesAndRefusesASmallBatch) {
   EXPECT_NE(p.err.find("posgrad: error: [rank "), std::string::npos) << p.err;
 }
 
+// An MPMD command line that gives the two ranks different options: every rank refuses alike (usage
+// error, 2, said once by rank 0, no MPI_Abort) naming the option, before anything is written; the
+// OpenMP threads may differ.
+TEST(MpiLaunch, RanksGivenDifferentConfigurationsRefuseAlike) {
+  if (!dist::mpi_built() || std::string(POSGRAD_TEST_MPIEXEC).empty()) GTEST_SKIP() << "built without MPI";
+  POSGRAD_REQUIRE_BIN();
+  test::TempDir d;
+  {
+    std::ofstream corpus(d.str("corpus.txt"));
+    for (int i = 0; i < 300; ++i) corpus << "in the beginning " << (i % 9) << " was the word.\n";
+  }
+  const std::string common = " train --preset tiny --corpus corpus.txt --max-iters 2 --out-dir run";
+  auto mpmd = [&](const std::string& a, const std::string& b) {
+    const std::string cmd = "cd '" + d.str() + "' && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 '" +
+                            std::string(POSGRAD_TEST_MPIEXEC) + "' --oversubscribe -np 1 '" + test::bin_path() + "'" +
+                            common + a + " : -np 1 '" + test::bin_path() + "'" + common + b +
+                            " >out.txt 2>err.txt </dev/null";
+    test::Proc p;
+    p.status = test::decode_status(std::system(cmd.c_str()));
+    p.err = test::slurp(d.str("err.txt"));
+    return p;
+  };
+  test::Proc p = mpmd(" --lr 1e-3 --threads 1", " --lr 2e-3 --threads 1");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_EQ(count_of(p.err, "given different configurations: lr is 0.001 on rank 0 but 0.002 on rank 1"), 1u) << p.err;
+  EXPECT_EQ(count_of(p.err, "MPI_ABORT"), 0u) << p.err;
+  EXPECT_FALSE(std::filesystem::exists(d.str("run/checkpoint"))) << "a rank trained";
+  p = mpmd(" --threads 1", " --threads 2");  // a per-process setting
+  EXPECT_EQ(p.status, 0) << p.err;
+}
+
 // eval, sample, fill-mask and report run in one process: under a launcher each rank would do the same
 // work and write the same files, so they refuse (usage error, 2) before reading anything. Every rank
 // refuses alike, so the job ends without MPI_Abort (which can lose the message) and rank 0 says it once.

@@ -293,7 +293,8 @@ void Trainer::run(int64_t stop_after) {
                data_->val().size(), tok_->vocab_size(), cfg_.batch_size, cfg_.model.block_size, cfg_.grad_accum);
   if (cfg_.precision == "bf16")
     spdlog::info("matrix products in bf16 (float accumulation; weights, optimizer, softmax and norms in float): {}",
-                 kernels::matmul_bf16_path());
+                 device_.is_cuda() ? "cublasGemmEx with bf16 operands, and the attention kernels' operands rounded"
+                                   : kernels::matmul_bf16_path());
   if (dp_)
     spdlog::info("data-parallel: {} processes ({}), this one rank {} with rows {}..{} of each batch on {}",
                  dp_->comm().size(), dp_->comm().name(), dp_->comm().rank(), dp_->first_row(),
