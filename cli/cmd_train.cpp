@@ -15,7 +15,6 @@
 #include "data/process.h"
 #include "dist/communicator.h"
 #include "dist/nccl_communicator.h"
-#include "nn/posenc/position_encoding.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
@@ -161,15 +160,7 @@ std::unique_ptr<train::LoadedModel> load_run(const std::string& dir, const std::
                   "posgrad fill-mask --run " +
                   dir + " (and posgrad eval --run " + dir + " for its masked-token accuracy)");
   auto r = train::load_model(dir, longest_context);
-  Device dev;
-  try {
-    dev = Device::parse(device);
-  } catch (const Error& e) {
-    throw UsageError(std::string("--device: ") + e.what());
-  }
-  POSGRAD_CHECK(!(dev.is_cuda() && nn::position_encoding_entry(r->config.model.pos.kind).cpu_only), UsageError,
-                "--device ", device, ": the run's ", r->config.model.pos.kind,
-                " position encoding has no CUDA attention kernel; use --device cpu");
+  const Device dev = train::parse_run_device(device, r->config.model.pos.kind);
   r->model->to(dev);
   return r;
 }

@@ -146,17 +146,11 @@ std::string agreed_reason(Communicator& host, const std::string& mine) {
     for (size_t r = 0; r < all.size(); ++r)
       if (!all[r].empty()) ranks_of[all[r]].push_back(static_cast<int>(r));
     for (const auto& [reason, ranks] : ranks_of) {
-      if (!text.empty()) text += "; ";
-      text += ranks.size() == all.size() ? reason
-                                         : detail::concat(
-                                               reason, " (", ranks.size() == 1 ? "rank " : "ranks ",
-                                               [&] {
-                                                 std::string s;
-                                                 for (size_t i = 0; i < ranks.size(); ++i)
-                                                   s += (i ? "," : "") + std::to_string(ranks[i]);
-                                                 return s;
-                                               }(),
-                                               ")");
+      text += (text.empty() ? "" : "; ") + reason;
+      if (ranks.size() == all.size()) continue;  // every rank: no list
+      text += ranks.size() == 1 ? " (rank " : " (ranks ";
+      for (size_t i = 0; i < ranks.size(); ++i) text += (i ? "," : "") + std::to_string(ranks[i]);
+      text += ")";
     }
   }
   return host.broadcast(text, 0);

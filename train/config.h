@@ -53,4 +53,10 @@ struct TrainConfig {
   static TrainConfig from_json(const nlohmann::json& j, const std::string& source = "configuration");
 };
 
+// The device a model with position encoding `pos_kind` runs on, from --device `device` ("cpu",
+// "cuda", "cuda:N"). UsageError for an unparsable device, or a CUDA device with an encoding that has no
+// CUDA attention kernel (nn::PosEncEntry::cpu_only). Used by validate() and by the commands that load
+// a run (eval, sample).
+Device parse_run_device(const std::string& device, const std::string& pos_kind);
+
 }  // namespace posgrad::train

@@ -30,15 +30,20 @@ void TrainConfig::validate() const {
   opt::check_all(train_options(), *this);
   model.validate();
   POSGRAD_CHECK(min_lr <= lr, UsageError, "--min-lr (", min_lr, ") must not exceed --lr (", lr, ")");
+  (void)parse_run_device(device, model.pos.kind);
+  check_memory(*this, model.block_size);
+}
+
+Device parse_run_device(const std::string& device, const std::string& pos_kind) {
   Device dev = Device::cpu();
   try {
     dev = Device::parse(device);
   } catch (const Error& e) {
     throw UsageError(std::string("--device: ") + e.what());
   }
-  POSGRAD_CHECK(!(dev.is_cuda() && nn::position_encoding_entry(model.pos.kind).cpu_only), UsageError, "--device ",
-                device, ": the ", model.pos.kind, " position encoding has no CUDA attention kernel; use --device cpu");
-  check_memory(*this, model.block_size);
+  POSGRAD_CHECK(!(dev.is_cuda() && nn::position_encoding_entry(pos_kind).cpu_only), UsageError, "--device ", device,
+                ": the ", pos_kind, " position encoding has no CUDA attention kernel; use --device cpu");
+  return dev;
 }
 
 json TrainConfig::to_json() const { return opt::to_json(train_options(), *this); }
