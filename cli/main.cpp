@@ -3,6 +3,7 @@
 // Output: results (tables, samples, --dry-run's configuration) on stdout; progress, logs and errors
 // on stderr. Every failure ends with one "posgrad: error: ..." line naming the bad input and the
 // exit status of exit_status_help().
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "compare/compare_dist.h"
 #include "dist/communicator.h"
 #include "tensor/errors.h"
 #include "train/interrupt.h"
@@ -86,12 +88,29 @@ int main(int argc, char** argv) {
 
 namespace {
 
+// %& in the log pattern: the job of a comparison that runs several units at once ("[job 2/2] "), so
+// that their interleaved lines say which unit they belong to; nothing elsewhere.
+class JobPrefix : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg&, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const std::string& p = posgrad::train::job_log_prefix();
+    dest.append(p.data(), p.data() + p.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JobPrefix>(); }
+};
+
+void set_log_pattern(const std::string& pattern) {
+  auto f = std::make_unique<spdlog::pattern_formatter>();
+  f->add_flag<JobPrefix>('&').set_pattern(pattern);
+  spdlog::set_formatter(std::move(f));
+}
+
 int run(int argc, char** argv) {
   using namespace posgrad;
   spdlog::set_default_logger(spdlog::stderr_color_mt("posgrad"));
-  spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+  set_log_pattern("[%H:%M:%S] %&%^%l%$ %v");
   if (dist::world().size() > 1)
-    spdlog::set_pattern(fmt::format("[%H:%M:%S] [rank {}/{}] %^%l%$ %v", dist::world().rank(), dist::world().size()));
+    set_log_pattern(fmt::format("[%H:%M:%S] [rank {}/{}] %&%^%l%$ %v", dist::world().rank(), dist::world().size()));
   CLI::App app{"posgrad — train small transformers and compare position encodings, with real measurements"};
   app.require_subcommand(1);
   app.footer(cli::exit_status_help());

@@ -1,6 +1,7 @@
 // compare.cpp — see compare.h. The report and the plots are written by report.cpp.
 #include "compare/compare.h"
 
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -9,9 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "autograd/ops.h"
 #include "compare/compare_dist.h"
@@ -110,6 +113,8 @@ void CompareConfig::validate() const {
     std::sort(v.begin(), v.end());
     return std::adjacent_find(v.begin(), v.end()) == v.end();
   };
+  POSGRAD_CHECK(jobs <= 1 || Device::parse(base.device).type == DeviceType::CPU, UsageError, "--jobs ", jobs,
+                " needs --device cpu: the units of --device ", base.device, " run one at a time on it");
   POSGRAD_CHECK(unique(methods), UsageError, "--methods lists a method twice");
   POSGRAD_CHECK(unique(seeds), UsageError, "--seeds lists a seed twice (each seed is one independent run)");
   POSGRAD_CHECK(has(eval_multipliers, 1), UsageError, "--eval-multipliers must include 1 (the training length)");
@@ -130,7 +135,7 @@ void CompareConfig::validate() const {
       throw UsageError("--methods '" + m +
                        "' (its settings replace the experiment's flags of the same name): " + e.what());
     }
-    check_memory(b, std::max(longest, per_position_multiplier * base.model.block_size));
+    check_memory(b, std::max(longest, per_position_multiplier * base.model.block_size), std::max<int64_t>(1, jobs));
     // The evaluation runs the same encoding at the longest length: what it refuses there is refused now.
     nn::GPTConfig at_longest = b.model;
     at_longest.vocab_size = std::max<int64_t>(1, at_longest.vocab_size);
@@ -144,6 +149,33 @@ void CompareConfig::validate() const {
   }
   for (const StudyEntry& s : studies())  // each study's own relations between its options
     if (s.validate) s.validate(*this);
+}
+
+LocalJobs compare_jobs(const CompareConfig& cfg, int processes, size_t units) {
+  const int threads = static_cast<int>(cfg.base.threads > 0 ? cfg.base.threads : omp_get_max_threads());
+  int64_t jobs = cfg.jobs;
+  if (jobs == 0) {
+    const bool cpu = Device::parse(cfg.base.device).type == DeviceType::CPU;
+    jobs = cpu && processes == 1 ? threads : 1;
+    if (jobs > 1 && cfg.track != "encoder") {  // as many of the largest unit as the memory holds
+      const uint64_t have = physical_memory_bytes();
+      const int64_t longest = std::max(*std::max_element(cfg.eval_multipliers.begin(), cfg.eval_multipliers.end()),
+                                       cfg.per_position_multiplier) *
+                              cfg.base.model.block_size;
+      long double largest = 0;
+      for (const auto& m : cfg.methods) {
+        TrainConfig b = cfg.base;
+        b.model = method_model(cfg.base.model, m);
+        largest = std::max(largest, estimate_memory(b, longest).total());
+      }
+      if (have > 0 && largest > 0)
+        jobs = std::min<int64_t>(jobs,
+                                 std::max<int64_t>(1, static_cast<int64_t>(static_cast<long double>(have) / largest)));
+    }
+  }
+  jobs = std::min<int64_t>(jobs, std::max<int64_t>(1, static_cast<int64_t>(units)));
+  if (jobs <= 1) return {1, 0};
+  return {static_cast<int>(jobs), std::max(1, threads / static_cast<int>(jobs))};
 }
 
 json CompareConfig::to_json() const { return opt::to_json(compare_options(), *this); }
@@ -216,42 +248,66 @@ void check_kept_units(const CompareConfig& cfg) {
 namespace {
 
 // The overall progress of this process's share of the experiment's units (compare/compare_dist.h:
-// round-robin), one line when a unit starts training and before each of its studies: units done of
-// the share, the current unit and study, time elapsed, and time left. Units take very different
-// times: a decoder unit and its studies against an encoder-track unit, and among decoder units those
-// of a method that more studies run on (RoPE: position interpolation, passkey fine-tuning). So a unit
-// is estimated by the mean of the finished units of its kind and method (another seed of it), else of
-// its kind; the kinds not timed yet are named instead of guessed.
+// round-robin over processes, then over the process's jobs), one line when a unit starts training and
+// before each of its studies: the unit's place in the share, the unit and study, time elapsed, and
+// time left. Units take very different times: a decoder unit and its studies against an
+// encoder-track unit, and among decoder units those of a method that more studies run on (RoPE:
+// position interpolation, passkey fine-tuning). So a unit is estimated by the mean of the finished
+// units of its kind and method (another seed of it), else of its kind; the kinds not timed yet are
+// named instead of guessed. With several jobs the work left is shared by them: time left is the
+// estimated work left over the number of jobs. Called from every job's thread (one mutex).
 class Progress {
  public:
   // `share` names the units counted: "unit" for a single process, "rank R's unit" under a launcher.
-  Progress(std::vector<UnitSpec> units, std::string share)
-      : units_(std::move(units)), share_(std::move(share)), t0_(Clock::now()) {}
+  Progress(std::vector<UnitSpec> units, std::string share, int jobs)
+      : units_(std::move(units)),
+        share_(std::move(share)),
+        jobs_(std::max(1, jobs)),
+        t0_(Clock::now()),
+        started_(units_.size(), false) {}
   void start_unit(const UnitSpec& u) {
-    finish_current();
-    ++started_;
-    unit_t0_ = Clock::now();
-    label_ = u.label();
-    current_kept_ = false;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    running_.erase(std::this_thread::get_id());  // a unit of this job's that failed
+    size_t k = 0;
+    while (k < units_.size() && (started_[k] || !same(units_[k], u))) ++k;
+    if (k == units_.size()) return;  // not of this share (cannot happen)
+    started_[k] = true;
+    running_[std::this_thread::get_id()] = {k, Clock::now(), false};
+  }
+  // The unit of this job finished: its time counts in the estimates (a kept unit's does not).
+  void end_unit() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = running_.find(std::this_thread::get_id());
+    if (it == running_.end()) return;
+    if (!it->second.kept) times_.add(units_[it->second.index], seconds(it->second.t0));
+    running_.erase(it);
   }
   // A unit kept from an earlier run: it took no time, so it does not count in the mean.
-  void kept() { current_kept_ = true; }
+  void kept() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = running_.find(std::this_thread::get_id()); it != running_.end()) it->second.kept = true;
+  }
   void step(const std::string& what) const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto mine = running_.find(std::this_thread::get_id());
+    if (mine == running_.end()) return;
     const double elapsed = seconds(t0_);
     double left = 0;
     std::map<std::string, size_t> untimed;
-    for (size_t i = started_; i < units_.size(); ++i) {  // the units after the current one
+    for (size_t i = 0; i < units_.size(); ++i) {  // the units not started yet
+      if (started_[i]) continue;
       if (const auto e = estimate(units_[i]))
         left += *e;
       else
         ++untimed[units_[i].study];
     }
-    if (started_ > 0) {  // the rest of the current unit, when it has an estimate
-      if (const auto e = estimate(units_[started_ - 1]))
-        left += std::max(0.0, *e - seconds(unit_t0_));
-      else if (!current_kept_)
-        ++untimed[units_[started_ - 1].study];
+    for (const auto& [id, r] : running_) {  // the rest of the running units, where they have an estimate
+      if (const auto e = estimate(units_[r.index]))
+        left += std::max(0.0, *e - seconds(r.t0));
+      else if (!r.kept)
+        ++untimed[units_[r.index].study];
     }
+    left /= jobs_;
     std::string eta;
     if (untimed.empty()) {
       eta = "about " + format_eta(left) + " left";
@@ -262,25 +318,30 @@ class Progress {
                  (n == 1 ? "" : "s");
       eta = (times_.empty() ? std::string() : "about " + format_eta(left) + " left + ") + names + " not yet timed";
     }
-    spdlog::info("=== progress: {} {}/{} ({}), {}; {} elapsed, {} ===", share_, started_, units_.size(), label_, what,
-                 format_eta(elapsed), eta);
+    spdlog::info("=== progress: {} {}/{} ({}), {}; {} elapsed, {} ===", share_, mine->second.index + 1, units_.size(),
+                 units_[mine->second.index].label(), what, format_eta(elapsed), eta);
   }
 
  private:
   using Clock = std::chrono::steady_clock;
+  struct Running {
+    size_t index = 0;
+    Clock::time_point t0;
+    bool kept = false;
+  };
   static double seconds(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-  std::optional<double> estimate(const UnitSpec& u) const { return times_.estimate(u); }
-  void finish_current() {
-    if (started_ == 0 || current_kept_) return;
-    times_.add(units_[started_ - 1], seconds(unit_t0_));
+  static bool same(const UnitSpec& a, const UnitSpec& b) {
+    return a.method == b.method && a.seed == b.seed && a.study == b.study;
   }
+  std::optional<double> estimate(const UnitSpec& u) const { return times_.estimate(u); }
   std::vector<UnitSpec> units_;  // this process's share, in order (study "" = a decoder unit)
   std::string share_;
+  int jobs_ = 1;
+  Clock::time_point t0_;
+  mutable std::mutex mutex_;
   UnitTimes times_;
-  size_t started_ = 0;
-  bool current_kept_ = false;
-  std::string label_;
-  Clock::time_point t0_, unit_t0_;
+  std::vector<bool> started_;
+  std::map<std::thread::id, Running> running_;  // by the job's thread
 };
 
 // The studies that run on the units of `method` in this configuration, in registry order.
@@ -562,13 +623,35 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   std::vector<UnitSpec> mine;  // this process's share
   for (size_t i = 0; i < units.size(); ++i)
     if (unit_owner(i, job.size()) == job.rank()) mine.push_back(units[i]);
-  Progress progress(mine, job.size() == 1 ? "unit" : "rank " + std::to_string(job.rank()) + "'s unit");
-  const std::vector<json> done = run_units_distributed(units, job, cfg.out_dir, [&](const UnitSpec& u) {
-    progress.start_unit(u);
-    if (u.study.empty()) return to_json(run_unit(cfg, u.method, u.seed, &progress));
-    progress.step("study " + u.study);
-    return study_entry(u.study).run_own_unit(cfg, u.method, u.seed);
-  });
+  // Several units at once (--jobs): each trains with its share of the threads, fixed (the units' own
+  // trainings read it from --threads); the results do not depend on it (compare/compare_dist.h).
+  const LocalJobs local = compare_jobs(cfg, job.size(), mine.size());
+  CompareConfig unit_cfg = cfg;
+  if (local.jobs > 1) {
+    unit_cfg.base.threads = local.threads_per_job;
+    spdlog::info("{} units at once (--jobs), {} OpenMP thread{} each", local.jobs, local.threads_per_job,
+                 local.threads_per_job == 1 ? "" : "s");
+  }
+  if (job.is_root()) {
+    r.provenance.jobs = local.jobs;
+    if (local.jobs > 1) r.provenance.threads = local.threads_per_job;
+  }
+  Progress progress(mine, job.size() == 1 ? "unit" : "rank " + std::to_string(job.rank()) + "'s unit", local.jobs);
+  const std::vector<json> done = run_units_distributed(
+      units, job, cfg.out_dir,
+      [&](const UnitSpec& u) {
+        progress.start_unit(u);
+        json result;
+        if (u.study.empty()) {
+          result = to_json(run_unit(unit_cfg, u.method, u.seed, &progress));
+        } else {
+          progress.step("study " + u.study);
+          result = study_entry(u.study).run_own_unit(unit_cfg, u.method, u.seed);
+        }
+        progress.end_unit();
+        return result;
+      },
+      local);
   if (!job.is_root()) return "";
   std::map<std::string, std::vector<json>> own;
   for (size_t i = 0; i < units.size(); ++i) {

@@ -37,6 +37,12 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm = nul
 // for --track encoder), then the units of each enabled study that trains its own models
 // (StudyEntry::own_units: the encoder track's (method, seed) units).
 std::vector<UnitSpec> experiment_units(const CompareConfig& cfg);
+// How many of a process's units run at once (--jobs) and with how many OpenMP threads each, for a job
+// of `processes` processes: --jobs N as given (at most `units`); --jobs 0 one job per thread of
+// --threads (0: the process's OpenMP setting) with --device cpu and one process, fewer when the
+// largest unit's memory estimate (train/options.h) times the jobs would exceed this machine's memory,
+// else one. Each job gets threads / jobs threads (at least 1); one job keeps the process's setting.
+LocalJobs compare_jobs(const CompareConfig& cfg, int processes, size_t units);
 
 // A re-run resumes the experiment in cfg.out_dir: UsageError naming every option whose value differs
 // from the finished units' (decoder options against decoder units, --encoder-* against encoder units;

@@ -1,11 +1,15 @@
 // compare_dist.cpp — see compare_dist.h.
 #include "compare/compare_dist.h"
 
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <exception>
+#include <mutex>
 #include <optional>
+#include <thread>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -75,42 +79,121 @@ std::string message_of(const std::exception_ptr& e) {
 
 }  // namespace
 
-std::vector<json> run_units_distributed(const std::vector<UnitSpec>& units, dist::Communicator& comm,
-                                        const std::string& out_dir, const std::function<json(const UnitSpec&)>& run) {
-  const int n = comm.size(), me = comm.rank();
-  const auto t0 = std::chrono::steady_clock::now();
-  size_t mine = 0, done = 0;
-  for (size_t i = 0; i < units.size(); ++i) mine += unit_owner(i, n) == me;
-  std::vector<json> results;
-  json sent = {{"units", json::array()}, {"failures", json::array()}};
-  for (size_t i = 0; i < units.size(); ++i) {
-    if (unit_owner(i, n) != me) continue;
-    const UnitSpec& u = units[i];
-    // One numbering in the log: the experiment's. Each process's progress line (compare.cpp) counts
-    // its own share and names the unit, so one process needs no line of its own here.
-    if (n > 1) spdlog::info("=== rank {} runs experiment unit {}/{}: {} ===", me, i + 1, units.size(), u.label());
-    if (n == 1) {
-      results.push_back(run(u));  // one process: errors leave at once, as they always did
-    } else {
+namespace {
+
+thread_local std::string g_job_prefix;
+
+// This process's units on local.jobs threads, taken in order as jobs become free. results[k] is the
+// result of units[mine[k]] (empty where it did not run); every failure is in `failures` (unit index
+// into `units`, the exception), in the order they happened. A failure stops the taking of new units.
+void run_on_jobs(const std::vector<UnitSpec>& units, const std::vector<size_t>& mine, const LocalJobs& local,
+                 const std::function<json(const UnitSpec&)>& run, const std::function<void(size_t)>& finished,
+                 std::vector<std::optional<json>>& results,
+                 std::vector<std::pair<size_t, std::exception_ptr>>& failures) {
+  std::mutex mutex;
+  size_t next = 0;
+  bool stop = false;
+  auto job = [&](int j) {
+    g_job_prefix = "[job " + std::to_string(j + 1) + "/" + std::to_string(local.jobs) + "] ";
+    if (local.threads_per_job > 0) omp_set_num_threads(local.threads_per_job);  // this thread's setting only
+    for (;;) {
+      size_t k = 0;
+      {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (stop || next == mine.size()) return;
+        k = next++;
+      }
+      const UnitSpec& u = units[mine[k]];
       try {
-        sent["units"].push_back({{"index", i}, {"result", run(u)}});
+        json r = run(u);
+        const std::lock_guard<std::mutex> lock(mutex);
+        results[k] = std::move(r);
+        finished(k);
       } catch (...) {
-        const std::exception_ptr e = std::current_exception();
-        int signal = 0;
-        const std::string kind = kind_of(e, &signal), what = message_of(e);
-        spdlog::error("unit {}/{} ({}) failed on rank {}: {}; this rank runs none of its remaining units", i + 1,
-                      units.size(), u.label(), me, what);
-        sent["failures"].push_back(
-            {{"index", i}, {"label", u.label()}, {"rank", me}, {"kind", kind}, {"signal", signal}, {"message", what}});
-        break;
+        const std::lock_guard<std::mutex> lock(mutex);
+        failures.emplace_back(mine[k], std::current_exception());
+        if (!stop)
+          spdlog::error("unit {}/{} ({}) failed: {}; the other jobs finish the units they are running and start none",
+                        mine[k] + 1, units.size(), u.label(), message_of(failures.back().second));
+        stop = true;
+        return;
       }
     }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(local.jobs));
+  for (int j = 0; j < local.jobs; ++j) threads.emplace_back(job, j);
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace
+
+const std::string& job_log_prefix() { return g_job_prefix; }
+
+std::vector<json> run_units_distributed(const std::vector<UnitSpec>& units, dist::Communicator& comm,
+                                        const std::string& out_dir, const std::function<json(const UnitSpec&)>& run,
+                                        const LocalJobs& local) {
+  const int n = comm.size(), me = comm.rank();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<size_t> mine;
+  for (size_t i = 0; i < units.size(); ++i)
+    if (unit_owner(i, n) == me) mine.push_back(i);
+  size_t done = 0;
+  auto finished = [&](size_t) {
     ++done;
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (n > 1)
-      spdlog::info("=== rank {}: {}/{} of its units done, {:.0f} s elapsed ===", me, done, mine, el);
+      spdlog::info("=== rank {}: {}/{} of its units done, {:.0f} s elapsed ===", me, done, mine.size(), el);
     else
-      spdlog::info("=== {}/{} units done, {:.0f} s elapsed ===", done, mine, el);
+      spdlog::info("=== {}/{} units done, {:.0f} s elapsed ===", done, mine.size(), el);
+  };
+  std::vector<json> results;
+  json sent = {{"units", json::array()}, {"failures", json::array()}};
+  auto failed = [&](size_t i, const std::exception_ptr& e) {
+    int signal = 0;
+    const std::string kind = kind_of(e, &signal), what = message_of(e);
+    sent["failures"].push_back({{"index", i},
+                                {"label", units[i].label()},
+                                {"rank", me},
+                                {"kind", kind},
+                                {"signal", signal},
+                                {"message", what}});
+  };
+  const int jobs = static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(1, local.jobs)), mine.size()));
+  if (jobs > 1) {
+    std::vector<std::optional<json>> got(mine.size());
+    std::vector<std::pair<size_t, std::exception_ptr>> failures;
+    run_on_jobs(units, mine, {jobs, local.threads_per_job}, run, finished, got, failures);
+    if (n == 1) {
+      if (!failures.empty()) std::rethrow_exception(failures.front().second);
+      for (auto& g : got) results.push_back(std::move(*g));
+      return results;
+    }
+    for (size_t k = 0; k < mine.size(); ++k)
+      if (got[k]) sent["units"].push_back({{"index", mine[k]}, {"result", std::move(*got[k])}});
+    for (const auto& [i, e] : failures) failed(i, e);
+    if (!failures.empty()) spdlog::error("rank {} runs none of its remaining units", me);
+  } else {
+    for (const size_t i : mine) {
+      const UnitSpec& u = units[i];
+      // One numbering in the log: the experiment's. Each process's progress line (compare.cpp) counts
+      // its own share and names the unit, so one process needs no line of its own here.
+      if (n > 1) spdlog::info("=== rank {} runs experiment unit {}/{}: {} ===", me, i + 1, units.size(), u.label());
+      if (n == 1) {
+        results.push_back(run(u));  // one process: errors leave at once, as they always did
+      } else {
+        try {
+          sent["units"].push_back({{"index", i}, {"result", run(u)}});
+        } catch (...) {
+          const std::exception_ptr e = std::current_exception();
+          spdlog::error("unit {}/{} ({}) failed on rank {}: {}; this rank runs none of its remaining units", i + 1,
+                        units.size(), u.label(), me, message_of(e));
+          failed(i, e);
+          break;
+        }
+      }
+      finished(i);
+    }
   }
   if (n == 1) return results;
 

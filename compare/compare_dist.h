@@ -7,8 +7,16 @@
 // process would have measured with the same threads per unit, and results.csv is byte-identical to
 // the single-process run whatever N is.
 //
-// Failures: with one process an exception leaves at once, as before. With several, a rank whose unit
-// fails logs which unit and why, skips its remaining units and still takes part in the gather; the
+// Within a process, its share runs on `jobs` threads at once (compare --jobs; LocalJobs below), each
+// unit on one of them with threads_per_job OpenMP threads, the units taken in order as jobs become
+// free. Every kernel's result is independent of the OpenMP thread count (train/threads.h), and the
+// results are put back in unit order, so they are the same bits whatever the number of jobs.
+//
+// Failures: with one process and one job an exception leaves at once, as before. With several jobs,
+// a job whose unit fails logs which unit and why; the other jobs finish the unit they are running
+// (kept for a re-run) and start no other, and the first failure's exception is then thrown as it was
+// (its type, hence the exit status, and message). With several processes, a rank whose unit fails
+// logs which unit and why, skips its remaining units and still takes part in the gather; the
 // other ranks finish theirs (each unit's result.json is written when it finishes, so a re-run skips
 // them). Rank 0 then throws one error naming every failed unit, its rank and its message, of the
 // first failure's kind (usage, numerical, interrupted, I/O), so the exit status keeps its meaning.
@@ -62,12 +70,25 @@ std::vector<UnitSpec> compare_units(const std::vector<std::string>& methods, con
 // The rank that runs unit `index` of a job of `size` processes: index mod size.
 int unit_owner(size_t index, int size);
 
+// How one process runs its share: `jobs` units at once (>= 1), each job a thread of its own whose
+// OpenMP thread count is threads_per_job (0: the process's setting, left as it is; only with one job).
+struct LocalJobs {
+  int jobs = 1;
+  int threads_per_job = 0;
+};
+
+// The log-line prefix of the calling thread: "[job 2/3] " on the threads of a run with several jobs,
+// "" elsewhere (the command line's log pattern prints it; cli/main.cpp).
+const std::string& job_log_prefix();
+
 // Runs this rank's units with run(unit), which returns the unit's result as JSON, and returns, on
 // rank 0, every unit's result in unit order; on the other ranks an empty vector. out_dir names the
 // experiment in an interruption's message. After each unit a progress line: units done of this
-// process's share and the time elapsed (the runner's progress line, compare/compare.cpp, has the time left).
+// process's share and the time elapsed (the runner's progress line, compare/compare.cpp, has the time
+// left). With local.jobs > 1, run is called from several threads at once: it must be thread-safe.
 std::vector<nlohmann::json> run_units_distributed(const std::vector<UnitSpec>& units, dist::Communicator& comm,
                                                   const std::string& out_dir,
-                                                  const std::function<nlohmann::json(const UnitSpec&)>& run);
+                                                  const std::function<nlohmann::json(const UnitSpec&)>& run,
+                                                  const LocalJobs& local = {});
 
 }  // namespace posgrad::train

@@ -27,6 +27,9 @@ struct CompareConfig {
   int64_t eval_tokens = 16384;          // validation tokens scored per evaluation length
   int64_t per_position_multiplier = 4;  // window length (x block) of the per-position loss
   std::string out_dir = "runs/compare";
+  // Units trained at once by this process, each on its share of the threads (0: one per thread on the
+  // CPU with one process, else 1; compare_jobs in compare/compare.h). Changes no result.
+  int64_t jobs = 0;
   // Which models are compared: the causal decoder (the decoder units), the bidirectional encoder
   // (the encoder track's own units), or both (the quick and full presets; tiny: decoder).
   std::string track = "decoder";

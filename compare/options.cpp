@@ -42,7 +42,14 @@ const Table<CompareConfig>& compare_options() {
              POSGRAD_MEMBER(per_position_multiplier))
         .add(result_neutral(
                  text("out_dir", "Experiment directory (one run directory per method and seed inside)", false)),
-             POSGRAD_MEMBER(out_dir));
+             POSGRAD_MEMBER(out_dir))
+        .add(result_neutral(added_later(
+                 integer("jobs", closed(0, 64),
+                         "Units (a method and seed, with its studies) trained at once, each on its share of "
+                         "--threads (0: one per thread with --device cpu and one process, else 1); the results "
+                         "are the same bits whatever it is"),
+                 Value(int64_t{0}))),
+             POSGRAD_MEMBER(jobs));
     // --methods all: every registered encoding; "all" stands alone.
     for (auto& o : t)
       if (o.spec.name == "methods") {

@@ -66,7 +66,9 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
   md << "## Provenance\n\n"
      << "- git commit: `" << r.provenance.git_commit << "`\n"
      << "- CPU: " << r.provenance.cpu << " (SIMD path " << r.provenance.simd << "), " << r.provenance.threads
-     << " OpenMP threads\n"
+     << " OpenMP thread" << (r.provenance.threads == 1 ? "" : "s")
+     << (r.provenance.jobs > 1 ? " per unit, " + std::to_string(r.provenance.jobs) + " units at once (--jobs)" : "")
+     << "\n"
      << "- compiler: " << r.provenance.compiler << "; libraries: " << r.provenance.libraries << "; CUDA backend "
      << r.provenance.cuda << "\n"
      << "- configuration hash (FNV-1a of the settings below): `" << r.provenance.config_hash << "`\n\n";

@@ -106,8 +106,9 @@ UnitResult unit_from_json(const json& j, const std::string& source) {
 }
 
 static json provenance_json(const Provenance& p) {
-  return {{"git_commit", p.git_commit}, {"cpu", p.cpu},   {"simd", p.simd},       {"compiler", p.compiler},
-          {"libraries", p.libraries},   {"cuda", p.cuda}, {"threads", p.threads}, {"config_hash", p.config_hash}};
+  return {{"git_commit", p.git_commit},  {"cpu", p.cpu},   {"simd", p.simd},       {"compiler", p.compiler},
+          {"libraries", p.libraries},    {"cuda", p.cuda}, {"threads", p.threads}, {"jobs", p.jobs},
+          {"config_hash", p.config_hash}};
 }
 
 json to_json(const ComparisonResult& r) {
@@ -130,10 +131,15 @@ ComparisonResult comparison_from_json(const json& j, const std::string& source) 
                     "')");
     opt::from_json(compare_options(), r.config, j.at("config"), source + ": config", true);
     const json& p = j.at("provenance");
-    r.provenance = {p.at("git_commit").get<std::string>(),  p.at("cpu").get<std::string>(),
-                    p.at("simd").get<std::string>(),        p.at("compiler").get<std::string>(),
-                    p.at("libraries").get<std::string>(),   p.at("cuda").get<std::string>(),
-                    p.at("config_hash").get<std::string>(), integer(p.at("threads"))};
+    r.provenance = {p.at("git_commit").get<std::string>(),
+                    p.at("cpu").get<std::string>(),
+                    p.at("simd").get<std::string>(),
+                    p.at("compiler").get<std::string>(),
+                    p.at("libraries").get<std::string>(),
+                    p.at("cuda").get<std::string>(),
+                    p.at("config_hash").get<std::string>(),
+                    integer(p.at("threads")),
+                    p.contains("jobs") ? integer(p.at("jobs")) : int64_t{1}};
     for (const auto& u : j.at("units")) r.units.push_back(unit_from_json(u, source));
     for (const StudyEntry& s : studies())
       if (s.from_json) s.from_json(j, r, source);

@@ -40,7 +40,8 @@ struct UnitResult {
 // Where and how the numbers were made.
 struct Provenance {
   std::string git_commit, cpu, simd, compiler, libraries, cuda, config_hash;
-  int64_t threads = 0;
+  int64_t threads = 0;  // OpenMP threads training each unit
+  int64_t jobs = 1;     // units trained at once by each process (--jobs; 1 in results written before it)
 };
 Provenance collect_provenance(const CompareConfig& cfg);
 

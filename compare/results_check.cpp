@@ -79,6 +79,8 @@ void check_comparison(const ComparisonResult& r, const std::string& source) {
     c.fail("config", "", std::string("a configuration posgrad compare refuses: ") + e.what());
   }
   c.count(r.provenance.threads, "provenance.threads");
+  if (r.provenance.jobs < 1)
+    c.fail("provenance.jobs", std::to_string(r.provenance.jobs), "at least one unit at a time");
   // The decoder units: exactly one per (configured method, configured seed); none for --track encoder.
   const bool decoder = cfg.track != "encoder";
   std::map<std::pair<std::string, uint64_t>, size_t> seen;

@@ -16,6 +16,7 @@
 #include "compare/report.h"
 #include "compare/results.h"
 #include "compare/rows.h"
+#include "compare/studies/addition/addition.h"
 #include "compare/studies/attention/attention.h"
 #include "compare/studies/cost/cost.h"
 #include "compare/studies/lm/lm.h"
@@ -31,6 +32,7 @@
 #include "support/compare_config.h"
 #include "support/process.h"
 #include "support/test_util.h"
+#include "train/options.h"
 
 using namespace posgrad;
 using posgrad::test::TempDir;
@@ -50,11 +52,19 @@ size_t count(const std::string& s, const std::string& what) {
 
 TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   TempDir d;
-  const std::string report = train::run_compare(tiny(d, "a"));
+  // Two units at once (--jobs 2, one thread each), then one at a time with both threads: the same bits.
+  auto with_jobs = [&](const std::string& out, int64_t jobs) {
+    train::CompareConfig c = tiny(d, out);
+    c.jobs = jobs;
+    return c;
+  };
+  const std::string report = train::run_compare(with_jobs("a", 2));
   ASSERT_TRUE(fs::exists(report));
-  train::run_compare(tiny(d, "b"));
+  train::run_compare(with_jobs("b", 1));
   const std::string a = read_file(d.str("a/results.csv")), b = read_file(d.str("b/results.csv"));
-  EXPECT_EQ(a, b) << "results.csv differs between two runs with the same seeds and thread count";
+  EXPECT_EQ(a, b) << "results.csv differs between --jobs 2 and --jobs 1 with the same seeds";
+  for (const char* f : {"suite.csv", "flipflop.csv", "pi.csv", "addition.csv", "passkey_seeds.csv"})
+    EXPECT_EQ(read_file(d.str(std::string("a/") + f)), read_file(d.str(std::string("b/") + f))) << f;
   // Every method, with both seeds and an interval at the training length.
   for (const auto& m : nn::position_encoding_kinds()) {
     EXPECT_NE(a.find("\n" + m + ",val_perplexity,2,"), std::string::npos) << m;
@@ -65,6 +75,8 @@ TEST(Compare, TinyPresetWritesTheReportAndIsReproducible) {
   for (const char* v : {"rope+yarn", "rope+linear", "rope+dynamic", "rope@bf16", "rope@fp16"})
     EXPECT_NE(a.find(std::string("\n") + v + ",perplexity_x2,2,"), std::string::npos) << v;
   const std::string md = read_file(report);
+  EXPECT_NE(md.find("1 OpenMP thread per unit, 2 units at once (--jobs)"), std::string::npos);
+  EXPECT_NE(read_file(d.str("b/report.md")).find("), 2 OpenMP threads\n"), std::string::npos);
   for (const char* section :
        {"## Provenance", "git commit", "seed-to-seed noise", "## The article's table, measured",
         "## Which differences are real", "## What each measure reads without position information",
@@ -295,6 +307,68 @@ TEST(Compare, BadSettingsAreRejected) {
   c = tiny(d, "a");
   c.per_position_multiplier = 3;  // not an evaluated length
   EXPECT_THROW(train::run_compare(c), UsageError);
+  c = tiny(d, "a");
+  c.jobs = 2;
+  c.base.device = "cuda";  // one GPU runs one unit at a time
+  EXPECT_EQ(test::thrown_message<UsageError>([&] { c.validate(); }),
+            "--jobs 2 needs --device cpu: the units of --device cuda run one at a time on it");
+  EXPECT_FALSE(fs::exists(d.str("a/results.csv")));
+}
+
+// --jobs: how many units a process runs at once, and the threads of each.
+TEST(CompareJobs, AutomaticJobsAreOnePerThreadOnOneCpuProcess) {
+  TempDir d;
+  auto c = tiny(d, "a");  // --threads 2
+  auto jobs = [&](int processes, size_t units) {
+    const train::LocalJobs j = train::compare_jobs(c, processes, units);
+    return std::make_pair(j.jobs, j.threads_per_job);
+  };
+  using P = std::pair<int, int>;
+  EXPECT_EQ(jobs(1, 24), P(2, 1));
+  EXPECT_EQ(jobs(1, 1), P(1, 0));   // one unit: every thread on it
+  EXPECT_EQ(jobs(2, 24), P(1, 0));  // under a launcher the processes share the units already
+  c.base.threads = 5;
+  EXPECT_EQ(jobs(1, 24), P(5, 1));
+  EXPECT_EQ(jobs(1, 3), P(3, 1));  // no more jobs than units
+  c.jobs = 2;                      // given: as given, each with its share of the threads
+  EXPECT_EQ(jobs(1, 24), P(2, 2));
+  EXPECT_EQ(jobs(2, 24), P(2, 2));
+  c.jobs = 1;
+  EXPECT_EQ(jobs(1, 24), P(1, 0));
+  c.jobs = 0;
+  c.base.device = "cuda";
+  EXPECT_EQ(jobs(1, 24), P(1, 0));
+  // As many as the memory holds: a batch whose estimate is over half of this machine's memory.
+  c.base.device = "cpu";
+  const uint64_t have = train::physical_memory_bytes();
+  if (have == 0) GTEST_SKIP() << "this machine's memory is unknown";
+  const int64_t longest = 4 * c.base.model.block_size;  // the tiny preset's longest evaluation
+  while (train::estimate_memory(c.base, longest).total() < 0.6L * static_cast<long double>(have))
+    c.base.batch_size *= 2;
+  ASSERT_LE(train::estimate_memory(c.base, longest).total(), 1.2L * static_cast<long double>(have));
+  EXPECT_EQ(jobs(1, 24), P(1, 0));
+}
+
+// A unit that fails while another job runs: the first failure leaves as it was thrown (type and
+// message, hence the exit status), the unit running beside it finishes and is kept, and no report.
+TEST(CompareJobs, AFailedUnitLeavesWithItsErrorAndTheRunningOneIsKept) {
+  TempDir d;
+  auto c = tiny(d, "bad");
+  c.methods = {"rope", "alibi"};
+  c.of<train::AdditionSettings>().iters = 0;
+  c.jobs = 2;
+  // Unit 2 (alibi seed 1) resumes from a corrupt checkpoint; unit 1 (rope seed 1) is taken before it.
+  fs::create_directories(d.str("bad/alibi/seed1/checkpoint"));
+  std::ofstream(d.str("bad/alibi/seed1/checkpoint/state.json")) << "{not json";
+  const std::string msg = test::thrown_message<IoError>([&] { train::run_compare(c); });
+  EXPECT_NE(msg.find("alibi/seed1/checkpoint"), std::string::npos) << msg;
+  EXPECT_TRUE(fs::exists(d.str("bad/rope/seed1/result.json")));
+  EXPECT_FALSE(fs::exists(d.str("bad/alibi/seed1/result.json")));
+  EXPECT_FALSE(fs::exists(d.str("bad/results.csv")));
+  // Without the damage the same command finishes, keeping what ran.
+  fs::remove_all(d.str("bad/alibi/seed1"));
+  train::run_compare(c);
+  EXPECT_TRUE(fs::exists(d.str("bad/results.csv")));
 }
 
 // ---- results and claims with known answers ----------------------------------------------------------

@@ -232,6 +232,36 @@ TEST(DirectoryLock, ASecondCompareOrTrainOnOneDirectoryIsRefused) {
   EXPECT_EQ(cmp.wait(), 130);
 }
 
+// A comparison training two units at once (--jobs 2), interrupted while both train: each writes its
+// checkpoint, the command exits 130 saying how to resume, and the same command resumes both; the
+// results are the bits of one job running uninterrupted (--jobs 1).
+TEST(RunSafety, AnInterruptedRunOfTwoJobsResumesToTheSameResults) {
+  POSGRAD_REQUIRE_BIN();
+  TempDir d;
+  test::write_corpus(d);
+  const std::string common = "compare --preset tiny --methods rope,alibi --seeds 1 --addition-iters 0 --corpus " +
+                             d.str("corpus.txt") +
+                             " --max-iters 6000 --eval-interval 3000 --log-interval 1 --threads 2 --out-dir ";
+  test::Background b(common + d.str("b") + " --jobs 2", d.str("b.err"));
+  ASSERT_TRUE(b.wait_for("[job 1/2] info step   100/")) << test::slurp(d.str("b.err"));
+  ASSERT_TRUE(b.wait_for("[job 2/2] info step   100/")) << test::slurp(d.str("b.err"));
+  kill(b.pid, SIGINT);
+  ASSERT_EQ(b.wait(), 130) << test::slurp(d.str("b.err"));
+  const std::string err = test::slurp(d.str("b.err"));
+  EXPECT_NE(err.find("2 units at once (--jobs), 1 OpenMP thread each"), std::string::npos) << err;
+  EXPECT_NE(err.find("interrupted by SIGINT"), std::string::npos) << err;
+  for (const char* unit : {"b/rope/seed1", "b/alibi/seed1"}) {
+    EXPECT_TRUE(fs::exists(d.str(unit) + "/checkpoint/state.json")) << unit;
+    EXPECT_FALSE(fs::exists(d.str(unit) + "/result.json")) << unit << ": the run finished before the signal";
+  }
+  const test::Proc resumed = test::run_posgrad(common + d.str("b") + " --jobs 2");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("(resumed)"), std::string::npos) << resumed.err;
+  const test::Proc one = test::run_posgrad(common + d.str("a") + " --jobs 1");
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_EQ(read_file(d.str("a/results.csv")), read_file(d.str("b/results.csv")));
+}
+
 TEST(RunSafety, ASignalWhileTheReportIsWrittenKeepsThePreviousReport) {
   TempDir d;
   auto c = tiny(d, "a");

@@ -214,23 +214,27 @@ thread_local int g_skip_memory_checks = 0;
 SkipMemoryChecks::SkipMemoryChecks() { ++g_skip_memory_checks; }
 SkipMemoryChecks::~SkipMemoryChecks() { --g_skip_memory_checks; }
 
-void check_memory(const TrainConfig& c, int64_t longest_context) {
+void check_memory(const TrainConfig& c, int64_t longest_context, int64_t copies) {
   if (g_skip_memory_checks > 0) return;
   const uint64_t have = physical_memory_bytes();
   if (have == 0) return;
   const MemoryEstimate e = estimate_memory(c, longest_context);
-  if (e.total() <= static_cast<long double>(have)) return;
+  copies = std::max<int64_t>(1, copies);
+  if (e.total() * static_cast<long double>(copies) <= static_cast<long double>(have)) return;
   const auto& m = c.model;
-  std::string msg = "this configuration needs an estimated " + format_bytes(e.total()) + " but the machine has " +
-                    format_bytes(have) + ": parameters and optimizer state " + format_bytes(e.parameter_bytes) +
-                    " (--n-layer " + std::to_string(m.n_layer) + ", --n-embd " + std::to_string(m.n_embd) +
-                    (m.pos.kind == "learned" ? ", --block-size " + std::to_string(m.block_size) : "") +
-                    "), training activations " + format_bytes(e.activation_bytes) + " (--batch-size " +
-                    std::to_string(c.batch_size) + " x --block-size " + std::to_string(m.block_size) + " x --n-layer " +
-                    std::to_string(m.n_layer) + " x --n-embd " + std::to_string(m.n_embd) + ")";
+  std::string msg =
+      "this configuration needs an estimated " + format_bytes(e.total()) +
+      (copies > 1 ? " per unit, " + std::to_string(copies) + " units at once (--jobs " + std::to_string(copies) + ")"
+                  : std::string()) +
+      " but the machine has " + format_bytes(have) + ": parameters and optimizer state " +
+      format_bytes(e.parameter_bytes) + " (--n-layer " + std::to_string(m.n_layer) + ", --n-embd " +
+      std::to_string(m.n_embd) + (m.pos.kind == "learned" ? ", --block-size " + std::to_string(m.block_size) : "") +
+      "), training activations " + format_bytes(e.activation_bytes) + " (--batch-size " + std::to_string(c.batch_size) +
+      " x --block-size " + std::to_string(m.block_size) + " x --n-layer " + std::to_string(m.n_layer) + " x --n-embd " +
+      std::to_string(m.n_embd) + ")";
   if (longest_context > m.block_size)
     msg += ", evaluation at " + std::to_string(longest_context) + " tokens " + format_bytes(e.evaluation_bytes);
-  throw UsageError(msg + "; reduce the largest of these");
+  throw UsageError(msg + "; reduce the largest of these" + (copies > 1 ? " or --jobs" : ""));
 }
 
 }  // namespace posgrad::train

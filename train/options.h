@@ -39,9 +39,10 @@ struct MemoryEstimate {
 MemoryEstimate estimate_memory(const TrainConfig& c, int64_t longest_context);
 // This machine's physical memory in bytes (sysconf), or 0 when unknown.
 uint64_t physical_memory_bytes();
-// UsageError when estimate_memory(c, longest_context) exceeds physical memory: the message gives
-// the estimate, the machine's memory, and the options that drive each part, with their values.
-void check_memory(const TrainConfig& c, int64_t longest_context);
+// UsageError when `copies` times estimate_memory(c, longest_context) exceeds physical memory (copies:
+// runs at once, compare --jobs): the message gives the estimate, the machine's memory, and the options
+// that drive each part, with their values.
+void check_memory(const TrainConfig& c, int64_t longest_context, int64_t copies = 1);
 std::string format_bytes(long double bytes);  // "1.5 GiB"
 
 // While one is alive (in this thread), check_memory checks nothing: for checking a configuration
