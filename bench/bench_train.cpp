@@ -203,9 +203,14 @@ int main(int argc, char** argv) {
       const double med = ms[ms.size() / 2];
       std::printf("%-11s %12ld %12.0f %12.2f\n", pos.c_str(), long(model.num_parameters()),
                   1000.0 * static_cast<double>(batch * mc.block_size) / med, med);
-      if (governor.adaptive())
-        std::printf("# %s: threads=%d at the end, other processes' load %.2f cores\n", pos.c_str(), governor.threads(),
-                    governor.last_others_busy());
+      if (governor.adaptive()) {
+        if (governor.last_others_busy() >= 0)
+          std::printf("# %s: threads=%d at the end, other processes' load %.2f cores\n", pos.c_str(),
+                      governor.threads(), governor.last_others_busy());
+        else  // the run ended before the governor's first measuring window (threads.h)
+          std::printf("# %s: threads=%d, other processes' load not measured (the run was shorter than 0.5 s)\n",
+                      pos.c_str(), governor.threads());
+      }
       if (profile) {
         profiler::Session session;
         optim_ms = 0;

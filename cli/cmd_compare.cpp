@@ -37,7 +37,7 @@ void add_compare(CLI::App& app) {
   for (const auto& n : train::compare_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   sub->add_option("--preset", *preset,
                   "Named configuration that sets the defaults (options given explicitly win): quick (the article's "
-                  "eight methods, about 20 minutes on 2 cores), medium (the same methods trained 3x longer, more "
+                  "eight methods, about 16 minutes on 2 cores), medium (the same methods trained 3x longer, more "
                   "tasks: about 40 minutes), full (every encoding, larger models: many hours), tiny (seconds, for "
                   "tests); docs/presets.md; one of " +
                       presets)
@@ -67,8 +67,10 @@ void add_compare(CLI::App& app) {
       fmt::print("{}\n", cfg.to_json().dump(2));
       return;
     }
+    // Under mpirun / srun with several processes the units are shared among them (rank 0 reports), and
+    // every process must run the same experiment (the threads and jobs of each may differ).
+    require_one_configuration(cfg.to_json(), {"threads", "jobs"});
     train::install_interrupt_handlers();
-    // Under mpirun / srun with several processes the units are shared among them (rank 0 reports).
     std::string report = train::run_compare(cfg);
     if (!report.empty()) spdlog::info("report: {}", report);
     late_signal(cfg.out_dir);

@@ -50,8 +50,14 @@ void add_info(CLI::App& app) {
   sub->footer(exit_status_help());
   sub->callback([] {
     fmt::print("posgrad 0.1.0\n");
-    fmt::print("CUDA backend : {}\n",
-               POSGRAD_HAVE_CUDA ? (cuda_available() ? "built, GPU present" : "built, no GPU present") : "not built");
+    std::string cuda = "not built";
+    if (POSGRAD_HAVE_CUDA) {
+      const int n = cuda_available() ? backend(DeviceType::CUDA).device_count() : 0;
+      cuda = n > 0 ? fmt::format("built, {} GPU{} present (cuda:0{})", n, n == 1 ? "" : "s",
+                                 n == 1 ? std::string() : fmt::format(" .. cuda:{}", n - 1))
+                   : "built, no GPU present";
+    }
+    fmt::print("CUDA backend : {}\n", cuda);
     fmt::print("OpenMP       : {} threads\n", omp_get_max_threads());
     fmt::print("processes    : {} ({}, this one rank {}; MPI {}, NCCL {})\n", dist::world().size(),
                dist::world().name(), dist::world().rank(), dist::mpi_built() ? "built" : "not built",

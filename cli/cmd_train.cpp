@@ -67,33 +67,6 @@ train::TrainConfig resolve(const TrainCommand& c, CLI::App* sub, std::unique_ptr
   return cfg;
 }
 
-// Under a launcher every rank must train the same configuration (an MPMD command line such as
-// `mpirun -np 1 posgrad train --lr 1e-3 : -np 1 posgrad train --lr 2e-3` could give each its own):
-// the ranks compare their resolved configurations with rank 0's (the OpenMP threads excepted, a
-// per-process setting) and all refuse alike, naming the first option that differs, before any of
-// them trains or enters another collective (CommandLineError: exit 2 on every rank, said once).
-void require_one_configuration(dist::Communicator& world, const train::TrainConfig& cfg) {
-  nlohmann::json mine = cfg.to_json();
-  mine.erase("threads");
-  const std::vector<std::string> all = world.gather(mine.dump(), 0);
-  std::string problem;
-  if (world.is_root()) {
-    for (size_t r = 1; r < all.size() && problem.empty(); ++r) {
-      const nlohmann::json other = nlohmann::json::parse(all[r]);
-      for (const auto& [key, value] : mine.items())
-        if (!other.contains(key) || other.at(key) != value) {
-          problem = fmt::format(
-              "the processes of this job were given different configurations: {} is {} on rank 0 "
-              "but {} on rank {} (give every process the same options)",
-              key, value.dump(), other.contains(key) ? other.at(key).dump() : "missing", r);
-          break;
-        }
-    }
-  }
-  problem = world.broadcast(problem, 0);
-  if (!problem.empty()) throw CommandLineError(problem);  // every rank alike: no MPI_Abort
-}
-
 void run_train(const TrainCommand& c, CLI::App* sub) {
   // Under mpirun / srun with several processes: data-parallel over them, rank 0 logging progress.
   dist::Communicator& world = dist::world();
@@ -113,7 +86,7 @@ void run_train(const TrainCommand& c, CLI::App* sub) {
     fmt::print("{}\n", cfg.to_json().dump(2));
     return;
   }
-  if (world.size() > 1) require_one_configuration(world, cfg);
+  if (world.size() > 1) require_one_configuration(cfg.to_json(), {"threads"});
   train::install_interrupt_handlers();
   // CUDA tensors under a launcher: NCCL when every process can start it, else MPI through host memory
   // (the same bits); every rank reaches the same choice (dist::make_device_communicator). Every rank
@@ -190,10 +163,18 @@ void eval_encoder(const train::EvalOptions& o) {
     throw IoError(o.run + "/encoder.safetensors: malformed corpus record (" + e.what() + ")");
   }
   data::TokenDataset ds(text, *enc->tokenizer, L);
-  for (int64_t c : ctx)  // every length checked before anything is printed
-    if (static_cast<int64_t>(ds.val().size()) < c)
+  const int64_t val = static_cast<int64_t>(ds.val().size());
+  // Every length checked before anything is printed: those given with --contexts must fit; of the
+  // default ones, those longer than the validation split print n/a, and the pretraining length must fit.
+  for (int64_t c : ctx) {
+    if (val >= c) continue;
+    if (!o.contexts.empty())
       throw UsageError("--contexts: a window of " + std::to_string(c) + " tokens does not fit in the " +
-                       std::to_string(ds.val().size()) + " validation tokens");
+                       std::to_string(val) + " validation tokens");
+    if (c == L)
+      throw UsageError("the validation split of the encoder's text has " + std::to_string(val) +
+                       " tokens: too few for one window of its pretraining length " + std::to_string(L));
+  }
   fmt::print("run {} (encoder, pos={}, masked LM, pretrained at {} tokens)\n{:>8} {:>10} {:>12} {:>8} {:>8}\n", o.run,
              enc->method, L, "context", "mlm-loss", "mlm-accuracy", "windows", "masked");
   // A learned table's rows past the pretraining length were never trained: no number from them.
@@ -207,6 +188,11 @@ void eval_encoder(const train::EvalOptions& o) {
     if (trained >= 0 && c > trained) {
       fmt::print("{:>8} {:>10} {:>12} {:>8} {:>8}   (positions past {} were never trained)\n", c, "n/a", "n/a", 0, 0,
                  trained);
+      continue;
+    }
+    if (val < c) {
+      fmt::print("{:>8} {:>10} {:>12} {:>8} {:>8}   (the validation split's {} tokens hold no window of {})\n", c,
+                 "n/a", "n/a", 0, 0, val, c);
       continue;
     }
     const train::MlmScore s = train::evaluate_mlm(*enc->model, ds.val(), c, o.windows, 16, 0);
@@ -290,17 +276,32 @@ void add_eval(CLI::App& app) {
                            ? data::load_corpus(cfg.corpus, cfg.data_dir, cfg.max_corpus_bytes)
                            : data::load_recorded_corpus(r->corpus, cfg.max_corpus_bytes, "the run in '" + o.run + "'");
     data::TokenDataset ds(text, *r->tokenizer, block);
-    for (int64_t c : ctx)  // every length checked before anything is printed
-      if (static_cast<int64_t>(ds.val().size()) < c + 1)
+    const int64_t val = static_cast<int64_t>(ds.val().size());
+    // Every length checked before anything is printed. Lengths given with --contexts must fit; of the
+    // default ones, those longer than the validation split print n/a, and only the training length
+    // itself must fit.
+    for (int64_t c : ctx) {
+      if (val >= c + 1) continue;
+      if (!o.contexts.empty())
         throw UsageError("--contexts: a window of " + std::to_string(c) + " tokens needs " + std::to_string(c + 1) +
-                         " validation tokens; the validation split has " + std::to_string(ds.val().size()));
+                         " validation tokens; the validation split has " + std::to_string(val));
+      if (c == block)
+        throw UsageError("the validation split of the run's text has " + std::to_string(val) +
+                         " tokens: too few for one window of its training length " + std::to_string(block) +
+                         " (it needs " + std::to_string(block + 1) + ")");
+    }
     fmt::print("run {} (step {}, pos={})\n{:>8} {:>10} {:>12} {:>10} {:>8}\n", o.run, r->step, cfg.model.pos.kind,
                "context", "loss", "perplexity", "accuracy", "windows");
     for (int64_t c : ctx) {
       const int64_t limit = r->model->position_encoding().max_length();
       if (limit >= 0 && c > limit) {
-        fmt::print("{:>8} {:>10} {:>12} {:>10} {:>8}   ({} positions beyond the learned table of {})\n", c, "n/a",
-                   "n/a", "n/a", 0, c, limit);
+        fmt::print("{:>8} {:>10} {:>12} {:>10} {:>8}   ({} positions past the learned table's {})\n", c, "n/a", "n/a",
+                   "n/a", 0, c - limit, limit);
+        continue;
+      }
+      if (val < c + 1) {
+        fmt::print("{:>8} {:>10} {:>12} {:>10} {:>8}   (the validation split's {} tokens hold no window of {})\n", c,
+                   "n/a", "n/a", "n/a", 0, val, c);
         continue;
       }
       train::EvalResult e = train::evaluate_tokens(*r->model, ds.val(), c, o.windows, 0, Device::parse(o.device));

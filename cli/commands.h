@@ -7,6 +7,9 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/options.h"
 
@@ -24,6 +27,14 @@ void add_fill_mask(CLI::App& app);  // an encoder of the comparison's encoder tr
 // Refuses (CommandLineError, exit 2) a subcommand that runs in one process (eval, sample, fill-mask,
 // report) when a launcher started several: each would do the same work and write the same files.
 void require_single_process(const std::string& subcommand);
+
+// Under a launcher every process must run the same configuration (an MPMD command line such as
+// `mpirun -np 1 posgrad train --lr 1e-3 : -np 1 posgrad train --lr 2e-3` could give each its own): the
+// ranks compare `config` (the resolved configuration as JSON) with rank 0's, leaving out the keys of
+// `per_process` (settings each process may have its own: threads, jobs), and all refuse alike, naming
+// the first option that differs, before any of them runs or enters another collective
+// (CommandLineError: exit 2 on every rank, said once). A collective: every rank must call it.
+void require_one_configuration(nlohmann::json config, const std::vector<std::string>& per_process);
 
 // The exit-status contract, as printed at the end of every --help.
 std::string exit_status_help();

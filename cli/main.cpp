@@ -41,6 +41,29 @@ void require_single_process(const std::string& subcommand) {
         "run it without the launcher");
 }
 
+void require_one_configuration(nlohmann::json config, const std::vector<std::string>& per_process) {
+  auto& world = dist::world();
+  if (world.size() == 1) return;
+  for (const auto& key : per_process) config.erase(key);
+  const std::vector<std::string> all = world.gather(config.dump(), 0);
+  std::string problem;
+  if (world.is_root()) {
+    for (size_t r = 1; r < all.size() && problem.empty(); ++r) {
+      const nlohmann::json other = nlohmann::json::parse(all[r]);
+      for (const auto& [key, value] : config.items())
+        if (!other.contains(key) || other.at(key) != value) {
+          problem = fmt::format(
+              "the processes of this job were given different configurations: {} is {} on rank 0 "
+              "but {} on rank {} (give every process the same options)",
+              key, value.dump(), other.contains(key) ? other.at(key).dump() : "missing", r);
+          break;
+        }
+    }
+  }
+  problem = world.broadcast(problem, 0);
+  if (!problem.empty()) throw CommandLineError(problem);  // every rank alike: no MPI_Abort
+}
+
 }  // namespace posgrad::cli
 
 namespace {

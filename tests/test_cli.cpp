@@ -560,6 +560,43 @@ TEST(Cli, ScaledRopeTrainsAndEvaluates) {
 // A run of an encoding without a CUDA attention kernel (CoPE): eval and sample --device cuda refuse it
 // as train does — a usage error (2) naming the encoding, before anything is printed or computed —
 // on any build (the check precedes the device).
+// eval's default lengths (1, 2 and 4 times the training length) may be longer than a small validation
+// split: those print n/a with the reason, not an error about --contexts, which was not given; a length
+// given with --contexts must fit. A learned table's row says how far past the table the length is.
+TEST(Cli, EvalDefaultLengthsLongerThanTheValidationSplitPrintNa) {
+  POSGRAD_REQUIRE_BIN();
+  TempDir d;
+  const std::string corpus = write_corpus(d, 40);  // about 1,850 characters: a validation split of 185
+  ASSERT_EQ(run_posgrad("train --preset tiny --max-iters 2 --pos learned --block-size 64 --corpus " + corpus +
+                        " --out-dir " + d.str("r"))
+                .status,
+            0);
+  Proc p = run_posgrad("eval --run " + d.str("r") + " --windows 1");
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_TRUE(contains(p.out,
+                       "     128        n/a          n/a        n/a        0   (64 positions past the learned "
+                       "table's 64)"))
+      << p.out;
+  EXPECT_EQ(p.out.find("   64        n/a"), std::string::npos) << p.out;  // the training length is measured
+  ASSERT_EQ(run_posgrad("train --preset tiny --max-iters 2 --pos rope --block-size 64 --corpus " + corpus +
+                        " --out-dir " + d.str("rope"))
+                .status,
+            0);
+  p = run_posgrad("eval --run " + d.str("rope") + " --windows 1");
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_TRUE(contains(p.out, "     256        n/a          n/a        n/a        0   (the validation split's "))
+      << p.out;
+  EXPECT_TRUE(contains(p.out, " tokens hold no window of 256)")) << p.out;
+  EXPECT_EQ(p.out.find("     128        n/a"), std::string::npos) << p.out;
+  p = run_posgrad("eval --run " + d.str("r") + " --windows 1 --contexts 64,256");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_TRUE(contains(p.err,
+                       "--contexts: a window of 256 tokens needs 257 validation tokens; the validation split "
+                       "has "))
+      << p.err;
+  EXPECT_TRUE(p.out.empty()) << p.out;
+}
+
 TEST(Cli, EvalAndSampleRefuseACpuOnlyEncodingOnCuda) {
   POSGRAD_REQUIRE_BIN();
   TempDir d;

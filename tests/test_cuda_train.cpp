@@ -117,6 +117,25 @@ TEST(CudaCli, TrainEvalSampleCompareOnCuda) {
   fs::remove_all(dir);
 }
 
+// `posgrad info` says how many GPUs the CUDA backend sees (the emulated device: POSGRAD_EMU_DEVICES).
+TEST(CudaCli, InfoCountsTheGpus) {
+  POSGRAD_REQUIRE_CUDA();
+  const std::string out = "/tmp/posgrad-cuda-info.txt";
+#ifdef POSGRAD_EMULATED_DEVICE
+  const std::string env = "POSGRAD_EMU_DEVICES=3 ";
+  const std::string want = "CUDA backend : built, 3 GPUs present (cuda:0 .. cuda:2)\n";
+#else
+  const std::string env;
+  const int n = backend(DeviceType::CUDA).device_count();
+  const std::string want =
+      "CUDA backend : built, " + std::to_string(n) + (n == 1 ? " GPU present (cuda:0)\n" : " GPUs present");
+#endif
+  ASSERT_EQ(std::system((env + "'" + test::bin_path() + "' info >" + out + " 2>&1").c_str()), 0);
+  const std::string text = test::slurp(out);
+  EXPECT_NE(text.find(want), std::string::npos) << text;
+  std::filesystem::remove(out);
+}
+
 #ifndef POSGRAD_TEST_MPIEXEC
 #define POSGRAD_TEST_MPIEXEC ""
 #endif

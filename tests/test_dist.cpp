@@ -281,7 +281,7 @@ TEST(MpiLaunch, RanksGivenDifferentConfigurationsRefuseAlike) {
     std::ofstream corpus(d.str("corpus.txt"));
     for (int i = 0; i < 300; ++i) corpus << "in the beginning " << (i % 9) << " was the word.\n";
   }
-  const std::string common = " train --preset tiny --corpus corpus.txt --max-iters 2 --out-dir run";
+  std::string common = " train --preset tiny --corpus corpus.txt --max-iters 2 --out-dir run";
   auto mpmd = [&](const std::string& a, const std::string& b) {
     const std::string cmd = "cd '" + d.str() + "' && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 '" +
                             std::string(POSGRAD_TEST_MPIEXEC) + "' --oversubscribe -np 1 '" + test::bin_path() + "'" +
@@ -299,6 +299,17 @@ TEST(MpiLaunch, RanksGivenDifferentConfigurationsRefuseAlike) {
   EXPECT_FALSE(std::filesystem::exists(d.str("run/checkpoint"))) << "a rank trained";
   p = mpmd(" --threads 1", " --threads 2");  // a per-process setting
   EXPECT_EQ(p.status, 0) << p.err;
+  // compare: the same, with the threads and the jobs of each process its own.
+  common =
+      " compare --preset tiny --methods rope --corpus corpus.txt --passkey-iters 0 --addition-iters 0 --out-dir cmp";
+  p = mpmd(" --seeds 1,2 --threads 1", " --seeds 1,3 --threads 1");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_EQ(count_of(p.err, "given different configurations: seeds is [1,2] on rank 0 but [1,3] on rank 1"), 1u)
+      << p.err;
+  EXPECT_FALSE(std::filesystem::exists(d.str("cmp/rope"))) << "a rank trained";
+  p = mpmd(" --seeds 1,2 --threads 1 --jobs 1", " --seeds 1,2 --threads 2 --jobs 2");
+  EXPECT_EQ(p.status, 0) << p.err;
+  EXPECT_TRUE(std::filesystem::exists(d.str("cmp/results.csv"))) << p.err;
 }
 
 // eval, sample, fill-mask and report run in one process: under a launcher each rank would do the same
