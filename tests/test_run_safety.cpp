@@ -355,6 +355,7 @@ TEST(RunSafety, AResultNeutralOptionMayChangeOnARerun) {
   const std::string before = read_file(c.out_dir + "/results.csv");
   auto other = c;
   other.base.threads = 2;
+  other.jobs = 2;
   other.of<train::CostSettings>().rounds = c.of<train::CostSettings>().rounds + 1;
   other.base.checkpoint_interval = 2;
   other.base.log_interval = 1;
@@ -366,8 +367,9 @@ TEST(RunSafety, AResultNeutralOptionMayChangeOnARerun) {
   for (const auto& o : train::compare_options()) {
     if (o.spec.neutral) {
       // addition_spread_margin: a claim's margin, applied when the report is written (no unit reads it).
-      EXPECT_TRUE(o.spec.name == "out_dir" || o.spec.name == "threads" || o.spec.name == "cost_rounds" ||
-                  o.spec.name == "log_interval" || o.spec.name == "checkpoint_interval" || o.spec.name == "data_dir" ||
+      EXPECT_TRUE(o.spec.name == "out_dir" || o.spec.name == "threads" || o.spec.name == "jobs" ||
+                  o.spec.name == "cost_rounds" || o.spec.name == "log_interval" ||
+                  o.spec.name == "checkpoint_interval" || o.spec.name == "data_dir" ||
                   o.spec.name == "addition_spread_margin")
           << o.spec.name << " is marked result-neutral";
     }
