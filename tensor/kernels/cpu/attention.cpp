@@ -42,8 +42,10 @@
 //    the bias gradient is scattered back into that entry. A separate branch per tile, so the
 //    diagonal path is unchanged.
 //
-// Tile products go through the project GEMM (cpu/gemm.cpp), which runs single-threaded inside our
-// parallel regions (it checks omp_in_parallel) and uses its AVX-512/AVX2 micro-kernels; the
+// Tile products go through gemm_tile (cpu/gemm_tile.h): on the AVX-512 path with fp32 products, the
+// GEMM's micro-kernel arithmetic without its packing (the same bits as the project GEMM), else the
+// project GEMM itself (cpu/gemm.cpp), which runs single-threaded inside our parallel regions (it
+// checks omp_in_parallel) and uses its AVX-512/AVX2 micro-kernels; the
 // exponentials (float) through a vectorised exp (exp_shift_sum below, vec_kernels.cpp).
 //
 // Parallelism and determinism: forward over (b, h, query block); backward over (b, h) — each (b, h)
@@ -75,6 +77,7 @@
 #include <vector>
 
 #include "tensor/kernels/cpu/denormals.h"
+#include "tensor/kernels/cpu/gemm_tile.h"
 #include "tensor/kernels/cpu/nan_max.h"
 #include "tensor/kernels/cpu/vec_kernels.h"
 #include "tensor/kernels/kernels.h"
@@ -195,8 +198,8 @@ T* thread_buffer(size_t n) {
 template <typename T>
 void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t j0, int64_t nk, T* S) {
   const int64_t D = p.D;
-  gemm<T>(S, p.q + (bh * p.Tq + i0) * D, p.k + (bh * p.Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true, p.scale,
-          T(0));
+  gemm_tile<T>(S, p.q + (bh * p.Tq + i0) * D, p.k + (bh * p.Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true,
+               p.scale, T(0));
   const int64_t h = bh % p.H;
   if (p.kind == ScoreBias::Distance && p.q_pos) {
     // per-token positions: entry k_pos[j] - q_pos[i] + wq of bias[h] (a gather along the row).
@@ -429,7 +432,7 @@ void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v
         }
       }
       // acc (nq, D) += P (nq, nk) V[j0:j0+nk] (nk, D)
-      gemm<T>(acc, S, v + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false, false, T(1), T(1));
+      gemm_tile<T>(acc, S, v + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false, false, T(1), T(1));
     }
     for (int64_t ii = 0; ii < nq; ++ii) {
       T* out = o + (bh * Tq + i0 + ii) * D;
@@ -514,10 +517,11 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
           std::fill(row + nv, row + nk, T(0));
         }
         // dV[j0:] (nk, D) += P^T dO[i0:]
-        if (dv) gemm<T>(dv + (bh * Tk + j0) * D, P, dO + i0 * D, nk, D, nq, D, kBlockK, D, true, false, T(1), T(1));
+        if (dv)
+          gemm_tile<T>(dv + (bh * Tk + j0) * D, P, dO + i0 * D, nk, D, nq, D, kBlockK, D, true, false, T(1), T(1));
         if (!want_ds) continue;
         // dP (nq, nk) = dO[i0:] V[j0:]^T, then dS = P (dP - delta) in place.
-        gemm<T>(dS, dO + i0 * D, v + (bh * Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true, T(1), T(0));
+        gemm_tile<T>(dS, dO + i0 * D, v + (bh * Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true, T(1), T(0));
         for (int64_t ii = 0; ii < nq; ++ii) {
           T* drow = dS + ii * kBlockK;
           const T* prow = P + ii * kBlockK;
@@ -526,11 +530,11 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
         }
         // dK[j0:] += scale dS^T Q[i0:],  dQ[i0:] += scale dS K[j0:]
         if (dk)
-          gemm<T>(dk + (bh * Tk + j0) * D, dS, q + (bh * Tq + i0) * D, nk, D, nq, D, kBlockK, D, true, false, scale,
-                  T(1));
+          gemm_tile<T>(dk + (bh * Tk + j0) * D, dS, q + (bh * Tq + i0) * D, nk, D, nq, D, kBlockK, D, true, false,
+                       scale, T(1));
         if (dq)
-          gemm<T>(dq + (bh * Tq + i0) * D, dS, k + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false, false, scale,
-                  T(1));
+          gemm_tile<T>(dq + (bh * Tq + i0) * D, dS, k + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false, false,
+                       scale, T(1));
         if (ddg && q_pos) {  // Distance, per-token positions: dS into entry k_pos[j] - q_pos[i] + wq
           const int64_t* kp = k_pos + j0;
           for (int64_t ii = 0; ii < nq; ++ii) {

@@ -36,9 +36,11 @@
 #include <exception>
 #include <new>
 #include <type_traits>
+#include <vector>
 
 #include "tensor/kernels/cpu/gemm_internal.h"
 #include "tensor/kernels/cpu/gemm_microkernels.h"
+#include "tensor/kernels/cpu/gemm_tile.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
@@ -421,7 +423,72 @@ void gemm_run(const gemm_args<T>& g, int nthreads) {
   gemm_run_with(active_config<T>(), g, nthreads);
 }
 
+#if POSGRAD_GEMM_X86
+// One R x (NV * 16) block of a tile product (gemm_tile.h): op(B)'s row k is b + k * ldb, n <= NV * 16
+// columns valid (masked loads read zeros beyond them, as the packed panels hold). The per-element
+// arithmetic is ukr_avx512<float>'s.
+template <int R, int NV>
+POSGRAD_GEMM_AVX512 void tile_block_avx512(const float* a, int64_t lda, bool ta, const float* b, int64_t ldb, float* c,
+                                           int64_t ldc, int64_t K, int64_t n, float alpha, float beta) {
+  using V = avx512_vec<float>;
+  constexpr int L = V::lanes;
+  V::mask m[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) m[v] = V::first_n(n - v * L);
+  __m512 acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = V::zero();
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = V::maskz_loadu(m[v], b + k * ldb + v * L);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 ar = V::set1(ta ? a[k * lda + r] : a[r * lda + k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(ar, bv[v], acc[r][v]);
+    }
+  }
+  const __m512 va = V::set1(alpha), vb = V::set1(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* cr = c + r * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const __m512 out =
+          beta == 0.0f ? V::mul(va, acc[r][v]) : V::fmadd(va, acc[r][v], V::mul(vb, V::maskz_loadu(m[v], cr + v * L)));
+      V::mask_storeu(cr + v * L, m[v], out);
+    }
+  }
+}
+
+// Rows [0, M) of one column block of NV vectors, R rows at a time, then one at a time.
+template <int R, int NV>
+void tile_rows_avx512(const float* A, int64_t lda, bool ta, const float* b, int64_t ldb, float* c, int64_t ldc,
+                      int64_t M, int64_t K, int64_t n, float alpha, float beta) {
+  int64_t i = 0;
+  for (; i + R <= M; i += R)
+    tile_block_avx512<R, NV>(ta ? A + i : A + i * lda, lda, ta, b, ldb, c + i * ldc, ldc, K, n, alpha, beta);
+  for (; i < M; ++i)
+    tile_block_avx512<1, NV>(ta ? A + i : A + i * lda, lda, ta, b, ldb, c + i * ldc, ldc, K, n, alpha, beta);
+}
+#endif
+
 }  // namespace
+
+// True when gemm_tile runs its own loops: see gemm_tile.h.
+bool gemm_tile_applies(int64_t M, int64_t N, int64_t K, float alpha) {
+#if POSGRAD_GEMM_X86
+  return M > 0 && N > 0 && K > 0 && K <= 512 && alpha != 0.0f && gemm_active_isa() == gemm_isa::avx512 &&
+         precision_slot().load(std::memory_order_relaxed) == static_cast<int>(MatmulPrecision::fp32);
+#else
+  (void)M, (void)N, (void)K, (void)alpha;
+  return false;
+#endif
+}
 
 gemm_isa gemm_best_isa() {
   static const gemm_isa best = detect_isa();
@@ -507,6 +574,45 @@ void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_
   }
   const int per_matrix_threads = gemm_detail::choose_threads(M, N, K);
   for (int64_t b = 0; b < batch; ++b) gemm_detail::gemm_run(args(b), per_matrix_threads);
+}
+
+template <>
+void gemm_tile<float>(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, int64_t ldc,
+                      int64_t lda, int64_t ldb, bool trans_a, bool trans_b, float alpha, float beta) {
+#if POSGRAD_GEMM_X86
+  if (gemm_detail::gemm_tile_applies(M, N, K, alpha)) {
+    using namespace gemm_detail;
+    const float* b = B;
+    int64_t ld = ldb;
+    if (trans_b) {  // op(B) (K, N) from B stored (N, K): rows of op(B) made contiguous
+      thread_local std::vector<float> t;
+      if (t.size() < static_cast<size_t>(K * N)) t.resize(static_cast<size_t>(K * N));
+      for (int64_t j = 0; j < N; ++j)
+        for (int64_t k = 0; k < K; ++k) t[static_cast<size_t>(k * N + j)] = B[j * ldb + k];
+      b = t.data();
+      ld = N;
+    }
+    for (int64_t j0 = 0; j0 < N; j0 += 64) {
+      const int64_t n = std::min<int64_t>(64, N - j0);
+      const float* bj = b + j0;
+      float* cj = C + j0;
+      switch ((n + 15) / 16) {
+        case 1: tile_rows_avx512<8, 1>(A, lda, trans_a, bj, ld, cj, ldc, M, K, n, alpha, beta); break;
+        case 2: tile_rows_avx512<6, 2>(A, lda, trans_a, bj, ld, cj, ldc, M, K, n, alpha, beta); break;
+        case 3: tile_rows_avx512<4, 3>(A, lda, trans_a, bj, ld, cj, ldc, M, K, n, alpha, beta); break;
+        default: tile_rows_avx512<4, 4>(A, lda, trans_a, bj, ld, cj, ldc, M, K, n, alpha, beta); break;
+      }
+    }
+    return;
+  }
+#endif
+  gemm<float>(C, A, B, M, N, K, ldc, lda, ldb, trans_a, trans_b, alpha, beta);
+}
+
+template <>
+void gemm_tile<double>(double* C, const double* A, const double* B, int64_t M, int64_t N, int64_t K, int64_t ldc,
+                       int64_t lda, int64_t ldb, bool trans_a, bool trans_b, double alpha, double beta) {
+  gemm<double>(C, A, B, M, N, K, ldc, lda, ldb, trans_a, trans_b, alpha, beta);
 }
 
 template void gemm<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
