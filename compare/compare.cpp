@@ -174,8 +174,8 @@ LocalJobs compare_jobs(const CompareConfig& cfg, int processes, size_t units) {
     }
   }
   jobs = std::min<int64_t>(jobs, std::max<int64_t>(1, static_cast<int64_t>(units)));
-  if (jobs <= 1) return {1, 0};
-  return {static_cast<int>(jobs), std::max(1, threads / static_cast<int>(jobs))};
+  if (jobs <= 1) return {1, 0, 0};
+  return {static_cast<int>(jobs), std::max(1, threads / static_cast<int>(jobs)), threads};
 }
 
 json CompareConfig::to_json() const { return opt::to_json(compare_options(), *this); }

@@ -1,7 +1,6 @@
 // compare_dist.cpp — see compare_dist.h.
 #include "compare/compare_dist.h"
 
-#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -15,6 +14,7 @@
 
 #include "train/evaluate.h"
 #include "train/interrupt.h"
+#include "train/threads.h"
 
 namespace posgrad::train {
 
@@ -95,12 +95,15 @@ void run_on_jobs(const std::vector<UnitSpec>& units, const std::vector<size_t>& 
   bool stop = false;
   auto job = [&](int j) {
     g_job_prefix = "[job " + std::to_string(j + 1) + "/" + std::to_string(local.jobs) + "] ";
-    if (local.threads_per_job > 0) omp_set_num_threads(local.threads_per_job);  // this thread's setting only
+    begin_job(j);  // this thread's OpenMP setting only (train/threads.h)
     for (;;) {
       size_t k = 0;
       {
         const std::lock_guard<std::mutex> lock(mutex);
-        if (stop || next == mine.size()) return;
+        if (stop || next == mine.size()) {
+          end_job();  // the jobs still training take its threads
+          return;
+        }
         k = next++;
       }
       const UnitSpec& u = units[mine[k]];
@@ -116,10 +119,13 @@ void run_on_jobs(const std::vector<UnitSpec>& units, const std::vector<size_t>& 
           spdlog::error("unit {}/{} ({}) failed: {}; the other jobs finish the units they are running and start none",
                         mine[k] + 1, units.size(), u.label(), message_of(failures.back().second));
         stop = true;
+        end_job();
         return;
       }
     }
   };
+  begin_job_share(local.total_threads > 0 ? local.total_threads : local.jobs * std::max(1, local.threads_per_job),
+                  local.jobs);
   std::vector<std::thread> threads;
   threads.reserve(static_cast<size_t>(local.jobs));
   for (int j = 0; j < local.jobs; ++j) threads.emplace_back(job, j);
@@ -163,7 +169,7 @@ std::vector<json> run_units_distributed(const std::vector<UnitSpec>& units, dist
   if (jobs > 1) {
     std::vector<std::optional<json>> got(mine.size());
     std::vector<std::pair<size_t, std::exception_ptr>> failures;
-    run_on_jobs(units, mine, {jobs, local.threads_per_job}, run, finished, got, failures);
+    run_on_jobs(units, mine, {jobs, local.threads_per_job, local.total_threads}, run, finished, got, failures);
     if (n == 1) {
       if (!failures.empty()) std::rethrow_exception(failures.front().second);
       for (auto& g : got) results.push_back(std::move(*g));

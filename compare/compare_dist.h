@@ -71,10 +71,14 @@ std::vector<UnitSpec> compare_units(const std::vector<std::string>& methods, con
 int unit_owner(size_t index, int size);
 
 // How one process runs its share: `jobs` units at once (>= 1), each job a thread of its own whose
-// OpenMP thread count is threads_per_job (0: the process's setting, left as it is; only with one job).
+// OpenMP thread count starts at threads_per_job (0: the process's setting, left as it is; only with
+// one job).
+// The jobs share total_threads (train/threads.h, job_share): as jobs run out of units, the ones still
+// training take the threads freed.
 struct LocalJobs {
   int jobs = 1;
   int threads_per_job = 0;
+  int total_threads = 0;
 };
 
 // The log-line prefix of the calling thread: "[job 2/3] " on the threads of a run with several jobs,

@@ -3,6 +3,8 @@
 // command-line cases (the posgrad binary: options, resume, interrupts, errors) are in test_cli.cpp.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <functional>
 
 #include <omp.h>
@@ -322,6 +324,44 @@ TEST(Threads, AnExplicitCountIsKept) {
     EXPECT_EQ(omp_get_max_threads(), 3);
   }
   omp_set_num_threads(saved);
+}
+
+// The jobs of compare --jobs share the process's threads; those still training take a finished job's.
+TEST(Threads, JobsShareTheThreadsAndTakeTheFreedOnes) {
+  EXPECT_EQ(train::job_share(2, 2, 0), 1);
+  EXPECT_EQ(train::job_share(2, 2, 1), 1);
+  EXPECT_EQ(train::job_share(2, 1, 1), 2);  // the other job ended
+  EXPECT_EQ(train::job_share(5, 2, 0), 3);  // the remainder to the first jobs
+  EXPECT_EQ(train::job_share(5, 2, 1), 2);
+  EXPECT_EQ(train::job_share(2, 4, 3), 1);  // more jobs than threads: one each
+  EXPECT_EQ(train::job_share(3, 0, 0), 3);
+  // Two jobs on 4 threads, each on a thread of its own: 2 each; job 0 ends, job 1 takes 4 at its next
+  // step, even after a Trainer's fixed count set fewer. A thread that is no job is left alone.
+  train::begin_job_share(4, 2);
+  int first = 0, alone = 0, after_governor = 0;
+  std::thread a([&] {
+    train::begin_job(0);
+    first = omp_get_max_threads();
+    train::end_job();
+  });
+  a.join();
+  std::thread b([&] {
+    train::begin_job(1);
+    train::ThreadGovernor fixed(1);  // a unit's Trainer with --threads 1
+    fixed.between_steps();           // follows the share: 4
+    after_governor = omp_get_max_threads();
+    omp_set_num_threads(1);
+    train::follow_job_share();
+    alone = omp_get_max_threads();
+    train::end_job();
+  });
+  b.join();
+  EXPECT_EQ(first, 2);
+  EXPECT_EQ(after_governor, 4);
+  EXPECT_EQ(alone, 4);
+  const int saved = omp_get_max_threads();
+  train::follow_job_share();  // not a job
+  EXPECT_EQ(omp_get_max_threads(), saved);
 }
 
 // The governor may change the thread count between any two steps; the weights must not notice.

@@ -10,6 +10,7 @@
 #include "tensor/errors.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
+#include "train/threads.h"
 
 namespace posgrad::train {
 
@@ -58,6 +59,7 @@ FinetuneResult finetune(nn::Module& model, const FinetuneSpec& spec, const StepL
         spdlog::info("{}: step {}/{}, ETA {:.0f} s", spec.label, it, n,
                      s * static_cast<double>(n - it) / static_cast<double>(it));
     }
+    follow_job_share();  // a job of compare --jobs takes threads other jobs freed (threads.h)
     if (interrupt_requested())
       throw Interrupted(
           detail::concat(spec.label, " interrupted by ", signal_name(interrupt_signal()), " after ", it, " of ", n,

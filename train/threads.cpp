@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <fstream>
@@ -101,6 +102,7 @@ std::optional<ThreadGovernor::Sample> ThreadGovernor::sample() const {
 }
 
 void ThreadGovernor::between_steps() {
+  follow_job_share();
   if (!adaptive_) return;
   const auto now = std::chrono::steady_clock::now();
   // The first window is short, so that a run started under load adapts within its first steps.
@@ -125,6 +127,46 @@ void ThreadGovernor::between_steps() {
   }
   last_others_ = others;
   start_ = s;
+}
+
+// ---- threads shared by jobs --------------------------------------------------------------------------
+
+namespace {
+std::atomic<int> g_job_total{1}, g_jobs_running{1};
+thread_local int t_job_index = -1;
+}  // namespace
+
+int job_share(int total, int running, int index) {
+  running = std::max(1, running);
+  const int base = total / running, extra = total % running;
+  return std::max(1, base + (index < extra ? 1 : 0));
+}
+
+void begin_job_share(int total, int jobs) {
+  g_job_total.store(std::max(1, total));
+  g_jobs_running.store(std::max(1, jobs));
+}
+
+void begin_job(int index) {
+  t_job_index = index;
+  omp_set_num_threads(job_share(g_job_total.load(), g_jobs_running.load(), index));
+}
+
+void end_job() {
+  if (t_job_index < 0) return;
+  g_jobs_running.fetch_sub(1);
+  t_job_index = -1;
+}
+
+void follow_job_share() {
+  if (t_job_index < 0) return;
+  const int share = job_share(g_job_total.load(std::memory_order_relaxed),
+                              g_jobs_running.load(std::memory_order_relaxed), t_job_index);
+  const int now = omp_get_max_threads();  // this thread's setting (a Trainer's governor may have set it)
+  if (share == now) return;
+  if (share > now)
+    spdlog::info("OpenMP threads {} -> {}: other jobs have no units left (results do not depend on it)", now, share);
+  omp_set_num_threads(share);
 }
 
 }  // namespace posgrad::train
