@@ -349,6 +349,22 @@ TEST(CompareJobs, AutomaticJobsAreOnePerThreadOnOneCpuProcess) {
   EXPECT_EQ(jobs(1, 24), P(1, 0));
 }
 
+// The encoder track's own units (--track both) are shared by the jobs too: the same bits as one job.
+TEST(CompareJobs, EncoderUnitsAreTheSameBitsWhateverTheJobs) {
+  TempDir d;
+  auto both = [&](const std::string& out, int64_t jobs) {
+    auto c = tiny(d, out);
+    c.methods = {"rope", "alibi", "t5"};
+    c.track = "both";
+    c.jobs = jobs;
+    return c;
+  };
+  train::run_compare(both("one", 1));
+  train::run_compare(both("three", 3));
+  for (const char* f : {"results.csv", "encoder_results.csv", "suite.csv", "flipflop.csv"})
+    EXPECT_EQ(read_file(d.str(std::string("one/") + f)), read_file(d.str(std::string("three/") + f))) << f;
+}
+
 // A unit that fails while another job runs: the first failure leaves as it was thrown (type and
 // message, hence the exit status), the unit running beside it finishes and is kept, and no report.
 TEST(CompareJobs, AFailedUnitLeavesWithItsErrorAndTheRunningOneIsKept) {
