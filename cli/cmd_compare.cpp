@@ -7,6 +7,7 @@
 #include "compare/options.h"
 #include "compare/report.h"
 #include "data/process.h"
+#include "dist/communicator.h"
 #include "train/interrupt.h"
 #include "train/options.h"
 
@@ -60,10 +61,18 @@ void add_compare(CLI::App& app) {
     spdlog::info("configuration: preset '{}', given: {}", *preset, describe(values));
     if (*dry_run) {
       cfg.validate();
-      train::check_same_experiment(cfg);            // what the run would refuse in an existing --out-dir
-      DirectoryLock::check_available(cfg.out_dir);  // writable, and no other process writing there
-      train::check_compare_data(cfg);               // and what it would refuse of the corpus, before training
-      train::check_kept_units(cfg);                 // and every finished unit it would keep
+      require_device(Device::parse(cfg.base.device));  // what the run's first allocation would refuse
+      train::check_same_experiment(cfg);               // what the run would refuse in an existing --out-dir
+      DirectoryLock::check_available(cfg.out_dir);     // writable, and no other process writing there
+      train::check_compare_data(cfg);                  // and what it would refuse of the corpus, before training
+      train::check_kept_units(cfg);                    // and every finished unit it would keep
+      const train::LocalJobs local =
+          train::compare_jobs(cfg, dist::world().size(), train::experiment_units(cfg).size());
+      if (local.jobs > 1)
+        spdlog::info("the run: {} units at once (--jobs {}), {} OpenMP thread{} each", local.jobs, cfg.jobs,
+                     local.threads_per_job, local.threads_per_job == 1 ? "" : "s");
+      else
+        spdlog::info("the run: one unit at a time (--jobs {})", cfg.jobs);
       fmt::print("{}\n", cfg.to_json().dump(2));
       return;
     }

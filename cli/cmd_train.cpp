@@ -75,6 +75,7 @@ void run_train(const TrainCommand& c, CLI::App* sub) {
   train::TrainConfig cfg = resolve(c, sub, c.dry_run || !world.is_root() ? nullptr : &hold);
   if (c.dry_run) {
     cfg.validate();
+    require_device(Device::parse(cfg.device));  // what the run's first allocation would refuse
     const std::string corpus = data::corpus_path(cfg.corpus, cfg.data_dir);
     std::error_code ec;
     if (!std::filesystem::is_regular_file(corpus, ec))

@@ -115,6 +115,8 @@ void CompareConfig::validate() const {
   };
   POSGRAD_CHECK(jobs <= 1 || Device::parse(base.device).type == DeviceType::CPU, UsageError, "--jobs ", jobs,
                 " needs --device cpu: the units of --device ", base.device, " run one at a time on it");
+  POSGRAD_CHECK(base.threads == 0 || jobs <= base.threads, UsageError, "--jobs ", jobs, " is more than --threads ",
+                base.threads, ": each job trains on its share of the threads, at least one");
   POSGRAD_CHECK(unique(methods), UsageError, "--methods lists a method twice");
   POSGRAD_CHECK(unique(seeds), UsageError, "--seeds lists a seed twice (each seed is one independent run)");
   POSGRAD_CHECK(has(eval_multipliers, 1), UsageError, "--eval-multipliers must include 1 (the training length)");
@@ -168,10 +170,19 @@ LocalJobs compare_jobs(const CompareConfig& cfg, int processes, size_t units) {
         b.model = method_model(cfg.base.model, m);
         largest = std::max(largest, estimate_memory(b, longest).total());
       }
-      if (have > 0 && largest > 0)
-        jobs = std::min<int64_t>(jobs,
-                                 std::max<int64_t>(1, static_cast<int64_t>(static_cast<long double>(have) / largest)));
+      const int64_t fit = std::max<int64_t>(1, static_cast<int64_t>(static_cast<long double>(have) / largest));
+      if (have > 0 && largest > 0 && fit < jobs) {
+        spdlog::info(
+            "--jobs 0: {} unit{} at once, not {}: the largest unit's estimate ({:.2f} GiB) fits {} time{} in "
+            "the {:.1f} GiB of memory",
+            fit, fit == 1 ? "" : "s", jobs, static_cast<double>(largest / (1024.0L * 1024 * 1024)), fit,
+            fit == 1 ? "" : "s", static_cast<double>(have) / (1024.0 * 1024 * 1024));
+        jobs = fit;
+      }
     }
+  } else if (jobs > threads) {  // --threads 0 (every core) and more jobs than cores: one thread each
+    spdlog::warn("--jobs {} is more than the {} threads of this process: {} units at once", jobs, threads, threads);
+    jobs = threads;
   }
   jobs = std::min<int64_t>(jobs, std::max<int64_t>(1, static_cast<int64_t>(units)));
   if (jobs <= 1) return {1, 0, 0};
@@ -413,6 +424,7 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   const bool resume = fs::exists(dir + "/checkpoint/state.json");
   const Device dev = Device::parse(tc.device);
   auto t0 = std::chrono::steady_clock::now();
+  const int64_t threads = tc.threads > 0 ? tc.threads : omp_get_max_threads();
   Trainer t(tc, resume);
   // What the studies need of the corpus is refused before training, not after.
   const CorpusData corpus{t.dataset(), t.tokenizer()};
@@ -427,6 +439,8 @@ UnitResult run_unit(const CompareConfig& cfg, const std::string& method, uint64_
   u.seed = seed;
   u.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   u.resumed = resume;
+  u.threads = threads;
+  u.jobs = std::max<int64_t>(1, cfg.jobs);  // run_compare passes the resolved count
   nn::GPT& model = t.model();
   model.eval();
   u.parameters = model.num_parameters();
@@ -627,6 +641,7 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   // trainings read it from --threads); the results do not depend on it (compare/compare_dist.h).
   const LocalJobs local = compare_jobs(cfg, job.size(), mine.size());
   CompareConfig unit_cfg = cfg;
+  unit_cfg.jobs = local.jobs;  // what each unit records of how it trained
   if (local.jobs > 1) {
     unit_cfg.base.threads = local.threads_per_job;
     spdlog::info("{} units at once (--jobs), {} OpenMP thread{} each", local.jobs, local.threads_per_job,

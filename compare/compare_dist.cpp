@@ -77,6 +77,28 @@ std::string message_of(const std::exception_ptr& e) {
   }
 }
 
+// Every failure of a run in one exception, of the first one's kind (so the exit status keeps its
+// meaning): each unit named with its own message, then how many units finished and are kept.
+[[noreturn]] void throw_failures(const json& failures, size_t units, size_t finished, const std::string& out_dir,
+                                 bool ranks) {
+  std::string msg;
+  for (const auto& f : failures) {
+    const bool stopped = f.at("kind").get<std::string>() == "interrupted";
+    msg += (msg.empty() ? "" : "; ") + std::string("unit ") + std::to_string(f.at("index").get<size_t>() + 1) + "/" +
+           std::to_string(units) + " (" + f.at("label").get<std::string>() + ") " + (stopped ? "stopped" : "failed") +
+           (ranks ? " on rank " + std::to_string(f.at("rank").get<int>()) : std::string()) + ": " +
+           f.at("message").get<std::string>();
+  }
+  msg += "; " + std::to_string(finished) + " of " + std::to_string(units) +
+         " units finished and are kept: the same command resumes the others";
+  const std::string kind = failures.front().at("kind").get<std::string>();
+  if (kind == "interrupted") throw Interrupted(msg, out_dir, 0, failures.front().at("signal").get<int>());
+  if (kind == "numerical") throw NonFiniteLoss(msg);
+  if (kind == "usage") throw UsageError(msg);
+  if (kind == "io") throw IoError(msg);
+  throw std::runtime_error(msg);
+}
+
 }  // namespace
 
 namespace {
@@ -94,7 +116,8 @@ void run_on_jobs(const std::vector<UnitSpec>& units, const std::vector<size_t>& 
   size_t next = 0;
   bool stop = false;
   auto job = [&](int j) {
-    g_job_prefix = "[job " + std::to_string(j + 1) + "/" + std::to_string(local.jobs) + "] ";
+    const std::string job_name = "job " + std::to_string(j + 1) + "/" + std::to_string(local.jobs);
+    g_job_prefix = "[" + job_name + "] ";
     begin_job(j);  // this thread's OpenMP setting only (train/threads.h)
     for (;;) {
       size_t k = 0;
@@ -107,6 +130,8 @@ void run_on_jobs(const std::vector<UnitSpec>& units, const std::vector<size_t>& 
         k = next++;
       }
       const UnitSpec& u = units[mine[k]];
+      // Every line of the unit (its steps and evaluations too) names it: the jobs' lines interleave.
+      g_job_prefix = "[" + job_name + ": " + u.label() + "] ";
       try {
         json r = run(u);
         const std::lock_guard<std::mutex> lock(mutex);
@@ -115,11 +140,17 @@ void run_on_jobs(const std::vector<UnitSpec>& units, const std::vector<size_t>& 
       } catch (...) {
         const std::lock_guard<std::mutex> lock(mutex);
         failures.emplace_back(mine[k], std::current_exception());
-        if (!stop)
-          spdlog::error("unit {}/{} ({}) failed: {}; the other jobs finish the units they are running and start none",
-                        mine[k] + 1, units.size(), u.label(), message_of(failures.back().second));
+        int signal = 0;
+        const bool interrupted = kind_of(failures.back().second, &signal) == "interrupted";
+        if (interrupted)  // every job's unit stops at its next step: one line each
+          spdlog::warn("unit {}/{} ({}) stopped: {}", mine[k] + 1, units.size(), u.label(),
+                       message_of(failures.back().second));
+        else
+          spdlog::error("unit {}/{} ({}) failed: {}{}", mine[k] + 1, units.size(), u.label(),
+                        message_of(failures.back().second),
+                        stop ? "" : "; the other jobs finish the units they have taken and take no new one");
         stop = true;
-        end_job();
+        end_job(/*stopped=*/true);
         return;
       }
     }
@@ -170,14 +201,20 @@ std::vector<json> run_units_distributed(const std::vector<UnitSpec>& units, dist
     std::vector<std::optional<json>> got(mine.size());
     std::vector<std::pair<size_t, std::exception_ptr>> failures;
     run_on_jobs(units, mine, {jobs, local.threads_per_job, local.total_threads}, run, finished, got, failures);
+    for (const auto& [i, e] : failures) failed(i, e);
     if (n == 1) {
-      if (!failures.empty()) std::rethrow_exception(failures.front().second);
+      // One failure leaves as thrown; several (an interrupt stops every job's unit) in one message.
+      if (failures.size() == 1) std::rethrow_exception(failures.front().second);
+      if (!failures.empty()) {
+        size_t finished = 0;
+        for (const auto& g : got) finished += g.has_value();
+        throw_failures(sent["failures"], units.size(), finished, out_dir, /*ranks=*/false);
+      }
       for (auto& g : got) results.push_back(std::move(*g));
       return results;
     }
     for (size_t k = 0; k < mine.size(); ++k)
       if (got[k]) sent["units"].push_back({{"index", mine[k]}, {"result", std::move(*got[k])}});
-    for (const auto& [i, e] : failures) failed(i, e);
     if (!failures.empty()) spdlog::error("rank {} runs none of its remaining units", me);
   } else {
     for (const size_t i : mine) {
@@ -215,19 +252,7 @@ std::vector<json> run_units_distributed(const std::vector<UnitSpec>& units, dist
   if (!failures.empty()) {
     size_t finished = 0;
     for (const auto& o : ordered) finished += o.has_value();
-    std::string msg;
-    for (const auto& f : failures)
-      msg += (msg.empty() ? "" : "; ") + std::string("unit ") + std::to_string(f.at("index").get<size_t>() + 1) + "/" +
-             std::to_string(units.size()) + " (" + f.at("label").get<std::string>() + ") failed on rank " +
-             std::to_string(f.at("rank").get<int>()) + ": " + f.at("message").get<std::string>();
-    msg += "; " + std::to_string(finished) + " of " + std::to_string(units.size()) +
-           " units finished and are kept: the same command resumes the others";
-    const std::string kind = failures.front().at("kind").get<std::string>();
-    if (kind == "interrupted") throw Interrupted(msg, out_dir, 0, failures.front().at("signal").get<int>());
-    if (kind == "numerical") throw NonFiniteLoss(msg);
-    if (kind == "usage") throw UsageError(msg);
-    if (kind == "io") throw IoError(msg);
-    throw std::runtime_error(msg);
+    throw_failures(failures, units.size(), finished, out_dir, /*ranks=*/true);
   }
   std::vector<json> out;
   for (size_t i = 0; i < ordered.size(); ++i) {

@@ -46,8 +46,9 @@ const Table<CompareConfig>& compare_options() {
         .add(result_neutral(added_later(
                  integer("jobs", closed(0, 64),
                          "Units (a method and seed, with its studies) trained at once, each on its share of "
-                         "--threads (0: one per thread with --device cpu and one process, else 1); the results "
-                         "are the same bits whatever it is"),
+                         "--threads, so at most --threads (0: one per thread with --device cpu and one process, "
+                         "fewer if memory holds fewer of the largest unit, else 1); the results are the same "
+                         "bits whatever it is"),
                  Value(int64_t{0}))),
              POSGRAD_MEMBER(jobs));
     // --methods all: every registered encoding; "all" stands alone.

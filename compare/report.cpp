@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "compare/claims.h"
@@ -52,6 +53,20 @@ void write_results_csv(const ComparisonResult& r, const std::string& path) {
 
 // ---- markdown -------------------------------------------------------------------------------------
 
+// Their train_seconds are of that setting; no other number depends on it.
+std::string kept_units_threads(const ComparisonResult& r) {
+  std::map<std::pair<int64_t, int64_t>, int> other;
+  for (const UnitResult& u : r.units)
+    if (u.threads > 0 && (u.threads != r.provenance.threads || std::max<int64_t>(1, u.jobs) != r.provenance.jobs))
+      ++other[{u.threads, std::max<int64_t>(1, u.jobs)}];
+  std::string s;
+  for (const auto& [setting, n] : other)
+    s += (s.empty() ? "; units kept from an earlier invocation trained otherwise: " : ", ") + std::to_string(n) +
+         " with " + std::to_string(setting.first) + " thread" + (setting.first == 1 ? "" : "s") +
+         (setting.second > 1 ? ", " + std::to_string(setting.second) + " at once" : ", one at a time");
+  return s;
+}
+
 void write_markdown(const ComparisonResult& r, const std::vector<std::string>& plots, const ReportDir& out) {
   const std::string path = out.dir + "/report.md";
   const CompareConfig& c = r.config;
@@ -68,7 +83,7 @@ void write_markdown(const ComparisonResult& r, const std::vector<std::string>& p
      << "- CPU: " << r.provenance.cpu << " (SIMD path " << r.provenance.simd << "), " << r.provenance.threads
      << " OpenMP thread" << (r.provenance.threads == 1 ? "" : "s")
      << (r.provenance.jobs > 1 ? " per unit, " + std::to_string(r.provenance.jobs) + " units at once (--jobs)" : "")
-     << "\n"
+     << kept_units_threads(r) << "\n"
      << "- compiler: " << r.provenance.compiler << "; libraries: " << r.provenance.libraries << "; CUDA backend "
      << r.provenance.cuda << "\n"
      << "- configuration hash (FNV-1a of the settings below): `" << r.provenance.config_hash << "`\n\n";

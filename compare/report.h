@@ -21,6 +21,11 @@ void write_results_csv(const ComparisonResult& r, const std::string& path);
 // report.md into out.dir: provenance, settings (each study's lines), each study's lead section, the
 // claims table (judge_claims), each study's section, the plots drawn (`plots`, the studies'
 // write_files) and the list of files.
+// The provenance's note on units kept from an earlier invocation that trained with other threads or
+// jobs than the last invocation's: "; units kept from an earlier invocation trained otherwise: 8 with
+// 2 threads, one at a time" ("" when every recorded unit matches or none was recorded).
+std::string kept_units_threads(const ComparisonResult& r);
+
 void write_markdown(const ComparisonResult& r, const std::vector<std::string>& plots, const ReportDir& out);
 // All of the above into r.config.out_dir; returns the path of report.md.
 std::string write_report(const ComparisonResult& r);

@@ -52,7 +52,9 @@ json to_json(const UnitResult& u) {
             {"train_curve", u.train_curve},
             {"val_curve", u.val_curve},
             {"train_seconds", u.train_seconds},
-            {"resumed", u.resumed}};
+            {"resumed", u.resumed},
+            {"threads", u.threads},
+            {"jobs", u.jobs}};
   // Each study's keys are listed under "study_keys", so that a key missing on reading is told apart
   // from a result made before the study existed (a file without the list).
   json written = json::object();
@@ -99,6 +101,8 @@ UnitResult unit_from_json(const json& j, const std::string& source) {
       if (s.unit_from_json) s.unit_from_json(j, u);
     u.train_seconds = real(j.at("train_seconds"));
     u.resumed = j.at("resumed").get<bool>();
+    if (j.contains("threads")) u.threads = j.at("threads").get<int64_t>();  // absent before these keys
+    if (j.contains("jobs")) u.jobs = j.at("jobs").get<int64_t>();
   } catch (const json::exception& e) {
     throw IoError(source + ": not a unit result of this posgrad version (" + e.what() + ")");
   }

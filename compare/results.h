@@ -35,6 +35,9 @@ struct UnitResult {
   Parts parts;               // per study (compare/study.h), filled in registry order
   double train_seconds = 0;  // wall time, informational (cost comes from the benchmark)
   bool resumed = false;
+  // How it trained: OpenMP threads and units at once (--jobs) of the invocation that trained it, which
+  // may not be the last one (0: not recorded, a result written before these keys).
+  int64_t threads = 0, jobs = 0;
 };
 
 // Where and how the numbers were made.

@@ -87,6 +87,14 @@ bool cuda_available() {
 #endif
 }
 
+void require_device(Device d) {
+  if (d.is_cpu()) return;
+  const int n = backend(d.type).device_count();  // throws when CUDA is not built or no GPU is present
+  if (d.index >= n)
+    throw DeviceError(d.str() + " requested, but this machine has " + std::to_string(n) + " CUDA GPU" +
+                      (n == 1 ? "" : "s") + " (cuda:0 to cuda:" + std::to_string(n - 1) + ")");
+}
+
 Device Device::parse(const std::string& s) {
   if (s == "cpu") return cpu();
   if (s == "cuda") return cuda(0);

@@ -32,6 +32,11 @@ struct DeviceBackend {
 DeviceBackend& backend(DeviceType t);
 bool cuda_available();  // built with CUDA and at least one device present
 
+// Throws DeviceError unless `d` can be used on this machine: the CPU always; cuda:i when posgrad was
+// built with CUDA and the machine has more than i GPUs (the message says which is missing). For the
+// commands' --dry-run, which allocate nothing on the device.
+void require_device(Device d);
+
 class Storage {
  public:
   Storage(size_t nbytes, Device dev);

@@ -20,6 +20,7 @@
 #include "nn/posenc/position_encoding.h"
 #include "support/process.h"
 #include "support/test_util.h"
+#include "tensor/storage.h"
 #include "train/checkpoint.h"
 #include "train/options.h"
 #include "train/presets.h"
@@ -416,6 +417,30 @@ TEST(Cli, ExistingRunsAreNotOverwrittenAndEmptyRunsStillCheckpoint) {
   p = run_posgrad("compare --preset tiny --dry-run --suite-randomized rope,rope");
   EXPECT_EQ(p.status, 2);
   EXPECT_TRUE(contains(p.err, "--suite-randomized lists a method twice")) << p.err;
+  // --jobs shares --threads: more jobs than threads is refused, naming both; the dry run says how
+  // many units the run would train at once.
+  p = run_posgrad("compare --preset tiny --dry-run --threads 1 --jobs 2");
+  EXPECT_EQ(p.status, 2) << p.err;
+  EXPECT_TRUE(contains(p.err, "--jobs 2 is more than --threads 1")) << p.err;
+  const std::string tiny_corpus = write_corpus(d);
+  p = run_posgrad("compare --preset tiny --dry-run --threads 2 --jobs 0 --corpus " + tiny_corpus);
+  EXPECT_EQ(p.status, 0) << p.err;
+  EXPECT_TRUE(contains(p.err, "the run: 2 units at once (--jobs 0), 1 OpenMP thread each")) << p.err;
+  p = run_posgrad("compare --preset tiny --dry-run --threads 2 --jobs 1 --corpus " + tiny_corpus);
+  EXPECT_EQ(p.status, 0) << p.err;
+  EXPECT_TRUE(contains(p.err, "the run: one unit at a time (--jobs 1)")) << p.err;
+  // A device this machine does not have: the dry run refuses it as the run would (no machine has 100 GPUs).
+  for (const std::string cmd : {"train --preset tiny --pos rope", "compare --preset tiny --methods rope,alibi"}) {
+    p = run_posgrad(cmd + " --dry-run --device cuda:99");
+    EXPECT_EQ(p.status, 1) << cmd << ": " << p.err;
+    EXPECT_TRUE(contains(p.err, "cuda:99 requested, but this machine has") ||
+                contains(p.err, "no CUDA GPU is present") || contains(p.err, "built without CUDA"))
+        << cmd << ": " << p.err;
+    if (!cuda_available()) {
+      p = run_posgrad(cmd + " --dry-run --device cuda");
+      EXPECT_EQ(p.status, 1) << cmd << ": " << p.err;
+    }
+  }
   // --dry-run sees what the real run would refuse.
   p = run_posgrad("train --preset tiny --pos rope --n-embd 3 --n-head 3 --dry-run");
   EXPECT_EQ(p.status, 2) << p.err;

@@ -3,6 +3,7 @@
 // `posgrad report` re-rendering from results.json alone, the typed result's JSON round trip, the
 // claims table on results with known answers, and settings that must be refused.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <filesystem>
@@ -335,6 +336,11 @@ TEST(CompareJobs, AutomaticJobsAreOnePerThreadOnOneCpuProcess) {
   EXPECT_EQ(jobs(2, 24), P(2, 2));
   c.jobs = 1;
   EXPECT_EQ(jobs(1, 24), P(1, 0));
+  // --threads 0 (every thread of the process) and more jobs than that: one job per thread (warned).
+  c.base.threads = 0;
+  c.jobs = omp_get_max_threads() + 3;
+  EXPECT_EQ(jobs(1, 24), omp_get_max_threads() > 1 ? P(omp_get_max_threads(), 1) : P(1, 0));
+  c.base.threads = 5;
   c.jobs = 0;
   c.base.device = "cuda";
   EXPECT_EQ(jobs(1, 24), P(1, 0));
@@ -357,6 +363,7 @@ TEST(CompareJobs, EncoderUnitsAreTheSameBitsWhateverTheJobs) {
     c.methods = {"rope", "alibi", "t5"};
     c.track = "both";
     c.jobs = jobs;
+    c.base.threads = std::max<int64_t>(c.base.threads, jobs);  // a job needs a thread of its own
     return c;
   };
   train::run_compare(both("one", 1));
@@ -367,6 +374,38 @@ TEST(CompareJobs, EncoderUnitsAreTheSameBitsWhateverTheJobs) {
 
 // A unit that fails while another job runs: the first failure leaves as it was thrown (type and
 // message, hence the exit status), the unit running beside it finishes and is kept, and no report.
+// A resumed run's provenance is its last invocation's; units kept from an earlier one that trained
+// with other threads or jobs are counted by setting, and the keys survive a round trip (old files: 0).
+TEST(CompareJobs, UnitsKeptFromAnEarlierInvocationSayHowTheyTrained) {
+  train::ComparisonResult r;
+  r.provenance.threads = 1;
+  r.provenance.jobs = 2;
+  auto unit = [](int64_t threads, int64_t jobs) {
+    train::UnitResult u;
+    u.method = "rope";
+    u.threads = threads;
+    u.jobs = jobs;
+    return u;
+  };
+  r.units = {unit(1, 2), unit(1, 2), unit(0, 0)};  // as the provenance, and one written before the keys
+  EXPECT_EQ(train::kept_units_threads(r), "");
+  r.units.push_back(unit(2, 1));
+  r.units.push_back(unit(2, 1));
+  r.units.push_back(unit(1, 3));
+  EXPECT_EQ(train::kept_units_threads(r),
+            "; units kept from an earlier invocation trained otherwise: 1 with 1 thread, 3 at once, 2 with 2 threads, "
+            "one at a time");
+  const train::UnitResult back = train::unit_from_json(train::to_json(unit(2, 1)), "test");
+  EXPECT_EQ(back.threads, 2);
+  EXPECT_EQ(back.jobs, 1);
+  nlohmann::json old = train::to_json(unit(2, 1));
+  old.erase("threads");
+  old.erase("jobs");
+  const train::UnitResult before = train::unit_from_json(old, "test");
+  EXPECT_EQ(before.threads, 0);
+  EXPECT_EQ(before.jobs, 0);
+}
+
 TEST(CompareJobs, AFailedUnitLeavesWithItsErrorAndTheRunningOneIsKept) {
   TempDir d;
   auto c = tiny(d, "bad");
@@ -385,6 +424,10 @@ TEST(CompareJobs, AFailedUnitLeavesWithItsErrorAndTheRunningOneIsKept) {
   fs::remove_all(d.str("bad/alibi/seed1"));
   train::run_compare(c);
   EXPECT_TRUE(fs::exists(d.str("bad/results.csv")));
+  // Each unit records how it trained: two at once, one of the two threads each.
+  const auto unit = nlohmann::json::parse(read_file(d.str("bad/alibi/seed1/result.json")));
+  EXPECT_EQ(unit.at("threads"), 1);
+  EXPECT_EQ(unit.at("jobs"), 2);
 }
 
 // ---- results and claims with known answers ----------------------------------------------------------

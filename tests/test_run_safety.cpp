@@ -243,13 +243,23 @@ TEST(RunSafety, AnInterruptedRunOfTwoJobsResumesToTheSameResults) {
                              d.str("corpus.txt") +
                              " --max-iters 6000 --eval-interval 3000 --log-interval 1 --threads 2 --out-dir ";
   test::Background b(common + d.str("b") + " --jobs 2", d.str("b.err"));
-  ASSERT_TRUE(b.wait_for("[job 1/2] info step   100/")) << test::slurp(d.str("b.err"));
-  ASSERT_TRUE(b.wait_for("[job 2/2] info step   100/")) << test::slurp(d.str("b.err"));
+  // Every line of a unit names its job and the unit, whichever job took it.
+  ASSERT_TRUE(b.wait_for(": rope seed 1] info step   100/")) << test::slurp(d.str("b.err"));
+  ASSERT_TRUE(b.wait_for(": alibi seed 1] info step   100/")) << test::slurp(d.str("b.err"));
   kill(b.pid, SIGINT);
   ASSERT_EQ(b.wait(), 130) << test::slurp(d.str("b.err"));
   const std::string err = test::slurp(d.str("b.err"));
   EXPECT_NE(err.find("2 units at once (--jobs), 1 OpenMP thread each"), std::string::npos) << err;
-  EXPECT_NE(err.find("interrupted by SIGINT"), std::string::npos) << err;
+  EXPECT_NE(err.find("[job 1/2: "), std::string::npos) << err;
+  EXPECT_NE(err.find("[job 2/2: "), std::string::npos) << err;
+  // Both units stopped, and the error says so of each (not one unit's "failed"), with the count kept.
+  const size_t last = err.rfind("posgrad: ");
+  ASSERT_NE(last, std::string::npos) << err;
+  const std::string said = err.substr(err.rfind("posgrad: ", last - 1));
+  for (const char* unit : {"(rope seed 1) stopped: interrupted by SIGINT",
+                           "(alibi seed 1) stopped: interrupted by SIGINT", "0 of 2 units finished"})
+    EXPECT_NE(said.find(unit), std::string::npos) << unit << " in: " << said;
+  EXPECT_EQ(err.find("failed"), std::string::npos) << err;
   for (const char* unit : {"b/rope/seed1", "b/alibi/seed1"}) {
     EXPECT_TRUE(fs::exists(d.str(unit) + "/checkpoint/state.json")) << unit;
     EXPECT_FALSE(fs::exists(d.str(unit) + "/result.json")) << unit << ": the run finished before the signal";

@@ -362,6 +362,30 @@ TEST(Threads, JobsShareTheThreadsAndTakeTheFreedOnes) {
   const int saved = omp_get_max_threads();
   train::follow_job_share();  // not a job
   EXPECT_EQ(omp_get_max_threads(), saved);
+  // Three jobs on 3 threads; job 0 ends: jobs 1 and 2 are now the first and second of two, so they
+  // take 2 and 1 (all 3 threads), whatever their indices were.
+  train::begin_job_share(3, 3);
+  int second = 0, third = 0;
+  std::thread j0([] {
+    train::begin_job(0);
+    train::end_job();
+  });
+  j0.join();
+  std::thread j1([&] {
+    train::begin_job(1);
+    train::follow_job_share();
+    second = omp_get_max_threads();
+    train::end_job();
+  });
+  j1.join();
+  std::thread j2([&] {
+    train::begin_job(2);  // job 1 has ended too: all 3 threads
+    third = omp_get_max_threads();
+    train::end_job();
+  });
+  j2.join();
+  EXPECT_EQ(second, 2);
+  EXPECT_EQ(third, 3);
 }
 
 // The governor may change the thread count between any two steps; the weights must not notice.

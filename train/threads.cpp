@@ -12,7 +12,9 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <vector>
 
 namespace posgrad::train {
 
@@ -132,8 +134,28 @@ void ThreadGovernor::between_steps() {
 // ---- threads shared by jobs --------------------------------------------------------------------------
 
 namespace {
-std::atomic<int> g_job_total{1}, g_jobs_running{1};
+// The pool: its threads, which jobs still run (by index), and a generation that changes with either,
+// so that follow_job_share takes the lock only after a change.
+std::mutex g_jobs_mutex;
+int g_job_total = 1;
+std::vector<char> g_job_running;
+bool g_job_stopped = false;  // a job ended on a failure or an interrupt
+std::atomic<uint64_t> g_job_generation{0};
 thread_local int t_job_index = -1;
+thread_local uint64_t t_job_seen = ~uint64_t{0};
+thread_local int t_job_share = 1;         // the share at generation t_job_seen
+thread_local bool t_job_stopped = false;  // and whether a job had stopped then
+
+// The calling job's share now (g_jobs_mutex held): its rank among the running jobs decides the remainder.
+int current_share() {
+  int running = 0, rank = 0;
+  for (size_t i = 0; i < g_job_running.size(); ++i) {
+    if (!g_job_running[i]) continue;
+    if (static_cast<int>(i) < t_job_index) ++rank;
+    ++running;
+  }
+  return job_share(g_job_total, running, rank);
+}
 }  // namespace
 
 int job_share(int total, int running, int index) {
@@ -143,29 +165,46 @@ int job_share(int total, int running, int index) {
 }
 
 void begin_job_share(int total, int jobs) {
-  g_job_total.store(std::max(1, total));
-  g_jobs_running.store(std::max(1, jobs));
+  const std::lock_guard<std::mutex> lock(g_jobs_mutex);
+  g_job_total = std::max(1, total);
+  g_job_running.assign(static_cast<size_t>(std::max(1, jobs)), 1);
+  g_job_stopped = false;
+  g_job_generation.fetch_add(1);
 }
 
 void begin_job(int index) {
+  const std::lock_guard<std::mutex> lock(g_jobs_mutex);
   t_job_index = index;
-  omp_set_num_threads(job_share(g_job_total.load(), g_jobs_running.load(), index));
+  t_job_seen = g_job_generation.load();
+  t_job_share = current_share();
+  t_job_stopped = g_job_stopped;
+  omp_set_num_threads(t_job_share);
 }
 
-void end_job() {
+void end_job(bool stopped) {
   if (t_job_index < 0) return;
-  g_jobs_running.fetch_sub(1);
+  const std::lock_guard<std::mutex> lock(g_jobs_mutex);
+  if (static_cast<size_t>(t_job_index) < g_job_running.size()) g_job_running[static_cast<size_t>(t_job_index)] = 0;
+  g_job_stopped = g_job_stopped || stopped;
+  g_job_generation.fetch_add(1);
   t_job_index = -1;
 }
 
 void follow_job_share() {
   if (t_job_index < 0) return;
-  const int share = job_share(g_job_total.load(std::memory_order_relaxed),
-                              g_jobs_running.load(std::memory_order_relaxed), t_job_index);
   const int now = omp_get_max_threads();  // this thread's setting (a Trainer's governor may have set it)
+  // The lock only after the pool changed; a Trainer's fixed count may still differ from the share.
+  if (g_job_generation.load(std::memory_order_acquire) != t_job_seen) {
+    const std::lock_guard<std::mutex> lock(g_jobs_mutex);
+    t_job_share = current_share();
+    t_job_stopped = g_job_stopped;
+    t_job_seen = g_job_generation.load();
+  }
+  const int share = t_job_share;
   if (share == now) return;
   if (share > now)
-    spdlog::info("OpenMP threads {} -> {}: other jobs have no units left (results do not depend on it)", now, share);
+    spdlog::info("OpenMP threads {} -> {}: {} (results do not depend on it)", now, share,
+                 t_job_stopped ? "a job stopped on a failure or an interrupt" : "other jobs have no units left");
   omp_set_num_threads(share);
 }
 

@@ -83,7 +83,7 @@ class ThreadGovernor {
 // process's threads. When jobs run out of units, the ones still training take the threads freed: every
 // training loop calls follow_job_share() between steps (the Trainer through its ThreadGovernor, the
 // studies' fine-tuning loop, train/finetune.h), which sets the calling job's OpenMP thread count to
-// job_share(total, jobs still running, its index). Threads of no job are left alone. Results do not
+// job_share(total, jobs still running, its rank among them). Threads of no job are left alone. Results do not
 // depend on it (see above).
 
 // The threads of job `index` (0-based) when `running` jobs share `total` threads: total / running, the
@@ -92,13 +92,16 @@ int job_share(int total, int running, int index);
 
 // Called by the job pool: job `index` of a pool sharing `total` threads starts on the calling thread
 // (begin_job: its share is set at once), and a job that has no units left ends (end_job: the others
-// take its threads at their next step). A pool's jobs begin before any of them ends.
+// take its threads at their next step; stopped = it ended on a failure or an interrupt, which the log
+// line of the others says). A pool's jobs begin before any of them ends. A running job's share is
+// job_share(total, running jobs, its rank among them), so the shares always add up to total.
 void begin_job_share(int total, int jobs);  // once per pool, before its jobs start
 void begin_job(int index);
-void end_job();
+void end_job(bool stopped = false);
 
-// Between training steps: the calling job's share, set with omp_set_num_threads when it changed
-// (logged when it grew). Cheap: two atomic loads. Nothing on a thread that is not a job.
+// Between training steps: the calling job's share, set with omp_set_num_threads when it differs from
+// the thread's setting (logged when it grew). Cheap: one atomic load, the lock only after the pool
+// changed. Nothing on a thread that is not a job.
 void follow_job_share();
 
 }  // namespace posgrad::train
