@@ -149,4 +149,16 @@ nn::GPTConfig method_model(const nn::GPTConfig& base, const std::string& method)
   return c;
 }
 
+std::unique_ptr<nn::GPT> copy_gpt(const nn::GPT& model,
+                                  const std::vector<std::pair<std::string, opt::Value>>& pos_options,
+                                  uint64_t dropout_seed, Device dev) {
+  nn::GPTConfig c = model.config();
+  for (const auto& [name, v] : pos_options) c.pos.set(name, v);
+  Generator init(0), drop(dropout_seed);
+  auto m = std::make_unique<nn::GPT>(c, init, drop);
+  m->load_state_dict(model.state_dict());
+  m->to(dev);
+  return m;
+}
+
 }  // namespace posgrad::train

@@ -19,6 +19,7 @@
 // --hybrid-layers, is set for the whole experiment instead).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,5 +52,13 @@ bool is_variant(const std::string& method);
 // pos.kind alone.
 void apply_method(nn::GPTConfig& model, const std::string& method);
 nn::GPTConfig method_model(const nn::GPTConfig& base, const std::string& method);
+
+// A copy of `model` (same weights, on `dev`) with position-encoding options replaced, e.g.
+// {{"rope_scaling", "yarn"}, {"rope_scaling_factor", 4.0}} (options without parameters: the weights
+// load as they are); its dropout draws from `dropout_seed`. The evaluation-time variants (lm), the
+// fine-tuned copies (passkey, pi). Errors: those of GPTConfig's option setters and load_state_dict.
+std::unique_ptr<nn::GPT> copy_gpt(const nn::GPT& model,
+                                  const std::vector<std::pair<std::string, opt::Value>>& pos_options,
+                                  uint64_t dropout_seed, Device dev);
 
 }  // namespace posgrad::train

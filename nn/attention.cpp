@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "autograd/node.h"
+#include "autograd/ops.h"
 #include "autograd/ops/view.h"
 
 namespace posgrad::nn {
@@ -23,9 +24,12 @@ CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionE
   POSGRAD_CHECK(x.dim() == 3 && x.size(2) == n_embd, ShapeError, "CausalSelfAttention: x must be (B, T, ", n_embd,
                 "), got ", shape_str(x.shape()));
   const int64_t B = x.size(0), T = x.size(1), C = n_embd, H = n_head, D = C / H;
-  Tensor y = qkv->forward(x);             // (B, T, 3C)
-  auto split_heads = [&](int64_t part) {  // (B, T, C) slice -> (B, H, T, D)
-    return y.narrow(2, part * C, C).reshape({B, T, H, D}).permute({0, 2, 1, 3});
+  // (B, T, 3C) -> q, k, v, each (B, T, C) contiguous. One split, not three narrow views: the backward
+  // then writes each gradient into its third of one (B, T, 3C) buffer, where three views' backwards
+  // would each fill a whole (B, T, 3C) with zeros and the engine would add the three.
+  const TensorList parts = split(qkv->forward(x), std::vector<int64_t>{C, C, C}, 2);
+  auto split_heads = [&](int64_t part) {  // (B, T, C) -> (B, H, T, D)
+    return parts[static_cast<size_t>(part)].reshape({B, T, H, D}).permute({0, 2, 1, 3});
   };
   Heads h;
   h.q = split_heads(0);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -363,7 +364,8 @@ TEST(CudaKernelsEmulated, Reductions) {
   struct Case {
     int64_t outer, R, inner;
   };
-  for (Case c : {Case{3, 7, 1}, Case{5, 300, 1}, Case{2, 9, 13}, Case{1, 1, 1}}) {
+  // {2, 300, 5} and {1, 1000, 3}: few outputs over many rows, split into row chunks (reduction_chunks).
+  for (Case c : {Case{3, 7, 1}, Case{5, 300, 1}, Case{2, 9, 13}, Case{1, 1, 1}, Case{2, 300, 5}, Case{1, 1000, 3}}) {
     const int64_t n = c.outer * c.R * c.inner, m = c.outer * c.inner;
     auto x = rnd<double>(n, 10);
     for (int64_t i = 0; i < n; i += 5) x[i] = 0.75;  // ties: the first maximum must win
@@ -388,8 +390,9 @@ TEST(CudaKernelsEmulated, Reductions) {
 
 TEST(CudaKernelsEmulated, SoftmaxNormsLoss) {
   POSGRAD_REQUIRE_EMULATION();
-  for (int64_t C : {7, 150}) {
-    const int64_t N = 5, n = N * C;
+  // N = 200: the parameter gradients' column sums split into row chunks (reduction_chunks).
+  for (const auto& [N, C] : {std::pair<int64_t, int64_t>{5, 7}, {5, 150}, {200, 150}}) {
+    const int64_t n = N * C;
     auto x = rnd<double>(n, 12, -3, 3), dy = rnd<double>(n, 13);
     std::vector<double> yc(n), ye(n), dxc(n, 0.2), dxe(n, 0.2);
     cpuk::softmax_forward<double>(yc.data(), x.data(), N, C);

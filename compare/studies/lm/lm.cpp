@@ -47,14 +47,11 @@ std::string scaling_kinds() {
   return out;
 }
 
-// A copy of `model` with other encoding options (the scalings and precisions have no parameters).
+// A copy of `model` on `dev` with other encoding options (the scalings and precisions have no
+// parameters), in evaluation mode.
 std::unique_ptr<nn::GPT> variant_model(const nn::GPT& model,
-                                       const std::vector<std::pair<std::string, opt::Value>>& options) {
-  nn::GPTConfig c = model.config();
-  for (const auto& [name, v] : options) c.pos.set(name, v);
-  Generator g(0), d(0);
-  auto m = std::make_unique<nn::GPT>(c, g, d);
-  m->load_state_dict(model.state_dict());
+                                       const std::vector<std::pair<std::string, opt::Value>>& options, Device dev) {
+  auto m = copy_gpt(model, options, 0, dev);
   m->eval();
   return m;
 }
@@ -70,7 +67,7 @@ std::map<std::string, Lengths> evaluate_variants(nn::GPT& model, const std::stri
     const std::string row = Row{method, suffix}.name();
     if (skipped.count(row)) continue;
     if (suffix[0] == '@') {
-      rows[row] = evaluate_lengths(*variant_model(model, variant_options(suffix, 1)), val, cfg, dev, nullptr);
+      rows[row] = evaluate_lengths(*variant_model(model, variant_options(suffix, 1), dev), val, cfg, dev, nullptr);
       continue;
     }
     Lengths out;
@@ -83,7 +80,7 @@ std::map<std::string, Lengths> evaluate_variants(nn::GPT& model, const std::stri
       CompareConfig one = cfg;
       one.eval_multipliers = {m};
       out.push_back(
-          evaluate_lengths(*variant_model(model, variant_options(suffix, m)), val, one, dev, nullptr).front());
+          evaluate_lengths(*variant_model(model, variant_options(suffix, m), dev), val, one, dev, nullptr).front());
     }
     rows[row] = out;
   }

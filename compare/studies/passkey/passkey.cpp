@@ -39,18 +39,6 @@ int64_t passkey_correct(const Tensor& logits, const Tensor& y) {
   return n;
 }
 
-std::unique_ptr<nn::GPT> copy_gpt(const nn::GPT& model,
-                                  const std::vector<std::pair<std::string, opt::Value>>& pos_options,
-                                  uint64_t dropout_seed, Device dev) {
-  nn::GPTConfig c = model.config();
-  for (const auto& [name, v] : pos_options) c.pos.set(name, v);
-  Generator init(0), drop(dropout_seed);
-  auto m = std::make_unique<nn::GPT>(c, init, drop);
-  m->load_state_dict(model.state_dict());
-  m->to(dev);
-  return m;
-}
-
 namespace {
 
 data::PasskeyTemplate template_of(const PasskeyConfig& cfg) { return data::parse_passkey_template(cfg.template_name); }

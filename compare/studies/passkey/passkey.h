@@ -129,12 +129,6 @@ PasskeyGrid evaluate_passkey(nn::GPT& model, const data::TokenSpan& val, const d
 // DTypeError on misuse, ValueError for a row with no scored position (data::score_length_logits).
 int64_t passkey_correct(const Tensor& logits, const Tensor& y);
 
-// A copy of `model` (same weights, on `dev`) with position-encoding options replaced, e.g.
-// {{"rope_scaling", "yarn"}, {"rope_scaling_factor", 4.0}}; its dropout draws from `dropout_seed`.
-std::unique_ptr<nn::GPT> copy_gpt(const nn::GPT& model,
-                                  const std::vector<std::pair<std::string, opt::Value>>& pos_options,
-                                  uint64_t dropout_seed, Device dev);
-
 // The comparison's passkey test for one (method, seed): a copy of the trained `model` fine-tuned
 // (finetune_passkey on `train`; with cfg.iters = 0 not fine-tuned, its loss passkey_key_loss) and
 // scored (evaluate_passkey on `val`); for `rope` also the evaluation-time scalings of that model as rows "rope+linear",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "compare/method.h"
 #include "compare/studies/lm/lm.h"
 #include "compare/studies/passkey/passkey.h"
 #include "compare/studies/pi/pi_protocol.h"

@@ -22,9 +22,10 @@
 //      DeBERTa c2p: also dc2p[b,h,i,u] = sum_{j: u(i,j) = u} dS_ij (thread u owns entry u).
 //   2. column kernel, one block per (b, h, j): dv_j += sum_i P_ij dO_i, dk_j += scale sum_i dS_ij
 //      (q_i [+ qr[c_ij]]); DeBERTa p2c: dp2c[b,h,j,u] likewise.
-//   3. bias / table gradients: Distance — one block per (h, diagonal d) adds the sum of dS over b
-//      and the diagonal into dbias[h, d]; ContentPosition — one block per (u, h) forms
-//      dkr[rows[u], h] += scale sum_{b,i} dc2p q_i and dqr += scale sum_{b,j} dp2c k_j.
+//   3. bias / table gradients: Distance — the tiled rows pass writes each block's sums of dS per
+//      diagonal, and one thread per (h, diagonal d) adds them over b and the query tiles into
+//      dbias[h, d] (the per-row fallback: one block per (h, d) recomputing dS); ContentPosition — one block per (u, h)
+//      forms dkr[rows[u], h] += scale sum_{b,i} dc2p q_i and dqr += scale sum_{b,j} dp2c k_j.
 //   4. sink logits (SPEC-positions-2 §5): the forward starts each row at m = sinks[h], l = 1, as the
 //      CPU; one block per head forms dsinks[h] += -sum_{b,i} exp((sinks[h] - m_i) - log l_i) delta_i.
 // Every output element is written by exactly one thread in a fixed order: no atomics, results are
@@ -40,11 +41,16 @@
 // than the CPU layout's region for the same pass, so a caller that sizes the scratch with either
 // backend's function gives the CUDA kernels enough.
 //
-// What it is not: a FlashAttention-grade kernel (no tensor cores, tiles of at most 32 x 32, the score
-// products serial per pair, the bias-by-distance and table gradients still one block per diagonal or
-// table row); it is memory-light (O(B H T) extra) and exact, and its cost is several recomputations of
-// the score matrix. Its speed on a GPU has not been measured. Tiled up to a head dim of about 1,400
-// (float, backward columns), per-row beyond (a few hundred at most).
+// The tiles in shared memory that dot() reads row by row (q, k, v, dO) have an odd row stride
+// (smem_ld): a warp's threads read consecutive rows at one channel, which a stride of D = 64 would put
+// in a single bank.
+//
+// What it is not: a FlashAttention-grade kernel (no tensor cores, tiles of at most 32 x 32 in float
+// with 48 KiB of shared memory — 16 x 16 in the backward at D = 64 —, the score products serial per
+// pair, the content-position table gradients one block per table row); it is memory-light
+// (O(B H T) extra, plus B H (Tq / tile) (Tk + tile) partial diagonal sums for a Distance bias's
+// gradient) and exact, and its cost is several recomputations of the score matrix. Tiled up to a head
+// dim of about 1,400 (float, backward columns), per-row beyond (a few hundred at most).
 #include <cmath>
 #include <type_traits>
 
@@ -141,6 +147,11 @@ __device__ T score(const Attn<T>& a, const T* qi, const T* kj, int64_t h, int64_
   return s;
 }
 
+// The row stride of a (rows, D) tile in shared memory that dot() reads row by row: D rounded up to an
+// odd number. A warp's threads read rows c, c + 1, ... at the same channel e; with an odd stride these
+// fall in 32 different banks, where a stride of D = 64 puts them all in one bank (a 32-way conflict).
+__host__ __device__ __forceinline__ int64_t smem_ld(int64_t D) { return D | 1; }
+
 unsigned capped_grid(int64_t n) {
   return static_cast<unsigned>(n < (int64_t(1) << 20) ? (n < 1 ? 1 : n) : (int64_t(1) << 20));
 }
@@ -214,12 +225,12 @@ __global__ void attention_forward_kernel(T* o, T* stats, Attn<T> a) {
 template <typename T>
 __global__ void attention_forward_tiled_kernel(T* o, T* stats, Attn<T> a, int64_t tile) {
   POSGRAD_DYNAMIC_SMEM(smem_raw);
-  const int64_t D = a.D, qt = tile, kt = tile;
-  T* q_s = reinterpret_cast<T*>(smem_raw);  // (qt, D) the query tile
-  T* acc = q_s + qt * D;                    // (qt, D) unnormalised outputs
-  T* k_s = acc + qt * D;                    // (kt, D) key tile
-  T* v_s = k_s + kt * D;                    // (kt, D) value tile
-  T* p_s = v_s + kt * D;                    // (qt, kt) scores, then probabilities
+  const int64_t D = a.D, qt = tile, kt = tile, ld = smem_ld(D);
+  T* q_s = reinterpret_cast<T*>(smem_raw);  // (qt, ld) the query tile
+  T* acc = q_s + qt * ld;                   // (qt, D) unnormalised outputs
+  T* k_s = acc + qt * D;                    // (kt, ld) key tile
+  T* v_s = k_s + kt * ld;                   // (kt, ld) value tile
+  T* p_s = v_s + kt * ld;                   // (qt, kt) scores, then probabilities
   T* m_s = p_s + qt * kt;                   // (qt) running maximum
   T* l_s = m_s + qt;                        // (qt) running sum
   T* alpha_s = l_s + qt;                    // (qt) this tile's rescale factor
@@ -232,7 +243,7 @@ __global__ void attention_forward_tiled_kernel(T* o, T* stats, Attn<T> a, int64_
     const T* vb = a.v + bh * a.Tk * D;
     __syncthreads();  // the previous tile's rows are done with shared memory
     for (int64_t x = tid; x < qt * D; x += nthreads) {
-      q_s[x] = x < rows * D ? a.q[(bh * a.Tq + i0) * D + x] : T(0);
+      q_s[x / D * ld + x % D] = x < rows * D ? a.q[(bh * a.Tq + i0) * D + x] : T(0);
       acc[x] = T(0);
     }
     for (int64_t r = tid; r < qt; r += nthreads) {
@@ -244,13 +255,14 @@ __global__ void attention_forward_tiled_kernel(T* o, T* stats, Attn<T> a, int64_
       const int64_t nk = jend - j0 < kt ? jend - j0 : kt;
       __syncthreads();  // k_s, v_s, p_s of the previous tile are consumed
       for (int64_t x = tid; x < kt * D; x += nthreads) {
-        k_s[x] = x < nk * D ? kb[j0 * D + x] : T(0);
-        v_s[x] = x < nk * D ? vb[j0 * D + x] : T(0);
+        k_s[x / D * ld + x % D] = x < nk * D ? kb[j0 * D + x] : T(0);
+        v_s[x / D * ld + x % D] = x < nk * D ? vb[j0 * D + x] : T(0);
       }
       __syncthreads();
       for (int64_t x = tid; x < qt * kt; x += nthreads) {
         const int64_t r = x / kt, c = x % kt, i = i0 + r, j = j0 + c;
-        p_s[x] = r < rows && c < nk && j < key_end(a, i) ? score(a, q_s + r * D, k_s + c * D, h, i, j) : d_neg_inf<T>();
+        p_s[x] =
+            r < rows && c < nk && j < key_end(a, i) ? score(a, q_s + r * ld, k_s + c * ld, h, i, j) : d_neg_inf<T>();
       }
       __syncthreads();
       for (int64_t r = tid; r < qt; r += nthreads) {
@@ -276,7 +288,7 @@ __global__ void attention_forward_tiled_kernel(T* o, T* stats, Attn<T> a, int64_
         const int64_t r = x / D, e = x % D;
         const T* pr = p_s + r * kt;
         T v = acc[x] * alpha_s[r];
-        for (int64_t c = 0; c < nk; ++c) v += mp(a.bf16, pr[c]) * mp(a.bf16, v_s[c * D + e]);
+        for (int64_t c = 0; c < nk; ++c) v += mp(a.bf16, pr[c]) * mp(a.bf16, v_s[c * ld + e]);
         acc[x] = v;
       }
     }
@@ -453,8 +465,9 @@ __device__ void backward_tile_pairs(const Attn<T>& a, const T* q_s, const T* do_
     const T M = st_s[3 * r + 1];
     T p = T(0), ds = T(0);
     if (valid && j < key_end(a, i) && M != d_neg_inf<T>()) {
-      p = d_exp((score(a, q_s + r * a.D, k_s + c * a.D, h, i, j) - M) - st_s[3 * r + 2]);
-      ds = p * (dot(a.bf16, do_s + r * a.D, v_s + c * a.D, a.D) - st_s[3 * r]);
+      const int64_t ld = smem_ld(a.D);
+      p = d_exp((score(a, q_s + r * ld, k_s + c * ld, h, i, j) - M) - st_s[3 * r + 2]);
+      ds = p * (dot(a.bf16, do_s + r * ld, v_s + c * ld, a.D) - st_s[3 * r]);
     }
     if (p_s) p_s[x] = p;
     ds_s[x] = ds;
@@ -462,18 +475,21 @@ __device__ void backward_tile_pairs(const Attn<T>& a, const T* q_s, const T* do_
   }
 }
 
-// 1. rows: a block per (b, h, query tile): delta, dq, dc2p.
+// 1. rows: a block per (b, h, query tile): delta, dq, dc2p, and with a Distance bias whose gradient is
+// wanted (ddiag non-null) the block's partial sums of dS per diagonal: ddiag[blk * ldiag + L] holds
+// sum over the block's pairs with L = j - i + i0 + qt - 1 (so 0 <= L < ldiag), in query order per key
+// tile and key tiles in order; diagonal_partials_reduce_kernel adds them up over b and the query tiles.
 template <typename T>
-__global__ void attention_backward_rows_tiled_kernel(T* dq, T* delta, T* dc2p, const T* dout, const T* o,
-                                                     const T* stats, Attn<T> a, int64_t tile) {
+__global__ void attention_backward_rows_tiled_kernel(T* dq, T* delta, T* dc2p, T* ddiag, int64_t ldiag, const T* dout,
+                                                     const T* o, const T* stats, Attn<T> a, int64_t tile) {
   POSGRAD_DYNAMIC_SMEM(smem_raw);
-  const int64_t D = a.D, qt = tile, kt = tile;
-  T* q_s = reinterpret_cast<T*>(smem_raw);           // (qt, D)
-  T* do_s = q_s + qt * D;                            // (qt, D)
-  T* acc = do_s + qt * D;                            // (qt, D) sum_j dS_ij (k_j + kr)
-  T* k_s = acc + qt * D;                             // (kt, D)
-  T* v_s = k_s + kt * D;                             // (kt, D)
-  T* ds_s = v_s + kt * D;                            // (qt, kt)
+  const int64_t D = a.D, qt = tile, kt = tile, ld = smem_ld(D);
+  T* q_s = reinterpret_cast<T*>(smem_raw);           // (qt, ld)
+  T* do_s = q_s + qt * ld;                           // (qt, ld)
+  T* acc = do_s + qt * ld;                           // (qt, D) sum_j dS_ij (k_j + kr)
+  T* k_s = acc + qt * D;                             // (kt, ld)
+  T* v_s = k_s + kt * ld;                            // (kt, ld)
+  T* ds_s = v_s + kt * ld;                           // (qt, kt)
   T* st_s = ds_s + qt * kt;                          // (qt, 3) delta, M, LS
   int* u_s = reinterpret_cast<int*>(st_s + 3 * qt);  // (qt, kt)
   const int tid = threadIdx.x, nthreads = blockDim.x;
@@ -486,15 +502,15 @@ __global__ void attention_backward_rows_tiled_kernel(T* dq, T* delta, T* dc2p, c
     const T* vb = a.v + bh * a.Tk * D;
     __syncthreads();
     for (int64_t x = tid; x < qt * D; x += nthreads) {
-      q_s[x] = x < rows * D ? a.q[r0 * D + x] : T(0);
-      do_s[x] = x < rows * D ? dout[r0 * D + x] : T(0);
+      q_s[x / D * ld + x % D] = x < rows * D ? a.q[r0 * D + x] : T(0);
+      do_s[x / D * ld + x % D] = x < rows * D ? dout[r0 * D + x] : T(0);
       acc[x] = T(0);
     }
     __syncthreads();
     for (int64_t r = tid; r < qt; r += nthreads) {  // delta_r = dO_r . O_r, in channel order
       T d = T(0);
       if (r < rows)
-        for (int64_t e = 0; e < D; ++e) d += do_s[r * D + e] * o[(r0 + r) * D + e];
+        for (int64_t e = 0; e < D; ++e) d += do_s[r * ld + e] * o[(r0 + r) * D + e];
       st_s[3 * r] = d;
       st_s[3 * r + 1] = r < rows ? stats[2 * (r0 + r)] : d_neg_inf<T>();
       st_s[3 * r + 2] = r < rows ? stats[2 * (r0 + r) + 1] : T(0);
@@ -502,13 +518,16 @@ __global__ void attention_backward_rows_tiled_kernel(T* dq, T* delta, T* dc2p, c
       if (dc2p && r < rows)
         for (int64_t u = 0; u < a.U; ++u) dc2p[(r0 + r) * a.U + u] = T(0);
     }
+    T* dd = ddiag ? ddiag + blk * ldiag : nullptr;
+    if (dd)
+      for (int64_t x = tid; x < ldiag; x += nthreads) dd[x] = T(0);
     const int64_t jend = key_end(a, i0 + rows - 1);
     for (int64_t j0 = 0; j0 < jend; j0 += kt) {
       const int64_t nk = jend - j0 < kt ? jend - j0 : kt;
       __syncthreads();
       for (int64_t x = tid; x < kt * D; x += nthreads) {
-        k_s[x] = x < nk * D ? kb[j0 * D + x] : T(0);
-        v_s[x] = x < nk * D ? vb[j0 * D + x] : T(0);
+        k_s[x / D * ld + x % D] = x < nk * D ? kb[j0 * D + x] : T(0);
+        v_s[x / D * ld + x % D] = x < nk * D ? vb[j0 * D + x] : T(0);
       }
       __syncthreads();
       backward_tile_pairs(a, q_s, do_s, st_s, k_s, v_s, h, i0, rows, j0, nk, qt, kt, static_cast<T*>(nullptr), ds_s,
@@ -519,7 +538,7 @@ __global__ void attention_backward_rows_tiled_kernel(T* dq, T* delta, T* dc2p, c
         T v = acc[x];
         for (int64_t c = 0; c < nk; ++c) {
           const T d = mp(a.bf16, ds_s[r * kt + c]);
-          v += d * mp(a.bf16, k_s[c * D + e]);
+          v += d * mp(a.bf16, k_s[c * ld + e]);
           if (with_kr) v += d * mp(a.bf16, a.kr[(a.rows[u_s[r * kt + c]] * a.H + h) * D + e]);
         }
         acc[x] = v;
@@ -531,6 +550,15 @@ __global__ void attention_backward_rows_tiled_kernel(T* dq, T* delta, T* dc2p, c
           for (int64_t c = 0; c < nk; ++c)
             if (u_s[r * kt + c] == u) v += ds_s[r * kt + c];
           dc2p[(r0 + r) * a.U + u] = v;
+        }
+      if (dd)  // the tile's qt + kt - 1 diagonals, one thread each, queries in order (dS = 0 off the visible pairs)
+        for (int64_t t = tid; t < qt + kt - 1; t += nthreads) {
+          T v = T(0);
+          for (int64_t r = 0; r < qt; ++r) {
+            const int64_t c = t - (qt - 1) + r;
+            if (c >= 0 && c < kt) v += ds_s[r * kt + c];
+          }
+          dd[j0 + t] += v;
         }
     }
     __syncthreads();
@@ -544,14 +572,14 @@ template <typename T>
 __global__ void attention_backward_cols_tiled_kernel(T* dk, T* dv, T* dp2c, const T* dout, const T* stats,
                                                      const T* delta, Attn<T> a, int64_t tile) {
   POSGRAD_DYNAMIC_SMEM(smem_raw);
-  const int64_t D = a.D, qt = tile, kt = tile;
-  T* k_s = reinterpret_cast<T*>(smem_raw);           // (kt, D)
-  T* v_s = k_s + kt * D;                             // (kt, D)
-  T* acck = v_s + kt * D;                            // (kt, D) sum_i dS_ij (q_i + qr)
+  const int64_t D = a.D, qt = tile, kt = tile, ld = smem_ld(D);
+  T* k_s = reinterpret_cast<T*>(smem_raw);           // (kt, ld)
+  T* v_s = k_s + kt * ld;                            // (kt, ld)
+  T* acck = v_s + kt * ld;                           // (kt, D) sum_i dS_ij (q_i + qr)
   T* accv = acck + kt * D;                           // (kt, D) sum_i P_ij dO_i
-  T* q_s = accv + kt * D;                            // (qt, D)
-  T* do_s = q_s + qt * D;                            // (qt, D)
-  T* p_s = do_s + qt * D;                            // (qt, kt)
+  T* q_s = accv + kt * D;                            // (qt, ld)
+  T* do_s = q_s + qt * ld;                           // (qt, ld)
+  T* p_s = do_s + qt * ld;                           // (qt, kt)
   T* ds_s = p_s + qt * kt;                           // (qt, kt)
   T* st_s = ds_s + qt * kt;                          // (qt, 3) delta, M, LS
   int* u_s = reinterpret_cast<int*>(st_s + 3 * qt);  // (qt, kt)
@@ -565,8 +593,8 @@ __global__ void attention_backward_cols_tiled_kernel(T* dk, T* dv, T* dp2c, cons
     const T* dob = dout + bh * a.Tq * D;
     __syncthreads();
     for (int64_t x = tid; x < kt * D; x += nthreads) {
-      k_s[x] = x < nk * D ? a.k[c0 * D + x] : T(0);
-      v_s[x] = x < nk * D ? a.v[c0 * D + x] : T(0);
+      k_s[x / D * ld + x % D] = x < nk * D ? a.k[c0 * D + x] : T(0);
+      v_s[x / D * ld + x % D] = x < nk * D ? a.v[c0 * D + x] : T(0);
       acck[x] = T(0);
       accv[x] = T(0);
     }
@@ -576,8 +604,8 @@ __global__ void attention_backward_cols_tiled_kernel(T* dk, T* dv, T* dp2c, cons
       const int64_t nq = a.Tq - i0 < qt ? a.Tq - i0 : qt;
       __syncthreads();
       for (int64_t x = tid; x < qt * D; x += nthreads) {
-        q_s[x] = x < nq * D ? qb[i0 * D + x] : T(0);
-        do_s[x] = x < nq * D ? dob[i0 * D + x] : T(0);
+        q_s[x / D * ld + x % D] = x < nq * D ? qb[i0 * D + x] : T(0);
+        do_s[x / D * ld + x % D] = x < nq * D ? dob[i0 * D + x] : T(0);
       }
       for (int64_t r = tid; r < qt; r += nthreads) {
         const int64_t row = bh * a.Tq + i0 + r;
@@ -593,9 +621,9 @@ __global__ void attention_backward_cols_tiled_kernel(T* dk, T* dv, T* dp2c, cons
         T vk = acck[x], vv = accv[x];
         for (int64_t r = 0; r < nq; ++r) {
           const T d = mp(a.bf16, ds_s[r * kt + c]);
-          vk += d * mp(a.bf16, q_s[r * D + e]);
+          vk += d * mp(a.bf16, q_s[r * ld + e]);
           if (with_qr) vk += d * mp(a.bf16, a.qr[(a.rows[u_s[r * kt + c]] * a.H + h) * D + e]);
-          vv += mp(a.bf16, p_s[r * kt + c]) * mp(a.bf16, do_s[r * D + e]);
+          vv += mp(a.bf16, p_s[r * kt + c]) * mp(a.bf16, do_s[r * ld + e]);
         }
         acck[x] = vk;
         accv[x] = vv;
@@ -614,6 +642,25 @@ __global__ void attention_backward_cols_tiled_kernel(T* dk, T* dv, T* dp2c, cons
       if (dk) dk[c0 * D + x] += a.scale * acck[x];
       if (dv) dv[c0 * D + x] += accv[x];
     }
+  }
+}
+
+// dbias[h, d] += sum over b and query tiles of the rows pass's partials (one thread per (h, d); b and
+// the tiles in order; adjacent threads read adjacent partials).
+template <typename T>
+__global__ void diagonal_partials_reduce_kernel(T* dbias, const T* ddiag, int64_t ldiag, int64_t B, int64_t H,
+                                                int64_t Tq, int64_t Tk, int64_t qtile) {
+  const int64_t nd = Tq + Tk - 1, qtiles = (Tq + qtile - 1) / qtile;
+  for (int64_t hd = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; hd < H * nd;
+       hd += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t h = hd / nd, rel = hd % nd - (Tq - 1);  // j - i
+    T total = T(0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < qtiles; ++t) {
+        const int64_t L = rel + t * qtile + qtile - 1;
+        if (L >= 0 && L < ldiag) total += ddiag[((b * H + h) * qtiles + t) * ldiag + L];
+      }
+    dbias[hd] += total;
   }
 }
 
@@ -734,17 +781,18 @@ class IndexArrays {
   DeviceArray diag_u_, rows_;
 };
 
-// Shared memory of the tiled forward for tiles of `tile` queries and keys: the query, output, key and
-// value tiles, the tile's scores and three per-row values.
+// Shared memory of the tiled forward for tiles of `tile` queries and keys: the query, key and value
+// tiles (row stride smem_ld(D)), the output tile, the tile's scores and three per-row values.
 size_t tiled_attention_smem(int64_t tile, int64_t D, size_t elem) {
-  return static_cast<size_t>(4 * tile * D + tile * tile + 3 * tile) * elem;
+  return static_cast<size_t>(3 * tile * smem_ld(D) + tile * D + tile * tile + 3 * tile) * elem;
 }
 
-// Shared memory of the tiled backward kernels (rows: 3 query-side and 2 key-side D-tiles; columns: 4
-// and 2; plus the pair tiles, per-row values and the pairs' int table indices).
+// Shared memory of the tiled backward kernels: four tiles read by dot() (q, dO, k, v; row stride
+// smem_ld(D)) and the accumulators (rows: dq; columns: dk and dv), the pair tiles (rows: dS; columns:
+// P and dS), per-row values and the pairs' int table indices.
 size_t tiled_backward_smem(int64_t tile, int64_t D, size_t elem, bool cols) {
-  const int64_t tiles = cols ? 6 : 5, pairs = cols ? 2 : 1;
-  return static_cast<size_t>(tiles * tile * D + pairs * tile * tile + 3 * tile) * elem +
+  const int64_t accs = cols ? 2 : 1, pairs = cols ? 2 : 1;
+  return static_cast<size_t>(4 * tile * smem_ld(D) + accs * tile * D + pairs * tile * tile + 3 * tile) * elem +
          static_cast<size_t>(tile * tile) * sizeof(int);
 }
 
@@ -834,10 +882,19 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks
   // tiles fit the shared memory, else one block per row / column.
   const int64_t tile_rows = tiled_backward_tile(D, sizeof(T), false),
                 tile_cols = tiled_backward_tile(D, sizeof(T), true);
-  if (tile_rows > 0 && tile_cols > 0) {
-    launch("attention_backward (rows)", attention_backward_rows_tiled_kernel<T>,
-           capped_grid(B * H * ((Tq + tile_rows - 1) / tile_rows)), kTile,
-           tiled_backward_smem(tile_rows, D, sizeof(T), false), dq, delta, dc2p, dout, o, stats, a, tile_rows);
+  // A Distance bias's gradient in the tiled rows pass: per-block partial sums over the diagonals
+  // (ldiag each, in a scratch block of the caching allocator), then one reduction over b and the tiles.
+  const bool tiled = tile_rows > 0 && tile_cols > 0;
+  const bool diag_partials = tiled && kind == ScoreBias::Distance && dbias && Tk > 0;
+  const int64_t qtiles = tiled ? (Tq + tile_rows - 1) / tile_rows : 0;
+  const int64_t ldiag = tiled ? (Tk + tile_rows - 1) / tile_rows * tile_rows + tile_rows - 1 : 0;
+  const size_t ddiag_bytes =
+      diag_partials ? static_cast<size_t>(checked_elems({B, H, qtiles, ldiag}, "attention_backward")) * sizeof(T) : 0;
+  T* ddiag = diag_partials ? static_cast<T*>(scratch_allocate(ddiag_bytes)) : nullptr;
+  if (tiled) {
+    launch("attention_backward (rows)", attention_backward_rows_tiled_kernel<T>, capped_grid(B * H * qtiles), kTile,
+           tiled_backward_smem(tile_rows, D, sizeof(T), false), dq, delta, dc2p, ddiag, ldiag, dout, o, stats, a,
+           tile_rows);
     if ((dk || dv || dp2c) && B * H * Tk > 0)
       launch("attention_backward (columns)", attention_backward_cols_tiled_kernel<T>,
              capped_grid(B * H * ((Tk + tile_cols - 1) / tile_cols)), kTile,
@@ -856,9 +913,15 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks
   }
   // 3. bias / table gradients.
   const int64_t nd = Tq + Tk - 1;
-  if (kind == ScoreBias::Distance && dbias && Tk > 0)
+  if (diag_partials) {
+    launch("attention_backward (bias by distance)", diagonal_partials_reduce_kernel<T>,
+           capped_grid((H * nd + kTile - 1) / kTile), kTile, 0, dbias, static_cast<const T*>(ddiag), ldiag, B, H, Tq,
+           Tk, tile_rows);
+    scratch_free(ddiag, ddiag_bytes);  // its next user is queued behind the reduction on the same stream
+  } else if (kind == ScoreBias::Distance && dbias && Tk > 0) {
     launch("attention_backward (bias by distance)", attention_diagonal_kernel<T>, capped_grid(H * nd), kTile, 0, dbias,
            stats, dout, static_cast<const T*>(delta), a, true);
+  }
   if (dc2p)
     launch("attention_backward (content-position dkr)", content_position_table_grad_kernel<T>, capped_grid(U * H), 64,
            0, dkr, static_cast<const T*>(dc2p), q, ix.rows(), B, H, Tq, D, U, scale, a.bf16);

@@ -50,6 +50,21 @@ inline unsigned grid_for(int64_t n, int block) {
   return static_cast<unsigned>(g);
 }
 
+// Row chunks for n independent sums over R rows each (column sums: a bias gradient sums 8192 rows
+// for 768 columns). One thread per sum walking all R rows leaves most of the GPU idle and is bound by
+// the latency of R dependent adds; instead each chunk of rows gets its own threads, writes partial
+// sums, and a second pass adds the chunks in order (deterministic, no atomics). 1: no split.
+inline int64_t reduction_chunks(int64_t n, int64_t R) {
+  constexpr int64_t kTargetThreads = int64_t(1) << 17, kMinRows = 32, kMaxChunks = 4096;
+  int64_t c = (kTargetThreads + n - 1) / (n < 1 ? 1 : n);
+  const int64_t by_rows = (R + kMinRows - 1) / kMinRows;
+  if (c > by_rows) c = by_rows;
+  if (c > kMaxChunks) c = kMaxChunks;
+  if (c < 1) return 1;
+  const int64_t rows = (R + c - 1) / c;  // rows per chunk; then no chunk is empty
+  return (R + rows - 1) / rows;
+}
+
 // True for memory a kernel can dereference (device or managed); false for host memory, including
 // pageable memory the driver has never seen.
 bool is_device_pointer(const void* p);

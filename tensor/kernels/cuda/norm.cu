@@ -6,8 +6,10 @@
 // RMSNorm's mean of squares also in double).
 //
 // Work split. Forward and dx: one block per row, block-wide fixed-tree reductions. Parameter
-// gradients dw, db (column sums over all N rows): a block owns 32 columns; its 8 thread rows each
-// walk rows n = ty, ty + 8, ... in order, then thread row 0 adds the 8 partials in order. No atomics:
+// gradients dw, db (column sums over all N rows): a block owns 32 columns and a chunk of rows
+// (reduction_chunks: many rows for few columns are split); its 8 thread rows each walk the chunk's
+// rows n = ty, ty + 8, ... in order, then thread row 0 adds the 8 partials in order, and with several
+// chunks a second kernel adds the chunks' partials in chunk order. No atomics:
 // the summation order is fixed, so results are deterministic (but not the CPU's order).
 #include "tensor/kernels/cuda/common.cuh"
 
@@ -77,19 +79,23 @@ __global__ void norm_dx_kernel(T* dx, const T* dy, const T* x, const T* w, const
   }
 }
 
-// dw[c] += sum_n dy[n,c] * xhat(n,c), db[c] += sum_n dy[n,c]. Block (kColTile, kRowLanes).
+// dw[c] += sum_n dy[n,c] * xhat(n,c), db[c] += sum_n dy[n,c]. Block (kColTile, kRowLanes); blockIdx.y
+// is the chunk of rows [y * rows, (y + 1) * rows). With one chunk the sums are added into dw, db;
+// with several, chunk y writes its partials to pw[y * C + c], pb[y * C + c] (sum_partials_kernel adds them).
 template <typename T>
 __global__ void norm_param_grads_kernel(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* rstd, int64_t N,
-                                        int64_t C) {
+                                        int64_t C, int64_t rows) {
   __shared__ T part_w[kRowLanes][kColTile];
   __shared__ T part_b[kRowLanes][kColTile];
   const int tx = threadIdx.x, ty = threadIdx.y;
+  const bool chunked = gridDim.y > 1;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * rows, n1 = n0 + rows < N ? n0 + rows : N;
   for (int64_t c0 = static_cast<int64_t>(blockIdx.x) * kColTile; c0 < C;
        c0 += static_cast<int64_t>(gridDim.x) * kColTile) {
     const int64_t c = c0 + tx;
     T aw = T(0), ab = T(0);
     if (c < C) {
-      for (int64_t n = ty; n < N; n += kRowLanes) {
+      for (int64_t n = n0 + ty; n < n1; n += kRowLanes) {
         const T g = dy[n * C + c];
         const T hi = mean ? mean[2 * n] : T(0), lo = mean ? mean[2 * n + 1] : T(0);
         aw += g * (((x[n * C + c] - hi) - lo) * rstd[n]);
@@ -106,9 +112,28 @@ __global__ void norm_param_grads_kernel(T* dw, T* db, const T* dy, const T* x, c
         sw += part_w[r][tx];
         sb += part_b[r][tx];
       }
-      if (dw) dw[c] += sw;
-      if (db) db[c] += sb;
+      if (chunked) {
+        dw[blockIdx.y * C + c] = sw;
+        db[blockIdx.y * C + c] = sb;
+      } else {
+        if (dw) dw[c] += sw;
+        if (db) db[c] += sb;
+      }
     }
+  }
+}
+
+// dw[c] += sum_y pw[y * C + c], db likewise, the chunks in order.
+template <typename T>
+__global__ void sum_partials_kernel(T* dw, T* db, const T* pw, const T* pb, int64_t C, int64_t chunks) {
+  POSGRAD_GRID_STRIDE(c, C) {
+    T sw = T(0), sb = T(0);
+    for (int64_t y = 0; y < chunks; ++y) {
+      sw += pw[y * C + c];
+      sb += pb[y * C + c];
+    }
+    if (dw) dw[c] += sw;
+    if (db) db[c] += sb;
   }
 }
 
@@ -131,7 +156,20 @@ void param_grads(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* 
                  const char* name) {
   const int64_t tiles = (C + kColTile - 1) / kColTile;
   const unsigned grid = static_cast<unsigned>(tiles < 65535 ? tiles : 65535);
-  launch(name, norm_param_grads_kernel<T>, grid, dim3(kColTile, kRowLanes), 0, dw, db, dy, x, mean, rstd, N, C);
+  // Row chunks (reduction_chunks, counting a thread per column and row lane) so that a few hundred
+  // columns over thousands of rows still fill the GPU.
+  const int64_t chunks = reduction_chunks(C * kRowLanes, N), rows = (N + chunks - 1) / chunks;
+  if (chunks == 1) {
+    launch(name, norm_param_grads_kernel<T>, grid, dim3(kColTile, kRowLanes), 0, dw, db, dy, x, mean, rstd, N, C, N);
+    return;
+  }
+  const size_t bytes = static_cast<size_t>(2 * chunks * C) * sizeof(T);
+  T* part = static_cast<T*>(scratch_allocate(bytes));
+  launch(name, norm_param_grads_kernel<T>, dim3(grid, static_cast<unsigned>(chunks)), dim3(kColTile, kRowLanes), 0,
+         part, part + chunks * C, dy, x, mean, rstd, N, C, rows);
+  launch(name, sum_partials_kernel<T>, grid_for(C, kBlock), kBlock, 0, dw, db, static_cast<const T*>(part),
+         static_cast<const T*>(part + chunks * C), C, chunks);
+  scratch_free(part, bytes);  // its next user is queued behind these kernels on the same stream
 }
 
 }  // namespace

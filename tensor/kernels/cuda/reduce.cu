@@ -3,11 +3,12 @@
 //
 // Two shapes of work. inner == 1 (reducing the last dim): one block per output, threads stride over
 // R and a fixed tree (common.cuh) combines them. inner > 1: one thread per output (o, i) walking r
-// sequentially, coalesced over i. Both orders are fixed, so results are deterministic; the tree
-// order differs from the CPU's sequential sum (agreement to rounding). Max keeps the FIRST maximum
-// on ties, as the CPU does: the tree prefers the lower index among equal values. NaN propagates as
-// on the CPU (torch.max semantics): any NaN beats every number, and among NaNs the lowest index
-// wins, so the result is the first NaN along R.
+// sequentially, coalesced over i; where there are few outputs for long R (a bias gradient), the rows
+// are split into chunks (reduction_chunks) whose partial sums are added in chunk order. The orders are fixed, so
+// results are deterministic; the tree order differs from the CPU's sequential sum (agreement to rounding). Max keeps
+// the FIRST maximum on ties, as the CPU does: the tree prefers the lower index among equal values. NaN propagates as on
+// the CPU (torch.max semantics): any NaN beats every number, and among NaNs the lowest index wins, so the result is the
+// first NaN along R.
 #include "tensor/kernels/cuda/common.cuh"
 
 namespace posgrad::kernels::cuda {
@@ -34,6 +35,29 @@ __global__ void sum_inner_kernel(T* y, const T* x, int64_t outer, int64_t R, int
     const T* xo = x + o * R * inner + i;
     T s = T(0);
     for (int64_t r = 0; r < R; ++r) s += xo[r * inner];
+    y[j] = s;
+  }
+}
+
+// The same sums split into row chunks (reduction_chunks): part[chunk, j] over rows [chunk * rows, ...),
+// chunk = blockIdx.y; then sum_chunks_kernel adds the chunks in order.
+template <typename T>
+__global__ void sum_inner_chunks_kernel(T* part, const T* x, int64_t outer, int64_t R, int64_t inner, int64_t rows) {
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows, r1 = r0 + rows < R ? r0 + rows : R;
+  POSGRAD_GRID_STRIDE(j, outer * inner) {
+    const int64_t o = j / inner, i = j % inner;
+    const T* xo = x + o * R * inner + i;
+    T s = T(0);
+    for (int64_t r = r0; r < r1; ++r) s += xo[r * inner];
+    part[blockIdx.y * outer * inner + j] = s;
+  }
+}
+
+template <typename T>
+__global__ void sum_chunks_kernel(T* y, const T* part, int64_t n, int64_t chunks) {
+  POSGRAD_GRID_STRIDE(j, n) {
+    T s = T(0);
+    for (int64_t c = 0; c < chunks; ++c) s += part[c * n + j];
     y[j] = s;
   }
 }
@@ -129,10 +153,21 @@ void sum_dim_forward(T* y, const T* x, int64_t outer, int64_t R, int64_t inner) 
     fill<T>(y, outer * inner, T(0));
     return;
   }
-  if (inner == 1)
+  const int64_t n = outer * inner, chunks = inner == 1 ? 1 : reduction_chunks(n, R);
+  if (inner == 1) {
     launch("sum_dim_forward", sum_rows_kernel<T>, row_grid(outer), kRowBlock, 0, y, x, outer, R);
-  else
-    launch("sum_dim_forward", sum_inner_kernel<T>, grid_for(outer * inner, kBlock), kBlock, 0, y, x, outer, R, inner);
+  } else if (chunks == 1) {
+    launch("sum_dim_forward", sum_inner_kernel<T>, grid_for(n, kBlock), kBlock, 0, y, x, outer, R, inner);
+  } else {
+    const int64_t rows = (R + chunks - 1) / chunks;
+    const size_t bytes = static_cast<size_t>(chunks * n) * sizeof(T);
+    T* part = static_cast<T*>(scratch_allocate(bytes));
+    launch("sum_dim_forward (row chunks)", sum_inner_chunks_kernel<T>,
+           dim3(grid_for(n, kBlock), static_cast<unsigned>(chunks)), kBlock, 0, part, x, outer, R, inner, rows);
+    launch("sum_dim_forward (chunks)", sum_chunks_kernel<T>, grid_for(n, kBlock), kBlock, 0, y,
+           static_cast<const T*>(part), n, chunks);
+    scratch_free(part, bytes);  // its next user is queued behind these kernels on the same stream
+  }
 }
 
 template <typename T>
