@@ -764,7 +764,8 @@ TEST(CudaKernelsEmulated, Attention) {
   using kernels::ScoreBias;
   for (ScoreBias bias : {ScoreBias::None, ScoreBias::Distance, ScoreBias::ContentPosition})
     for (bool causal : {false, true}) {
-      // T = 37 spans two key tiles of the emulated kernels (tile 32).
+      // T = 37 spans two key tiles of the emulated kernels (tile 32). This copy forms a Distance bias's
+      // gradient with the per-diagonal kernel (the GPU's fallback for large shapes).
       attention_case<double, EmuSmall>(bias, causal, 2, 2, 37, 37, 5, 0, true, true);
       if (bias == ScoreBias::ContentPosition) {
         attention_case<double, EmuSmall>(bias, causal, 1, 2, 7, 7, 4, 0, true, false);
@@ -801,5 +802,8 @@ TEST(CudaKernelsEmulated, AttentionAtProductionSizes) {
   attention_case<double, EmuProduction>(ScoreBias::ContentPosition, false, 1, 1, 300, 300, 128, 0, true, true);
   attention_case<float, EmuProduction>(ScoreBias::None, false, 1, 1, 300, 300, 128, 0, false, false);
   attention_case<float, EmuProduction>(ScoreBias::Distance, true, 1, 2, 40, 300, 64, 260, false, false);
+  // A Distance bias's gradient from the rows pass's per-block diagonal partials, added over two batch
+  // rows and two heads (the small copy above takes the per-diagonal kernel instead).
+  attention_case<float, EmuProduction>(ScoreBias::Distance, false, 2, 2, 140, 140, 64, 0, false, false);
   attention_case<double, EmuProduction>(ScoreBias::None, true, 1, 1, 40, 300, 128, 260, false, false, true);
 }

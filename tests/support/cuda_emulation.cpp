@@ -36,10 +36,16 @@
 #define POSGRAD_EMU_ROW_BLOCK 64
 #define POSGRAD_EMU_ATTN_TILE 32
 #define POSGRAD_EMU_PRIMARY 1
+// The small copy forms a Distance bias's gradient with the per-diagonal kernel (the GPU's fallback
+// for partial sums above 1 GiB); the production copy and the emulated device with the partial sums.
+#define POSGRAD_EMU_MAX_DIAG_PARTIAL_BYTES 0
 #endif
 #define POSGRAD_CUDA_EMULATION 1
 #define POSGRAD_CUDA_ROW_BLOCK POSGRAD_EMU_ROW_BLOCK
 #define POSGRAD_CUDA_ATTN_TILE POSGRAD_EMU_ATTN_TILE
+#ifdef POSGRAD_EMU_MAX_DIAG_PARTIAL_BYTES
+#define POSGRAD_CUDA_MAX_DIAG_PARTIAL_BYTES POSGRAD_EMU_MAX_DIAG_PARTIAL_BYTES
+#endif
 #define __global__
 #define __device__
 #define __host__

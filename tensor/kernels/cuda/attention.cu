@@ -49,8 +49,10 @@
 // with 48 KiB of shared memory — 16 x 16 in the backward at D = 64 —, the score products serial per
 // pair, the content-position table gradients one block per table row); it is memory-light
 // (O(B H T) extra, plus B H (Tq / tile) (Tk + tile) partial diagonal sums for a Distance bias's
-// gradient) and exact, and its cost is several recomputations of the score matrix. Tiled up to a head
-// dim of about 1,400 (float, backward columns), per-row beyond (a few hundred at most).
+// gradient) and exact, and its cost is several recomputations of the score matrix: on an H200, 3.2 ms
+// forward and 8.8 ms backward per layer at B 8, H 12, T 1024, D 64, causal (README "On a real GPU").
+// Tiled up to a head dim of about 1,400 (float, backward columns), per-row beyond (a few hundred at
+// most).
 #include <cmath>
 #include <type_traits>
 
@@ -68,6 +70,9 @@ namespace {
 
 #ifndef POSGRAD_CUDA_ATTN_TILE
 #define POSGRAD_CUDA_ATTN_TILE 128
+#endif
+#ifndef POSGRAD_CUDA_MAX_DIAG_PARTIAL_BYTES
+#define POSGRAD_CUDA_MAX_DIAG_PARTIAL_BYTES (int64_t(1) << 30)
 #endif
 constexpr int kTile = POSGRAD_CUDA_ATTN_TILE;  // keys (or queries) per tile = threads per block; a multiple of 32
 // Dynamic shared memory per block without the opt-in attribute is 48 KiB, including the static
@@ -884,12 +889,15 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks
                 tile_cols = tiled_backward_tile(D, sizeof(T), true);
   // A Distance bias's gradient in the tiled rows pass: per-block partial sums over the diagonals
   // (ldiag each, in a scratch block of the caching allocator), then one reduction over b and the tiles.
+  // They grow as B H Tq Tk / tile: beyond 1 GiB (B 8, H 12, T 8192 in float at tile 16 is 1.6 GiB) the
+  // per-diagonal kernel forms the gradient instead, with no scratch and more time.
   const bool tiled = tile_rows > 0 && tile_cols > 0;
-  const bool diag_partials = tiled && kind == ScoreBias::Distance && dbias && Tk > 0;
   const int64_t qtiles = tiled ? (Tq + tile_rows - 1) / tile_rows : 0;
   const int64_t ldiag = tiled ? (Tk + tile_rows - 1) / tile_rows * tile_rows + tile_rows - 1 : 0;
-  const size_t ddiag_bytes =
-      diag_partials ? static_cast<size_t>(checked_elems({B, H, qtiles, ldiag}, "attention_backward")) * sizeof(T) : 0;
+  constexpr double kMaxPartialBytes = double(POSGRAD_CUDA_MAX_DIAG_PARTIAL_BYTES);
+  const bool diag_partials = tiled && kind == ScoreBias::Distance && dbias && Tk > 0 &&
+                             double(B) * double(H) * double(qtiles) * double(ldiag) * sizeof(T) <= kMaxPartialBytes;
+  const size_t ddiag_bytes = diag_partials ? static_cast<size_t>(B * H * qtiles * ldiag) * sizeof(T) : 0;
   T* ddiag = diag_partials ? static_cast<T*>(scratch_allocate(ddiag_bytes)) : nullptr;
   if (tiled) {
     launch("attention_backward (rows)", attention_backward_rows_tiled_kernel<T>, capped_grid(B * H * qtiles), kTile,

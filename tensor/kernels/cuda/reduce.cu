@@ -4,11 +4,11 @@
 // Two shapes of work. inner == 1 (reducing the last dim): one block per output, threads stride over
 // R and a fixed tree (common.cuh) combines them. inner > 1: one thread per output (o, i) walking r
 // sequentially, coalesced over i; where there are few outputs for long R (a bias gradient), the rows
-// are split into chunks (reduction_chunks) whose partial sums are added in chunk order. The orders are fixed, so
-// results are deterministic; the tree order differs from the CPU's sequential sum (agreement to rounding). Max keeps
-// the FIRST maximum on ties, as the CPU does: the tree prefers the lower index among equal values. NaN propagates as on
-// the CPU (torch.max semantics): any NaN beats every number, and among NaNs the lowest index wins, so the result is the
-// first NaN along R.
+// are split into chunks (reduction_chunks) whose partial sums are added in chunk order. The orders
+// are fixed, so results are deterministic; the tree order differs from the CPU's sequential sum
+// (agreement to rounding). Max keeps the FIRST maximum on ties, as the CPU does: the tree prefers the
+// lower index among equal values. NaN propagates as on the CPU (torch.max semantics): any NaN beats
+// every number, and among NaNs the lowest index wins, so the result is the first NaN along R.
 #include "tensor/kernels/cuda/common.cuh"
 
 namespace posgrad::kernels::cuda {
