@@ -40,7 +40,7 @@ if [[ -n ${BUNDLE:-} ]]; then
   libdirs="$bundle/lib"
   for lib in libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudart.so.13; do
     found=$(find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /opt /usr/local/lib -name "$lib" 2>/dev/null | head -1)
-    [[ -n $found ]] && libdirs="$libdirs:$(dirname "$found")"
+    [[ -n $found && ":$libdirs:" != *":$(dirname "$found"):"* ]] && libdirs="$libdirs:$(dirname "$found")"
   done
   export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   [[ -f $bundle/data/tinyshakespeare.txt ]] && export POSGRAD_DATA_DIR="$bundle/data"
