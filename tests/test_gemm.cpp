@@ -477,23 +477,25 @@ TEST(GemmBf16, PrecisionNamesParseAndBadOnesAreRefused) {
 
 // ---- gemm_tile: the fused attention's tile products (tensor/kernels/cpu/gemm_tile.h) ----------------
 
-// gemm_tile gives gemm()'s bits: every transpose, alpha and beta (0, 1, other), strided operands, every
+// gemm_tile gives gemm()'s bits: every transpose, alpha and beta (0, 1, other: 0.3 and 0.7), strided operands, every
 // tile shape the attention makes (M, N up to 64 and past it, K from 1 to the 512 of one KC block, odd
-// sizes for the masked edges), NaN garbage in C under beta = 0, and a -0 in C under beta = 1. Where the
-// GEMM's path is AVX-512 with fp32 products gemm_tile runs its own loops; elsewhere (forced here to the
-// AVX2 and scalar paths, and in bf16) it hands the product to gemm(), so the test still holds.
+// sizes for the masked edges, K at and just past the 256 of AVX2's KC), NaN garbage in C under beta = 0,
+// and a -0 in C under beta = 1. Where the GEMM's path is AVX-512 or AVX2 with fp32 products gemm_tile
+// runs its own loops (each path forced here where the CPU has it); elsewhere (the scalar path, bf16, K
+// past the first KC block) it hands the product to gemm(), so the test still holds.
 TEST(GemmTile, SameBitsAsGemm) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   struct Shape {
     int64_t M, N, K;
   };
-  const Shape shapes[] = {{64, 64, 16},  {64, 16, 64}, {64, 32, 64},  {13, 64, 32},  {64, 64, 1}, {5, 7, 3},
-                          {70, 100, 33}, {1, 1, 512},  {64, 48, 512}, {33, 17, 513}, {9, 80, 64}};
+  const Shape shapes[] = {{64, 64, 16}, {64, 16, 64},  {64, 32, 64},  {13, 64, 32},  {64, 64, 1},
+                          {5, 7, 3},    {70, 100, 33}, {1, 1, 512},   {64, 48, 512}, {33, 17, 513},
+                          {9, 80, 64},  {64, 40, 256}, {20, 24, 257}, {7, 16, 5}};
   auto run_all = [&](const char* what) {
     for (const Shape& s : shapes)
       for (int t = 0; t < 4; ++t)
-        for (float beta : {0.0f, 1.0f, 0.5f}) {
+        for (float beta : {0.0f, 1.0f, 0.7f}) {
           const bool ta = t & 1, tb = t & 2;
           const int64_t pad = 3, lda = (ta ? s.M : s.K) + pad, ldb = (tb ? s.K : s.N) + pad, ldc = s.N + pad;
           std::vector<float> A((ta ? s.K : s.M) * lda), B((tb ? s.N : s.K) * ldb), C(s.M * ldc);
@@ -503,7 +505,9 @@ TEST(GemmTile, SameBitsAsGemm) {
           if (beta == 0.0f) C[0] = std::numeric_limits<float>::quiet_NaN();  // never read
           if (beta == 1.0f) C[0] = -0.0f;
           std::vector<float> want = C, got = C;
-          const float alpha = beta == 0.5f ? 0.125f : 1.0f;
+          // Not powers of two, so that alpha * acc and beta * C round: a fused and a separately
+          // rounded write then differ.
+          const float alpha = beta == 0.7f ? 0.3f : 1.0f;
           gemm<float>(want.data(), A.data(), B.data(), s.M, s.N, s.K, ldc, lda, ldb, ta, tb, alpha, beta);
           posgrad::kernels::cpu::gemm_tile<float>(got.data(), A.data(), B.data(), s.M, s.N, s.K, ldc, lda, ldb, ta, tb,
                                                   alpha, beta);

@@ -465,15 +465,92 @@ POSGRAD_GEMM_AVX512 void tile_block_avx512(const float* a, int64_t lda, bool ta,
   }
 }
 
-// Rows [0, M) of one column block of NV vectors, R rows at a time, then one at a time.
+// Rows [0, M) of one column block of NV vectors, R rows at a time, then the rest (fewer than R) in
+// blocks of decreasing height: a block of few rows has few independent FMA chains, so one row at a time
+// would wait on the FMA latency (4 rows left of a 64-row tile cost as much as 16 in full blocks).
 template <int R, int NV>
 void tile_rows_avx512(const float* A, int64_t lda, bool ta, const float* b, int64_t ldb, float* c, int64_t ldc,
                       int64_t M, int64_t K, int64_t n, float alpha, float beta) {
   int64_t i = 0;
   for (; i + R <= M; i += R)
     tile_block_avx512<R, NV>(ta ? A + i : A + i * lda, lda, ta, b, ldb, c + i * ldc, ldc, K, n, alpha, beta);
-  for (; i < M; ++i)
-    tile_block_avx512<1, NV>(ta ? A + i : A + i * lda, lda, ta, b, ldb, c + i * ldc, ldc, K, n, alpha, beta);
+  if constexpr (R > 1)
+    if (i < M)
+      tile_rows_avx512<R - 1, NV>(ta ? A + i : A + i * lda, lda, ta, b, ldb, c + i * ldc, ldc, M - i, K, n, alpha,
+                                  beta);
+}
+
+// The AVX2 counterpart: one R x (NV * 8) block, op(B)'s row k at b + k * ldb, with ukr_avx2<float>'s
+// per-element arithmetic. Where the block is a whole NR = 16 columns (gemm()'s full micro-tile) it writes
+// as ukr_avx2 does (alpha * acc, or fma(alpha, acc, beta * C)); the last, narrower block of a product
+// is an edge tile in gemm() too, written there through write_tile_generic (alpha * acc + beta * C,
+// separately rounded), so here as well. Lanes past n are read as zeros (masked loads), as the packed
+// panels hold them.
+template <int R, int NV, bool Full>
+POSGRAD_GEMM_AVX2 void tile_block_avx2(const float* a, int64_t lda, bool ta, const float* b, int64_t ldb, float* c,
+                                       int64_t ldc, int64_t K, int64_t n, float alpha, float beta) {
+  using V = avx2_vec<float>;
+  constexpr int L = V::lanes;
+  constexpr int NR = NV * L;
+  __m256i m[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    m[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - v * L)), lane);
+  }
+  __m256 acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = V::zero();
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    __m256 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      bv[v] = Full ? V::loadu(b + k * ldb + v * L) : _mm256_maskload_ps(b + k * ldb + v * L, m[v]);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 ar = V::set1(ta ? a[k * lda + r] : a[r * lda + k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(ar, bv[v], acc[r][v]);
+    }
+  }
+  if constexpr (Full) {
+    const __m256 va = V::set1(alpha), vb = V::set1(beta);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      float* cr = c + r * ldc;
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const __m256 out =
+            beta == 0.0f ? V::mul(va, acc[r][v]) : V::fmadd(va, acc[r][v], V::mul(vb, V::loadu(cr + v * L)));
+        V::storeu(cr + v * L, out);
+      }
+    }
+  } else {
+    alignas(32) float tile[R * NR];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) V::storeu(tile + r * NR + v * L, acc[r][v]);
+    }
+    write_tile_generic<float, R, NR>(tile, c, ldc, R, n, alpha, beta);
+  }
+}
+
+// Rows [0, M) of one 16-column block, R = 6 rows at a time (ukr_avx2's 6 x 16 tile), then the rest in
+// blocks of decreasing height, as tile_rows_avx512.
+template <int R, bool Full>
+void tile_rows_avx2(const float* A, int64_t lda, bool ta, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t M,
+                    int64_t K, int64_t n, float alpha, float beta) {
+  int64_t i = 0;
+  for (; i + R <= M; i += R)
+    tile_block_avx2<R, 2, Full>(ta ? A + i : A + i * lda, lda, ta, b, ldb, c + i * ldc, ldc, K, n, alpha, beta);
+  if constexpr (R > 1)
+    if (i < M)
+      tile_rows_avx2<R - 1, Full>(ta ? A + i : A + i * lda, lda, ta, b, ldb, c + i * ldc, ldc, M - i, K, n, alpha,
+                                  beta);
 }
 #endif
 
@@ -482,7 +559,9 @@ void tile_rows_avx512(const float* A, int64_t lda, bool ta, const float* b, int6
 // True when gemm_tile runs its own loops: see gemm_tile.h.
 bool gemm_tile_applies(int64_t M, int64_t N, int64_t K, float alpha) {
 #if POSGRAD_GEMM_X86
-  return M > 0 && N > 0 && K > 0 && K <= 512 && alpha != 0.0f && gemm_active_isa() == gemm_isa::avx512 &&
+  const gemm_isa isa = gemm_active_isa();
+  return M > 0 && N > 0 && K > 0 && K <= active_config<float>().kc && alpha != 0.0f &&
+         (isa == gemm_isa::avx512 || isa == gemm_isa::avx2) &&
          precision_slot().load(std::memory_order_relaxed) == static_cast<int>(MatmulPrecision::fp32);
 #else
   (void)M, (void)N, (void)K, (void)alpha;
@@ -591,6 +670,16 @@ void gemm_tile<float>(float* C, const float* A, const float* B, int64_t M, int64
         for (int64_t k = 0; k < K; ++k) t[static_cast<size_t>(k * N + j)] = B[j * ldb + k];
       b = t.data();
       ld = N;
+    }
+    if (gemm_active_isa() == gemm_isa::avx2) {
+      for (int64_t j0 = 0; j0 < N; j0 += 16) {
+        const int64_t n = std::min<int64_t>(16, N - j0);
+        if (n == 16)
+          tile_rows_avx2<6, true>(A, lda, trans_a, b + j0, ld, C + j0, ldc, M, K, n, alpha, beta);
+        else
+          tile_rows_avx2<6, false>(A, lda, trans_a, b + j0, ld, C + j0, ldc, M, K, n, alpha, beta);
+      }
+      return;
     }
     for (int64_t j0 = 0; j0 < N; j0 += 64) {
       const int64_t n = std::min<int64_t>(64, N - j0);
