@@ -310,17 +310,21 @@ struct LinearFn : Function<LinearFn> {
     const Device dev = dy.device();
     dispatch_floating(dy.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
+      // The products write their outputs with beta = 0 (no zero fill first); an empty product is zeros.
+      // Same bits as accumulating onto zeros: a GEMM sum starts from +0, so it is never -0, and acc + 0
+      // is acc.
+      const bool any = R > 0 && in > 0 && out > 0;
       if (ctx.needs(0)) {  // dx (R, in) = dy (R, out) @ w (out, in)
-        dx = Tensor::zeros(s.x_shape, dy.dtype(), dev);
-        if (R > 0 && in > 0 && out > 0)
+        dx = any ? Tensor::empty(s.x_shape, dy.dtype(), dev) : Tensor::zeros(s.x_shape, dy.dtype(), dev);
+        if (any)
           POSGRAD_KERNEL(dev, gemm<T>, dx.data<T>(), dy.data<T>(), s.w.data<T>(), R, in, out, in, out, s.ldw, false,
-                         s.wt, T(1), T(1));
+                         s.wt, T(1), T(0));
       }
       if (ctx.needs(1)) {  // dw (out, in) = dy^T (out, R) @ x (R, in)
-        dw = Tensor::zeros(s.w_shape, dy.dtype(), dev);
-        if (R > 0 && in > 0 && out > 0)
+        dw = any ? Tensor::empty(s.w_shape, dy.dtype(), dev) : Tensor::zeros(s.w_shape, dy.dtype(), dev);
+        if (any)
           POSGRAD_KERNEL(dev, gemm<T>, dw.data<T>(), dy.data<T>(), s.x.data<T>(), out, in, R, in, out, in, true, false,
-                         T(1), T(1));
+                         T(1), T(0));
       }
       if (s.has_bias && ctx.needs(2)) {  // db (out) = sum over the R rows of dy (R, out), rows in order
         // The column-sum kernel streams dy once with a vectorised row loop; a GEMM against a ones

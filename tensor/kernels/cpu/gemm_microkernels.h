@@ -742,6 +742,20 @@ POSGRAD_GEMM_AVX2 POSGRAD_GEMM_INLINE void pack_panel_transposed_avx2(const T* s
         r[i] = x0 + i < w ? V::loadu(src + (x0 + i) * ld + k) : V::zero();
       }
       V::transpose(r);
+      if constexpr (G == 1 && W < L) {
+        // A panel narrower than a register (float W = 6): row k + i is r[i]'s first W lanes, and its
+        // last L - W lanes are zeros that land on the next row's first slots, which the next store (or
+        // the scalar k tail) writes afterwards. Only the panel's very last row is stored narrow, so
+        // nothing past the panel is touched: L full stores instead of 2 L narrow ones and L extracts.
+#pragma GCC unroll 8
+        for (int i = 0; i < L; ++i) {
+          if (k + i + 1 < kc)
+            V::storeu(dst + (k + i) * W, r[i]);
+          else
+            V::store_first(dst + (k + i) * W, r[i], W);
+        }
+        continue;
+      }
 #pragma GCC unroll 8
       for (int i = 0; i < L; ++i) V::store_first(dst + (k + i) * W + x0, r[i], store_count);
     }
