@@ -154,7 +154,7 @@ constexpr int kChains256 = 12;
 
 #if defined(__x86_64__)
 // The same loop for each width (intrinsics only inline into functions of their own target).
-#define POSGRAD_FMA_CHAINS(V, FMA, SET1, kChains)                            \
+#define POSGRAD_FMA_CHAINS(V, FMA, SET1, kChains)                           \
   V acc[kChains];                                                           \
   for (int c = 0; c < kChains; ++c) acc[c] = SET1(1.0f + 1e-3f * float(c)); \
   const V a = SET1(0.999999f), b = SET1(1e-7f);                             \
