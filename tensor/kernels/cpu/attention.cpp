@@ -42,8 +42,8 @@
 //    the bias gradient is scattered back into that entry. A separate branch per tile, so the
 //    diagonal path is unchanged.
 //
-// Tile products go through gemm_tile (cpu/gemm_tile.h): on the AVX-512 path with fp32 products, the
-// GEMM's micro-kernel arithmetic without its packing (the same bits as the project GEMM), else the
+// Tile products go through gemm_tile (cpu/gemm_tile.h): on the AVX-512 and AVX2 paths with fp32
+// products, the GEMM's micro-kernel arithmetic without its packing (the same bits as the project GEMM), else the
 // project GEMM itself (cpu/gemm.cpp), which runs single-threaded inside our parallel regions (it
 // checks omp_in_parallel) and uses its AVX-512/AVX2 micro-kernels; the
 // exponentials (float) through a vectorised exp (exp_shift_sum below, vec_kernels.cpp).
