@@ -311,8 +311,8 @@ struct LinearFn : Function<LinearFn> {
     dispatch_floating(dy.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       // The products write their outputs with beta = 0 (no zero fill first); an empty product is zeros.
-      // Same bits as accumulating onto zeros: a GEMM sum starts from +0, so it is never -0, and acc + 0
-      // is acc.
+      // On the CPU the same bits as accumulating onto zeros: the GEMM's sums start from +0, so they are
+      // never -0, and acc + 0 is acc. (cuBLAS may differ from before in the sign of an exact zero.)
       const bool any = R > 0 && in > 0 && out > 0;
       if (ctx.needs(0)) {  // dx (R, in) = dy (R, out) @ w (out, in)
         dx = any ? Tensor::empty(s.x_shape, dy.dtype(), dev) : Tensor::zeros(s.x_shape, dy.dtype(), dev);
