@@ -1,7 +1,8 @@
 // test_attention.cpp — the fused attention op against the naive materialising reference (forward
 // and every input's gradient, double and float32) for every score modifier, causal and
 // bidirectional, on odd shapes including multi-tile ones (T = 130 > the 64-row tile); query offsets
-// with fully masked rows; bit-identical results for 1 and 2 threads; memory that grows with T, not
+// with fully masked rows; the causal mask equal, bit for bit, to a -inf Dense bias; bit-identical
+// results for 1 and 2 threads; memory that grows with T, not
 // T^2; argument errors; the attention layer with every position encoding (fused == naive), the
 // attention-by-distance diagnostic, and per-token positions (randomized positions: 0..T-1 equals
 // the plain path bit for bit, fused == reference with gaps, bad positions named). Gradchecks
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "autograd/ops.h"
@@ -312,6 +314,71 @@ TEST(Attention, BitIdenticalForOneAndTwoThreads) {
     TensorList two = run(c, DType::Float32, false);
     omp_set_num_threads(saved);
     for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(max_abs_diff(one[i], two[i]), 0.0) << "tensor " << i;
+  }
+}
+
+// The causal mask is exactly a bias of -inf on the hidden pairs: the causal kernels' output and
+// gradients are the bits of the bidirectional kernels given a Dense bias of -inf there and 0 elsewhere
+// (a Distance bias of the case folded into it, so each score gets one addition either way). This pins
+// down that the causal path neither reads hidden keys into a visible sum nor drops a visible term,
+// whatever its tiles skip. Shapes: one 64 x 64 tile, a partial tile, several tiles, and a query offset
+// (Tq != Tk, keys j <= i + offset).
+template <typename T>
+void expect_causal_equals_masked_bidirectional(DType dt, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D,
+                                               int64_t q_offset, bool distance) {
+  Generator g(17);
+  auto in = [&](const Shape& sh) { return randn(sh, g, dt).set_requires_grad(true); };
+  const Tensor q = in({B, H, Tq, D}), k = in({B, H, Tk, D}), v = in({B, H, Tk, D});
+  const Tensor dist = randn({H, Tq + Tk - 1}, g, dt);
+  const Tensor dy = randn({B, H, Tq, D}, g, dt);
+  const double scale = 1.0 / std::sqrt(double(D));
+  ScoreModifier causal_mod;
+  if (distance) {
+    causal_mod.kind = ScoreBias::Distance;
+    causal_mod.bias_by_distance = dist;
+  }
+  std::vector<double> dense(static_cast<size_t>(H * Tq * Tk));
+  const auto dv = dist.to_vector();
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < Tq; ++i)
+      for (int64_t j = 0; j < Tk; ++j)
+        dense[static_cast<size_t>((h * Tq + i) * Tk + j)] =
+            j > i + q_offset ? -INFINITY
+            : distance       ? dv[static_cast<size_t>(h * (Tq + Tk - 1) + j - i + Tq - 1)]
+                             : 0.0;
+  ScoreModifier masked_mod;
+  masked_mod.kind = ScoreBias::Dense;
+  masked_mod.bias_dense = Tensor::from_vector(dense, {H, Tq, Tk}, dt);
+
+  auto run_once = [&](const ScoreModifier& mod, bool causal) {
+    for (Tensor t : {q, k, v}) t.zero_grad();
+    const Tensor o = attention(q, k, v, mod, causal, scale, q_offset);
+    o.backward(dy);
+    return std::vector<std::vector<double>>{o.to_vector(), q.grad().to_vector(), k.grad().to_vector(),
+                                            v.grad().to_vector()};
+  };
+  const auto strips = run_once(causal_mod, true);
+  const auto whole = run_once(masked_mod, false);
+  const char* names[] = {"o", "dq", "dk", "dv"};
+  for (size_t t = 0; t < 4; ++t) {
+    ASSERT_EQ(strips[t].size(), whole[t].size());
+    size_t bad = strips[t].size();
+    for (size_t i = 0; i < strips[t].size() && bad == strips[t].size(); ++i)
+      if (std::memcmp(&strips[t][i], &whole[t][i], sizeof(double)) != 0) bad = i;
+    EXPECT_EQ(bad, strips[t].size()) << dtype_name(dt) << " Tq " << Tq << " Tk " << Tk << " offset " << q_offset
+                                     << (distance ? " distance " : " none ") << names[t] << "[" << bad
+                                     << "]: " << (bad < strips[t].size() ? strips[t][bad] : 0.0) << " vs "
+                                     << (bad < strips[t].size() ? whole[t][bad] : 0.0);
+  }
+}
+
+TEST(Attention, CausalEqualsBidirectionalWithAMaskingBiasBitForBit) {
+  for (const bool distance : {false, true}) {
+    expect_causal_equals_masked_bidirectional<float>(DType::Float32, 2, 3, 64, 64, 32, 0, distance);
+    expect_causal_equals_masked_bidirectional<float>(DType::Float32, 1, 2, 37, 37, 8, 0, distance);
+    expect_causal_equals_masked_bidirectional<float>(DType::Float32, 1, 2, 150, 150, 16, 0, distance);
+    expect_causal_equals_masked_bidirectional<float>(DType::Float32, 1, 2, 23, 90, 16, 67, distance);
+    expect_causal_equals_masked_bidirectional<double>(DType::Float64, 1, 2, 100, 100, 8, 0, distance);
   }
 }
 

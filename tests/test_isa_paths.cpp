@@ -197,6 +197,40 @@ TEST_P(VecPath, GeluBackwardEqualsTheScalarBits) {
   });
 }
 
+// The forward that keeps 1 + erf and the backward that reads it (what autograd runs on the CPU):
+// y the same bits as gelu_forward_f32, s = 1 + erf_approx(x / sqrt 2), and dx written as +0 plus
+// the accumulated term, so it equals gelu_backward_f32 on a zero-filled dx, signs of zero included
+// (dy holds +-0 and the inputs +-0, +-inf, NaN).
+TEST_P(VecPath, GeluSavingForwardAndSavedBackwardEqualTheScalarBits) {
+  const auto x = elementwise_inputs();
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+  std::vector<float> dy(x.size());
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = i % 7 == 0 ? 0.0f : i % 7 == 1 ? -0.0f : d(rng);
+  whole_and_pieces(static_cast<int64_t>(x.size()), [&](int64_t b, int64_t c) {
+    std::vector<float> y(x.size(), -7.0f), s(x.size(), -7.0f), want_y(x.size(), -7.0f), want_s(x.size(), -7.0f);
+    cpu::gelu_forward_saving_f32(y.data() + b, s.data() + b, x.data() + b, c);
+    for (int64_t i = b; i < b + c; ++i) {
+      want_y[i] = gelu_scalar(x[i]);
+      want_s[i] = 1.0f + cpu::erf_approx(x[i] * kInvSqrt2);
+    }
+    EXPECT_EQ(first_mismatch(y, want_y), -1)
+        << vd::vec_isa_name(GetParam()) << " piece [" << b << ", " << b + c << "): " << mismatch_text(x, y, want_y);
+    EXPECT_EQ(first_mismatch(s, want_s), -1)
+        << vd::vec_isa_name(GetParam()) << " piece [" << b << ", " << b + c << "): " << mismatch_text(x, s, want_s);
+
+    std::vector<float> got(x.size(), -7.0f), want(x.size(), -7.0f), acc(x.size(), -7.0f);
+    std::fill(acc.begin() + b, acc.begin() + b + c, 0.0f);
+    cpu::gelu_backward_saved_f32(got.data() + b, dy.data() + b, x.data() + b, s.data() + b, c);
+    cpu::gelu_backward_f32(acc.data() + b, dy.data() + b, x.data() + b, c);  // onto zeros
+    for (int64_t i = b; i < b + c; ++i) want[i] = 0.0f + gelu_grad_scalar(dy[i], x[i]);
+    EXPECT_EQ(first_mismatch(got, want), -1)
+        << vd::vec_isa_name(GetParam()) << " piece [" << b << ", " << b + c << "): " << mismatch_text(x, got, want);
+    EXPECT_EQ(first_mismatch(got, acc), -1)
+        << vd::vec_isa_name(GetParam()) << " piece [" << b << ", " << b + c << "): " << mismatch_text(x, got, acc);
+  });
+}
+
 // The public kernels (elementwise.cpp splits n > 2^15 into one chunk per thread): the same bits
 // as the scalar evaluation for 1 and 2 threads.
 TEST_P(VecPath, GeluKernelsEqualTheScalarBitsForOneAndTwoThreads) {
@@ -215,6 +249,12 @@ TEST_P(VecPath, GeluKernelsEqualTheScalarBitsForOneAndTwoThreads) {
     cpu::unary_backward<float>(dx.data(), dy.data(), x.data(), y.data(), n, UnaryOp::Gelu, 0.0f);
     EXPECT_EQ(first_mismatch(y, want_y), -1) << threads << " threads: " << mismatch_text(x, y, want_y);
     EXPECT_EQ(first_mismatch(dx, want_dx), -1) << threads << " threads: " << mismatch_text(x, dx, want_dx);
+    // The pair autograd runs on the CPU: the same y, and dx written (it starts as garbage here).
+    std::vector<float> y2(x.size(), -7.0f), s(x.size()), dx2(x.size(), -7.0f);
+    cpu::gelu_forward_saving<float>(y2.data(), s.data(), x.data(), n);
+    cpu::gelu_backward_saved<float>(dx2.data(), dy.data(), x.data(), s.data(), n);
+    EXPECT_EQ(first_mismatch(y2, want_y), -1) << threads << " threads: " << mismatch_text(x, y2, want_y);
+    EXPECT_EQ(first_mismatch(dx2, want_dx), -1) << threads << " threads: " << mismatch_text(x, dx2, want_dx);
   }
 }
 

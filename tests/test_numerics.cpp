@@ -14,7 +14,9 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -443,6 +445,46 @@ TEST(Numerics, VectorisedErfExpAndGelu) {
     EXPECT_NEAR(yv[i], v * phi, 4e-7 * std::max(1.0, std::fabs(v))) << "gelu(" << v << ")";
     EXPECT_NEAR(gv[i], phi + v * dphi, 4e-7 * std::max(1.0, std::fabs(v))) << "gelu'(" << v << ")";
   }
+}
+
+// On the CPU autograd's exact GELU keeps 1 + erf from its forward for its backward
+// (kernels::cpu::gelu_forward_saving / gelu_backward_saved). Its output and gradient must be the
+// bits of the kernels it replaced, unary_forward and unary_backward onto a zero-filled dx, in float
+// and double, signed zeros, infinities and NaN included; and without a tape (no grad) the forward
+// is unary_forward itself.
+template <typename T>
+void expect_gelu_autograd_equals_unary_kernels(DType dt) {
+  std::vector<T> xs = {T(0), -T(0), T(INFINITY), -T(INFINITY), T(NAN), T(1e-30), T(-40), T(40), T(1.4142), T(-5.6)};
+  std::vector<T> dys = {T(1), -T(0), T(0), T(0.5), T(2), T(-1), T(0), T(-0.0), T(3), T(1)};
+  std::mt19937 rng(5);
+  std::normal_distribution<double> d(0.0, 3.0);
+  for (int i = 0; i < 70000; ++i) {  // > elementwise.cpp's parallel threshold
+    xs.push_back(T(d(rng)));
+    dys.push_back(i % 9 == 0 ? -T(0) : T(d(rng)));
+  }
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<T> want_y(xs.size()), want_dx(xs.size(), T(0));
+  kernels::cpu::unary_forward<T>(want_y.data(), xs.data(), n, kernels::UnaryOp::Gelu, T(0));
+  kernels::cpu::unary_backward<T>(want_dx.data(), dys.data(), xs.data(), want_y.data(), n, kernels::UnaryOp::Gelu,
+                                  T(0));
+  // to_vector widens to double, which keeps every value, sign of zero and NaN of T.
+  const auto bits_equal = [](const std::vector<double>& got, const std::vector<T>& want) {
+    const std::vector<double> w(want.begin(), want.end());
+    return got.size() == w.size() && std::memcmp(got.data(), w.data(), sizeof(double) * w.size()) == 0;
+  };
+  const Tensor x = Tensor::from_vector(std::vector<double>(xs.begin(), xs.end()), {n}, dt).set_requires_grad(true);
+  const Tensor dy = Tensor::from_vector(std::vector<double>(dys.begin(), dys.end()), {n}, dt);
+  const Tensor y = gelu(x);
+  y.backward(dy);
+  EXPECT_TRUE(bits_equal(y.to_vector(), want_y)) << dtype_name(dt);
+  EXPECT_TRUE(bits_equal(x.grad().to_vector(), want_dx)) << dtype_name(dt);
+  NoGradGuard no_grad;
+  EXPECT_TRUE(bits_equal(gelu(x).to_vector(), want_y)) << dtype_name(dt) << " without a tape";
+}
+
+TEST(Numerics, GeluAutogradKeepsTheBitsOfTheUnaryKernels) {
+  expect_gelu_autograd_equals_unary_kernels<float>(DType::Float32);
+  expect_gelu_autograd_equals_unary_kernels<double>(DType::Float64);
 }
 
 TEST(Numerics, ScratchSizesAreOverflowChecked) {

@@ -69,6 +69,7 @@ struct UnaryFn : Function<UnaryFn<OP>> {
   static constexpr const char* kName = "unary";
   struct Saved {
     Tensor x, y;
+    Tensor erf1;  // exact GELU on the CPU: 1 + erf(x / sqrt 2), which its backward would recompute
     double s = 0;
   };
   static Tensor forward(Context<Saved>& ctx, const Tensor& x, double s) {
@@ -76,6 +77,20 @@ struct UnaryFn : Function<UnaryFn<OP>> {
                   x.str());
     Tensor xc = x.contiguous();
     Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+    if constexpr (OP == UnaryOp::Gelu) {
+      // On the CPU the exact GELU's cost is its erf: when a backward will run, keep it (one
+      // activation-sized buffer) rather than evaluate it again there. Same bits either way.
+      if (x.device().is_cpu() && ctx.needs_input_grad[0]) {
+        Tensor erf1 = Tensor::empty(x.shape(), x.dtype(), x.device());
+        dispatch_floating(x.dtype(), kName, [&](auto tag) {
+          using T = decltype(tag);
+          kernels::cpu::gelu_forward_saving<T>(y.data<T>(), erf1.data<T>(), xc.data<T>(), y.numel());
+        });
+        ctx.saved.x = save_tensor(xc);
+        ctx.saved.erf1 = erf1;
+        return y;
+      }
+    }
     dispatch_floating(x.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       POSGRAD_KERNEL(x.device(), unary_forward<T>, y.data<T>(), xc.data<T>(), y.numel(), OP, T(s));
@@ -90,6 +105,15 @@ struct UnaryFn : Function<UnaryFn<OP>> {
   static TensorList backward(Context<Saved>& ctx, const TensorList& grads) {
     const auto& s = ctx.saved;
     Tensor dy = grads[0].contiguous();
+    if (s.erf1.defined()) {  // exact GELU, CPU (forward above): dx written, not accumulated
+      Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+      dispatch_floating(dy.dtype(), kName, [&](auto tag) {
+        using T = decltype(tag);
+        kernels::cpu::gelu_backward_saved<T>(dx.data<T>(), dy.data<T>(), s.x.template data<T>(),
+                                             s.erf1.template data<T>(), dy.numel());
+      });
+      return {dx};
+    }
     Tensor dx = Tensor::zeros(dy.shape(), dy.dtype(), dy.device());
     dispatch_floating(dy.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);

@@ -130,6 +130,21 @@ inline int64_t checked_add(int64_t a, int64_t b, const char* what) {
 namespace cpu {
 #include "tensor/kernels/kernels_decl.inc"
 
+// ---- exact GELU that keeps erf for its backward: CPU only (cpu/elementwise.cpp) --------------------
+// On the CPU the exact GELU's time is its erf, which the backward of unary_forward / unary_backward
+// (UnaryOp::Gelu) evaluates a second time; the GPU is bound by memory there and keeps those. T in
+// {float, double}.
+//   gelu_forward_saving: y[i] = 0.5 x (1 + erf(x / sqrt 2)), the bits of unary_forward(Gelu), and
+//     s[i] = 1 + erf(x / sqrt 2) = 2 Phi(x). y, s, x (n); y == x allowed, s distinct.
+//   gelu_backward_saved: dx[i] = +0 + dy[i] (0.5 s[i] + x phi(x)), phi(x) = e^{-x^2/2} / sqrt(2 pi):
+//     written, not accumulated, and the bits unary_backward(Gelu) leaves in a zero-filled dx (the +0
+//     makes a -0 product +0 as that addition does). dx, dy, x, s (n).
+// float runs vec_kernels.cpp's loops (erf_approx, exp_approx), double std::erf / std::exp. No errors.
+template <typename T>
+void gelu_forward_saving(T* y, T* s, const T* x, int64_t n);
+template <typename T>
+void gelu_backward_saved(T* dx, const T* dy, const T* x, const T* s, int64_t n);
+
 // ---- fused attention at per-token positions: CPU only (cpu/attention.cpp) -------------------------
 // Randomized positions (Ruoss et al. 2023, §3) for the modifiers indexed by relative position. The
 // one exception to "both backends": there is no CUDA twin, and the autograd op refuses these on a

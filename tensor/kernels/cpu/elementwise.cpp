@@ -165,6 +165,34 @@ void unary_backward(T* dx, const T* dy, const T* x, const T* y, int64_t n, Unary
 }
 
 template <typename T>
+void gelu_forward_saving(T* y, T* s, const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    chunked(n, [&](int64_t b, int64_t c) { gelu_forward_saving_f32(y + b, s + b, x + b, c); });
+  } else {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) {
+      const T v = x[i];
+      const T si = T(1) + std::erf(v * T(kInvSqrt2));
+      s[i] = si;
+      y[i] = T(0.5) * v * si;
+    }
+  }
+}
+
+template <typename T>
+void gelu_backward_saved(T* dx, const T* dy, const T* x, const T* s, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    chunked(n, [&](int64_t b, int64_t c) { gelu_backward_saved_f32(dx + b, dy + b, x + b, s + b, c); });
+  } else {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) {
+      const T v = x[i];
+      dx[i] = T(0) + dy[i] * (T(0.5) * s[i] + v * T(kInvSqrt2Pi) * std::exp(T(-0.5) * v * v));
+    }
+  }
+}
+
+template <typename T>
 void binary_forward(T* y, const T* a, const T* b, int64_t n, BinaryOp op) {
   switch (op) {
 #define LOOP(expr)                                                                                                     \
@@ -229,6 +257,8 @@ void dropout_backward(T* dx, const T* dy, int64_t n, T p, uint64_t seed, uint64_
 #define INST(T)                                                                              \
   template void unary_forward<T>(T*, const T*, int64_t, UnaryOp, T);                         \
   template void unary_backward<T>(T*, const T*, const T*, const T*, int64_t, UnaryOp, T);    \
+  template void gelu_forward_saving<T>(T*, T*, const T*, int64_t);                           \
+  template void gelu_backward_saved<T>(T*, const T*, const T*, const T*, int64_t);           \
   template void binary_forward<T>(T*, const T*, const T*, int64_t, BinaryOp);                \
   template void binary_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, BinaryOp); \
   template void masked_fill_forward<T>(T*, const T*, const uint8_t*, int64_t, T);            \

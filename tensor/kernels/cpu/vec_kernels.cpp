@@ -128,6 +128,28 @@ void gelu_backward_f32(float* dx, const float* dy, const float* x, int64_t n) {
   });
 }
 
+void gelu_forward_saving_f32(float* y, float* s, const float* x, int64_t n) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i];
+      const float si = 1.0f + erf_approx(v * kInvSqrt2);
+      s[i] = si;
+      y[i] = 0.5f * v * si;
+    }
+  });
+}
+
+void gelu_backward_saved_f32(float* dx, const float* dy, const float* x, const float* s, int64_t n) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i];
+      dx[i] = 0.0f + dy[i] * (0.5f * s[i] + v * kInvSqrt2Pi * exp_approx(-0.5f * v * v));
+    }
+  });
+}
+
 void sigmoid_scaled_f32(float* g, const float* a, int64_t n, float scale) {
   vec_detail::run_active([=]() POSGRAD_VEC_BODY {
 #pragma omp simd

@@ -29,6 +29,17 @@ void gelu_forward_f32(float* y, const float* x, int64_t n);
 // dx, dy, x (n). No errors.
 void gelu_backward_f32(float* dx, const float* dy, const float* x, int64_t n);
 
+// The forward that also keeps what its backward would recompute: y[i] as gelu_forward_f32 (the same
+// bits) and s[i] = 1 + erf(x[i] / sqrt 2) = 2 Phi(x[i]). y, s, x (n); y == x allowed, s distinct.
+// No errors.
+void gelu_forward_saving_f32(float* y, float* s, const float* x, int64_t n);
+
+// The backward from that saved s, written rather than accumulated: dx[i] = +0 + dy[i] (0.5 s[i] +
+// x phi(x)), the bits gelu_backward_f32 leaves in a zero-filled dx (the +0 turns a -0 product into
+// +0, as the accumulation does) at the cost of one exp_approx per element where that one also
+// evaluates erf_approx. dx, dy, x, s (n); dx may alias dy. No errors.
+void gelu_backward_saved_f32(float* dx, const float* dy, const float* x, const float* s, int64_t n);
+
 // x[i] <- e^{(x[i] - shift) - shift2} for i < n (exp_approx: relative error ~2e-7, arguments below
 // -87.3 give 0), and returns the sum of the new values, added in this order on every path: element
 // i goes to partial sum i mod 16 (in increasing i), and the 16 partial sums are then added pairwise
