@@ -590,6 +590,48 @@ void register_nn_cases(std::vector<OpCase>& out) {
     };
     out.push_back(c);
   }
+  // split_heads: (B, T, 3 C) -> three (B, H, T, D); recombined with cat (one part scaled) so the case
+  // has one output. The reference reads part p, head h of x by index.
+  {
+    OpCase c;
+    c.name = "nn/split_heads/3_parts_3_heads";
+    c.inputs = [](Generator& g, DType t) { return TensorList{make_input({2, 5, 18}, g, t)}; };
+    c.fn = [](const TensorList& x) {
+      TensorList ys = split_heads(x[0], 3, 3);  // D = 2
+      return cat({ys[2], ys[0] * 2.0, ys[1]}, 1);
+    };
+    c.reference = [](const TensorList& x) {
+      const auto v = host(x[0]);
+      const int64_t B = 2, T = 5, H = 3, D = 2, C = H * D;
+      std::vector<double> y(static_cast<size_t>(B * 3 * H * T * D));
+      const int64_t order[3] = {2, 0, 1};
+      const double mult[3] = {1.0, 2.0, 1.0};
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t q = 0; q < 3; ++q)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t t = 0; t < T; ++t)
+              for (int64_t d = 0; d < D; ++d)
+                y[static_cast<size_t>((((b * 3 + q) * H + h) * T + t) * D + d)] =
+                    mult[q] * v[static_cast<size_t>((b * T + t) * 3 * C + order[q] * C + h * D + d)];
+      return ref_tensor(y, {B, 3 * H, T, D});
+    };
+    out.push_back(c);
+  }
+  {  // one part unused (its gradient slot is zeros) and one head
+    OpCase c;
+    c.name = "nn/split_heads/unused_part";
+    c.inputs = [](Generator& g, DType t) { return TensorList{make_input({3, 4, 8}, g, t)}; };
+    c.fn = [](const TensorList& x) {
+      TensorList ys = split_heads(x[0], 2, 1);  // D = 4
+      return ys[1] * 3.0;
+    };
+    c.reference = [](const TensorList& x) {
+      auto v = host(slice_ref(x[0], 2, 4, 4));
+      for (auto& e : v) e *= 3;
+      return ref_tensor(v, {3, 1, 4, 4});
+    };
+    out.push_back(c);
+  }
   add_nn_edges(out);
 }
 

@@ -23,18 +23,15 @@ CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionE
                                                       int64_t pos0, int64_t Tk, int64_t q_offset) const {
   POSGRAD_CHECK(x.dim() == 3 && x.size(2) == n_embd, ShapeError, "CausalSelfAttention: x must be (B, T, ", n_embd,
                 "), got ", shape_str(x.shape()));
-  const int64_t B = x.size(0), T = x.size(1), C = n_embd, H = n_head, D = C / H;
-  // (B, T, 3C) -> q, k, v, each (B, T, C) contiguous. One split, not three narrow views: the backward
-  // then writes each gradient into its third of one (B, T, 3C) buffer, where three views' backwards
-  // would each fill a whole (B, T, 3C) with zeros and the engine would add the three.
-  const TensorList parts = split(qkv->forward(x), std::vector<int64_t>{C, C, C}, 2);
-  auto split_heads = [&](int64_t part) {  // (B, T, C) -> (B, H, T, D)
-    return parts[static_cast<size_t>(part)].reshape({B, T, H, D}).permute({0, 2, 1, 3});
-  };
+  const int64_t T = x.size(1), C = n_embd, H = n_head, D = C / H;
+  // (B, T, 3C) -> q, k, v, each (B, H, T, D) contiguous, in one copy each; the backward writes each
+  // gradient into its third of one (B, T, 3C) buffer (split_heads). Three narrow views instead would
+  // each fill a whole (B, T, 3C) with zeros in backward, and the engine would add the three.
+  const TensorList parts = split_heads(qkv->forward(x), 3, H);
   Heads h;
-  h.q = split_heads(0);
-  h.k = split_heads(1);
-  h.v = split_heads(2);
+  h.q = parts[0];
+  h.k = parts[1];
+  h.v = parts[2];
   std::tie(h.q, h.k) = pe.rotate(layer, h.q, h.k, pos0);
   // The q/k rows of the fused weight (PyTorch layout (3C, C): rows [0, C) = q, [C, 2C) = k).
   LayerProjections lp;

@@ -116,6 +116,14 @@ TEST(NnOpsErrors, SplitSizesMustSum) {
   expect_error<ValueError>([&] { split(Tensor::zeros({3, 7}), int64_t{0}, 1); }, {"0"});
 }
 
+TEST(NnOpsErrors, SplitHeadsNamesTheBadShape) {
+  expect_error<ShapeError>([&] { split_heads(Tensor::zeros({4, 12}), 3, 2); }, {"(4, 12)", "(B, T, parts * C)"});
+  expect_error<ShapeError>([&] { split_heads(Tensor::zeros({2, 4, 10}), 3, 1); }, {"10", "(2, 4, 10)", "3 parts"});
+  expect_error<ShapeError>([&] { split_heads(Tensor::zeros({2, 4, 12}), 3, 8); }, {"12", "8 equal heads"});
+  expect_error<ValueError>([&] { split_heads(Tensor::zeros({2, 4, 12}), 0, 2); }, {"0"});
+  expect_error<ValueError>([&] { split_heads(Tensor::zeros({2, 4, 12}), 3, 0); }, {"0"});
+}
+
 // ---- cross-entropy edge cases -------------------------------------------------------------------
 
 TEST(NnOps, CrossEntropyAllIgnoredIsZeroLossZeroGrad) {
@@ -266,6 +274,39 @@ TEST(NnOps, EmbeddingBackwardSumsRepeatedIds) {
     EXPECT_EQ(g[2 * 3 + c], 3.0);
     EXPECT_EQ(g[4 * 3 + c], 1.0);
     EXPECT_EQ(g[0 * 3 + c], 0.0);
+  }
+}
+
+// split_heads is the split into thirds then reshape (B, T, H, D) and permute (0, 2, 1, 3), in one
+// copy: the same values and the same gradient, bit for bit, also from a non-contiguous input.
+TEST(NnOps, SplitHeadsEqualsSplitReshapePermute) {
+  const int64_t B = 2, T = 5, H = 3, D = 4, C = H * D;
+  Tensor x = leaf({B, T, 3 * C}, 23);
+  Tensor xt = leaf({B, 3 * C, T}, 24);  // used as xt^T: strides (3C T, 1, T)
+  Generator g(25);
+  const TensorList w{randn({B, H, T, D}, g, DType::Float64), randn({B, H, T, D}, g, DType::Float64),
+                     randn({B, H, T, D}, g, DType::Float64)};
+  for (const bool strided : {false, true}) {
+    // A fresh view for each of the two graphs (a view's node is backpropagated once).
+    auto input = [&] { return strided ? xt.transpose(1, 2) : x; };
+    const TensorList fused = split_heads(input(), 3, H);
+    Tensor loss_fused = sum(fused[0] * w[0]) + sum(fused[1] * w[1]) + sum(fused[2] * w[2]);
+    loss_fused.backward();
+    Tensor leaf_in = strided ? xt : x;
+    const Tensor g_fused = leaf_in.grad().clone();
+    leaf_in.zero_grad();
+    const TensorList thirds = split(input(), std::vector<int64_t>{C, C, C}, 2);
+    Tensor loss_ref;
+    for (int p = 0; p < 3; ++p) {
+      const Tensor ref = thirds[p].reshape({B, T, H, D}).permute({0, 2, 1, 3});
+      EXPECT_TRUE(fused[p].is_contiguous());
+      EXPECT_EQ(fused[p].shape(), (Shape{B, H, T, D}));
+      EXPECT_TRUE(bit_equal(fused[p], ref.contiguous())) << "part " << p << (strided ? " strided" : "");
+      Tensor term = sum(ref * w[p]);
+      loss_ref = p == 0 ? term : loss_ref + term;
+    }
+    loss_ref.backward();
+    EXPECT_TRUE(bit_equal(g_fused, leaf_in.grad())) << (strided ? "strided" : "contiguous");
   }
 }
 

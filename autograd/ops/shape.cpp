@@ -118,9 +118,56 @@ struct SplitFn : Function<SplitFn> {
   }
 };
 
+// x (B, T, parts * C) -> parts tensors (B, H, T, D), D = C / H, each contiguous (ops.h, split_heads).
+struct SplitHeadsFn : Function<SplitHeadsFn> {
+  static constexpr const char* kName = "split_heads";
+  struct Saved {
+    Shape in_shape;
+  };
+
+  // Part p of x read as (B, H, T, D): element [b, h, t, d] is x[b, t, p C + h D + d].
+  static Tensor part_view(const Tensor& x, int64_t p, int64_t H, int64_t D) {
+    const Shape& st = x.strides();
+    return x.as_strided_nograd({x.size(0), H, x.size(1), D}, {st[0], D * st[2], st[1], st[2]},
+                               x.offset() + p * H * D * st[2]);
+  }
+
+  static TensorList forward(Context<Saved>& ctx, const Tensor& x, int64_t parts, int64_t heads) {
+    POSGRAD_CHECK(parts >= 1 && heads >= 1, ValueError, "split_heads: parts and heads must be >= 1, got ", parts,
+                  " and ", heads);
+    POSGRAD_CHECK(x.dim() == 3, ShapeError, "split_heads: x must be (B, T, parts * C), got ", shape_str(x.shape()));
+    POSGRAD_CHECK(x.size(2) % (parts * heads) == 0, ShapeError, "split_heads: last dim ", x.size(2), " of ",
+                  shape_str(x.shape()), " is not ", parts, " parts of ", heads, " equal heads");
+    const int64_t B = x.size(0), T = x.size(1), D = x.size(2) / (parts * heads);
+    TensorList ys;
+    for (int64_t p = 0; p < parts; ++p) {
+      Tensor y = Tensor::empty({B, heads, T, D}, x.dtype(), x.device());
+      if (y.numel() > 0) ops::copy_into(y, part_view(x, p, heads, D));
+      ys.push_back(y);
+    }
+    ctx.saved.in_shape = x.shape();
+    return ys;
+  }
+
+  static TensorList backward(Context<Saved>& ctx, const TensorList& grads) {
+    const Shape& s = ctx.saved.in_shape;
+    const int64_t parts = static_cast<int64_t>(grads.size()), H = grads[0].size(1), D = grads[0].size(3);
+    Tensor dx = Tensor::empty(s, grads[0].dtype(), grads[0].device());
+    if (dx.numel() == 0) return {dx};
+    for (int64_t p = 0; p < parts; ++p) {
+      Tensor slot = part_view(dx, p, H, D);
+      const Tensor& g = grads[static_cast<size_t>(p)];
+      ops::copy_into(slot, g.defined() ? g : Tensor::zeros(slot.shape(), dx.dtype(), dx.device()));
+    }
+    return {dx};
+  }
+};
+
 }  // namespace
 
 Tensor cat(const TensorList& xs, int64_t dim) { return CatFn::apply(xs, dim); }
+
+TensorList split_heads(const Tensor& x, int64_t parts, int64_t heads) { return SplitHeadsFn::apply(x, parts, heads); }
 
 TensorList split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   return SplitFn::apply(x, sizes, dim);
