@@ -552,6 +552,29 @@ void tile_rows_avx2(const float* A, int64_t lda, bool ta, const float* b, int64_
       tile_rows_avx2<R - 1, Full>(ta ? A + i : A + i * lda, lda, ta, b, ldb, c + i * ldc, ldc, M - i, K, n, alpha,
                                   beta);
 }
+
+// t (K, N) row-major = B^T for B stored (N, K) with row stride ldb: 8 x 8 blocks through registers
+// (avx2_vec<float>::transpose), the edges element by element. Both gemm_tile paths use it (every
+// AVX-512 CPU has AVX2). A copy: no arithmetic, so no bits change.
+POSGRAD_GEMM_AVX2 void transpose_tile_avx2(const float* B, int64_t ldb, int64_t N, int64_t K, float* t) {
+  using V = avx2_vec<float>;
+  int64_t j = 0;
+  for (; j + 8 <= N; j += 8) {
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+      V::reg r[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) r[i] = V::loadu(B + (j + i) * ldb + k);
+      V::transpose(r);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) V::storeu(t + (k + i) * N + j, r[i]);
+    }
+    for (; k < K; ++k)
+      for (int64_t i = 0; i < 8; ++i) t[k * N + j + i] = B[(j + i) * ldb + k];
+  }
+  for (; j < N; ++j)
+    for (int64_t k = 0; k < K; ++k) t[k * N + j] = B[j * ldb + k];
+}
 #endif
 
 }  // namespace
@@ -666,8 +689,7 @@ void gemm_tile<float>(float* C, const float* A, const float* B, int64_t M, int64
     if (trans_b) {  // op(B) (K, N) from B stored (N, K): rows of op(B) made contiguous
       thread_local std::vector<float> t;
       if (t.size() < static_cast<size_t>(K * N)) t.resize(static_cast<size_t>(K * N));
-      for (int64_t j = 0; j < N; ++j)
-        for (int64_t k = 0; k < K; ++k) t[static_cast<size_t>(k * N + j)] = B[j * ldb + k];
+      transpose_tile_avx2(B, ldb, N, K, t.data());
       b = t.data();
       ld = N;
     }
