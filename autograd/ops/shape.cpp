@@ -123,6 +123,9 @@ struct SplitHeadsFn : Function<SplitHeadsFn> {
   static constexpr const char* kName = "split_heads";
   struct Saved {
     Shape in_shape;
+    int64_t parts = 0, heads = 0, D = 0;
+    DType dtype = DType::Float32;
+    Device device;
   };
 
   // Part p of x read as (B, H, T, D): element [b, h, t, d] is x[b, t, p C + h D + d].
@@ -145,17 +148,17 @@ struct SplitHeadsFn : Function<SplitHeadsFn> {
       if (y.numel() > 0) ops::copy_into(y, part_view(x, p, heads, D));
       ys.push_back(y);
     }
-    ctx.saved.in_shape = x.shape();
+    ctx.saved = {x.shape(), parts, heads, D, x.dtype(), x.device()};
     return ys;
   }
 
+  // A part whose output was not used may come without a gradient: its slot is zeros.
   static TensorList backward(Context<Saved>& ctx, const TensorList& grads) {
-    const Shape& s = ctx.saved.in_shape;
-    const int64_t parts = static_cast<int64_t>(grads.size()), H = grads[0].size(1), D = grads[0].size(3);
-    Tensor dx = Tensor::empty(s, grads[0].dtype(), grads[0].device());
+    const Saved& s = ctx.saved;
+    Tensor dx = Tensor::empty(s.in_shape, s.dtype, s.device);
     if (dx.numel() == 0) return {dx};
-    for (int64_t p = 0; p < parts; ++p) {
-      Tensor slot = part_view(dx, p, H, D);
+    for (int64_t p = 0; p < s.parts; ++p) {
+      Tensor slot = part_view(dx, p, s.heads, s.D);
       const Tensor& g = grads[static_cast<size_t>(p)];
       ops::copy_into(slot, g.defined() ? g : Tensor::zeros(slot.shape(), dx.dtype(), dx.device()));
     }
