@@ -38,7 +38,7 @@ void add_compare(CLI::App& app) {
   for (const auto& n : train::compare_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   sub->add_option("--preset", *preset,
                   "Named configuration that sets the defaults (options given explicitly win): quick (the article's "
-                  "eight methods, about 16 minutes on 2 AVX-512 cores, 32 on 2 AVX2-only ones), medium (the same "
+                  "eight methods, about 16 minutes on 2 AVX-512 cores, 25 on 2 AVX2-only ones), medium (the same "
                   "methods trained 3x longer, more "
                   "tasks: about 40 minutes), full (every encoding, larger models: many hours), tiny (seconds, for "
                   "tests); docs/presets.md; one of " +
