@@ -85,7 +85,7 @@ Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, int64_t i
 Tensor cat(const TensorList& xs, int64_t dim);
 TensorList split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
 TensorList split(const Tensor& x, int64_t size, int64_t dim);  // chunks of `size` (last may be smaller)
-// x (B, T, parts * C) -> `parts` tensors (B, H, T, D), D = C / H = heads, each contiguous: part p,
+// x (B, T, parts * C) -> `parts` tensors (B, H, T, D), D = C / H with H = heads, each contiguous: part p,
 // head h is x[:, :, p C + h D : p C + (h + 1) D] with T and H swapped. The fused query/key/value
 // projection's split into heads (GPT-2's c_attn output split into three, each viewed (B, T, H, D)
 // and transposed(1, 2): nanoGPT model.py, CausalSelfAttention.forward) as one copy per part; the

@@ -1,7 +1,7 @@
 // registry_nn.cpp — op-registry cases for the nn ops: matmul (broadcast batches, transposed and
 // strided operands), linear, softmax / log_softmax over several dims, layer_norm and rms_norm
 // with and without affine parameters, embedding, cross_entropy (ignored rows, (B, T, V) input),
-// cross_entropy_rows, cat and split. Every reference below is a naive loop in double over
+// cross_entropy_rows, cat, split and split_heads. Every reference below is a naive loop in double over
 // host() copies; none calls the op it checks. Shapes are odd (7, 13, ...) so that vector
 // remainders and GEMM edge tiles are exercised, and small enough for central differences.
 // Edge points (exact values, add_nn_edges): log-sum-exp cancellation (equal logits of 1e4 and 1e30
@@ -613,6 +613,30 @@ void register_nn_cases(std::vector<OpCase>& out) {
               for (int64_t d = 0; d < D; ++d)
                 y[static_cast<size_t>((((b * 3 + q) * H + h) * T + t) * D + d)] =
                     mult[q] * v[static_cast<size_t>((b * T + t) * 3 * C + order[q] * C + h * D + d)];
+      return ref_tensor(y, {B, 3 * H, T, D});
+    };
+    out.push_back(c);
+  }
+  {  // a strided input: x stored (B, 3 C, T), used transposed
+    OpCase c;
+    c.name = "nn/split_heads/strided_input";
+    c.inputs = [](Generator& g, DType t) { return TensorList{make_input({2, 12, 3}, g, t)}; };
+    c.fn = [](const TensorList& x) {
+      TensorList ys = split_heads(x[0].transpose(1, 2), 3, 2);  // (2, 3, 12) -> three (2, 2, 3, 2)
+      return cat({ys[1], ys[2], ys[0]}, 1);
+    };
+    c.reference = [](const TensorList& x) {
+      const auto v = host(x[0]);
+      const int64_t B = 2, T = 3, H = 2, D = 2, C = H * D;
+      std::vector<double> y(static_cast<size_t>(B * 3 * H * T * D));
+      const int64_t order[3] = {1, 2, 0};
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t q = 0; q < 3; ++q)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t t = 0; t < T; ++t)
+              for (int64_t d = 0; d < D; ++d)
+                y[static_cast<size_t>((((b * 3 + q) * H + h) * T + t) * D + d)] =
+                    v[static_cast<size_t>((b * 3 * C + order[q] * C + h * D + d) * T + t)];
       return ref_tensor(y, {B, 3 * H, T, D});
     };
     out.push_back(c);

@@ -26,6 +26,7 @@
 #include "tensor/kernels/cpu/vec_math.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/random.h"
+#include "tensor/storage.h"
 #include "tensor/tensor.h"
 #include "train/optim.h"
 
@@ -479,7 +480,13 @@ void expect_gelu_autograd_equals_unary_kernels(DType dt) {
   EXPECT_TRUE(bits_equal(y.to_vector(), want_y)) << dtype_name(dt);
   EXPECT_TRUE(bits_equal(x.grad().to_vector(), want_dx)) << dtype_name(dt);
   NoGradGuard no_grad;
-  EXPECT_TRUE(bits_equal(gelu(x).to_vector(), want_y)) << dtype_name(dt) << " without a tape";
+  // Without a tape the forward keeps nothing: it allocates y alone (no 1 + erf buffer).
+  auto& cpu = backend(DeviceType::CPU);
+  const size_t before = cpu.current_bytes();
+  cpu.reset_peak();
+  const Tensor y_no_tape = gelu(x);
+  EXPECT_EQ(cpu.peak_bytes() - before, (static_cast<size_t>(n) * sizeof(T) + 63) / 64 * 64) << dtype_name(dt);
+  EXPECT_TRUE(bits_equal(y_no_tape.to_vector(), want_y)) << dtype_name(dt) << " without a tape";
 }
 
 TEST(Numerics, GeluAutogradKeepsTheBitsOfTheUnaryKernels) {

@@ -410,6 +410,21 @@ TEST(Threads, TrainingIsBitIdenticalWhateverTheThreadCount) {
   omp_set_num_threads(saved);
 }
 
+// On the CPU the exact GELU keeps 1 + erf of its (B, T, 4C) input per layer for the backward: the
+// estimate counts it there and not on a GPU.
+TEST(MemoryEstimate, CountsTheGeluErfKeptOnTheCpu) {
+  train::TrainConfig c;
+  c.batch_size = 4;
+  c.device = "cpu";
+  const train::MemoryEstimate cpu = train::estimate_memory(c, 512);
+  c.device = "cuda";
+  const train::MemoryEstimate gpu = train::estimate_memory(c, 512);
+  const long double B = 4, T = static_cast<long double>(c.model.block_size),
+                    C = static_cast<long double>(c.model.n_embd), L = static_cast<long double>(c.model.n_layer);
+  EXPECT_NEAR(static_cast<double>(cpu.activation_bytes - gpu.activation_bytes),
+              static_cast<double>(B * T * L * 4 * C * 4), 1.0);
+}
+
 // The encodings whose attention path materialises O(T^2) tensors count them (PosEncEntry::
 // attention_bytes): per layer with the graph in training, one layer of 8 windows in evaluation.
 TEST(MemoryEstimate, MaterialisingEncodingsCountTheirQuadraticTensors) {

@@ -176,7 +176,9 @@ MemoryEstimate estimate_memory(const TrainConfig& c, int64_t longest_context) {
   // attention output and log-sum-exp (the fused kernel keeps O(T), not O(T²)), the MLP's 4C input
   // and activation, residuals: about 18C + H floats; backward holds about as much again.
   const LD dropout_masks = m.dropout > 0 ? 3 * C : 0;
-  const LD per_token = 2 * L * (18 * C + H + dropout_masks) + 3 * V + 2 * C;
+  // On the CPU the exact GELU also keeps 1 + erf of its 4C input for its backward (UnaryFn<Gelu>).
+  const LD gelu_erf = c.device == "cpu" ? 4 * C : 0;
+  const LD per_token = 2 * L * (18 * C + H + dropout_masks) + L * gelu_erf + 3 * V + 2 * C;
   e.activation_bytes = B * T * per_token * 4;
   // Evaluation: 8 windows at the longest context, no graph: a few layers' tensors plus logits.
   const LD Te = static_cast<LD>(std::max<int64_t>(longest_context, m.block_size));

@@ -138,16 +138,18 @@ namespace cpu {
 //     s[i] = 1 + erf(x / sqrt 2) = 2 Phi(x). y, s, x (n); y == x allowed, s distinct.
 //   gelu_backward_saved: dx[i] = +0 + dy[i] (0.5 s[i] + x phi(x)), phi(x) = e^{-x^2/2} / sqrt(2 pi):
 //     written, not accumulated, and the bits unary_backward(Gelu) leaves in a zero-filled dx (the +0
-//     makes a -0 product +0 as that addition does). dx, dy, x, s (n).
-// float runs vec_kernels.cpp's loops (erf_approx, exp_approx), double std::erf / std::exp. No errors.
+//     makes a -0 product +0 as that addition does). dx, dy, x, s (n); dx may alias dy.
+// GELU(x) = x Phi(x) (Hendrycks & Gimpel 2016, "Gaussian Error Linear Units", §2); its derivative
+// Phi(x) + x phi(x). float runs vec_kernels.cpp's loops (erf_approx, exp_approx), double std::erf /
+// std::exp. No errors.
 template <typename T>
 void gelu_forward_saving(T* y, T* s, const T* x, int64_t n);
 template <typename T>
 void gelu_backward_saved(T* dx, const T* dy, const T* x, const T* s, int64_t n);
 
 // ---- fused attention at per-token positions: CPU only (cpu/attention.cpp) -------------------------
-// Randomized positions (Ruoss et al. 2023, §3) for the modifiers indexed by relative position. The
-// one exception to "both backends": there is no CUDA twin, and the autograd op refuses these on a
+// Randomized positions (Ruoss et al. 2023, §3) for the modifiers indexed by relative position. Like
+// the GELU pair above, an exception to "both backends": there is no CUDA twin, and the autograd op refuses these on a
 // CUDA device before dispatch. As attention_forward / attention_backward (kernels_decl.inc), except:
 // query i sits at position q_pos[i], key j at k_pos[j] (q_pos (Tq), k_pos (Tk), each strictly
 // increasing and >= 0, checked by the caller); pair (i, j) has relative position

@@ -29,6 +29,7 @@ void gelu_forward_f32(float* y, const float* x, int64_t n);
 // dx, dy, x (n). No errors.
 void gelu_backward_f32(float* dx, const float* dy, const float* x, int64_t n);
 
+// (GELU: Hendrycks & Gimpel 2016, §2; kernels.h's gelu_forward_saving / gelu_backward_saved call these.)
 // The forward that also keeps what its backward would recompute: y[i] as gelu_forward_f32 (the same
 // bits) and s[i] = 1 + erf(x[i] / sqrt 2) = 2 Phi(x[i]). y, s, x (n); y == x allowed, s distinct.
 // No errors.
