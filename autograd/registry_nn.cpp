@@ -7,7 +7,9 @@
 // Edge points (exact values, add_nn_edges): log-sum-exp cancellation (equal logits of 1e4 and 1e30
 // must give ln 2 and gradients +-1/2), -inf and NaN logits, LayerNorm's constant and large-offset
 // rows (y = b and dw = 0 exactly), RMSNorm's zero rows and float-overflowing squares.
+#include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "autograd/ops.h"
@@ -297,6 +299,22 @@ Tensor cat_ref(const TensorList& xs, int64_t d) {
 }
 
 // Slice [start, start + len) of x along d, by index arithmetic.
+// split_heads' reference: the three (B, H, T, D) parts of x, concatenated along dim 1 in `order`,
+// part q scaled by mult[q]; at(b, t, ch) reads x[b, t, ch] of the (B, T, 3 H D) input.
+Tensor split_heads_ref(int64_t B, int64_t T, int64_t H, int64_t D, const std::array<int64_t, 3>& order,
+                       const std::array<double, 3>& mult, const std::function<double(int64_t, int64_t, int64_t)>& at) {
+  const int64_t C = H * D;
+  std::vector<double> y(static_cast<size_t>(B * 3 * H * T * D));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t q = 0; q < 3; ++q)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t d = 0; d < D; ++d)
+            y[static_cast<size_t>((((b * 3 + q) * H + h) * T + t) * D + d)] =
+                mult[static_cast<size_t>(q)] * at(b, t, order[static_cast<size_t>(q)] * C + h * D + d);
+  return ref_tensor(y, {B, 3 * H, T, D});
+}
+
 Tensor slice_ref(const Tensor& x, int64_t d, int64_t start, int64_t len) {
   auto v = host(x);
   const Shape& s = x.shape();
@@ -602,18 +620,9 @@ void register_nn_cases(std::vector<OpCase>& out) {
     };
     c.reference = [](const TensorList& x) {
       const auto v = host(x[0]);
-      const int64_t B = 2, T = 5, H = 3, D = 2, C = H * D;
-      std::vector<double> y(static_cast<size_t>(B * 3 * H * T * D));
-      const int64_t order[3] = {2, 0, 1};
-      const double mult[3] = {1.0, 2.0, 1.0};
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t q = 0; q < 3; ++q)
-          for (int64_t h = 0; h < H; ++h)
-            for (int64_t t = 0; t < T; ++t)
-              for (int64_t d = 0; d < D; ++d)
-                y[static_cast<size_t>((((b * 3 + q) * H + h) * T + t) * D + d)] =
-                    mult[q] * v[static_cast<size_t>((b * T + t) * 3 * C + order[q] * C + h * D + d)];
-      return ref_tensor(y, {B, 3 * H, T, D});
+      return split_heads_ref(2, 5, 3, 2, {2, 0, 1}, {1.0, 2.0, 1.0}, [&](int64_t b, int64_t t, int64_t ch) {
+        return v[static_cast<size_t>((b * 5 + t) * 18 + ch)];
+      });
     };
     out.push_back(c);
   }
@@ -627,17 +636,9 @@ void register_nn_cases(std::vector<OpCase>& out) {
     };
     c.reference = [](const TensorList& x) {
       const auto v = host(x[0]);
-      const int64_t B = 2, T = 3, H = 2, D = 2, C = H * D;
-      std::vector<double> y(static_cast<size_t>(B * 3 * H * T * D));
-      const int64_t order[3] = {1, 2, 0};
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t q = 0; q < 3; ++q)
-          for (int64_t h = 0; h < H; ++h)
-            for (int64_t t = 0; t < T; ++t)
-              for (int64_t d = 0; d < D; ++d)
-                y[static_cast<size_t>((((b * 3 + q) * H + h) * T + t) * D + d)] =
-                    v[static_cast<size_t>((b * 3 * C + order[q] * C + h * D + d) * T + t)];
-      return ref_tensor(y, {B, 3 * H, T, D});
+      return split_heads_ref(2, 3, 2, 2, {1, 2, 0}, {1.0, 1.0, 1.0}, [&](int64_t b, int64_t t, int64_t ch) {
+        return v[static_cast<size_t>((b * 12 + ch) * 3 + t)];
+      });
     };
     out.push_back(c);
   }
