@@ -2,6 +2,8 @@
 #include "train/optim.h"
 
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "autograd/node.h"
 #include "tensor/kernels/kernels.h"
@@ -60,13 +62,36 @@ void AdamW::step() {
   ++steps_;
   const double bc1 = 1.0 - std::pow(opt_.beta1(), static_cast<double>(steps_));
   const double bc2 = 1.0 - std::pow(opt_.beta2(), static_cast<double>(steps_));
+  // CPU tensors go to one multi-tensor call per dtype (one thread team for the whole model), the others
+  // to one kernel each. Every element gets the same arithmetic either way.
+  std::vector<Tensor> keep;  // the contiguous gradients the CPU lists point into
+  std::vector<kernels::cpu::AdamWTensor<float>> cpu_f32;
+  std::vector<kernels::cpu::AdamWTensor<double>> cpu_f64;
   for_each_with_grad([&](size_t gi, size_t i, const Tensor& p, const Tensor& grad, double wd) {
     dispatch_floating(p.dtype(), "AdamW", [&](auto tag) {
       using T = decltype(tag);
+      if (p.device().is_cpu() && grad.device().is_cpu()) {
+        keep.push_back(grad);
+        const kernels::cpu::AdamWTensor<T> a{p.data<T>(),    m_[gi][i].data<T>(), v_[gi][i].data<T>(),
+                                             grad.data<T>(), p.numel(),           T(wd)};
+        if constexpr (std::is_same_v<T, float>)
+          cpu_f32.push_back(a);
+        else
+          cpu_f64.push_back(a);
+        return;
+      }
       POSGRAD_KERNEL(p.device(), adamw_step<T>, p.data<T>(), m_[gi][i].data<T>(), v_[gi][i].data<T>(), grad.data<T>(),
                      p.numel(), T(lr_), T(opt_.beta1()), T(opt_.beta2()), T(opt_.eps()), T(wd), T(bc1), T(bc2));
     });
   });
+  auto run_cpu = [&](const auto& list) {
+    using T = decltype(list.front().weight_decay);
+    if (!list.empty())
+      kernels::cpu::adamw_step_multi<T>(list.data(), static_cast<int64_t>(list.size()), T(lr_), T(opt_.beta1()),
+                                        T(opt_.beta2()), T(opt_.eps()), T(bc1), T(bc2));
+  };
+  run_cpu(cpu_f32);
+  run_cpu(cpu_f64);
 }
 
 nn::NamedTensors AdamW::state() const {
@@ -146,6 +171,12 @@ double norm_and_read(const std::vector<Tensor>& params, const std::vector<Tensor
   std::vector<double> sums(P, 0.0);
   std::vector<char> on_device(P + E, 0);
   Tensor device_sums;  // (P + E) doubles on the gradients' CUDA device
+  // CPU gradients: one multi-tensor call per dtype (cpu_index: where each one's sum lands).
+  std::vector<Tensor> keep;
+  std::vector<size_t> cpu_index[2];
+  std::vector<const float*> cpu_f32;
+  std::vector<const double*> cpu_f64;
+  std::vector<int64_t> cpu_n[2];
   for (size_t i = 0; i < P; ++i) {
     Tensor g = params[i].grad();
     if (!g.defined()) continue;
@@ -153,7 +184,14 @@ double norm_and_read(const std::vector<Tensor>& params, const std::vector<Tensor
     dispatch_floating(g.dtype(), "grad_norm", [&](auto tag) {
       using T = decltype(tag);
       if (g.device().is_cpu()) {
-        kernels::cpu::sum_squares<T>(&sums[i], g.data<T>(), g.numel());
+        constexpr int d = std::is_same_v<T, float> ? 0 : 1;
+        keep.push_back(g);
+        cpu_index[d].push_back(i);
+        cpu_n[d].push_back(g.numel());
+        if constexpr (d == 0)
+          cpu_f32.push_back(g.data<float>());
+        else
+          cpu_f64.push_back(g.data<double>());
         return;
       }
       if (!device_sums.defined())
@@ -168,6 +206,15 @@ double norm_and_read(const std::vector<Tensor>& params, const std::vector<Tensor
       on_device[i] = 1;
     });
   }
+  auto cpu_sums = [&](const auto& xs, int d) {
+    using T = std::remove_cv_t<std::remove_pointer_t<typename std::decay_t<decltype(xs)>::value_type>>;
+    std::vector<double> out(xs.size());
+    if (!xs.empty())
+      kernels::cpu::sum_squares_multi<T>(out.data(), xs.data(), cpu_n[d].data(), static_cast<int64_t>(xs.size()));
+    for (size_t k = 0; k < out.size(); ++k) sums[cpu_index[d][k]] = out[k];
+  };
+  cpu_sums(cpu_f32, 0);
+  cpu_sums(cpu_f64, 1);
   if (read) read->assign(E, 0.0);
   for (size_t e = 0; e < E; ++e) {
     const Tensor& v = also_read[e];

@@ -147,6 +147,30 @@ void gelu_forward_saving(T* y, T* s, const T* x, int64_t n);
 template <typename T>
 void gelu_backward_saved(T* dx, const T* dy, const T* x, const T* s, int64_t n);
 
+// ---- multi-tensor optimizer kernels: CPU only (cpu/optim.cpp) -------------------------------------
+// A model's parameters in one thread team instead of one call per tensor (most tensors of a small model
+// are below the size at which a team pays off, so per-tensor calls left the other cores idle). The same
+// bits as the one-tensor kernels, for any thread count. T in {float, double}.
+//   adamw_step_multi: adamw_step (kernels_decl.inc; Loshchilov & Hutter 2019, Alg. 2, in PyTorch's
+//     order of operations) on tensors[0 .. count), each with its own weight decay; p, m, v, g (n) each.
+//   sum_squares_multi: out[i] = sum_squares(xs[i], ns[i]) for i < count: sum of x^2 in double over 64
+//     fixed parts, each summed front to back, the parts added in order. out (count).
+// No errors (sizes are the caller's tensors').
+template <typename T>
+struct AdamWTensor {
+  T* p;
+  T* m;
+  T* v;
+  const T* g;
+  int64_t n;
+  T weight_decay;
+};
+template <typename T>
+void adamw_step_multi(const AdamWTensor<T>* tensors, int64_t count, T lr, T beta1, T beta2, T eps, T bias_correction1,
+                      T bias_correction2);
+template <typename T>
+void sum_squares_multi(double* out, const T* const* xs, const int64_t* ns, int64_t count);
+
 // ---- fused attention at per-token positions: CPU only (cpu/attention.cpp) -------------------------
 // Randomized positions (Ruoss et al. 2023, §3) for the modifiers indexed by relative position. Like
 // the GELU pair above, an exception to "both backends": there is no CUDA twin, and the autograd op refuses these on a

@@ -74,20 +74,8 @@ void axpy(T* y, const T* x, int64_t n, T alpha) {
 
 template <typename T>
 void sum_squares(double* out, const T* x, int64_t n) {
-  // 64 fixed blocks summed in order: the result does not depend on the thread count.
-  constexpr int64_t kParts = 64;
-  double part[kParts] = {};
-  const int64_t block = (n + kParts - 1) / kParts;
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (int64_t b = 0; b < kParts; ++b) {
-    double s = 0;
-    const int64_t e = std::min(n, (b + 1) * block);
-    for (int64_t i = b * block; i < e; ++i) s += double(x[i]) * double(x[i]);
-    part[b] = s;
-  }
-  double s = 0;
-  for (double p : part) s += p;
-  out[0] = s;
+  // 64 fixed parts summed in order: the result does not depend on the thread count (cpu/optim.cpp).
+  sum_squares_multi<T>(out, &x, &n, 1);
 }
 
 #define POSGRAD_ALL_TYPES(X) X(float) X(double) X(int64_t) X(uint8_t)
