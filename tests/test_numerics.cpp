@@ -11,7 +11,9 @@
 // The registry sweep (test_op_registry.cpp, OpRegistryEdges) checks the per-op edge points in both
 // dtypes; this file holds the examples and the members of each kind that need more setup.
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <array>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -492,6 +494,77 @@ void expect_gelu_autograd_equals_unary_kernels(DType dt) {
 TEST(Numerics, GeluAutogradKeepsTheBitsOfTheUnaryKernels) {
   expect_gelu_autograd_equals_unary_kernels<float>(DType::Float32);
   expect_gelu_autograd_equals_unary_kernels<double>(DType::Float64);
+}
+
+// sum_dim_forward sums each output element over R front to back, whatever the thread count; rows of
+// many columns are split over the team in runs of columns (a bias gradient has outer = 1). Bits
+// against that order written out, at 1 and 2 threads, with ragged runs and the inner = 1 path.
+template <typename T>
+void check_sum_dim_order(int64_t outer, int64_t R, int64_t inner, int threads) {
+  std::mt19937 gen(static_cast<unsigned>(outer * 7919 + R * 31 + inner));
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<T> x(static_cast<size_t>(outer * R * inner)), y(static_cast<size_t>(outer * inner), T(-7));
+  for (auto& v : x) v = T(u(gen) * (u(gen) > 0.9 ? 1e4 : 1));  // a wide range, so the order shows
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  kernels::cpu::sum_dim_forward<T>(y.data(), x.data(), outer, R, inner);
+  omp_set_num_threads(saved);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      T s = T(0);
+      for (int64_t r = 0; r < R; ++r) s += x[static_cast<size_t>((o * R + r) * inner + i)];
+      const T got = y[static_cast<size_t>(o * inner + i)];
+      ASSERT_EQ(std::memcmp(&got, &s, sizeof(T)), 0)
+          << "(" << outer << ", " << R << ", " << inner << ") threads " << threads << " at o=" << o << " i=" << i;
+    }
+}
+
+TEST(Numerics, SumDimKeepsTheRowOrderForAnyThreadCount) {
+  for (int threads : {1, 2})
+    for (auto [outer, R, inner] : std::vector<std::array<int64_t, 3>>{
+             {1, 300, 200}, {1, 768, 128}, {3, 129, 70}, {2, 50, 1}, {1, 1000, 64}, {5, 7, 3}}) {
+      check_sum_dim_order<float>(outer, R, inner, threads);
+      check_sum_dim_order<double>(outer, R, inner, threads);
+    }
+}
+
+// binary_backward writes da = +0 + dy * d/da (and db likewise) instead of accumulating into a zero-filled
+// buffer: the same bits, including +0 where the product is -0, and nothing of what the buffer held
+// before (NaN here) survives. Reference: zeros, then the accumulation written out.
+template <typename T>
+void check_binary_backward_writes() {
+  const T nz = -T(0), inf = std::numeric_limits<T>::infinity();
+  const std::vector<T> dy{T(1.5), nz, T(0), T(-2.25), T(3), nz, inf, T(1e-30)};
+  const std::vector<T> a{T(2), T(3), nz, T(-1.5), T(0.1), T(-4), T(2), T(7)};
+  const std::vector<T> b{T(0.5), T(-2), T(5), nz, T(0.3), T(1), T(-3), T(1e-10)};
+  const int64_t n = static_cast<int64_t>(dy.size());
+  for (kernels::BinaryOp op :
+       {kernels::BinaryOp::Add, kernels::BinaryOp::Sub, kernels::BinaryOp::Mul, kernels::BinaryOp::Div}) {
+    std::vector<T> da(dy.size(), std::numeric_limits<T>::quiet_NaN()), db = da;
+    kernels::cpu::binary_backward<T>(da.data(), db.data(), dy.data(), a.data(), b.data(), n, op);
+    for (size_t i = 0; i < dy.size(); ++i) {
+      T ra = T(0), rb = T(0);
+      switch (op) {
+        case kernels::BinaryOp::Add: ra += dy[i], rb += dy[i]; break;
+        case kernels::BinaryOp::Sub: ra += dy[i], rb += -dy[i]; break;
+        case kernels::BinaryOp::Mul: ra += dy[i] * b[i], rb += dy[i] * a[i]; break;
+        case kernels::BinaryOp::Div: ra += dy[i] / b[i], rb += -dy[i] * ((a[i] / b[i]) / b[i]); break;
+      }
+      EXPECT_EQ(std::memcmp(&da[i], &ra, sizeof(T)), 0) << kernels::binary_op_name(op) << " da[" << i << "] " << da[i];
+      EXPECT_EQ(std::memcmp(&db[i], &rb, sizeof(T)), 0) << kernels::binary_op_name(op) << " db[" << i << "] " << db[i];
+    }
+  }
+  // A -0 gradient through an addition arrives as +0 on both sides.
+  std::vector<T> da(1, T(5)), db(1, T(5));
+  const T g = nz, one = T(1);
+  kernels::cpu::binary_backward<T>(da.data(), db.data(), &g, &one, &one, 1, kernels::BinaryOp::Add);
+  EXPECT_FALSE(std::signbit(da[0]));
+  EXPECT_FALSE(std::signbit(db[0]));
+}
+
+TEST(Numerics, BinaryBackwardWritesWhatAccumulatingOntoZerosGave) {
+  check_binary_backward_writes<float>();
+  check_binary_backward_writes<double>();
 }
 
 TEST(Numerics, ScratchSizesAreOverflowChecked) {

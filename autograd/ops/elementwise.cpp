@@ -53,8 +53,9 @@ struct BinaryFn : Function<BinaryFn<OP>> {
     const auto& s = ctx.saved;
     Tensor dy = grads[0].contiguous();
     Tensor da, db;
-    if (ctx.needs(0)) da = Tensor::zeros(s.out_shape, dy.dtype(), dy.device());
-    if (ctx.needs(1)) db = Tensor::zeros(s.out_shape, dy.dtype(), dy.device());
+    // Written by the kernel (no zero fill first).
+    if (ctx.needs(0)) da = Tensor::empty(s.out_shape, dy.dtype(), dy.device());
+    if (ctx.needs(1)) db = Tensor::empty(s.out_shape, dy.dtype(), dy.device());
     dispatch_floating(dy.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       POSGRAD_KERNEL(dy.device(), binary_backward<T>, data_or_null<T>(da), data_or_null<T>(db), dy.data<T>(),

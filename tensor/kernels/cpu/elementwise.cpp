@@ -208,18 +208,18 @@ void binary_forward(T* y, const T* a, const T* b, int64_t n, BinaryOp op) {
 
 template <typename T>
 void binary_backward(T* da, T* db, const T* dy, const T* a, const T* b, int64_t n, BinaryOp op) {
-#define ACC(ptr, expr)                                                                                                \
-  if (ptr) {                                                                                                          \
-    _Pragma("omp parallel for simd schedule(static) if (n > kParallelMin)") for (int64_t i = 0; i < n; ++i) ptr[i] += \
-        expr;                                                                                                         \
+#define WRITE(ptr, expr)                                                                                             \
+  if (ptr) {                                                                                                         \
+    _Pragma("omp parallel for simd schedule(static) if (n > kParallelMin)") for (int64_t i = 0; i < n; ++i) ptr[i] = \
+        T(0) + (expr);                                                                                               \
   }
   switch (op) {
-    case BinaryOp::Add: ACC(da, dy[i]) ACC(db, dy[i]) break;
-    case BinaryOp::Sub: ACC(da, dy[i]) ACC(db, -dy[i]) break;
-    case BinaryOp::Mul: ACC(da, dy[i] * b[i]) ACC(db, dy[i] * a[i]) break;
-    case BinaryOp::Div: ACC(da, dy[i] / b[i]) ACC(db, -dy[i] * ((a[i] / b[i]) / b[i])) break;
+    case BinaryOp::Add: WRITE(da, dy[i]) WRITE(db, dy[i]) break;
+    case BinaryOp::Sub: WRITE(da, dy[i]) WRITE(db, -dy[i]) break;
+    case BinaryOp::Mul: WRITE(da, dy[i] * b[i]) WRITE(db, dy[i] * a[i]) break;
+    case BinaryOp::Div: WRITE(da, dy[i] / b[i]) WRITE(db, -dy[i] * ((a[i] / b[i]) / b[i])) break;
   }
-#undef ACC
+#undef WRITE
 }
 
 template <typename T>

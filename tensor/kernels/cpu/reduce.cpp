@@ -4,6 +4,8 @@
 // along R is the result, at the index of the first NaN (a plain `x > best` scan skips a NaN that
 // does not come first). Its backward routes the gradient to that one index (PyTorch's
 // value_selecting_reduction_backward): ties and NaN positions need no special case.
+#include <algorithm>
+
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
@@ -20,14 +22,19 @@ void sum_dim_forward(T* y, const T* x, int64_t outer, int64_t R, int64_t inner) 
     }
     return;
   }
+  // Work items are (o, a run of kColumns columns): a bias gradient (outer = 1) still spreads over the
+  // team. Each output element is summed over R in order by one thread either way.
+  constexpr int64_t kColumns = 64;
+  const int64_t runs = (inner + kColumns - 1) / kColumns;
 #pragma omp parallel for schedule(static) if (outer * R * inner > (1 << 15))
-  for (int64_t o = 0; o < outer; ++o) {
+  for (int64_t w = 0; w < outer * runs; ++w) {
+    const int64_t o = w / runs, c0 = (w % runs) * kColumns, c1 = std::min(inner, c0 + kColumns);
     T* yo = y + o * inner;
-    for (int64_t i = 0; i < inner; ++i) yo[i] = T(0);
+    for (int64_t i = c0; i < c1; ++i) yo[i] = T(0);
     for (int64_t r = 0; r < R; ++r) {
       const T* xr = x + (o * R + r) * inner;
 #pragma omp simd
-      for (int64_t i = 0; i < inner; ++i) yo[i] += xr[i];
+      for (int64_t i = c0; i < c1; ++i) yo[i] += xr[i];
     }
   }
 }

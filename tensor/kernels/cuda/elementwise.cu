@@ -103,20 +103,20 @@ __global__ void binary_backward_kernel(T* da, T* db, const T* dy, const T* a, co
     const T g = dy[i];
     switch (op) {
       case BinaryOp::Add:
-        if (da) da[i] += g;
-        if (db) db[i] += g;
+        if (da) da[i] = T(0) + g;
+        if (db) db[i] = T(0) + g;
         break;
       case BinaryOp::Sub:
-        if (da) da[i] += g;
-        if (db) db[i] += -g;
+        if (da) da[i] = T(0) + g;
+        if (db) db[i] = T(0) + -g;
         break;
       case BinaryOp::Mul:
-        if (da) da[i] += g * b[i];
-        if (db) db[i] += g * a[i];
+        if (da) da[i] = T(0) + g * b[i];
+        if (db) db[i] = T(0) + g * a[i];
         break;
       case BinaryOp::Div:
-        if (da) da[i] += g / b[i];
-        if (db) db[i] += -g * ((a[i] / b[i]) / b[i]);
+        if (da) da[i] = T(0) + g / b[i];
+        if (db) db[i] = T(0) + -g * ((a[i] / b[i]) / b[i]);
         break;
     }
   }
