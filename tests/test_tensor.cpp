@@ -13,11 +13,13 @@
 #include <cstdint>
 #include <numeric>
 #include <string>
+#include <vector>
 
 #include "autograd/ops.h"
 #include "support/test_util.h"
 #include "tensor/philox.h"
 #include "tensor/random.h"
+#include "tensor/storage.h"
 #include "tensor/tensor.h"
 
 using namespace posgrad;
@@ -116,6 +118,27 @@ TEST(TensorStorage, FreshStorageIs64ByteAligned) {
   Tensor c = base.t().contiguous();
   EXPECT_EQ(reinterpret_cast<uintptr_t>(c.raw_data()) % 64, 0u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(base.narrow(1, 1, 3).clone().raw_data()) % 64, 0u);
+}
+
+// The CPU backend clears large buffers with the whole thread team (whole cache lines per thread):
+// every byte, and no byte past the end, at sizes around the team threshold (256 KiB) and not a
+// multiple of a line, at 1 and 2 threads.
+TEST(TensorStorage, ZeroClearsEveryByteAndNothingPastTheEnd) {
+  DeviceBackend& cpu = backend(DeviceType::CPU);
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2})
+    for (size_t n : {size_t(0), size_t(1), size_t(262143), size_t(262144), size_t(262145), size_t(1000003)}) {
+      omp_set_num_threads(threads);
+      std::vector<unsigned char> buf(n + 64, 0xab);
+      cpu.zero(buf.data(), n);
+      omp_set_num_threads(saved);
+      size_t nonzero = 0;
+      for (size_t i = 0; i < n; ++i) nonzero += buf[i] != 0;
+      EXPECT_EQ(nonzero, 0u) << n << " bytes, " << threads << " threads";
+      for (size_t i = n; i < n + 64; ++i) ASSERT_EQ(buf[i], 0xab) << "byte " << i << " past " << n << " bytes";
+    }
+  Tensor z = Tensor::zeros({3, 70001});  // 840 012 bytes: the team path through the factory
+  EXPECT_EQ(sum(z).item(), 0.0);
 }
 
 TEST(TensorStorage, CudaWithoutCudaThrowsDeviceError) {
