@@ -232,17 +232,19 @@ TEST(Gemm, DegenerateSizesDouble) { degenerate_sizes<double>(); }
 
 // Same inputs, 1 vs 2 OpenMP threads: results must match bit for bit (K is never split and
 // the blocking does not depend on the team size). Covers both work splits (over M tiles and,
-// for a short M, over N panels), several KC blocks and more than one NC block.
+// for a short M, over N panels), each thread packing all of B (a tall M), several KC blocks and
+// more than one NC block.
 template <typename T>
 void thread_count_invariance() {
   isa_guard guard;
   std::mt19937 rng(2024);
   // Every case does >= 2^18 multiply-adds, so two threads are really used.
-  const int64_t dims[][3] = {{131, 67, 65},   // split over M tiles, edge tiles
-                             {5, 600, 300},   // one M tile: split over N panels
-                             {26, 300, 600},  // K > KC: several k blocks
-                             {3, 4500, 40},   // N > NC: several column blocks
-                             {100, 64, 520}};
+  const int64_t dims[][3] = {{131, 67, 65},                   // split over M tiles, edge tiles
+                             {5, 600, 300},                   // one M tile: split over N panels
+                             {26, 300, 600},                  // K > KC: several k blocks
+                             {3, 4500, 40},                   // N > NC: several column blocks
+                             {100, 64, 520}, {400, 70, 300},  // M >= 192 per thread: each packs all of B, no barriers
+                             {800, 33, 520}};                 // the same over three k blocks and an edge panel
   for (const auto isa : supported_isas()) {
     gd::gemm_set_isa(isa);
     for (const auto& d : dims) {

@@ -1,5 +1,7 @@
 // optim.h — optimizers (AdamW, SGD), gradient clipping by global norm, and the LR schedule.
-// Updates run as fused kernels (tensor/kernels: adamw_step, sgd_step) over each parameter.
+// Updates run as fused kernels (tensor/kernels: adamw_step, sgd_step) over each parameter; on the CPU,
+// AdamW and the gradient norm take all parameters in one call (adamw_step_multi, sum_squares_multi:
+// one thread team for the model, the same bits as one call per tensor).
 // Options follow PyTorch's names and defaults (torch.optim.AdamW: lr 1e-3, betas (0.9, 0.999),
 // eps 1e-8, weight_decay 1e-2).
 #pragma once

@@ -287,11 +287,17 @@ inline void team_barrier(int nthreads) {
 //    together and then split the NR-column micro-panels of the B panel.
 // Offsets into the packed buffers count packed elements: a KC-deep panel of width W is
 // W * ceil(kc / k_pack) of them (kp below); the micro-kernel runs kp steps.
+//  * private_b (with split_m only): each thread packs the whole B panel into its own buffer
+//    (b_pack + b_slice * tid) instead of its share of one shared panel, and the team never meets
+//    until the end: no barrier per KC step. Packing B twice costs nthreads / M of the products,
+//    chosen only when that is small (gemm_run_with).
 template <typename T, typename P>
-void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool split_m, P* b_pack, P* a_packs,
-                 int64_t a_slice, int tid, int nthreads) {
+void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool split_m, bool private_b, P* b_pack,
+                 int64_t b_slice, P* a_packs, int64_t a_slice, int tid, int nthreads) {
   const int64_t mr = cfg.mr, nr = cfg.nr;
   P* a_pack = split_m ? a_packs + a_slice * tid : a_packs;
+  if (private_b) b_pack += b_slice * tid;
+  const int sync_threads = private_b ? 1 : nthreads;  // team_barrier is a no-op for 1
 
   int64_t row_begin = 0, row_end = g.M;
   if (split_m) {
@@ -304,8 +310,8 @@ void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool spl
   for (int64_t jc = 0; jc < g.N; jc += cfg.nc) {
     const int64_t nc = std::min(cfg.nc, g.N - jc);
     const int64_t n_panels = ceil_div(nc, nr);
-    int64_t p0, p1;
-    split_range(n_panels, tid, nthreads, p0, p1);
+    int64_t p0 = 0, p1 = n_panels;
+    if (!private_b) split_range(n_panels, tid, nthreads, p0, p1);
 
     for (int64_t pc = 0; pc < g.K; pc += cfg.kc) {
       const int64_t kc = std::min(cfg.kc, g.K - pc);
@@ -317,7 +323,7 @@ void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool spl
         cfg.pack_b(g.b_at(pc, jc + p0 * nr), g.ldb, g.trans_b, std::min(nc - p0 * nr, (p1 - p0) * nr), kc,
                    b_pack + p0 * nr * kp);
       }
-      team_barrier(nthreads);
+      team_barrier(sync_threads);
 
       if (split_m) {
         for (int64_t ic = row_begin; ic < row_end; ic += cfg.mc) {
@@ -342,7 +348,7 @@ void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool spl
           team_barrier(nthreads);  // a_pack is overwritten by the next block
         }
       }
-      team_barrier(nthreads);  // b_pack is overwritten by the next (pc, jc) step
+      team_barrier(sync_threads);  // b_pack is overwritten by the next (pc, jc) step
     }
   }
 }
@@ -381,24 +387,32 @@ void gemm_run_with(const kernel_config<T, P>& cfg, const gemm_args<T>& g, int nt
   const bool split_m =
       nthreads == 1 || balance(m_tiles, nthreads) >= 0.85 || balance(m_tiles, nthreads) >= balance(n_panels, nthreads);
 
-  // One allocation from the calling thread's scratch: the shared B panel, then either one
-  // A block per thread (split_m) or one shared A block. Elements, 64-byte multiples.
+  // Each thread packing all of B (no barriers) when its rows are many: the extra packing is then
+  // under 1/kPrivateBRows of the products.
+  constexpr int64_t kPrivateBRows = 192;
+  const bool private_b = split_m && nthreads > 1 && g.M >= kPrivateBRows * nthreads;
+
+  // One allocation from the calling thread's scratch: the shared B panel (private_b: one per
+  // thread), then either one A block per thread (split_m) or one shared A block. Elements,
+  // 64-byte multiples.
   const int64_t align = 64 / static_cast<int64_t>(sizeof(P));
-  const int64_t b_elems = round_up(kc_max * nc_max, align);
+  const int64_t b_slice = round_up(kc_max * nc_max, align);
+  const int64_t b_elems = b_slice * (private_b ? nthreads : 1);
   const int64_t a_slice = round_up(kc_max * mc_max, align);
   const int64_t a_count = split_m ? nthreads : 1;
   P* b_pack = static_cast<P*>(thread_scratch().get(sizeof(P) * static_cast<std::size_t>(b_elems + a_slice * a_count)));
   P* a_packs = b_pack + b_elems;
 
   if (nthreads == 1) {
-    gemm_worker(cfg, g, split_m, b_pack, a_packs, a_slice, 0, 1);
+    gemm_worker(cfg, g, split_m, false, b_pack, b_slice, a_packs, a_slice, 0, 1);
     return;
   }
 #pragma omp parallel num_threads(nthreads)
   {
     // The team may be smaller than asked (OMP_THREAD_LIMIT, dynamic adjustment); the
-    // split is by the actual size, and a_packs has room for at least that many slices.
-    gemm_worker(cfg, g, split_m, b_pack, a_packs, a_slice, omp_get_thread_num(), omp_get_num_threads());
+    // split is by the actual size, and a_packs (and b_pack) have room for at least that many slices.
+    gemm_worker(cfg, g, split_m, private_b, b_pack, b_slice, a_packs, a_slice, omp_get_thread_num(),
+                omp_get_num_threads());
   }
 }
 

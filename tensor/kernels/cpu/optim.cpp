@@ -1,6 +1,6 @@
 // optim.cpp — elementwise parameter updates of AdamW and SGD on the CPU (p, g, m, v, buf all (n)).
 // Not here: step counting, bias-correction factors, learning-rate schedules, parameter groups
-// (train/optim.cpp computes those and calls these kernels once per parameter tensor).
+// (train/optim.cpp computes those, and calls the multi-tensor forms with all CPU parameters at once).
 //
 // Update rules follow PyTorch's torch.optim.AdamW / torch.optim.SGD documentation (the
 // "Algorithm" boxes), with the same order of floating-point operations so that results track
