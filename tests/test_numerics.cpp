@@ -522,7 +522,7 @@ void check_sum_dim_order(int64_t outer, int64_t R, int64_t inner, int threads) {
 TEST(Numerics, SumDimKeepsTheRowOrderForAnyThreadCount) {
   for (int threads : {1, 2})
     for (auto [outer, R, inner] : std::vector<std::array<int64_t, 3>>{
-             {1, 300, 200}, {1, 768, 128}, {3, 129, 70}, {2, 50, 1}, {1, 1000, 64}, {5, 7, 3}}) {
+             {1, 300, 200}, {1, 768, 128}, {3, 129, 70}, {3, 400, 70}, {2, 50, 1}, {1, 1000, 64}, {5, 7, 3}}) {
       check_sum_dim_order<float>(outer, R, inner, threads);
       check_sum_dim_order<double>(outer, R, inner, threads);
     }

@@ -101,6 +101,22 @@ TEST(Optim, AdamWFromParamsUsesTheOptionsWeightDecay) {
   EXPECT_NE(a.to_float_vector(), param().to_float_vector());
 }
 
+TEST(Optim, ATensorInTwoGroupsIsRejectedNamingBoth) {
+  Tensor w = Tensor::from_vector(std::vector<float>{1, -2, 3, 0.5f}, {2, 2});
+  Tensor other = Tensor::from_vector(std::vector<float>{1, 2}, {2});
+  const std::vector<train::ParamGroup> groups{{{{"blocks.0.w", w}, {"bias", other}}, 0.1}, {{{"tied", w}}, 0.0}};
+  try {
+    train::AdamW opt(groups, train::AdamWOptions(0.1));
+    FAIL() << "a tensor listed twice was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("'blocks.0.w' and 'tied' are the same tensor"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(train::SGD({{{{"a", other}, {"b", other}}, 0.0}}, train::SGDOptions(0.1)), ValueError);
+  // Distinct tensors, and empty ones (no data to share), are fine.
+  Tensor e1 = Tensor::zeros({0}), e2 = Tensor::zeros({0});
+  EXPECT_NO_THROW(train::AdamW({{{{"w", w}, {"bias", other}, {"e1", e1}, {"e2", e2}}, 0.1}}, train::AdamWOptions(0.1)));
+}
+
 TEST(Optim, ClipGradNormScalesToMax) {
   Tensor a = Tensor::from_vector(std::vector<float>{3, 4}, {2});
   a.set_requires_grad(true);

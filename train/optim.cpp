@@ -2,6 +2,8 @@
 #include "train/optim.h"
 
 #include <cmath>
+#include <map>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -18,10 +20,18 @@ std::vector<ParamGroup> decay_groups(const nn::NamedTensors& params, double weig
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::move(groups)), lr_(lr) {
   POSGRAD_CHECK(lr > 0 && std::isfinite(lr), ValueError, "learning rate must be positive, got ", lr);
+  // A tensor listed twice would be updated twice per step (and, in one multi-tensor AdamW call, by two
+  // threads at once); PyTorch refuses it too ("some parameters appear in more than one parameter group").
+  std::map<const void*, std::string> seen;
   for (const auto& g : groups_)
-    for (const auto& [name, p] : g.params)
+    for (const auto& [name, p] : g.params) {
       POSGRAD_CHECK(p.is_contiguous() && is_floating(p.dtype()), ValueError, "parameter '", name,
                     "' must be a contiguous floating tensor, got ", p.str());
+      if (p.numel() == 0) continue;
+      const auto [it, fresh] = seen.emplace(p.raw_data(), name);
+      POSGRAD_CHECK(fresh, ValueError, "parameters '", it->second, "' and '", name,
+                    "' are the same tensor: a parameter may appear only once in an optimizer");
+    }
 }
 
 void Optimizer::for_each_with_grad(

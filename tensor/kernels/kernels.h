@@ -3,12 +3,14 @@
 //
 // The contract (every kernel, both backends):
 //  - Kernels take raw pointers and sizes, never Tensor. They allocate nothing; scratch is passed in.
-//    (One deliberate exception: the CPU GEMM keeps thread-local packing buffers that are grown once
+//    (Deliberate exceptions: the CPU GEMM keeps thread-local packing buffers that are grown once
 //    and reused, as every BLAS does; passing them through every matmul call would leak a GEMM
-//    implementation detail into autograd.)
+//    implementation detail into autograd. The CPU sum_squares / sum_squares_multi build an index of
+//    their 64 parts per tensor, O(count) small host vectors per call.)
 //  - Argument order: outputs, then inputs / weights / saved statistics, then sizes, then scalars.
-//  - Backward kernels ADD into every gradient output (+=); the caller zero-fills. A null gradient
-//    pointer means "not needed" where the comment says so.
+//  - Backward kernels ADD into every gradient output (+=); the caller zero-fills. Exceptions say so
+//    (binary_backward, gelu_backward_saved: written, +0 + the product, the bits accumulating onto
+//    zeros gives). A null gradient pointer means "not needed" where the comment says so.
 //  - All data is contiguous row-major unless the kernel takes explicit strides.
 //  - Elementwise kernels accept y == x (in place).
 //  - Letters: B batch, T time, H heads, D head dim, C channels, V vocab, N rows (= B*T),

@@ -282,15 +282,16 @@ inline void team_barrier(int nthreads) {
 //
 // Two ways to share the work, chosen per call (same arithmetic per C element either way):
 //  * split_m: each thread owns a contiguous range of MR-row tiles, packs its own A blocks
-//    into its private slice, and runs all of N. The B panel is packed cooperatively.
+//    into its private slice, and runs all of N. The B panel is packed cooperatively (or, with
+//    private_b below, by every thread for itself).
 //  * otherwise (few row tiles, e.g. M < 2 * MR * threads): all threads pack each A block
 //    together and then split the NR-column micro-panels of the B panel.
 // Offsets into the packed buffers count packed elements: a KC-deep panel of width W is
 // W * ceil(kc / k_pack) of them (kp below); the micro-kernel runs kp steps.
 //  * private_b (with split_m only): each thread packs the whole B panel into its own buffer
 //    (b_pack + b_slice * tid) instead of its share of one shared panel, and the team never meets
-//    until the end: no barrier per KC step. Packing B twice costs nthreads / M of the products,
-//    chosen only when that is small (gemm_run_with).
+//    until the end: no barrier per KC step. Packing B once per thread costs about nthreads / M of
+//    the products; chosen only when that is small and the panel fits a core's L2 (gemm_run_with).
 template <typename T, typename P>
 void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool split_m, bool private_b, P* b_pack,
                  int64_t b_slice, P* a_packs, int64_t a_slice, int tid, int nthreads) {
@@ -387,10 +388,13 @@ void gemm_run_with(const kernel_config<T, P>& cfg, const gemm_args<T>& g, int nt
   const bool split_m =
       nthreads == 1 || balance(m_tiles, nthreads) >= 0.85 || balance(m_tiles, nthreads) >= balance(n_panels, nthreads);
 
-  // Each thread packing all of B (no barriers) when its rows are many: the extra packing is then
-  // under 1/kPrivateBRows of the products.
+  // Each thread packing all of B (no barriers) when its rows are many, so that the extra packing is
+  // under 1/kPrivateBRows of the products, and one KC x NC panel is small enough to stay in a core's
+  // L2 (larger panels are the L3-resident shared panel the blocking assumes).
   constexpr int64_t kPrivateBRows = 192;
-  const bool private_b = split_m && nthreads > 1 && g.M >= kPrivateBRows * nthreads;
+  constexpr int64_t kPrivateBBytes = int64_t(512) << 10;
+  const bool private_b = split_m && nthreads > 1 && g.M >= kPrivateBRows * nthreads &&
+                         kc_max * nc_max * static_cast<int64_t>(sizeof(P)) <= kPrivateBBytes;
 
   // One allocation from the calling thread's scratch: the shared B panel (private_b: one per
   // thread), then either one A block per thread (split_m) or one shared A block. Elements,
@@ -655,8 +659,9 @@ void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_
   if (batch <= 0 || M <= 0 || N <= 0) return;
 
   // A broadcast B with A and C stacked row-contiguously across the batch (a linear layer
-  // applied to [batch, M, K]) is one (batch * M) x N product: B is packed once, and each C
-  // element sees exactly the same operations as in the per-matrix loop.
+  // applied to [batch, M, K]) is one (batch * M) x N product: B is packed once per KC step (or once
+  // per thread, gemm_run_with's private_b) rather than once per matrix, and each C element sees
+  // exactly the same operations as in the per-matrix loop.
   if (batch > 1 && stride_b == 0 && !trans_a && stride_a == M * lda && stride_c == M * ldc) {
     gemm(C, A, B, batch * M, N, K, ldc, lda, ldb, trans_a, trans_b, alpha, beta);
     return;

@@ -1,6 +1,7 @@
 // optim.cpp — elementwise parameter updates of AdamW and SGD on the CPU (p, g, m, v, buf all (n)).
 // Not here: step counting, bias-correction factors, learning-rate schedules, parameter groups
-// (train/optim.cpp computes those, and calls the multi-tensor forms with all CPU parameters at once).
+// (train/optim.cpp computes those; AdamW and the gradient norm call the multi-tensor forms with all CPU
+// parameters at once, SGD calls sgd_step per tensor).
 //
 // Update rules follow PyTorch's torch.optim.AdamW / torch.optim.SGD documentation (the
 // "Algorithm" boxes), with the same order of floating-point operations so that results track
@@ -14,7 +15,7 @@
 //     g <- g + wd * p
 //     buf <- momentum * buf + g        (buf starts at 0, so the first step gives buf = g)
 //     p <- p - lr * buf                (p <- p - lr * g when momentum == 0; buf may then be null)
-// Elements are independent: a plain parallel loop, bit-identical for any thread count.
+// Elements are independent: any split of them over threads is bit-identical for any thread count.
 //
 // The multi-tensor forms (adamw_step_multi, sum_squares_multi) run a whole model's parameters in one
 // thread team: a small model's tensors are each below the size at which a team pays off, so one call
@@ -54,13 +55,13 @@ inline void adamw_range(T* p, T* m, T* v, const T* g, int64_t b, int64_t e, T lr
 }
 
 // Thread `t` of `nt` takes elements [total t / nt, total (t + 1) / nt) of the tensors laid end to end
-// (sizes[i] elements each) and calls f(i, begin, end) for each piece of tensor i in that range.
-template <typename F>
-void for_my_share(const int64_t* sizes, int64_t count, int64_t total, int t, int nt, F f) {
+// (size(i) elements each) and calls f(i, begin, end) for each piece of tensor i in that range.
+template <typename Size, typename F>
+void for_my_share(Size size, int64_t count, int64_t total, int t, int nt, F f) {
   const int64_t lo = total * t / nt, hi = total * (t + 1) / nt;
   int64_t base = 0;
-  for (int64_t i = 0; i < count && base < hi; base += sizes[i], ++i) {
-    const int64_t b = std::max(lo, base), e = std::min(hi, base + sizes[i]);
+  for (int64_t i = 0; i < count && base < hi; base += size(i), ++i) {
+    const int64_t b = std::max(lo, base), e = std::min(hi, base + size(i));
     if (b < e) f(i, b - base, e - base);
   }
 }
@@ -117,14 +118,15 @@ void adamw_step(T* p, T* m, T* v, const T* g, int64_t n, T lr, T beta1, T beta2,
 template <typename T>
 void adamw_step_multi(const AdamWTensor<T>* tensors, int64_t count, T lr, T beta1, T beta2, T eps, T bias_correction1,
                       T bias_correction2) {
-  std::vector<int64_t> sizes(static_cast<size_t>(count));
   int64_t total = 0;
-  for (int64_t i = 0; i < count; ++i) total += sizes[i] = tensors[i].n;
+  for (int64_t i = 0; i < count; ++i) total += tensors[i].n;
   auto run = [&](int t, int nt) {
-    for_my_share(sizes.data(), count, total, t, nt, [&](int64_t i, int64_t b, int64_t e) {
-      const AdamWTensor<T>& a = tensors[i];
-      adamw_range(a.p, a.m, a.v, a.g, b, e, lr, beta1, beta2, eps, a.weight_decay, bias_correction1, bias_correction2);
-    });
+    for_my_share([&](int64_t i) { return tensors[i].n; }, count, total, t, nt,
+                 [&](int64_t i, int64_t b, int64_t e) {
+                   const AdamWTensor<T>& a = tensors[i];
+                   adamw_range(a.p, a.m, a.v, a.g, b, e, lr, beta1, beta2, eps, a.weight_decay, bias_correction1,
+                               bias_correction2);
+                 });
   };
   if (total <= kParallelMin || omp_in_parallel()) {
     run(0, 1);
