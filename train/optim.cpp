@@ -171,6 +171,25 @@ void SGD::load_state(const nn::NamedTensors& s, int64_t steps) {
 
 namespace {
 
+// The CPU gradients of one dtype, for one sum_squares_multi call; their sums land at sums[index[k]].
+template <typename T>
+struct CpuSquares {
+  std::vector<size_t> index;
+  std::vector<const T*> xs;
+  std::vector<int64_t> n;
+  void add(size_t i, const Tensor& g) {
+    index.push_back(i);
+    xs.push_back(g.data<T>());
+    n.push_back(g.numel());
+  }
+  void run(std::vector<double>& sums) const {
+    std::vector<double> out(xs.size());
+    if (!xs.empty())
+      kernels::cpu::sum_squares_multi<T>(out.data(), xs.data(), n.data(), static_cast<int64_t>(xs.size()));
+    for (size_t k = 0; k < out.size(); ++k) sums[index[k]] = out[k];
+  }
+};
+
 // The gradients' norm, and `also_read` (scalars) as doubles into *read, with one read of the device:
 // each gradient's sum of squares in double, added on the host in parameter order (the same bits for any
 // device placement of the kernels). The CUDA sums and the extra scalars go to one device buffer, read
@@ -181,12 +200,10 @@ double norm_and_read(const std::vector<Tensor>& params, const std::vector<Tensor
   std::vector<double> sums(P, 0.0);
   std::vector<char> on_device(P + E, 0);
   Tensor device_sums;  // (P + E) doubles on the gradients' CUDA device
-  // CPU gradients: one multi-tensor call per dtype (cpu_index: where each one's sum lands).
-  std::vector<Tensor> keep;
-  std::vector<size_t> cpu_index[2];
-  std::vector<const float*> cpu_f32;
-  std::vector<const double*> cpu_f64;
-  std::vector<int64_t> cpu_n[2];
+  // CPU gradients: one multi-tensor call per dtype.
+  std::vector<Tensor> keep;  // the contiguous gradients the lists point into
+  CpuSquares<float> cpu_f32;
+  CpuSquares<double> cpu_f64;
   for (size_t i = 0; i < P; ++i) {
     Tensor g = params[i].grad();
     if (!g.defined()) continue;
@@ -194,14 +211,11 @@ double norm_and_read(const std::vector<Tensor>& params, const std::vector<Tensor
     dispatch_floating(g.dtype(), "grad_norm", [&](auto tag) {
       using T = decltype(tag);
       if (g.device().is_cpu()) {
-        constexpr int d = std::is_same_v<T, float> ? 0 : 1;
         keep.push_back(g);
-        cpu_index[d].push_back(i);
-        cpu_n[d].push_back(g.numel());
-        if constexpr (d == 0)
-          cpu_f32.push_back(g.data<float>());
+        if constexpr (std::is_same_v<T, float>)
+          cpu_f32.add(i, g);
         else
-          cpu_f64.push_back(g.data<double>());
+          cpu_f64.add(i, g);
         return;
       }
       if (!device_sums.defined())
@@ -216,15 +230,8 @@ double norm_and_read(const std::vector<Tensor>& params, const std::vector<Tensor
       on_device[i] = 1;
     });
   }
-  auto cpu_sums = [&](const auto& xs, int d) {
-    using T = std::remove_cv_t<std::remove_pointer_t<typename std::decay_t<decltype(xs)>::value_type>>;
-    std::vector<double> out(xs.size());
-    if (!xs.empty())
-      kernels::cpu::sum_squares_multi<T>(out.data(), xs.data(), cpu_n[d].data(), static_cast<int64_t>(xs.size()));
-    for (size_t k = 0; k < out.size(); ++k) sums[cpu_index[d][k]] = out[k];
-  };
-  cpu_sums(cpu_f32, 0);
-  cpu_sums(cpu_f64, 1);
+  cpu_f32.run(sums);
+  cpu_f64.run(sums);
   if (read) read->assign(E, 0.0);
   for (size_t e = 0; e < E; ++e) {
     const Tensor& v = also_read[e];
