@@ -258,9 +258,9 @@ TEST_P(VecPath, GeluKernelsEqualTheScalarBitsForOneAndTwoThreads) {
   }
 }
 
-// exp_shift_sum_f32: the exponentials equal scalar exp_approx calls and the sum equals the
-// documented order (partial sum i mod 16, then pairwise), for every length 0..70 and rows with
-// masked (-inf), underflowing, equal and NaN entries.
+// exp_shift_sum_f32 and exp_shift_sum_padded_f32: the exponentials equal scalar exp_approx calls and
+// the sum equals the documented order (partial sum i mod 16, then pairwise), for every length 0..70
+// and rows with masked (-inf), underflowing, equal and NaN entries.
 TEST_P(VecPath, ExpShiftSumEqualsTheScalarBitsInTheDocumentedOrder) {
   std::mt19937 rng(11);
   std::normal_distribution<float> score(0.0f, 4.0f);
@@ -288,6 +288,25 @@ TEST_P(VecPath, ExpShiftSumEqualsTheScalarBitsInTheDocumentedOrder) {
           << vd::vec_isa_name(GetParam()) << " n=" << n << " kind=" << kind << ": " << mismatch_text(row, got, want);
       EXPECT_EQ(bits(sum), bits(part[0]))
           << vd::vec_isa_name(GetParam()) << " n=" << n << " kind=" << kind << ": sum " << sum << " want " << part[0];
+      // The padded variant, on a row with room up to the next multiple of 16 that holds values which
+      // must not reach the sum (NaN, +inf, a score above the shift): the same bits in [0, n) and
+      // the same sum; the room is overwritten with the exponentials of what it held.
+      const int64_t room = (n + 15) / 16 * 16;
+      const float junk[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), m + 50.0f,
+                            -0.0f};
+      std::vector<float> padded(static_cast<size_t>(room));
+      std::copy(row.begin(), row.end(), padded.begin());
+      for (int64_t i = n; i < room; ++i) padded[i] = junk[i % 4];
+      const std::vector<float> held = padded;
+      const float padded_sum = cpu::exp_shift_sum_padded_f32(padded.data(), n, m, shift2);
+      EXPECT_EQ(first_mismatch(std::vector<float>(padded.begin(), padded.begin() + n), want), -1)
+          << vd::vec_isa_name(GetParam()) << " padded n=" << n << " kind=" << kind;
+      EXPECT_EQ(bits(padded_sum), bits(part[0])) << vd::vec_isa_name(GetParam()) << " padded n=" << n
+                                                 << " kind=" << kind << ": sum " << padded_sum << " want " << part[0];
+      for (int64_t i = n; i < room; ++i) {
+        const float e = cpu::exp_approx((held[i] - m) - shift2);
+        EXPECT_EQ(bits(padded[i]), bits(e)) << "padded n=" << n << " room entry " << i;
+      }
       if (kind != 3) {  // and it is the sum: within n ulps of the double-precision one
         double exact = 0;
         for (const float e : want) exact += e;

@@ -174,7 +174,13 @@ struct Problem {
 // error ~2e-7, arguments below -87.3 flush to 0), compiled for AVX-512, AVX2 and baseline x86-64,
 // its sum in one fixed order, so all three give the same bits. double keeps std::exp: it is the
 // gradcheck precision.
-float exp_shift_sum(float* x, int64_t n, float shift, float shift2) { return exp_shift_sum_f32(x, n, shift, shift2); }
+// x is a row of a tile buffer (rows kBlockK apart, a multiple of 16, n <= nk <= kBlockK; the buffer is
+// zero-filled when it grows), so the padded variant may also overwrite x[n, round_up(n, 16)), still
+// inside the row: the callers set [n, nk) to 0 right after, and nothing reads the row past nk.
+static_assert(kBlockK % 16 == 0, "exp_shift_sum_padded_f32 may write up to the next multiple of 16");
+float exp_shift_sum(float* x, int64_t n, float shift, float shift2) {
+  return exp_shift_sum_padded_f32(x, n, shift, shift2);
+}
 
 double exp_shift_sum(double* x, int64_t n, double shift, double shift2) {
   double sum = 0.0;

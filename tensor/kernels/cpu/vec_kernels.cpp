@@ -162,20 +162,42 @@ void sigmoid_scaled_f32(float* g, const float* a, int64_t n, float scale) {
   });
 }
 
+namespace {
+
+// The 16 partial sums of exp_shift_sum_f32 added pairwise (p[l] += p[l + 8], then + 4, + 2, + 1),
+// written as whole halves so that the compiler keeps them in registers.
+POSGRAD_VEC_BODY inline float fold_parts(const float* part) {
+  float h[kSumLanes / 2], q[kSumLanes / 4];
+#pragma omp simd
+  for (int l = 0; l < kSumLanes / 2; ++l) h[l] = part[l] + part[l + kSumLanes / 2];
+#pragma omp simd
+  for (int l = 0; l < kSumLanes / 4; ++l) q[l] = h[l] + h[l + kSumLanes / 4];
+  const float r0 = q[0] + q[2], r1 = q[1] + q[3];
+  return r0 + r1;
+}
+
+// The whole blocks of 16 of exp_shift_sum_f32: part[l] gains the elements i = l (mod 16) in increasing i.
+// Returns the index of the first element not done. The inner loop is one AVX-512 vector, two AVX2
+// vectors or four SSE2 vectors: the same 16 chains on every path.
+POSGRAD_VEC_BODY inline int64_t exp_blocks(float* x, int64_t n, float shift, float shift2, float* part) {
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes) {
+#pragma omp simd
+    for (int l = 0; l < kSumLanes; ++l) {
+      const float e = exp_approx((x[i + l] - shift) - shift2);
+      x[i + l] = e;
+      part[l] += e;
+    }
+  }
+  return i;
+}
+
+}  // namespace
+
 float exp_shift_sum_f32(float* x, int64_t n, float shift, float shift2) {
   return vec_detail::run_active([=]() POSGRAD_VEC_BODY {
-    // part[l] sums the elements i = l (mod 16) in increasing i. The inner loop is one AVX-512
-    // vector, two AVX2 vectors or four SSE2 vectors: the same 16 chains on every path.
     float part[kSumLanes] = {};
-    int64_t i = 0;
-    for (; i + kSumLanes <= n; i += kSumLanes) {
-#pragma omp simd
-      for (int l = 0; l < kSumLanes; ++l) {
-        const float e = exp_approx((x[i + l] - shift) - shift2);
-        x[i + l] = e;
-        part[l] += e;
-      }
-    }
+    const int64_t i = exp_blocks(x, n, shift, shift2, part);
     // The last n - i < 16 elements: the same lanes over a zero-padded copy (the padded lanes add
     // +0, which leaves a partial sum unchanged: they are >= +0 or NaN), so the tail stays vectorised.
     const int64_t rem = n - i;
@@ -190,10 +212,26 @@ float exp_shift_sum_f32(float* x, int64_t n, float shift, float shift2) {
       }
       std::memcpy(x + i, t, sizeof(float) * static_cast<size_t>(rem));
     }
-    for (int w = kSumLanes / 2; w > 0; w /= 2) {
-      for (int l = 0; l < w; ++l) part[l] += part[l + w];
+    return fold_parts(part);
+  });
+}
+
+float exp_shift_sum_padded_f32(float* x, int64_t n, float shift, float shift2) {
+  return vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+    float part[kSumLanes] = {};
+    const int64_t i = exp_blocks(x, n, shift, shift2, part);
+    // The last n - i < 16 elements in place, as one more block whose lanes past n add +0 (as the
+    // copy's padded lanes do in exp_shift_sum_f32) and keep the exponentials of what they held.
+    const int64_t rem = n - i;
+    if (rem > 0) {
+#pragma omp simd
+      for (int l = 0; l < kSumLanes; ++l) {
+        const float e = exp_approx((x[i + l] - shift) - shift2);
+        x[i + l] = e;
+        part[l] += l < rem ? e : 0.0f;
+      }
     }
-    return part[0];
+    return fold_parts(part);
   });
 }
 
