@@ -14,9 +14,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <new>
 
 #include "dist/communicator.h"
 #include "train/data_parallel.h"
+#include "train/options.h"
 #include "train/trainer.h"
 
 using namespace posgrad;
@@ -32,7 +34,9 @@ int main(int argc, char** argv) {
   CLI::App app{"posgrad data-parallel training throughput (run it with mpirun -np N)"};
   std::string pos = "rope";
   int64_t steps = 20, warmup = 3, batch = 12, threads = 0, layers = 4, width = 128, context = 64;
-  app.add_option("--pos", pos, "Position encoding")->capture_default_str();
+  app.add_option("--pos", pos, "Position encoding (one registered kind)")
+      ->check(CLI::IsMember(nn::position_encoding_kinds()))
+      ->capture_default_str();
   app.add_option("--steps", steps, "Timed steps")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
@@ -58,13 +62,46 @@ int main(int argc, char** argv) {
     dist::finalize_world();
     return status;
   }
+  // The checks every rank makes alike before any MPI work, so that each exits on its own: a usage
+  // error (exit 2), or a job that would not fit this machine's memory (exit 1).
+  nn::GPTConfig mc;
+  mc.vocab_size = 65;
+  mc.n_layer = layers, mc.n_head = 4, mc.n_embd = width, mc.block_size = context;
+  mc.pos.kind = pos;
   int status = 0;
   try {
+    try {
+      mc.validate();
+    } catch (const ValueError& e) {  // the model's names for the sizes: say which options set them
+      throw UsageError("--pos " + pos + " with --width " + std::to_string(width) + " (4 heads): " + e.what());
+    }
+    if (batch < w.size())
+      throw UsageError("--batch " + std::to_string(batch) + " is smaller than the " + std::to_string(w.size()) +
+                       " processes that share it (each needs at least one row): raise --batch or start fewer "
+                       "processes");
+    // train::estimate_memory, the estimate `posgrad train` checks, for one process's share of the batch,
+    // times the processes on this node.
+    train::TrainConfig tc;
+    tc.model = mc;
+    tc.batch_size = (batch + w.size() - 1) / w.size();
+    const long double need = train::estimate_memory(tc, context).total() * w.local_size();
+    const uint64_t have = train::physical_memory_bytes();
+    if (have > 0 && need > static_cast<long double>(have))
+      throw OutOfMemoryError("out of memory: --layers " + std::to_string(layers) + " x --width " +
+                             std::to_string(width) + " with --batch " + std::to_string(batch) + " x --context " +
+                             std::to_string(context) + " over " + std::to_string(w.local_size()) +
+                             " process(es) on this machine needs an estimated " + train::format_bytes(need) +
+                             " but the machine has " + train::format_bytes(have) + "; reduce the largest of these");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_dist: error: %s\n", e.what());
+    status = dynamic_cast<const ValueError*>(&e) != nullptr ? 2 : 1;  // options (usage), or memory
+  }
+  if (status != 0) {
+    dist::finalize_world();
+    return status;
+  }
+  try {
     if (threads > 0) omp_set_num_threads(static_cast<int>(threads));
-    nn::GPTConfig mc;
-    mc.vocab_size = 65;
-    mc.n_layer = layers, mc.n_head = 4, mc.n_embd = width, mc.block_size = context;
-    mc.pos.kind = pos;
     Generator init(1), drop(2), data(3);
     nn::GPT model(mc, init, drop);
     train::AdamW opt(train::decay_groups(model.named_parameters(), 0.1), train::AdamWOptions(1e-4));
@@ -114,6 +151,11 @@ int main(int argc, char** argv) {
           100.0 * reduce_s / total_s, alone_ms);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_dist: error: %s\n", e.what());
+    status = 1;
+    dist::abort_world(status);
+  } catch (const std::bad_alloc&) {  // a host allocation outside the tensor allocator (the token batches)
+    std::fprintf(stderr, "bench_dist: error: out of memory (--batch %ld x --context %ld tokens per step)\n",
+                 long(batch), long(context));
     status = 1;
     dist::abort_world(status);
   }

@@ -12,6 +12,8 @@
 // Usage: bench_gemm [--shapes MxNxK[:ta][:tb],...] [--reps R] [--threads T]
 //                   [--isa avx512|avx2|scalar] [--min-ms MS] [--precision fp32|bf16] [--no-bf16-dot]
 //                   [--against openblas|torch]
+// (--help: the defaults and limits.) Bad options, values or shapes (a dimension below 1, a shape whose
+// matrices exceed half this machine's memory) are usage errors, exit 2, before anything runs.
 // --precision bf16 times the bf16-operand products (kernels.h, MatmulPrecision), validated against
 // OpenBLAS on the bf16-rounded operands, with of_peak against the VDPBF16PS peak where the CPU has
 // AVX512-BF16 (--no-bf16-dot: the converting path). --against torch times PyTorch's matmul instead of
@@ -41,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <random>
 #include <string>
 #include <thread>
@@ -50,12 +53,14 @@
 #include <unistd.h>
 
 #include <cblas.h>
+#include <CLI/CLI.hpp>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
 #include "tensor/kernels/cpu/gemm_internal.h"
 #include "tensor/kernels/kernels.h"
+#include "train/options.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 extern "C" char* openblas_get_corename(void);
@@ -90,28 +95,61 @@ std::vector<shape> default_shapes() {
           {4096, 512, 2048, false, true}};
 }
 
-bool parse_shapes(const char* text, std::vector<shape>& out) {
+// Bytes one shape's buffers take: A, B, posgrad's and the reference's C, and with bf16 the rounded
+// copies of A and B. Long double: no product of dimensions can overflow.
+long double shape_bytes(const shape& s, bool bf16) {
+  const long double M = static_cast<long double>(s.M), N = static_cast<long double>(s.N),
+                    K = static_cast<long double>(s.K);
+  return 4.0L * ((bf16 ? 2 : 1) * (M * K + K * N) + 2 * M * N);
+}
+
+// The shapes of --shapes: comma-separated MxNxK items, each dimension an integer in [1, 2^31 - 1]
+// (OpenBLAS takes int), then optionally ":ta" and/or ":tb" once each. Empty text or an empty item is
+// refused. Returns "" when every item parsed, otherwise a message naming the bad item.
+std::string parse_shapes(const std::string& text, std::vector<shape>& out) {
   out.clear();
-  std::string s(text);
+  if (text.empty()) return "--shapes is empty";
   std::size_t pos = 0;
-  while (pos < s.size()) {
-    std::size_t end = s.find(',', pos);
-    if (end == std::string::npos) end = s.size();
-    const std::string item = s.substr(pos, end - pos);
+  while (pos <= text.size()) {
+    std::size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    const std::string bad = "--shapes item '" + item + "': ";
+    if (item.empty()) return "--shapes has an empty item in '" + text + "'";
+    // MxNxK: three runs of digits joined by 'x'.
     shape sh{};
-    long long m = 0, n = 0, k = 0;
-    int used = 0;
-    if (std::sscanf(item.c_str(), "%lldx%lldx%lld%n", &m, &n, &k, &used) != 3) return false;
-    sh.M = m;
-    sh.N = n;
-    sh.K = k;
-    const std::string flags = item.substr(static_cast<std::size_t>(used));
-    sh.ta = flags.find(":ta") != std::string::npos;
-    sh.tb = flags.find(":tb") != std::string::npos;
+    int64_t* dims[3] = {&sh.M, &sh.N, &sh.K};
+    std::size_t i = 0;
+    for (int d = 0; d < 3; ++d) {
+      if (d > 0) {
+        if (i >= item.size() || item[i] != 'x') return bad + "want MxNxK[:ta][:tb]";
+        ++i;
+      }
+      const std::size_t first = i;
+      while (i < item.size() && item[i] >= '0' && item[i] <= '9') ++i;
+      if (i == first) return bad + "want MxNxK[:ta][:tb] with positive integer dimensions";
+      if (i - first > 10) return bad + "a dimension exceeds 2147483647";
+      const long long v = std::stoll(item.substr(first, i - first));
+      if (v < 1) return bad + "dimensions must be at least 1";
+      if (v > 2147483647LL) return bad + "a dimension exceeds 2147483647";
+      *dims[d] = v;
+    }
+    // Then ":ta" and ":tb", each at most once, in either order.
+    while (i < item.size()) {
+      const std::string flag = item.substr(i, 3);
+      if (flag == ":ta" && !sh.ta) {
+        sh.ta = true;
+      } else if (flag == ":tb" && !sh.tb) {
+        sh.tb = true;
+      } else {
+        return bad + "unexpected '" + item.substr(i) + "' (want MxNxK[:ta][:tb])";
+      }
+      i += 3;
+    }
     out.push_back(sh);
     pos = end + 1;
   }
-  return !out.empty();
+  return "";
 }
 
 void run_posgrad(const shape& s, const float* A, const float* B, float* C) {
@@ -335,50 +373,75 @@ int main(int argc, char** argv) {
   int reps = 11;
   int threads = 2;
   double min_ms = 25.0;
-  bool bf16 = false;
-  std::string against = "openblas";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (arg == "--shapes" && has_value) {
-      if (!parse_shapes(argv[++i], shapes)) {
-        std::fprintf(stderr, "bad --shapes (want MxNxK[:ta][:tb],...)\n");
-        return 2;
-      }
-    } else if (arg == "--reps" && has_value) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--threads" && has_value) {
-      threads = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--min-ms" && has_value) {
-      min_ms = std::max(0.0, std::atof(argv[++i]));
-    } else if (arg == "--precision" && has_value) {
-      const std::string p = argv[++i];
-      if (p != "fp32" && p != "bf16") {
-        std::fprintf(stderr, "bench_gemm: --precision must be fp32 or bf16, got '%s'\n", p.c_str());
-        return 2;
-      }
-      bf16 = p == "bf16";
-    } else if (arg == "--against" && has_value) {
-      against = argv[++i];
-      if (against != "openblas" && against != "torch") {
-        std::fprintf(stderr, "bench_gemm: --against must be openblas or torch, got '%s'\n", against.c_str());
-        return 2;
-      }
-    } else if (arg == "--no-bf16-dot") {
-      gd::gemm_set_bf16_dot(false);
-    } else if (arg == "--isa" && has_value) {
-      const std::string isa = argv[++i];
-      gd::gemm_set_isa(isa == "scalar" ? gd::gemm_isa::scalar
-                       : isa == "avx2" ? gd::gemm_isa::avx2
-                                       : gd::gemm_isa::avx512);
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--shapes MxNxK[:ta][:tb],...] [--reps R] [--threads T] "
-                   "[--isa avx512|avx2|scalar] [--min-ms MS] [--precision fp32|bf16] [--no-bf16-dot] "
-                   "[--against openblas|torch]\n",
-                   argv[0]);
+  std::string shapes_arg, isa, precision = "fp32", against = "openblas";
+  bool no_bf16_dot = false;
+  CLI::App app{
+      "posgrad's CPU sgemm against OpenBLAS (or PyTorch's matmul): median GFLOP/s of alternating samples, "
+      "their ratio, and the fraction of the FP32 FMA peak measured in the same run"};
+  app.add_option("--shapes", shapes_arg,
+                 "Comma-separated MxNxK[:ta][:tb] (:ta / :tb: A / B stored transposed); dimensions in "
+                 "[1, 2147483647], and one shape's buffers (A, B, two C, with bf16 the rounded A and B) at most "
+                 "half this machine's memory (default: 256^3, 512^3, 1024^3, 4096xNxN for N = 128, 256, 512, "
+                 "4096x2048x512, 4096x2048x512:ta, 4096x2048x512:tb, 512x2048x4096:ta, 4096x512x2048:tb)");
+  app.add_option("--reps", reps, "Alternating samples per shape (the median is printed)")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  app.add_option("--threads", threads, "Threads for both libraries")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--isa", isa,
+                 "posgrad's instruction set (default: the best the CPU has); one the CPU lacks runs as the best it "
+                 "has, with a warning on stderr (the header line names the one that ran)")
+      ->check(CLI::IsMember({"avx512", "avx2", "scalar"}));
+  app.add_option("--min-ms", min_ms, "Minimum milliseconds of one sample (calls per sample are chosen to reach it)")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->capture_default_str();
+  app.add_option("--precision", precision, "fp32, or bf16 operands with float accumulation")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  app.add_flag("--no-bf16-dot", no_bf16_dot, "With --precision bf16: the converting path, not VDPBF16PS");
+  app.add_option("--against", against,
+                 "The anchor: OpenBLAS's cblas_sgemm, or PyTorch's matmul through bench/torch_matmul.py run by "
+                 "$POSGRAD_TORCH_PYTHON (default .venv-torch/bin/python)")
+      ->check(CLI::IsMember({"openblas", "torch"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad option or value: usage error, 2
+  }
+  // CLI11's ranges let NaN through (no comparison holds for it).
+  if (std::isnan(min_ms)) {
+    std::fprintf(stderr, "bench_gemm: --min-ms: NaN is not a number of milliseconds\n");
+    return 2;
+  }
+  const bool bf16 = precision == "bf16";
+  if (app.count("--shapes")) {
+    const std::string error = parse_shapes(shapes_arg, shapes);
+    if (!error.empty()) {
+      std::fprintf(stderr, "bench_gemm: %s\n", error.c_str());
       return 2;
     }
+  }
+  // A shape that cannot fit is refused before anything runs (half the machine: the rest is the OS's,
+  // and a GEMM timed while swapping says nothing).
+  const long double memory_limit = static_cast<long double>(posgrad::train::physical_memory_bytes()) / 2;
+  for (const shape& s : shapes)
+    if (memory_limit > 0 && shape_bytes(s, bf16) > memory_limit) {
+      std::fprintf(stderr,
+                   "bench_gemm: --shapes item %lldx%lldx%lld needs %s for its matrices, more than half this "
+                   "machine's memory (%s)\n",
+                   static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K),
+                   posgrad::train::format_bytes(shape_bytes(s, bf16)).c_str(),
+                   posgrad::train::format_bytes(memory_limit).c_str());
+      return 2;
+    }
+  if (no_bf16_dot) gd::gemm_set_bf16_dot(false);
+  if (!isa.empty()) {
+    const gd::gemm_isa wanted = isa == "scalar" ? gd::gemm_isa::scalar
+                                : isa == "avx2" ? gd::gemm_isa::avx2
+                                                : gd::gemm_isa::avx512;
+    if (gd::gemm_set_isa(wanted) != wanted)
+      std::fprintf(stderr, "bench_gemm: warning: --isa %s: this CPU lacks it, running %s\n", isa.c_str(),
+                   gd::gemm_isa_name(gd::gemm_active_isa()));
   }
 
   omp_set_num_threads(threads);
@@ -421,77 +484,86 @@ int main(int argc, char** argv) {
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   bool ok = true;
-  for (const shape& s : shapes) {
-    std::vector<float> A(static_cast<std::size_t>(s.M * s.K));
-    std::vector<float> B(static_cast<std::size_t>(s.K * s.N));
-    for (auto& x : A) x = dist(rng);
-    for (auto& x : B) x = dist(rng);
-    std::vector<float> c_posgrad(static_cast<std::size_t>(s.M * s.N), NAN);
-    std::vector<float> c_openblas(c_posgrad.size(), 0.0f);
+  // The shapes were checked against the machine's memory, but what is free may be less: a failed
+  // allocation ends the table with an error, exit 1.
+  try {
+    for (const shape& s : shapes) {
+      std::vector<float> A(static_cast<std::size_t>(s.M * s.K));
+      std::vector<float> B(static_cast<std::size_t>(s.K * s.N));
+      for (auto& x : A) x = dist(rng);
+      for (auto& x : B) x = dist(rng);
+      std::vector<float> c_posgrad(static_cast<std::size_t>(s.M * s.N), NAN);
+      std::vector<float> c_openblas(c_posgrad.size(), 0.0f);
 
-    // Validation (also the warm-up: pack buffers, thread pools, page faults). In bf16 the reference is
-    // OpenBLAS on the bf16-rounded operands: only the float accumulation differs.
-    run_posgrad(s, A.data(), B.data(), c_posgrad.data());
-    if (bf16) {
-      std::vector<float> Ar(A), Br(B);
-      for (auto& x : Ar) x = round_bf16(x);
-      for (auto& x : Br) x = round_bf16(x);
-      run_openblas(s, Ar.data(), Br.data(), c_openblas.data());
-    } else {
-      run_openblas(s, A.data(), B.data(), c_openblas.data());
-    }
-    if (against == "torch") {
-      const std::string reply = torch.ask("shape " + std::to_string(s.M) + " " + std::to_string(s.N) + " " +
-                                          std::to_string(s.K) + " " + (s.ta ? "1 " : "0 ") + (s.tb ? "1 " : "0 ") +
-                                          (bf16 ? "bfloat16 " : "float32 ") + std::to_string(threads));
-      if (reply.rfind("ok ", 0) != 0) {
-        std::fprintf(stderr, "bench_gemm: the PyTorch helper failed (%s)\n", reply.c_str());
-        return 2;
+      // Validation (also the warm-up: pack buffers, thread pools, page faults). In bf16 the reference is
+      // OpenBLAS on the bf16-rounded operands: only the float accumulation differs.
+      run_posgrad(s, A.data(), B.data(), c_posgrad.data());
+      if (bf16) {
+        std::vector<float> Ar(A), Br(B);
+        for (auto& x : Ar) x = round_bf16(x);
+        for (auto& x : Br) x = round_bf16(x);
+        run_openblas(s, Ar.data(), Br.data(), c_openblas.data());
+      } else {
+        run_openblas(s, A.data(), B.data(), c_openblas.data());
       }
-      if (torch_version.empty()) {
-        torch_version = reply.substr(3);
-        std::printf("# PyTorch %s\n", torch_version.c_str());
-      }
-    }
-    double max_diff = 0.0, max_ref = 0.0;
-    for (std::size_t i = 0; i < c_posgrad.size(); ++i) {
-      const double d = std::fabs(double(c_posgrad[i]) - double(c_openblas[i]));
-      max_diff = std::isnan(d) ? INFINITY : std::max(max_diff, d);
-      max_ref = std::max(max_ref, std::fabs(double(c_openblas[i])));
-    }
-    const double rel_err = max_ref > 0 ? max_diff / max_ref : max_diff;
-    if (!(rel_err <= 1e-4)) ok = false;
-
-    // Calls per sample so that one sample lasts >= min_ms (same count for both).
-    const double t_once = seconds_per_call([&] { run_posgrad(s, A.data(), B.data(), c_posgrad.data()); }, 1);
-    const int calls = std::max(1, static_cast<int>(std::ceil(min_ms * 1e-3 / std::max(t_once, 1e-7))));
-
-    std::vector<double> t_posgrad, t_openblas;
-    for (int r = 0; r < reps; ++r) {
-      // A pause lets the other library's spinning workers go idle first.
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      t_posgrad.push_back(seconds_per_call([&] { run_posgrad(s, A.data(), B.data(), c_posgrad.data()); }, calls));
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
       if (against == "torch") {
-        const std::string reply = torch.ask("time " + std::to_string(calls));
-        if (reply.empty()) {
-          std::fprintf(stderr, "bench_gemm: the PyTorch helper stopped\n");
+        const std::string reply = torch.ask("shape " + std::to_string(s.M) + " " + std::to_string(s.N) + " " +
+                                            std::to_string(s.K) + " " + (s.ta ? "1 " : "0 ") + (s.tb ? "1 " : "0 ") +
+                                            (bf16 ? "bfloat16 " : "float32 ") + std::to_string(threads));
+        if (reply.rfind("ok ", 0) != 0) {
+          std::fprintf(stderr, "bench_gemm: the PyTorch helper failed (%s)\n", reply.c_str());
           return 2;
         }
-        t_openblas.push_back(std::atof(reply.c_str()));
-      } else {
-        t_openblas.push_back(seconds_per_call([&] { run_openblas(s, A.data(), B.data(), c_openblas.data()); }, calls));
+        if (torch_version.empty()) {
+          torch_version = reply.substr(3);
+          std::printf("# PyTorch %s\n", torch_version.c_str());
+        }
       }
+      double max_diff = 0.0, max_ref = 0.0;
+      for (std::size_t i = 0; i < c_posgrad.size(); ++i) {
+        const double d = std::fabs(double(c_posgrad[i]) - double(c_openblas[i]));
+        max_diff = std::isnan(d) ? INFINITY : std::max(max_diff, d);
+        max_ref = std::max(max_ref, std::fabs(double(c_openblas[i])));
+      }
+      const double rel_err = max_ref > 0 ? max_diff / max_ref : max_diff;
+      if (!(rel_err <= 1e-4)) ok = false;
+
+      // Calls per sample so that one sample lasts >= min_ms (same count for both).
+      const double t_once = seconds_per_call([&] { run_posgrad(s, A.data(), B.data(), c_posgrad.data()); }, 1);
+      const int calls = std::max(1, static_cast<int>(std::ceil(min_ms * 1e-3 / std::max(t_once, 1e-7))));
+
+      std::vector<double> t_posgrad, t_openblas;
+      for (int r = 0; r < reps; ++r) {
+        // A pause lets the other library's spinning workers go idle first.
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        t_posgrad.push_back(seconds_per_call([&] { run_posgrad(s, A.data(), B.data(), c_posgrad.data()); }, calls));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (against == "torch") {
+          const std::string reply = torch.ask("time " + std::to_string(calls));
+          if (reply.empty()) {
+            std::fprintf(stderr, "bench_gemm: the PyTorch helper stopped\n");
+            return 2;
+          }
+          t_openblas.push_back(std::atof(reply.c_str()));
+        } else {
+          t_openblas.push_back(
+              seconds_per_call([&] { run_openblas(s, A.data(), B.data(), c_openblas.data()); }, calls));
+        }
+      }
+      const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
+      const double gf_posgrad = flops / median(t_posgrad) * 1e-9;
+      const double gf_openblas = flops / median(t_openblas) * 1e-9;
+      const std::string op = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
+      std::printf("%7lld %5lld %5lld %-5s %15.1f %16.1f  ratio=%.2f  %6.1f%%  %.2e%s\n", static_cast<long long>(s.M),
+                  static_cast<long long>(s.N), static_cast<long long>(s.K), op.c_str(), gf_posgrad, gf_openblas,
+                  gf_posgrad / gf_openblas, peak_before.gflops > 0 ? 100.0 * gf_posgrad / peak_before.gflops : NAN,
+                  rel_err, rel_err <= 1e-4 ? "" : "  VALIDATION FAILED");
+      std::fflush(stdout);
     }
-    const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
-    const double gf_posgrad = flops / median(t_posgrad) * 1e-9;
-    const double gf_openblas = flops / median(t_openblas) * 1e-9;
-    const std::string op = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
-    std::printf("%7lld %5lld %5lld %-5s %15.1f %16.1f  ratio=%.2f  %6.1f%%  %.2e%s\n", static_cast<long long>(s.M),
-                static_cast<long long>(s.N), static_cast<long long>(s.K), op.c_str(), gf_posgrad, gf_openblas,
-                gf_posgrad / gf_openblas, peak_before.gflops > 0 ? 100.0 * gf_posgrad / peak_before.gflops : NAN,
-                rel_err, rel_err <= 1e-4 ? "" : "  VALIDATION FAILED");
+  } catch (const std::bad_alloc&) {
     std::fflush(stdout);
+    std::fprintf(stderr, "bench_gemm: out of memory allocating a shape's matrices\n");
+    return 1;
   }
   // The peak again after the table: a slower machine state during the table shows as a gap here.
   const fma_peak_result peak_after = fma_peak(threads, bf16_peak);

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <new>
 #include <sstream>
 
 #include "autograd/ops.h"
@@ -22,6 +23,7 @@
 #include "nn/gpt.h"
 #include "tensor/kernels/kernels.h"
 #include "train/optim.h"
+#include "train/options.h"
 #include "train/threads.h"
 
 using namespace posgrad;
@@ -116,23 +118,29 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad option or value: usage error, 2
   }
   const std::vector<std::string> kinds = nn::position_encoding_kinds();
-  {  // every name before any work (usage error, exit 2)
-    std::stringstream ss(methods);
+  // Every name before any work (usage error, exit 2): no empty list, no empty item, registered kinds.
+  std::vector<std::string> method_list;
+  {
+    if (methods.empty()) {
+      std::fprintf(stderr, "bench_train: --methods is empty\n");
+      return 2;
+    }
+    std::stringstream ss(methods + ",");  // the added comma: a trailing empty item is read too
     std::string m;
-    int n = 0;
     while (std::getline(ss, m, ',')) {
-      ++n;
+      if (m.empty()) {
+        std::fprintf(stderr, "bench_train: --methods has an empty item in '%s'\n", methods.c_str());
+        return 2;
+      }
       if (std::find(kinds.begin(), kinds.end(), m) == kinds.end()) {
         std::fprintf(stderr, "bench_train: unknown encoding '%s' in --methods (known: %s)\n", m.c_str(),
                      app.get_option("--methods")->get_default_str().c_str());
         return 2;
       }
-    }
-    if (n == 0) {
-      std::fprintf(stderr, "bench_train: --methods is empty\n");
-      return 2;
+      method_list.push_back(m);
     }
   }
+  int64_t tokens_context = context;  // for the out-of-memory message: the size's context unless --context
   try {
     nn::GPTConfig mc;
     mc.vocab_size = 65;
@@ -149,10 +157,31 @@ int main(int argc, char** argv) {
       mc.n_layer = 12, mc.n_head = 12, mc.n_embd = 768, mc.block_size = 1024, mc.vocab_size = 50304;
       if (!batch) batch = 8;
     } else {
-      throw ValueError("unknown --size '" + size + "' (compare, nanogpt, cpu, gpt2)");
+      throw UsageError("unknown --size '" + size + "' (compare, nanogpt, cpu, gpt2)");
     }
     if (context) mc.block_size = context;
-    Device dev = Device::parse(device);
+    tokens_context = mc.block_size;
+    // Before anything is printed: the device parses and suits every encoding (usage error, 2), it
+    // exists here (exit 1), and on the CPU each model fits this machine's memory (train::estimate_memory,
+    // the estimate `posgrad train` checks; exit 1). A CUDA device's own allocator reports running out.
+    Device dev = Device::cpu();
+    for (const auto& m : method_list) dev = train::parse_run_device(device, m);
+    require_device(dev);
+    if (dev.is_cpu())
+      for (const auto& m : method_list) {
+        train::TrainConfig tc;
+        tc.model = mc;
+        tc.model.pos.kind = m;
+        tc.batch_size = batch;
+        tc.device = "cpu";
+        const long double need = train::estimate_memory(tc, mc.block_size).total();
+        const uint64_t have = train::physical_memory_bytes();
+        if (have > 0 && need > static_cast<long double>(have))
+          throw OutOfMemoryError("out of memory: --size " + size + " with --batch " + std::to_string(batch) +
+                                 " x --context " + std::to_string(mc.block_size) + " (" + m + ") needs an estimated " +
+                                 train::format_bytes(need) + " but the machine has " + train::format_bytes(have) +
+                                 "; reduce --batch or --context");
+      }
     train::ThreadGovernor governor(threads);
     const kernels::MatmulPrecisionScope matmul_precision(kernels::parse_matmul_precision(precision));
     std::printf("# threads=%d%s, matrix products in %s%s\n", governor.threads(),
@@ -162,9 +191,7 @@ int main(int argc, char** argv) {
                 size.c_str(), long(mc.n_layer), long(mc.n_head), long(mc.n_embd), long(mc.block_size), long(batch),
                 device.c_str(), long(steps), long(warmup));
     std::printf("%-11s %12s %12s %12s\n", "method", "params", "tokens/s", "ms/step");
-    std::stringstream ss(methods);
-    std::string pos;
-    while (std::getline(ss, pos, ',')) {
+    for (const std::string& pos : method_list) {
       mc.pos.kind = pos;
       Generator init(1), drop(2), data(3);
       nn::GPT model(mc, init, drop);
@@ -220,8 +247,16 @@ int main(int argc, char** argv) {
       }
       std::fflush(stdout);
     }
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "bench_train: error: %s\n", e.what());
+    return 2;
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_train: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {  // a host allocation outside the tensor allocator (the token batches)
+    std::fflush(stdout);
+    std::fprintf(stderr, "bench_train: error: out of memory (--batch %ld x --context %ld tokens per step)\n",
+                 long(batch), long(tokens_context));
     return 1;
   }
   return 0;

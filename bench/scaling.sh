@@ -7,10 +7,30 @@
 # all-reduce alone on a buffer of the model's size (ranks started together). Not in CI.
 #
 #   bench/scaling.sh [ROUNDS] [extra bench_dist options...]
+#
+# ROUNDS: a positive integer, 3 by default. The extra options go to every bench_dist run (see
+# bench_dist --help), except --threads: the script sets the threads of each configuration itself and
+# refuses it. Usage errors exit 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=${1:-3}
-shift || true
+for arg in "$@"; do
+  if [[ $arg == -h || $arg == --help ]]; then
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+  fi
+done
+rounds=3
+if [[ $# -gt 0 && $1 != -* || ${1:-} =~ ^-[0-9] ]]; then  # ROUNDS given (a negative number too, to refuse it)
+  rounds=$1
+  shift
+fi
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "scaling: ROUNDS must be a positive integer, got '$rounds' (see --help)" >&2; exit 2; }
+for arg in "$@"; do
+  if [[ $arg == --threads || $arg == --threads=* ]]; then
+    echo "scaling: --threads is set by the script for each configuration (default threads, 1 thread, cores / 2 per process); leave it out" >&2
+    exit 2
+  fi
+done
 bin=./build/bench/bench_dist
 [[ -x $bin ]] || { echo "scaling: $bin is missing (build the bench_dist target with MPI found)" >&2; exit 2; }
 # As root, Open MPI needs these; two processes may oversubscribe a 2-core machine.

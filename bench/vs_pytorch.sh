@@ -27,6 +27,7 @@ cd "$(dirname "$0")/.."
 
 sizes=compare,nanogpt,cpu
 methods=""
+methods_given=0
 rounds=3
 steps=10
 threads=$(nproc)
@@ -40,7 +41,7 @@ while [[ $# -gt 0 ]]; do
   fi
   case "$1" in
     --sizes) sizes=$2; shift 2 ;;
-    --methods) methods=$2; shift 2 ;;
+    --methods) methods=$2; methods_given=1; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
@@ -50,6 +51,14 @@ while [[ $# -gt 0 ]]; do
     -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
+done
+# Lists: no empty list, no empty item (`read -a` would drop a trailing one silently).
+for v in sizes methods modes; do
+  [[ $v == methods && $methods_given == 0 ]] && continue  # unset: every registered encoding
+  list=${!v}
+  [[ -n $list ]] || { echo "vs_pytorch.sh: --$v is empty" >&2; exit 2; }
+  [[ $list != ,* && $list != *, && $list != *,,* ]] ||
+    { echo "vs_pytorch.sh: --$v has an empty item in '$list'" >&2; exit 2; }
 done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch.sh: --rounds must be a positive integer, got '$rounds'" >&2; exit 2; }
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch.sh: --steps must be a positive integer, got '$steps'" >&2; exit 2; }
