@@ -600,3 +600,75 @@ TEST(Numerics, CudaOutOfMemoryIsOutOfMemoryError) {
   EXPECT_THROW((void)Tensor::empty({int64_t(1) << 47}, DType::Float64, Device::cuda()), OutOfMemoryError);
   EXPECT_THROW((void)Tensor::ones({int64_t(1) << 62}, DType::Float32, Device::cuda()), ShapeError);
 }
+
+// copy_strided: every element lands where the index formula puts it, for layouts that merge (a
+// contiguous block, a slice of rows), that do not (the attention's head split: rows of D under a
+// (B, T, 3C) stride; a transpose; a step > 1 on both sides), size-1 dims, a broadcast source (stride
+// 0), uint8 and int64, at 1 and 2 threads and above the parallel threshold; and nothing of the
+// destination buffer outside the copied positions changes.
+template <typename T>
+void check_copy_strided(const std::vector<int64_t>& shape, const std::vector<int64_t>& ys,
+                        const std::vector<int64_t>& xs, int threads) {
+  const int nd = static_cast<int>(shape.size());
+  int64_t total = 1, y_span = 1, x_span = 1;
+  for (int d = 0; d < nd; ++d) {
+    total *= shape[d];
+    y_span += (shape[d] - 1) * ys[d];
+    x_span += (shape[d] - 1) * xs[d];
+  }
+  std::vector<T> x(static_cast<size_t>(x_span)), y(static_cast<size_t>(y_span) + 16, T(99));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>(i % 97 + 1);
+  std::vector<T> want = y;
+  std::vector<int64_t> idx(static_cast<size_t>(nd), 0);
+  for (int64_t n = 0; n < total; ++n) {
+    int64_t yo = 0, xo = 0, rem = n;
+    for (int d = nd - 1; d >= 0; --d) {
+      const int64_t i = rem % shape[d];
+      rem /= shape[d];
+      yo += i * ys[d];
+      xo += i * xs[d];
+    }
+    want[static_cast<size_t>(yo)] = x[static_cast<size_t>(xo)];
+  }
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  kernels::cpu::copy_strided<T>(y.data(), x.data(), nd, shape.data(), ys.data(), xs.data());
+  omp_set_num_threads(saved);
+  for (size_t i = 0; i < y.size(); ++i)
+    ASSERT_EQ(y[i], want[i]) << "shape " << shape_str(shape) << " threads " << threads << " at " << i;
+}
+
+TEST(Numerics, CopyStridedPutsEveryElementWhereTheStridesSay) {
+  struct Layout {
+    std::vector<int64_t> shape, ys, xs;
+  };
+  const int64_t B = 20, T = 64, H = 4, D = 16, C = H * D;  // B * T * C > 1 << 16: the team splits the rows
+  const std::vector<Layout> layouts = {
+      {{5, 7, 3}, {21, 3, 1}, {21, 3, 1}},                                 // contiguous: one run
+      {{B, H, T, D}, {H * T * D, T * D, D, 1}, {T * 3 * C, D, 3 * C, 1}},  // head split, part 0
+      {{B, T, H, D}, {T * C, C, D, 1}, {H * T * D, D, T * D, 1}},          // heads merged back
+      {{300, 70}, {70, 1}, {1, 300}},                                      // transpose
+      {{1, 9, 1, 11}, {99, 11, 11, 1}, {1, 1, 1, 9}},                      // size-1 dims, transpose
+      {{40, 33}, {66, 2}, {99, 3}},                                        // steps > 1 both sides
+      {{6, 50, 40}, {2000, 40, 1}, {0, 40, 1}},                            // broadcast over dim 0
+      {{17, 300}, {300, 1}, {400, 1}},                                     // rows of a wider matrix
+      {{2, 3, 2, 5, 2, 3, 2, 3},
+       {1080, 360, 180, 36, 18, 6, 3, 1},  // kMaxDims dims
+       {1, 2, 6, 12, 60, 120, 360, 720}},
+      {{0, 5}, {5, 1}, {5, 1}},  // empty
+  };
+  for (int threads : {1, 2})
+    for (const Layout& l : layouts) {
+      check_copy_strided<float>(l.shape, l.ys, l.xs, threads);
+      check_copy_strided<double>(l.shape, l.ys, l.xs, threads);
+      check_copy_strided<int64_t>(l.shape, l.ys, l.xs, threads);
+      check_copy_strided<uint8_t>(l.shape, l.ys, l.xs, threads);
+    }
+  // 0 dims: one element.
+  float one = 3.5f, out = 0.0f;
+  kernels::cpu::copy_strided<float>(&out, &one, 0, nullptr, nullptr, nullptr);
+  EXPECT_EQ(out, 3.5f);
+  // More dims than the kernels take: a ShapeError, nothing written.
+  const std::vector<int64_t> nine(9, 1);
+  EXPECT_THROW(kernels::cpu::copy_strided<float>(&out, &one, 9, nine.data(), nine.data(), nine.data()), ShapeError);
+}

@@ -1,4 +1,6 @@
 // memory.cpp — fills, strided copies, casts and axpy on the CPU.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,10 +24,18 @@ void fill(T* y, int64_t n, T value) {
   for (int64_t i = 0; i < n; ++i) y[i] = value;
 }
 
+// The copy walks rows of the last dim. Adjacent dims that are one run on both sides (stride[d] ==
+// shape[d + 1] * stride[d + 1] in x and in y) are merged first and size-1 dims dropped, so a row is as
+// long as the layouts allow; then each thread takes a static share of the rows and steps through them
+// with an odometer over the outer dims: a div and a mod per outer dim happen once per thread, not once
+// per row. (With one of each per dim and row, the attention's head split — rows of D = 16 floats —
+// spent about 100 cycles per 64-byte row.) Short contiguous rows are copied by an inline loop; a call
+// to memcpy costs more than moving 64 bytes.
 template <typename T>
 void copy_strided(T* y, const T* x, int ndim, const int64_t* shape, const int64_t* y_strides,
                   const int64_t* x_strides) {
-  // Collapse to (outer index space) x (last dim), iterate the outer space with a counter.
+  POSGRAD_CHECK(ndim >= 0 && ndim <= kMaxDims, ShapeError, "copy_strided: ", ndim, " dims (at most ", kMaxDims,
+                " supported)");
   if (ndim == 0) {
     y[0] = x[0];
     return;
@@ -33,24 +43,64 @@ void copy_strided(T* y, const T* x, int ndim, const int64_t* shape, const int64_
   int64_t total = 1;
   for (int d = 0; d < ndim; ++d) total *= shape[d];
   if (total == 0) return;
-  const int64_t inner = shape[ndim - 1];
-  const int64_t ys = y_strides[ndim - 1], xs = x_strides[ndim - 1];
-  const int64_t rows = total / inner;
-#pragma omp parallel for schedule(static) if (total > (1 << 16))
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t rem = r, yo = 0, xo = 0;
-    for (int d = ndim - 2; d >= 0; --d) {
-      int64_t i = rem % shape[d];
-      rem /= shape[d];
-      yo += i * y_strides[d];
-      xo += i * x_strides[d];
+  // Merged layout, outermost first.
+  int64_t sh[kMaxDims], ys[kMaxDims], xs[kMaxDims];
+  int nd = 0;
+  for (int d = 0; d < ndim; ++d) {
+    if (shape[d] == 1) continue;
+    if (nd > 0 && ys[nd - 1] == shape[d] * y_strides[d] && xs[nd - 1] == shape[d] * x_strides[d]) {
+      sh[nd - 1] *= shape[d];
+      ys[nd - 1] = y_strides[d];
+      xs[nd - 1] = x_strides[d];
+      continue;
     }
-    T* yr = y + yo;
-    const T* xr = x + xo;
-    if (ys == 1 && xs == 1) {
-      std::memcpy(static_cast<void*>(yr), static_cast<const void*>(xr), sizeof(T) * inner);
-    } else {
-      for (int64_t i = 0; i < inner; ++i) yr[i * ys] = xr[i * xs];
+    sh[nd] = shape[d];
+    ys[nd] = y_strides[d];
+    xs[nd] = x_strides[d];
+    ++nd;
+  }
+  if (nd == 0) {  // every dim of size 1: one element
+    y[0] = x[0];
+    return;
+  }
+  const int64_t inner = sh[nd - 1], y_step = ys[nd - 1], x_step = xs[nd - 1];
+  const int64_t rows = total / inner;
+  const int outer = nd - 1;
+#pragma omp parallel if (total > (1 << 16))
+  {
+    const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
+    const int64_t r0 = rows * tid / nt, r1 = rows * (tid + 1) / nt;
+    if (r0 < r1) {
+      int64_t idx[kMaxDims];
+      int64_t yo = 0, xo = 0, rem = r0;
+      for (int d = outer - 1; d >= 0; --d) {
+        idx[d] = rem % sh[d];
+        rem /= sh[d];
+        yo += idx[d] * ys[d];
+        xo += idx[d] * xs[d];
+      }
+      for (int64_t r = r0; r < r1; ++r) {
+        T* yr = y + yo;
+        const T* xr = x + xo;
+        if (y_step == 1 && x_step == 1) {
+          if (inner >= 256) {
+            std::memcpy(static_cast<void*>(yr), static_cast<const void*>(xr), sizeof(T) * inner);
+          } else {
+#pragma omp simd
+            for (int64_t i = 0; i < inner; ++i) yr[i] = xr[i];
+          }
+        } else {
+          for (int64_t i = 0; i < inner; ++i) yr[i * y_step] = xr[i * x_step];
+        }
+        for (int d = outer - 1; d >= 0; --d) {  // next row: the odometer over the outer dims
+          yo += ys[d];
+          xo += xs[d];
+          if (++idx[d] < sh[d]) break;
+          yo -= sh[d] * ys[d];
+          xo -= sh[d] * xs[d];
+          idx[d] = 0;
+        }
+      }
     }
   }
 }
