@@ -192,24 +192,30 @@ POSGRAD_VEC_BODY inline int64_t exp_blocks(float* x, int64_t n, float shift, flo
   return i;
 }
 
+// One last block of 16 at b (b[0, 16) readable and writable), of which the first rem < 16 are the
+// row's: every lane gets its exponential, and the lanes past rem add +0 to their partial sums, which
+// leaves them unchanged (the sums are >= +0 or NaN).
+POSGRAD_VEC_BODY inline void exp_last_block(float* b, int64_t rem, float shift, float shift2, float* part) {
+#pragma omp simd
+  for (int l = 0; l < kSumLanes; ++l) {
+    const float e = exp_approx((b[l] - shift) - shift2);
+    b[l] = e;
+    part[l] += l < rem ? e : 0.0f;
+  }
+}
+
 }  // namespace
 
 float exp_shift_sum_f32(float* x, int64_t n, float shift, float shift2) {
   return vec_detail::run_active([=]() POSGRAD_VEC_BODY {
     float part[kSumLanes] = {};
     const int64_t i = exp_blocks(x, n, shift, shift2, part);
-    // The last n - i < 16 elements: the same lanes over a zero-padded copy (the padded lanes add
-    // +0, which leaves a partial sum unchanged: they are >= +0 or NaN), so the tail stays vectorised.
+    // The last n - i < 16 elements through a zero-padded copy, so the tail stays vectorised.
     const int64_t rem = n - i;
     if (rem > 0) {
       float t[kSumLanes] = {};
       std::memcpy(t, x + i, sizeof(float) * static_cast<size_t>(rem));
-#pragma omp simd
-      for (int l = 0; l < kSumLanes; ++l) {
-        const float e = exp_approx((t[l] - shift) - shift2);
-        t[l] = e;
-        part[l] += l < rem ? e : 0.0f;
-      }
+      exp_last_block(t, rem, shift, shift2, part);
       std::memcpy(x + i, t, sizeof(float) * static_cast<size_t>(rem));
     }
     return fold_parts(part);
@@ -220,17 +226,9 @@ float exp_shift_sum_padded_f32(float* x, int64_t n, float shift, float shift2) {
   return vec_detail::run_active([=]() POSGRAD_VEC_BODY {
     float part[kSumLanes] = {};
     const int64_t i = exp_blocks(x, n, shift, shift2, part);
-    // The last n - i < 16 elements in place, as one more block whose lanes past n add +0 (as the
-    // copy's padded lanes do in exp_shift_sum_f32) and keep the exponentials of what they held.
+    // The last n - i < 16 elements in place: the entries past n keep the exponentials of what they held.
     const int64_t rem = n - i;
-    if (rem > 0) {
-#pragma omp simd
-      for (int l = 0; l < kSumLanes; ++l) {
-        const float e = exp_approx((x[i + l] - shift) - shift2);
-        x[i + l] = e;
-        part[l] += l < rem ? e : 0.0f;
-      }
-    }
+    if (rem > 0) exp_last_block(x + i, rem, shift, shift2, part);
     return fold_parts(part);
   });
 }
