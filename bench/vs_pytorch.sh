@@ -17,6 +17,11 @@
 # MFU. Model FLOPs per token: 6 N (N = all parameters: the tied LM head is a matmul; forward and
 # backward) + 12 L T C (attention scores and values, the causal half counted in full).
 # torch.compile compiles during the 2 warm-up steps, which are not timed.
+# Round r runs the encodings in the given order rotated by r - 1, in both libraries: on a 2-core Zen 3
+# the first encoding of a process started right after a torch.compile process ran 5-40% slow (a ramp
+# over its first 1.5 s; none after an eager process or an idle machine, and no process of PyTorch's
+# was left running), so a fixed order charged it to the first encoding in every round. Rotated, it
+# falls on a different encoding each round, and the medians over 3 or more rounds leave it out.
 # --load: graceful under load instead (fp32, eager). Each round measures both quiet, then both again
 # while a busy loop keeps one core busy, and prints loaded / quiet per round for each (a fair share
 # is 0.5 on two cores). posgrad runs with its default thread setting (it follows the load,
@@ -105,8 +110,15 @@ echo "# $(date -u +%FT%TZ)  threads=$threads  rounds=$rounds  steps=$steps  torc
 
 IFS=, read -ra size_list <<< "$sizes"
 
-run_torch() {  # size steps warmup [mode] > file
-  "$py" -c "import torch; torch.set_num_threads($threads); import runpy, sys; sys.argv=['reference_gpt.py', '--size', '$1', '--device', 'cpu', '--methods', '$methods', '--steps', '$2', '--warmup', '$3', '--mode', '${4:-eager}']; runpy.run_path('bench/reference_gpt.py', run_name='__main__')"
+run_torch() {  # size steps warmup mode methods > file
+  "$py" -c "import torch; torch.set_num_threads($threads); import runpy, sys; sys.argv=['reference_gpt.py', '--size', '$1', '--device', 'cpu', '--methods', '$5', '--steps', '$2', '--warmup', '$3', '--mode', '$4']; runpy.run_path('bench/reference_gpt.py', run_name='__main__')"
+}
+
+IFS=, read -ra method_list <<< "$methods"
+rotated() {  # the method list rotated left by $1, comma-separated
+  local out=() i n=${#method_list[@]}
+  for ((i = 0; i < n; i++)); do out+=("${method_list[$(((i + $1) % n))]}"); done
+  (IFS=,; echo "${out[*]}")
 }
 
 if ((load)); then
@@ -116,12 +128,13 @@ if ((load)); then
   for size in "${size_list[@]}"; do
     for ((r = 1; r <= rounds; r++)); do
       # posgrad: its default threads (0: following the load), at most OMP_NUM_THREADS.
-      "$bench_train" --size "$size" --methods "$methods" --steps "$lsteps" --warmup 5 > "$tmp/q.posgrad.$size.$r"
-      run_torch "$size" "$lsteps" 5 > "$tmp/q.torch.$size.$r"
+      order=$(rotated $((r - 1)))
+      "$bench_train" --size "$size" --methods "$order" --steps "$lsteps" --warmup 5 > "$tmp/q.posgrad.$size.$r"
+      run_torch "$size" "$lsteps" 5 eager "$order" > "$tmp/q.torch.$size.$r"
       (while :; do :; done) &
       busy_pid=$!
-      "$bench_train" --size "$size" --methods "$methods" --steps "$lsteps" --warmup 5 > "$tmp/l.posgrad.$size.$r"
-      run_torch "$size" "$lsteps" 5 > "$tmp/l.torch.$size.$r"
+      "$bench_train" --size "$size" --methods "$order" --steps "$lsteps" --warmup 5 > "$tmp/l.posgrad.$size.$r"
+      run_torch "$size" "$lsteps" 5 eager "$order" > "$tmp/l.torch.$size.$r"
       kill "$busy_pid"; wait "$busy_pid" 2>/dev/null || true; busy_pid=""
     done
     "$py" - "$tmp" "$size" "$rounds" <<'PY'
@@ -153,13 +166,14 @@ fi
 
 for size in "${size_list[@]}"; do
   for ((r = 1; r <= rounds; r++)); do
-    "$bench_train" --size "$size" --methods "$methods" --steps "$steps" --warmup 2 > "$tmp/posgrad.fp32.$size.$r"
+    order=$(rotated $((r - 1)))
+    "$bench_train" --size "$size" --methods "$order" --steps "$steps" --warmup 2 > "$tmp/posgrad.fp32.$size.$r"
     for mode in "${mode_list[@]}"; do
       if [[ $mode == bf16* && ! -s $tmp/posgrad.bf16.$size.$r ]]; then
-        "$bench_train" --size "$size" --methods "$methods" --steps "$steps" --warmup 2 --precision bf16 \
+        "$bench_train" --size "$size" --methods "$order" --steps "$steps" --warmup 2 --precision bf16 \
           > "$tmp/posgrad.bf16.$size.$r"
       fi
-      run_torch "$size" "$steps" 2 "$mode" > "$tmp/torch.$mode.$size.$r"
+      run_torch "$size" "$steps" 2 "$mode" "$order" > "$tmp/torch.$mode.$size.$r"
     done
   done
   "$py" - "$tmp" "$size" "$rounds" "${peak:-0}" "$modes" <<'PY'
