@@ -316,6 +316,32 @@ TEST_P(VecPath, ExpShiftSumEqualsTheScalarBitsInTheDocumentedOrder) {
   }
 }
 
+// exp_shift_axpy_f32 (the float cross-entropy's backward row): y[i] + g * exp_approx((x[i] - m) - ls)
+// element by element, the bits of that scalar formula on every path, for every length 0-70 (whole
+// vectors and tails), rows with -inf, NaN and an underflowing logit, and g = 0, negative and 1; y's
+// elements past n are untouched.
+TEST_P(VecPath, ExpShiftAxpyEqualsTheScalarBits) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> logit(0.0f, 3.0f);
+  for (int kind = 0; kind < 3; ++kind) {
+    for (int64_t n = 0; n <= 70; ++n) {
+      std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n) + 5);
+      for (auto& v : x) v = logit(rng);
+      for (auto& v : y) v = logit(rng);
+      if (kind == 1 && n > 3) x[0] = -std::numeric_limits<float>::infinity(), x[2] = -300.0f;
+      if (kind == 2 && n > 6) x[6] = std::numeric_limits<float>::quiet_NaN();
+      const float m = n ? *std::max_element(x.begin(), x.end()) : 0.0f;
+      const float ls = 1.5f, g = kind == 0 ? 0.0078125f : kind == 1 ? -0.25f : 1.0f;
+      std::vector<float> want = y;
+      for (int64_t i = 0; i < n; ++i) want[i] = y[i] + g * cpu::exp_approx((x[i] - m) - ls);
+      std::vector<float> got = y;
+      cpu::exp_shift_axpy_f32(got.data(), x.data(), n, m, ls, g);
+      EXPECT_EQ(first_mismatch(got, want), -1)
+          << vd::vec_isa_name(GetParam()) << " n=" << n << " kind=" << kind << ": " << mismatch_text(y, got, want);
+    }
+  }
+}
+
 // sigmoid_scaled_f32 (CoPE's gates): every lane equals the scalar formula of vec_kernels.h with
 // exp_approx, on every path, whole and in pieces; within 3e-7 relative of the double sigmoid (plus the
 // float argument's rounding); the

@@ -91,6 +91,41 @@ TEST(Numerics, CrossEntropyOfEqualLargeLogitsIsLn2) {
 }
 
 // Rows with the same gaps at growing offsets all have the same loss and gradient.
+// The float cross-entropy's exponentials run the vectorised exp (vec_kernels.h: exp_shift_sum_f32 in
+// the forward, exp_shift_axpy_f32 in the backward): over vocabularies shorter than, equal to and longer
+// than its 16-wide blocks, with a masked (-inf) and an underflowing logit, the float loss and gradient
+// stay within 1e-6 relative and 3e-7 absolute (exp_approx's 2e-7 on probabilities <= 1) of the
+// double kernel's on the same logits, and each row's gradient sums to 0.
+TEST(Numerics, FloatCrossEntropyAgreesWithDouble) {
+  std::mt19937 rng(5);
+  std::normal_distribution<double> normal(0.0, 4.0);
+  for (int64_t V : {1, 7, 16, 83}) {
+    const int64_t N = 9;
+    std::vector<double> l(static_cast<size_t>(N * V));
+    for (auto& v : l) v = double(float(normal(rng)));  // float values, so both kernels see the same logits
+    if (V > 3) l[1] = -INFINITY, l[V + 2] = -150.0;
+    std::vector<int64_t> t(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) t[n] = (n * 5 + 3) % V;
+    std::vector<double> loss[2], grad[2];
+    for (int k = 0; k < 2; ++k) {
+      Tensor logits = leaf(l, {N, V}, k == 0 ? DType::Float32 : DType::Float64);
+      Tensor rows = cross_entropy_rows(logits, Tensor::from_ints(t, {N}));
+      loss[k] = rows.to_vector();
+      rows.backward(Tensor::ones({N}, rows.dtype()));
+      grad[k] = logits.grad().to_vector();
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      EXPECT_NEAR(loss[0][n], loss[1][n], 1e-6 * std::max(1.0, std::fabs(loss[1][n]))) << "V=" << V << " row " << n;
+      double row_sum = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        EXPECT_NEAR(grad[0][n * V + v], grad[1][n * V + v], 3e-7) << "V=" << V << " row " << n << " logit " << v;
+        row_sum += grad[0][n * V + v];
+      }
+      EXPECT_NEAR(row_sum, 0.0, 1e-6) << "V=" << V << " row " << n;
+    }
+  }
+}
+
 TEST(Numerics, CrossEntropyIsShiftInvariantAtLargeOffsets) {
   const std::vector<double> offsets{0, 1e3, 1e4, 1e6, -1e6, 1e7};  // integers: exact in float32
   const double z = 1 + std::exp(-1.0) + std::exp(-2.0);
@@ -403,10 +438,10 @@ TEST(Numerics, ViewsAndBroadcastsOfImpossibleSizesAreShapeErrors) {
   EXPECT_THROW((void)Tensor::ones({4}).narrow(0, 2, std::numeric_limits<int64_t>::max()), IndexError);
 }
 
-// The vectorised float erf and exp (vec_math.h) against libm in double: erf within 2.5 ulp of the
-// float-rounded value everywhere (dense grid over [-6, 6], logarithmic grids to 1e-30, the region
-// seams, signed zeros, infinities, NaN); exp within 3e-7 relative on [-87, 88] and 0 below -87.3.
-// And the float GELU kernel (which uses them) against the double formula.
+// The vectorised float erf and exp (vec_math.h) against libm in double: erf within 3.6 ulp of the
+// float-rounded value for |x| < 1 and 5.7 ulp everywhere (the bounds its header states) (dense grid over [-6, 6],
+// logarithmic grids to 1e-30, the region seams, signed zeros, infinities, NaN); exp within 3e-7 relative on [-87, 88]
+// and 0 below -87.3. And the float GELU kernel (which uses them) against the double formula.
 TEST(Numerics, VectorisedErfExpAndGelu) {
   using kernels::cpu::erf_approx;
   using kernels::cpu::exp_approx;
@@ -416,15 +451,20 @@ TEST(Numerics, VectorisedErfExpAndGelu) {
     xs.push_back(float(std::pow(10.0, e))), xs.push_back(-float(std::pow(10.0, e)));
   for (float seam : {1.0f, 4.0f})
     for (float x = std::nextafter(seam, 0.0f), k = 0; k < 5; ++k, x = std::nextafter(x, 10.0f)) xs.push_back(x);
-  double worst = 0;
-  float at = 0;
+  double worst = 0, worst_inner = 0;
+  float at = 0, at_inner = 0;
   for (float x : xs) {
     const double want = std::erf(double(x));
     const double ulp = std::max(double(std::nextafter(float(std::fabs(want)), 2.0f) - float(std::fabs(want))), 1e-45);
     const double err = std::fabs(double(erf_approx(x)) - want) / ulp;
     if (err > worst) worst = err, at = x;
+    if (std::fabs(x) < 1.0f && err > worst_inner) worst_inner = err, at_inner = x;
   }
-  EXPECT_LE(worst, 2.5) << "erf_approx at " << at;
+  EXPECT_LE(worst, 5.7) << "erf_approx at " << at;
+  EXPECT_LE(worst_inner, 3.6) << "erf_approx at " << at_inner;
+  EXPECT_EQ(erf_approx(4.0f), 1.0f);
+  EXPECT_EQ(erf_approx(-1e30f), -1.0f);
+  EXPECT_EQ(erf_approx(1e-30f), 1e-30f * 1.12837911f);
   EXPECT_EQ(erf_approx(0.0f), 0.0f);
   EXPECT_TRUE(std::signbit(erf_approx(-0.0f)));
   EXPECT_EQ(erf_approx(INFINITY), 1.0f);

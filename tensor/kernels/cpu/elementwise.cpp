@@ -11,7 +11,7 @@
 //   div:        da = dy / b, db = -dy * ((a / b) / b) (div_tensor_other_backward), not
 //               -dy * a / (b * b), whose b * b underflows to 0 for |b| < 1e-19 (float) and gives
 //               an infinite gradient where the true one is finite.
-// The exact GELU in float32 runs vec_kernels.cpp's loops (vec_math.h's erf and exp, within 2.4 ulp
+// The exact GELU in float32 runs vec_kernels.cpp's loops (vec_math.h's erf and exp, within 5.7 ulp
 // of erf, compiled per instruction set, the same bits on each): a training step spends a quarter of
 // its time there with scalar libm calls. double keeps std::erf / std::exp (the gradcheck precision).
 #include <omp.h>

@@ -150,6 +150,13 @@ void gelu_backward_saved_f32(float* dx, const float* dy, const float* x, const f
   });
 }
 
+void exp_shift_axpy_f32(float* y, const float* x, int64_t n, float shift, float shift2, float g) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] += g * exp_approx((x[i] - shift) - shift2);
+  });
+}
+
 void sigmoid_scaled_f32(float* g, const float* a, int64_t n, float scale) {
   vec_detail::run_active([=]() POSGRAD_VEC_BODY {
 #pragma omp simd
