@@ -73,7 +73,7 @@ POSGRAD_VEC_MATH_INLINE float erf_approx(float z) {
   const uint32_t sign = zb & 0x80000000u, ab = zb & 0x7fffffffu;
   float a;
   std::memcpy(&a, &ab, 4);
-  a = a < 4.0f ? a : a >= 4.0f ? 4.0f : a;  // NaN stays NaN
+  a = a > 4.0f ? 4.0f : a;  // NaN stays NaN
   const float w = a * a;
   float p = 1.98678322e-06f;
   p = p * w + 0.000284566864f;
