@@ -53,7 +53,7 @@ while [[ $# -gt 0 ]]; do
     --build) build=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
     --load) load=1; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -13,8 +13,15 @@ Numerics.VectorisedErfExpAndGelu, and the worst error in ulp is printed per rang
 Needs numpy and scipy (PyPI); not part of the build or the tests.
 Usage: python3 scripts/fit_erf.py
 """
-import numpy as np
-from scipy.special import erf
+import argparse
+import sys
+
+try:
+    import numpy as np
+    from scipy.special import erf
+except ImportError as missing:
+    sys.exit(f"fit_erf.py needs numpy and scipy ({missing}); e.g. python3 -m venv /tmp/fit && "
+             "/tmp/fit/bin/pip install numpy scipy, then run it with /tmp/fit/bin/python")
 
 F32 = np.float32
 DEG_P, DEG_Q, W_MAX = 5, 5, 16.0
@@ -63,6 +70,7 @@ def erf_approx32(x, p, q):  # the C++ order: a = min(|x|, 4), w = a a, r = min(a
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     rel, p, q = fit()
     p32, q32 = [F32(c) for c in p], [F32(c) for c in q]
     print(f"fit: max relative error {rel:.2e} in exact arithmetic")
