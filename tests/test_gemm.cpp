@@ -28,6 +28,9 @@ template <typename T>
 void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda, int64_t ldb,
           bool trans_a, bool trans_b, T alpha, T beta);
 template <typename T>
+void gemm_bias(T* C, const T* A, const T* B, const T* bias, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda,
+               int64_t ldb, bool trans_a, bool trans_b);
+template <typename T>
 void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t ldc,
                   int64_t lda, int64_t ldb, int64_t stride_c, int64_t stride_a, int64_t stride_b, bool trans_a,
                   bool trans_b, T alpha, T beta);
@@ -37,6 +40,7 @@ namespace {
 
 using posgrad::kernels::cpu::gemm;
 using posgrad::kernels::cpu::gemm_batched;
+using posgrad::kernels::cpu::gemm_bias;
 namespace gd = posgrad::kernels::cpu::gemm_detail;
 
 std::vector<gd::gemm_isa> supported_isas() {
@@ -272,6 +276,47 @@ void thread_count_invariance() {
 TEST(Gemm, ThreadCountInvarianceFloat) { thread_count_invariance<float>(); }
 TEST(Gemm, ThreadCountInvarianceDouble) { thread_count_invariance<double>(); }
 
+// gemm_bias (the linear layer's product with its bias) gives the bits of copying the bias into every
+// row and accumulating the product onto it, for every ISA, 1 and 2 threads, both work splits, each
+// thread packing all of B, several KC and NC blocks, edge tiles, a padded ldc and K == 0; C starts as
+// NaN, which it must not read.
+template <typename T>
+void bias_row_case(int64_t M, int64_t N, int64_t K, bool ta, bool tb, std::mt19937& rng, const std::string& where) {
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N + 3;
+  const auto A = random_vector<T>(static_cast<std::size_t>(std::max<int64_t>(1, M * K)), rng);
+  const auto B = random_vector<T>(static_cast<std::size_t>(std::max<int64_t>(1, K * N)), rng);
+  const auto bias = random_vector<T>(static_cast<std::size_t>(N), rng);
+  std::vector<T> want(static_cast<std::size_t>(M * ldc), T(-7));
+  for (int64_t i = 0; i < M; ++i) std::copy(bias.begin(), bias.end(), want.begin() + i * ldc);
+  gemm<T>(want.data(), A.data(), B.data(), M, N, K, ldc, lda, ldb, ta, tb, T(1), T(1));
+  for (const int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    std::vector<T> got(want.size(), T(-7));
+    for (int64_t i = 0; i < M; ++i) std::fill(got.begin() + i * ldc, got.begin() + i * ldc + N, std::nan(""));
+    gemm_bias<T>(got.data(), A.data(), B.data(), bias.data(), M, N, K, ldc, lda, ldb, ta, tb);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0)
+        << "M=" << M << " N=" << N << " K=" << K << " ta=" << ta << " tb=" << tb << " threads=" << threads << " "
+        << where;
+  }
+}
+
+template <typename T>
+void bias_row_sweep() {
+  isa_guard guard;
+  std::mt19937 rng(77);
+  const int64_t dims[][3] = {{131, 67, 65},  {5, 600, 300},  {26, 300, 600}, {3, 4500, 40},
+                             {100, 64, 520}, {400, 70, 300}, {7, 9, 0},      {1, 1, 1}};
+  for (const auto isa : supported_isas()) {
+    gd::gemm_set_isa(isa);
+    for (const auto& d : dims)
+      for (int t = 0; t < 4; ++t)
+        bias_row_case<T>(d[0], d[1], d[2], (t & 1) != 0, (t & 2) != 0, rng, gd::gemm_isa_name(isa));
+  }
+}
+
+TEST(Gemm, BiasRowEqualsCopyThenAccumulateFloat) { bias_row_sweep<float>(); }
+TEST(Gemm, BiasRowEqualsCopyThenAccumulateDouble) { bias_row_sweep<double>(); }
+
 // Batched products against per-matrix gemm calls (which test_case validated): all strides,
 // broadcast A or B (stride 0), the stacked-A fast path, and small matrices (batch-parallel).
 template <typename T>
@@ -444,6 +489,17 @@ TEST(GemmBf16, ThreadCountInvariance) {
       gemm<float>(c2.data(), A.data(), B.data(), M, N, K, N, K, K, false, true, 1.0f, 0.0f);
       EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * 4), 0) << "M=" << M << " N=" << N << " K=" << K;
     }
+  });
+}
+
+// The bias row in bf16 precision too: the pair path's packed k pairs and the converting path.
+TEST(GemmBf16, BiasRowEqualsCopyThenAccumulate) {
+  const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+  std::mt19937 rng(33);
+  for_each_bf16_path([&] {
+    bias_row_case<float>(131, 67, 65, false, true, rng, "bf16");
+    bias_row_case<float>(5, 600, 301, true, false, rng, "bf16");
+    bias_row_case<float>(400, 70, 601, false, false, rng, "bf16");
   });
 }
 

@@ -277,18 +277,28 @@ struct LinearFn : Function<LinearFn> {
     Shape y_shape = x.shape();
     y_shape.back() = out;
     Tensor y;
-    if (b.defined()) {
+    // On the CPU the bias goes in with the product (gemm_bias: each tile of y gets its bias rows as the
+    // micro-kernel reaches it); elsewhere it is copied into every row first and the product added.
+    // The same bits either way.
+    const bool fused_bias = b.defined() && x.device().is_cpu();
+    if (b.defined() && !fused_bias) {
       y = Tensor::empty(y_shape, x.dtype(), x.device());
       ops::copy_into(y.view({R, out}), b.as_strided_nograd({R, out}, {0, b.strides()[0]}, b.offset()));
     } else {
-      y = in == 0 ? Tensor::zeros(y_shape, x.dtype(), x.device()) : Tensor::empty(y_shape, x.dtype(), x.device());
+      y = in == 0 && !fused_bias ? Tensor::zeros(y_shape, x.dtype(), x.device())
+                                 : Tensor::empty(y_shape, x.dtype(), x.device());
     }
-    if (R > 0 && out > 0 && in > 0)
+    Tensor bc = fused_bias ? b.contiguous() : Tensor();
+    if (R > 0 && out > 0 && (in > 0 || fused_bias))
       dispatch_floating(x.dtype(), kName, [&](auto tag) {
         using T = decltype(tag);
         // op(w) must be w^T (in, out): w stored (out, in) -> trans; stored transposed -> as is.
-        POSGRAD_KERNEL(x.device(), gemm<T>, y.data<T>(), xc.data<T>(), lw.t.data<T>(), R, out, in, out, in, lw.ld,
-                       false, !lw.trans, T(1), b.defined() ? T(1) : T(0));
+        if (fused_bias)
+          kernels::cpu::gemm_bias<T>(y.data<T>(), xc.data<T>(), lw.t.data<T>(), bc.data<T>(), R, out, in, out, in,
+                                     lw.ld, false, !lw.trans);
+        else
+          POSGRAD_KERNEL(x.device(), gemm<T>, y.data<T>(), xc.data<T>(), lw.t.data<T>(), R, out, in, out, in, lw.ld,
+                         false, !lw.trans, T(1), b.defined() ? T(1) : T(0));
       });
     auto& s = ctx.saved;
     if (ctx.needs(1)) s.x = save_tensor(xc);

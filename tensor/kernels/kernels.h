@@ -149,6 +149,16 @@ void gelu_forward_saving(T* y, T* s, const T* x, int64_t n);
 template <typename T>
 void gelu_backward_saved(T* dx, const T* dy, const T* x, const T* s, int64_t n);
 
+// ---- matmul with a bias row: CPU only (cpu/gemm.cpp) ----------------------------------------------
+// C (M, N) = op(A) @ op(B) + bias, bias (N) added to every row: a linear layer's y = x W^T + b
+// (PyTorch's nn.Linear). op(A), op(B), ldc, lda, ldb as gemm (kernels_decl.inc). The bits of copying
+// bias into every row of C and calling gemm with alpha = 1, beta = 1 -- which is what the CUDA path of
+// the linear op does -- but each tile of C gets its bias rows just before the micro-kernel reads them,
+// instead of in a pass of its own over C. C is not read. No errors.
+template <typename T>
+void gemm_bias(T* C, const T* A, const T* B, const T* bias, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda,
+               int64_t ldb, bool trans_a, bool trans_b);
+
 // ---- multi-tensor optimizer kernels: CPU only (cpu/optim.cpp) -------------------------------------
 // A model's parameters in one thread team instead of one call per tensor (most tensors of a small model
 // are below the size at which a team pays off, so per-tensor calls left the other cores idle). The same

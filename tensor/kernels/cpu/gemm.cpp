@@ -234,6 +234,8 @@ struct gemm_args {
   int64_t M, N, K, ldc, lda, ldb;
   bool trans_a, trans_b;
   T alpha, beta;
+  // gemm_bias: bias (N) is the C that beta multiplies (beta == 1); C itself is not read.
+  const T* bias = nullptr;
 
   // op(A)(i, k) block origin / op(B)(k, j) block origin in the stored layouts.
   const T* a_at(int64_t i, int64_t k) const { return trans_a ? A + k * lda + i : A + i * lda + k; }
@@ -258,16 +260,22 @@ void scale_c(T* C, int64_t M, int64_t N, int64_t ldc, T beta) {
 // The two inner loops around the micro-kernel, for one packed MC x KC block of A and the
 // packed B micro-panels [0, nc). Each B micro-panel is reused (from L1/L2) by the whole ir
 // sweep over the A block, which stays in L2.
+// bias (gemm_bias, the first KC block only; null otherwise): the bias entries of c's columns, copied
+// into each tile's rows right before the micro-kernel reads them as its beta operand, while the tile is
+// in L1.
 template <typename T, typename P>
 void macro_kernel(const kernel_config<T, P>& cfg, int64_t mc, int64_t nc, int64_t kc, const P* a_pack, const P* b_pack,
-                  T* c, int64_t ldc, T alpha, T beta) {
+                  T* c, int64_t ldc, T alpha, T beta, const T* bias) {
   const int64_t mr = cfg.mr, nr = cfg.nr;
   for (int64_t jr = 0; jr < nc; jr += nr) {
     const int64_t n = std::min(nr, nc - jr);
     const P* b_panel = b_pack + jr * kc;
     for (int64_t ir = 0; ir < mc; ir += mr) {
       const int64_t m = std::min(mr, mc - ir);
-      cfg.ukr(kc, a_pack + ir * kc, b_panel, c + ir * ldc + jr, ldc, m, n, alpha, beta);
+      T* tile = c + ir * ldc + jr;
+      if (bias)
+        for (int64_t i = 0; i < m; ++i) std::copy(bias + jr, bias + jr + n, tile + i * ldc);
+      cfg.ukr(kc, a_pack + ir * kc, b_panel, tile, ldc, m, n, alpha, beta);
     }
   }
 }
@@ -319,6 +327,7 @@ void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool spl
       const int64_t kp = ceil_div(kc, cfg.k_pack);
       // Blocks after the first accumulate onto what the first one wrote.
       const T beta = pc == 0 ? g.beta : T(1);
+      const T* bias = pc == 0 && g.bias ? g.bias + jc : nullptr;
 
       if (p1 > p0) {
         cfg.pack_b(g.b_at(pc, jc + p0 * nr), g.ldb, g.trans_b, std::min(nc - p0 * nr, (p1 - p0) * nr), kc,
@@ -330,7 +339,7 @@ void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool spl
         for (int64_t ic = row_begin; ic < row_end; ic += cfg.mc) {
           const int64_t mc = std::min(cfg.mc, row_end - ic);
           cfg.pack_a(g.a_at(ic, pc), g.lda, !g.trans_a, mc, kc, a_pack);
-          macro_kernel(cfg, mc, nc, kp, a_pack, b_pack, g.C + ic * g.ldc + jc, g.ldc, g.alpha, beta);
+          macro_kernel(cfg, mc, nc, kp, a_pack, b_pack, g.C + ic * g.ldc + jc, g.ldc, g.alpha, beta, bias);
         }
       } else {
         for (int64_t ic = 0; ic < g.M; ic += cfg.mc) {
@@ -344,7 +353,7 @@ void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool spl
           team_barrier(nthreads);
           if (p1 > p0) {
             macro_kernel(cfg, mc, std::min(nc - p0 * nr, (p1 - p0) * nr), kp, a_pack, b_pack + p0 * nr * kp,
-                         g.C + ic * g.ldc + jc + p0 * nr, g.ldc, g.alpha, beta);
+                         g.C + ic * g.ldc + jc + p0 * nr, g.ldc, g.alpha, beta, bias ? bias + p0 * nr : nullptr);
           }
           team_barrier(nthreads);  // a_pack is overwritten by the next block
         }
@@ -424,7 +433,10 @@ template <typename T>
 void gemm_run(const gemm_args<T>& g, int nthreads) {
   if (g.M <= 0 || g.N <= 0) return;
   if (g.K <= 0 || g.alpha == T(0)) {
-    scale_c(g.C, g.M, g.N, g.ldc, g.beta);
+    if (g.bias)
+      for (int64_t i = 0; i < g.M; ++i) std::copy(g.bias, g.bias + g.N, g.C + i * g.ldc);
+    else
+      scale_c(g.C, g.M, g.N, g.ldc, g.beta);
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
@@ -652,6 +664,14 @@ void gemm(T* C, const T* A, const T* B, int64_t M, int64_t N, int64_t K, int64_t
 }
 
 template <typename T>
+void gemm_bias(T* C, const T* A, const T* B, const T* bias, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda,
+               int64_t ldb, bool trans_a, bool trans_b) {
+  gemm_detail::gemm_args<T> g{C, A, B, M, N, K, ldc, lda, ldb, trans_a, trans_b, T(1), T(1)};
+  g.bias = bias;
+  gemm_detail::gemm_run(g, gemm_detail::choose_threads(M, N, K));
+}
+
+template <typename T>
 void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t ldc,
                   int64_t lda, int64_t ldb, int64_t stride_c, int64_t stride_a, int64_t stride_b, bool trans_a,
                   bool trans_b, T alpha, T beta) {
@@ -749,6 +769,10 @@ template void gemm<float>(float*, const float*, const float*, int64_t, int64_t, 
                           bool, bool, float, float);
 template void gemm<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                            bool, bool, double, double);
+template void gemm_bias<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t,
+                               int64_t, int64_t, bool, bool);
+template void gemm_bias<double>(double*, const double*, const double*, const double*, int64_t, int64_t, int64_t,
+                                int64_t, int64_t, int64_t, bool, bool);
 template void gemm_batched<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
                                   int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, float, float);
 template void gemm_batched<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t, int64_t,
