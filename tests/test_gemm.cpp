@@ -586,3 +586,61 @@ TEST(GemmTile, SameBitsAsGemm) {
     run_all("bf16");
   }
 }
+
+// gemm_tile_causal against the whole product (gemm_tile): for each skip mode and diagonals from "every
+// row masked" to "nothing masked", the elements the mode needs have the whole product's bits -- with
+// op(A) zero where the mode says its terms are left out, as the attention's tiles hold it -- and in
+// the term modes every element is needed. Columns mode starts from NaN, which the needed elements
+// must not keep when beta is 0.
+TEST(GemmTile, CausalSkipsKeepTheBitsOfTheWholeProduct) {
+  using posgrad::kernels::cpu::CausalSkip;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int64_t sizes[][3] = {{64, 64, 32}, {64, 32, 64}, {40, 64, 16}, {13, 29, 7}, {64, 64, 64}, {1, 5, 3}};
+  auto run_all = [&](const char* what) {
+    for (const auto& sz : sizes)
+      for (const CausalSkip skip : {CausalSkip::columns, CausalSkip::terms_up_to, CausalSkip::terms_from})
+        for (const int64_t diag :
+             {int64_t(-70), int64_t(-13), int64_t(-1), int64_t(0), int64_t(5), int64_t(31), int64_t(100)})
+          for (float beta : {0.0f, 1.0f}) {
+            const int64_t M = sz[0], N = sz[1], K = sz[2];
+            // The term modes read op(A) (M, K) as the tile's P or dS, stored (M, K) or, for terms_from,
+            // (K, M) (P^T): zero where the mode leaves terms out.
+            const bool ta = skip == CausalSkip::terms_from, tb = skip == CausalSkip::columns;
+            const int64_t lda = ta ? M + 2 : K + 2, ldb = tb ? K + 1 : N + 1, ldc = N + 3;
+            std::vector<float> A((ta ? K : M) * lda), B((tb ? N : K) * ldb), C(M * ldc);
+            for (auto& x : A) x = u(rng);
+            for (auto& x : B) x = u(rng);
+            for (auto& x : C) x = u(rng);
+            for (int64_t i = 0; i < M; ++i)
+              for (int64_t k = 0; k < K; ++k) {
+                float& a = ta ? A[k * lda + i] : A[i * lda + k];
+                if ((skip == CausalSkip::terms_up_to && k > i + diag) ||
+                    (skip == CausalSkip::terms_from && k < i - diag))
+                  a = 0.0f;
+              }
+            std::vector<float> want = C, got = C;
+            posgrad::kernels::cpu::gemm_tile<float>(want.data(), A.data(), B.data(), M, N, K, ldc, lda, ldb, ta, tb,
+                                                    0.5f, beta);
+            if (skip == CausalSkip::columns && beta == 0.0f)  // C is not read
+              for (int64_t i = 0; i < M; ++i)
+                for (int64_t j = 0; j < N; ++j) got[i * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+            posgrad::kernels::cpu::gemm_tile_causal<float>(got.data(), A.data(), B.data(), M, N, K, ldc, lda, ldb, ta,
+                                                           tb, 0.5f, beta, skip, diag);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < M; ++i)
+              for (int64_t j = 0; j < N; ++j) {
+                if (skip == CausalSkip::columns && j > i + diag) continue;
+                bad += std::memcmp(&want[i * ldc + j], &got[i * ldc + j], sizeof(float)) != 0;
+              }
+            EXPECT_EQ(bad, 0) << what << ": M " << M << " N " << N << " K " << K << " skip " << static_cast<int>(skip)
+                              << " diag " << diag << " beta " << beta;
+          }
+  };
+  const gd::gemm_isa saved = gd::gemm_active_isa();
+  for (gd::gemm_isa isa : {gd::gemm_isa::avx512, gd::gemm_isa::avx2, gd::gemm_isa::scalar}) {
+    if (gd::gemm_set_isa(isa) != isa) continue;  // not on this CPU
+    run_all(gd::gemm_isa_name(isa));
+  }
+  gd::gemm_set_isa(saved);
+}

@@ -160,6 +160,10 @@ struct Problem {
     if (!causal) return Tk;
     return std::clamp<int64_t>(i0 + nq + q_offset, 0, Tk);
   }
+  // What a tile product of query rows i0.. and key columns j0.. may leave out (gemm_tile.h): the
+  // causal mask's diagonal in tile coordinates, row ii seeing columns jj <= ii + diag (n_valid).
+  CausalSkip skip(CausalSkip what) const { return causal ? what : CausalSkip::none; }
+  int64_t diag(int64_t i0, int64_t j0) const { return i0 + q_offset - j0; }
   // First query row that may see key j0 (causal), else 0.
   int64_t query_begin(int64_t j0) const {
     if (!causal) return 0;
@@ -204,8 +208,8 @@ T* thread_buffer(size_t n) {
 template <typename T>
 void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t j0, int64_t nk, T* S) {
   const int64_t D = p.D;
-  gemm_tile<T>(S, p.q + (bh * p.Tq + i0) * D, p.k + (bh * p.Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true,
-               p.scale, T(0));
+  gemm_tile_causal<T>(S, p.q + (bh * p.Tq + i0) * D, p.k + (bh * p.Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true,
+                      p.scale, T(0), p.skip(CausalSkip::columns), p.diag(i0, j0));
   const int64_t h = bh % p.H;
   if (p.kind == ScoreBias::Distance && p.q_pos) {
     // per-token positions: entry k_pos[j] - q_pos[i] + wq of bias[h] (a gather along the row).
@@ -438,7 +442,8 @@ void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v
         }
       }
       // acc (nq, D) += P (nq, nk) V[j0:j0+nk] (nk, D)
-      gemm_tile<T>(acc, S, v + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false, false, T(1), T(1));
+      gemm_tile_causal<T>(acc, S, v + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false, false, T(1), T(1),
+                          p.skip(CausalSkip::terms_up_to), p.diag(i0, j0));
     }
     for (int64_t ii = 0; ii < nq; ++ii) {
       T* out = o + (bh * Tq + i0 + ii) * D;
@@ -523,24 +528,32 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
           std::fill(row + nv, row + nk, T(0));
         }
         // dV[j0:] (nk, D) += P^T dO[i0:]
+        // The masked parts of the tile products are left out (gemm_tile.h): with key j as row, P^T and
+        // dS^T hold zeros before query j - diag.
+        const int64_t diag = p.diag(i0, j0);
         if (dv)
-          gemm_tile<T>(dv + (bh * Tk + j0) * D, P, dO + i0 * D, nk, D, nq, D, kBlockK, D, true, false, T(1), T(1));
+          gemm_tile_causal<T>(dv + (bh * Tk + j0) * D, P, dO + i0 * D, nk, D, nq, D, kBlockK, D, true, false, T(1),
+                              T(1), p.skip(CausalSkip::terms_from), diag);
         if (!want_ds) continue;
-        // dP (nq, nk) = dO[i0:] V[j0:]^T, then dS = P (dP - delta) in place.
-        gemm_tile<T>(dS, dO + i0 * D, v + (bh * Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true, T(1), T(0));
+        // dP (nq, nk) = dO[i0:] V[j0:]^T, then dS = P (dP - delta) in place; masked entries of dS are
+        // +0 (dP there is not computed).
+        gemm_tile_causal<T>(dS, dO + i0 * D, v + (bh * Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true, T(1), T(0),
+                            p.skip(CausalSkip::columns), diag);
         for (int64_t ii = 0; ii < nq; ++ii) {
           T* drow = dS + ii * kBlockK;
           const T* prow = P + ii * kBlockK;
           const T di = db[i0 + ii];
-          for (int64_t jj = 0; jj < nk; ++jj) drow[jj] = prow[jj] * (drow[jj] - di);
+          const int64_t nv = p.n_valid(i0 + ii, j0, nk);
+          for (int64_t jj = 0; jj < nv; ++jj) drow[jj] = prow[jj] * (drow[jj] - di);
+          std::fill(drow + nv, drow + nk, T(0));
         }
         // dK[j0:] += scale dS^T Q[i0:],  dQ[i0:] += scale dS K[j0:]
         if (dk)
-          gemm_tile<T>(dk + (bh * Tk + j0) * D, dS, q + (bh * Tq + i0) * D, nk, D, nq, D, kBlockK, D, true, false,
-                       scale, T(1));
+          gemm_tile_causal<T>(dk + (bh * Tk + j0) * D, dS, q + (bh * Tq + i0) * D, nk, D, nq, D, kBlockK, D, true,
+                              false, scale, T(1), p.skip(CausalSkip::terms_from), diag);
         if (dq)
-          gemm_tile<T>(dq + (bh * Tq + i0) * D, dS, k + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false, false,
-                       scale, T(1));
+          gemm_tile_causal<T>(dq + (bh * Tq + i0) * D, dS, k + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false,
+                              false, scale, T(1), p.skip(CausalSkip::terms_up_to), diag);
         if (ddg && q_pos) {  // Distance, per-token positions: dS into entry k_pos[j] - q_pos[i] + wq
           const int64_t* kp = k_pos + j0;
           for (int64_t ii = 0; ii < nq; ++ii) {

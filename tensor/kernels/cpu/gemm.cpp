@@ -717,42 +717,59 @@ void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_
   for (int64_t b = 0; b < batch; ++b) gemm_detail::gemm_run(args(b), per_matrix_threads);
 }
 
+namespace gemm_detail {
+namespace {
+
+// gemm_tile's own loops, after op(B) was made row-major: b (K, N) with row stride ld.
+#if POSGRAD_GEMM_X86
+void tile_product(float* C, const float* A, int64_t lda, bool trans_a, const float* b, int64_t ld, int64_t M, int64_t N,
+                  int64_t K, int64_t ldc, float alpha, float beta) {
+  if (gemm_active_isa() == gemm_isa::avx2) {
+    for (int64_t j0 = 0; j0 < N; j0 += 16) {
+      const int64_t n = std::min<int64_t>(16, N - j0);
+      if (n == 16)
+        tile_rows_avx2<6, true>(A, lda, trans_a, b + j0, ld, C + j0, ldc, M, K, n, alpha, beta);
+      else
+        tile_rows_avx2<6, false>(A, lda, trans_a, b + j0, ld, C + j0, ldc, M, K, n, alpha, beta);
+    }
+    return;
+  }
+  for (int64_t j0 = 0; j0 < N; j0 += 64) {
+    const int64_t n = std::min<int64_t>(64, N - j0);
+    const float* bj = b + j0;
+    float* cj = C + j0;
+    switch ((n + 15) / 16) {
+      case 1: tile_rows_avx512<8, 1>(A, lda, trans_a, bj, ld, cj, ldc, M, K, n, alpha, beta); break;
+      case 2: tile_rows_avx512<6, 2>(A, lda, trans_a, bj, ld, cj, ldc, M, K, n, alpha, beta); break;
+      case 3: tile_rows_avx512<4, 3>(A, lda, trans_a, bj, ld, cj, ldc, M, K, n, alpha, beta); break;
+      default: tile_rows_avx512<4, 4>(A, lda, trans_a, bj, ld, cj, ldc, M, K, n, alpha, beta); break;
+    }
+  }
+}
+
+// op(B) (K, N) row-major: B itself, or (trans_b) a transposed copy in a thread-local buffer.
+const float* row_major_b(const float* B, int64_t ldb, bool trans_b, int64_t N, int64_t K, int64_t& ld) {
+  ld = ldb;
+  if (!trans_b) return B;
+  thread_local std::vector<float> t;
+  if (t.size() < static_cast<size_t>(K * N)) t.resize(static_cast<size_t>(K * N));
+  transpose_tile_avx2(B, ldb, N, K, t.data());
+  ld = N;
+  return t.data();
+}
+#endif
+
+}  // namespace
+}  // namespace gemm_detail
+
 template <>
 void gemm_tile<float>(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, int64_t ldc,
                       int64_t lda, int64_t ldb, bool trans_a, bool trans_b, float alpha, float beta) {
 #if POSGRAD_GEMM_X86
   if (gemm_detail::gemm_tile_applies(M, N, K, alpha)) {
-    using namespace gemm_detail;
-    const float* b = B;
-    int64_t ld = ldb;
-    if (trans_b) {  // op(B) (K, N) from B stored (N, K): rows of op(B) made contiguous
-      thread_local std::vector<float> t;
-      if (t.size() < static_cast<size_t>(K * N)) t.resize(static_cast<size_t>(K * N));
-      transpose_tile_avx2(B, ldb, N, K, t.data());
-      b = t.data();
-      ld = N;
-    }
-    if (gemm_active_isa() == gemm_isa::avx2) {
-      for (int64_t j0 = 0; j0 < N; j0 += 16) {
-        const int64_t n = std::min<int64_t>(16, N - j0);
-        if (n == 16)
-          tile_rows_avx2<6, true>(A, lda, trans_a, b + j0, ld, C + j0, ldc, M, K, n, alpha, beta);
-        else
-          tile_rows_avx2<6, false>(A, lda, trans_a, b + j0, ld, C + j0, ldc, M, K, n, alpha, beta);
-      }
-      return;
-    }
-    for (int64_t j0 = 0; j0 < N; j0 += 64) {
-      const int64_t n = std::min<int64_t>(64, N - j0);
-      const float* bj = b + j0;
-      float* cj = C + j0;
-      switch ((n + 15) / 16) {
-        case 1: tile_rows_avx512<8, 1>(A, lda, trans_a, bj, ld, cj, ldc, M, K, n, alpha, beta); break;
-        case 2: tile_rows_avx512<6, 2>(A, lda, trans_a, bj, ld, cj, ldc, M, K, n, alpha, beta); break;
-        case 3: tile_rows_avx512<4, 3>(A, lda, trans_a, bj, ld, cj, ldc, M, K, n, alpha, beta); break;
-        default: tile_rows_avx512<4, 4>(A, lda, trans_a, bj, ld, cj, ldc, M, K, n, alpha, beta); break;
-      }
-    }
+    int64_t ld;
+    const float* b = gemm_detail::row_major_b(B, ldb, trans_b, N, K, ld);
+    gemm_detail::tile_product(C, A, lda, trans_a, b, ld, M, N, K, ldc, alpha, beta);
     return;
   }
 #endif
@@ -760,8 +777,45 @@ void gemm_tile<float>(float* C, const float* A, const float* B, int64_t M, int64
 }
 
 template <>
+void gemm_tile_causal<float>(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, int64_t ldc,
+                             int64_t lda, int64_t ldb, bool trans_a, bool trans_b, float alpha, float beta,
+                             CausalSkip skip, int64_t diag) {
+#if POSGRAD_GEMM_X86
+  if (skip != CausalSkip::none && gemm_detail::gemm_tile_applies(M, N, K, alpha)) {
+    int64_t ld;
+    const float* b = gemm_detail::row_major_b(B, ldb, trans_b, N, K, ld);
+    constexpr int64_t kGroup = 12;  // two AVX2 row blocks of 6, three AVX-512 blocks of 4
+    for (int64_t r = 0; r < M; r += kGroup) {
+      const int64_t rows = std::min(kGroup, M - r), last = r + rows - 1;
+      int64_t n = N, k0 = 0, k1 = K;
+      if (skip == CausalSkip::columns)
+        n = std::clamp<int64_t>((last + diag + 1 + 15) / 16 * 16, 0, N);
+      else if (skip == CausalSkip::terms_up_to)
+        k1 = std::clamp<int64_t>(last + diag + 1, 0, K);
+      else
+        k0 = std::clamp<int64_t>(r - diag, 0, K);
+      if (n == 0) continue;
+      const float* a = trans_a ? A + k0 * lda + r : A + r * lda + k0;
+      gemm_detail::tile_product(C + r * ldc, a, lda, trans_a, b + k0 * ld, ld, rows, n, std::max<int64_t>(k1 - k0, 0),
+                                ldc, alpha, beta);
+    }
+    return;
+  }
+#endif
+  (void)skip, (void)diag;
+  gemm_tile<float>(C, A, B, M, N, K, ldc, lda, ldb, trans_a, trans_b, alpha, beta);
+}
+
+template <>
 void gemm_tile<double>(double* C, const double* A, const double* B, int64_t M, int64_t N, int64_t K, int64_t ldc,
                        int64_t lda, int64_t ldb, bool trans_a, bool trans_b, double alpha, double beta) {
+  gemm<double>(C, A, B, M, N, K, ldc, lda, ldb, trans_a, trans_b, alpha, beta);
+}
+
+template <>
+void gemm_tile_causal<double>(double* C, const double* A, const double* B, int64_t M, int64_t N, int64_t K, int64_t ldc,
+                              int64_t lda, int64_t ldb, bool trans_a, bool trans_b, double alpha, double beta,
+                              CausalSkip, int64_t) {
   gemm<double>(C, A, B, M, N, K, ldc, lda, ldb, trans_a, trans_b, alpha, beta);
 }
 
