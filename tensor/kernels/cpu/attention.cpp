@@ -46,7 +46,11 @@
 // products, the GEMM's micro-kernel arithmetic without its packing (the same bits as the project GEMM), else the
 // project GEMM itself (cpu/gemm.cpp), which runs single-threaded inside our parallel regions (it
 // checks omp_in_parallel) and uses its AVX-512/AVX2 micro-kernels; the
-// exponentials (float) through a vectorised exp (exp_shift_sum below, vec_kernels.cpp).
+// exponentials (float) through a vectorised exp (exp_shift_sum below, vec_kernels.cpp). On a causal
+// tile that the diagonal crosses, the products leave out the masked half (gemm_tile_causal,
+// gemm_tile.h): the score and dP columns past the diagonal are not computed (the row loops read only the
+// n_valid entries, and dS is +0 past them), and P V, dS K, P^T dO and dS^T Q skip their zero terms;
+// the bits are those of the whole products.
 //
 // Parallelism and determinism: forward over (b, h, query block); backward over (b, h) — each (b, h)
 // owns its slices of dq, dk, dv and of the scratch accumulators, so nothing is shared between
