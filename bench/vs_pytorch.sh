@@ -96,6 +96,8 @@ fi
 py=$venv/bin/python
 
 export OMP_NUM_THREADS=$threads
+# Without numpy in the venv, importing torch warns "Failed to initialize NumPy"; nothing here uses numpy.
+export PYTHONWARNINGS="ignore:Failed to initialize NumPy:UserWarning"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -47,6 +47,8 @@ py=$venv/bin/python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=$threads
+# Without numpy in the venv, importing torch warns "Failed to initialize NumPy"; nothing here uses numpy.
+export PYTHONWARNINGS="ignore:Failed to initialize NumPy:UserWarning"
 
 echo "# $(date -u +%FT%TZ)  threads=$threads  rounds=$rounds  iters=$iters  torch=$("$py" -c 'import torch; print(torch.__version__)')"
 echo "| round | posgrad s | posgrad val loss | PyTorch s | PyTorch val loss | PyTorch s / posgrad s |"
