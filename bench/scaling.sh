@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 for arg in "$@"; do
   if [[ $arg == -h || $arg == --help ]]; then
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
     exit 0
   fi
 done

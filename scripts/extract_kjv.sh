@@ -27,7 +27,7 @@ force=0
 for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "extract_kjv: unknown argument '$arg' (use --force or --help)" >&2; exit 2 ;;
   esac
 done
