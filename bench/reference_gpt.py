@@ -24,7 +24,7 @@ import math
 import time
 import warnings
 
-# Without numpy installed, torch.compile warns "Failed to initialize NumPy" on every run; nothing here
+# Without numpy installed, importing torch warns "Failed to initialize NumPy"; nothing here
 # uses numpy, so the warning says nothing about these results. Likewise its C++ compiler setup logs
 # "No CUDA runtime is found" on a CPU-only machine, where these CPU runs need none.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")

@@ -23,7 +23,7 @@ import sys
 import time
 import warnings
 
-# Without numpy installed, torch.compile warns "Failed to initialize NumPy" on every run; nothing here
+# Without numpy installed, importing torch warns "Failed to initialize NumPy"; nothing here
 # uses numpy, so the warning says nothing about these results.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
