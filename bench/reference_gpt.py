@@ -25,7 +25,7 @@ import time
 import warnings
 
 # Without numpy installed, importing torch warns "Failed to initialize NumPy"; nothing here
-# uses numpy, so the warning says nothing about these results. Likewise its C++ compiler setup logs
+# uses numpy, so the warning says nothing about these results. Likewise torch.compile's C++ setup logs
 # "No CUDA runtime is found" on a CPU-only machine, where these CPU runs need none.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
