@@ -12,10 +12,11 @@
 # bench_dist --help), except --threads: the script sets the threads of each configuration itself and
 # refuses it. Usage errors exit 2.
 set -euo pipefail
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"  # for --help, from any directory
 cd "$(dirname "$0")/.."
 for arg in "$@"; do
   if [[ $arg == -h || $arg == --help ]]; then
-    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"
+    sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$self"
     exit 0
   fi
 done

@@ -9,7 +9,7 @@
 #
 # Not part of CI (it needs PyTorch). Creates .venv-torch with PyTorch from PyPI if missing.
 #
-# Usage: bench/vs_pytorch.sh [--sizes compare,nanogpt,cpu] [--methods none,rope,...] [--rounds 3]
+# Usage: bench/vs_pytorch.sh [--sizes compare,nanogpt,cpu[,gpt2]] [--methods none,rope,...] [--rounds 3]
 #                            [--steps 10] [--threads N] [--build build] [--load]
 #                            [--modes eager,compile,bf16[,bf16-compile]]
 # Output: one table per size: method | posgrad fp32 tok/s | per fp32 mode: PyTorch tok/s, ratio=
@@ -28,6 +28,8 @@
 # train/threads.h), PyTorch with --threads; both get 3x the steps (at least 30) so that the loaded
 # part lasts.
 set -euo pipefail
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"  # for --help, from any directory
+caller=$PWD  # relative paths given by the caller are theirs, not the repository root's
 cd "$(dirname "$0")/.."
 
 sizes=compare,nanogpt,cpu
@@ -50,10 +52,10 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
+    --build) build=$2; [[ $build == /* ]] || build=$caller/$build; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
     --load) load=1; shift ;;
-    -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$self"; exit 0 ;;
     *) echo "vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -64,6 +66,8 @@ for v in sizes methods modes; do
   [[ -n $list ]] || { echo "vs_pytorch.sh: --$v is empty" >&2; exit 2; }
   [[ $list != ,* && $list != *, && $list != *,,* ]] ||
     { echo "vs_pytorch.sh: --$v has an empty item in '$list'" >&2; exit 2; }
+  dup=$(tr , '\n' <<< "$list" | sort | uniq -d | head -1)
+  [[ -z $dup ]] || { echo "vs_pytorch.sh: --$v names '$dup' twice in '$list'" >&2; exit 2; }
 done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch.sh: --rounds must be a positive integer, got '$rounds'" >&2; exit 2; }
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch.sh: --steps must be a positive integer, got '$steps'" >&2; exit 2; }
@@ -97,7 +101,7 @@ py=$venv/bin/python
 
 export OMP_NUM_THREADS=$threads
 # Without numpy in the venv, importing torch warns "Failed to initialize NumPy"; nothing here uses numpy.
-export PYTHONWARNINGS="ignore:Failed to initialize NumPy:UserWarning"
+export PYTHONWARNINGS="ignore:Failed to initialize NumPy:UserWarning${PYTHONWARNINGS:+,$PYTHONWARNINGS}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

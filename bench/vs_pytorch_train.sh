@@ -8,6 +8,8 @@
 # Usage: bench/vs_pytorch_train.sh [--rounds 2] [--threads N] [--iters 2000] [--build build]
 # TinyShakespeare is read from $POSGRAD_DATA_DIR, else ../shared/data.
 set -euo pipefail
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"  # for --help, from any directory
+caller=$PWD  # relative paths given by the caller are theirs, not the repository root's
 cd "$(dirname "$0")/.."
 
 rounds=2
@@ -23,8 +25,8 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    --build) build=$2; [[ $build == /* ]] || build=$caller/$build; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$self"; exit 0 ;;
     *) echo "vs_pytorch_train.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -33,7 +35,10 @@ for v in rounds threads iters; do
 done
 posgrad=$build/posgrad
 [[ -x $posgrad ]] || { echo "vs_pytorch_train.sh: $posgrad is missing: run ./scripts/setup.sh first" >&2; exit 2; }
-corpus=${POSGRAD_DATA_DIR:-../shared/data}/tinyshakespeare.txt
+data_dir=${POSGRAD_DATA_DIR:-../shared/data}
+[[ -z ${POSGRAD_DATA_DIR:-} || $data_dir == /* ]] || data_dir=$caller/$data_dir
+[[ -z ${POSGRAD_DATA_DIR:-} ]] || export POSGRAD_DATA_DIR=$data_dir  # the same file for posgrad
+corpus=$data_dir/tinyshakespeare.txt
 [[ -r $corpus ]] || { echo "vs_pytorch_train.sh: cannot read $corpus (set POSGRAD_DATA_DIR)" >&2; exit 2; }
 
 venv=.venv-torch
@@ -48,7 +53,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=$threads
 # Without numpy in the venv, importing torch warns "Failed to initialize NumPy"; nothing here uses numpy.
-export PYTHONWARNINGS="ignore:Failed to initialize NumPy:UserWarning"
+export PYTHONWARNINGS="ignore:Failed to initialize NumPy:UserWarning${PYTHONWARNINGS:+,$PYTHONWARNINGS}"
 
 echo "# $(date -u +%FT%TZ)  threads=$threads  rounds=$rounds  iters=$iters  torch=$("$py" -c 'import torch; print(torch.__version__)')"
 echo "| round | posgrad s | posgrad val loss | PyTorch s | PyTorch val loss | PyTorch s / posgrad s |"
