@@ -475,44 +475,85 @@ POSGRAD_GEMM_AVX512 void pack_avx512(const T* src, int64_t ld, bool trans, int64
 
 #define POSGRAD_GEMM_AVX512BF16 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,fma")))
 
-// A float panel of width W and depth kc, for the pair packers (one per thread, grown once).
-inline float* pair_staging(int64_t elems) {
-  thread_local aligned_scratch staging;
-  return static_cast<float*>(staging.get(static_cast<std::size_t>(elems) * sizeof(float)));
+// Rounds lo and hi to bf16 (round to nearest even, denormals to zero: VCVTNE2PS2BF16) and interleaves
+// them into pairs: 32-bit lane x holds lo[x] in its low half and hi[x] in its high half.
+POSGRAD_GEMM_AVX512BF16 POSGRAD_GEMM_INLINE __m512i bf16_pairs(__m512 lo, __m512 hi) {
+  // Words 0-15 of `both` are lo's bf16, words 16-31 hi's; word 2x of the result is word x, word 2x + 1
+  // is word 16 + x.
+  const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(interleave, both);
 }
 
-// Pairs the copy layout (element (k, x) at src[k * ld + x], x < w) into ceil(w / W) pair panels: rows
-// 2p and 2p + 1 are read front to back once and dealt out to the panels, paired on the way (see
-// pack_block for why row by row).
+// Pairs the copy layout (element (k, x) at src[k * ld + x], x < w) into ceil(w / W) pair panels. As in
+// pack_block, the rows are walked in chunks of kPackRowChunk (kPackRowChunk / 2 pair steps), each chunk
+// read front to back and dealt out to the panels, so that a visit writes whole lines (W = 12: four pair
+// steps are 192 bytes) rather than one pair step's W elements (48 bytes, a partial line that the other
+// panels' lines evict from its L1 set before its next part arrives).
 template <int W>
 POSGRAD_GEMM_AVX512BF16 POSGRAD_GEMM_INLINE void pair_rows_avx512bf16(const float* src, int64_t ld, int64_t w,
                                                                       int64_t kc, uint32_t* dst) {
   constexpr int L = 16;
   constexpr int G = (W + L - 1) / L;
+  constexpr int64_t chunk = kPackRowChunk / 2;
+  static_assert(kPackRowChunk % 2 == 0, "a chunk holds whole pair steps");
   const int64_t kp = (kc + 1) / 2, panels = (w + W - 1) / W;
-  for (int64_t p = 0; p < kp; ++p) {
-    const float* even = src + 2 * p * ld;
-    const bool has_odd = 2 * p + 1 < kc;
+  for (int64_t p0 = 0; p0 < kp; p0 += chunk) {
+    const int64_t p_end = kp - p0 < chunk ? kp : p0 + chunk;
     for (int64_t q = 0; q < panels; ++q) {
       const int64_t x0 = q * W;
-      uint32_t* d = dst + q * W * kp + p * W;
-#pragma GCC unroll 4
+      __mmask16 lm[G], sm[G];
       for (int g = 0; g < G; ++g) {
-        const __mmask16 lm = avx512_vec<float>::first_n(w - x0 - g * L);
-        const __mmask16 sm = avx512_vec<float>::first_n(W - g * L);
-        const __m512 lo = _mm512_maskz_loadu_ps(lm, even + x0 + g * L);
-        const __m512 hi = has_odd ? _mm512_maskz_loadu_ps(lm, even + ld + x0 + g * L) : _mm512_setzero_ps();
-        const __m512i lo16 = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo)));
-        const __m512i hi16 = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(hi)));
-        _mm512_mask_storeu_epi32(d + g * L, sm, _mm512_or_si512(lo16, _mm512_slli_epi32(hi16, 16)));
+        lm[g] = avx512_vec<float>::first_n(w - x0 - g * L);
+        sm[g] = avx512_vec<float>::first_n(W - g * L);
+      }
+      for (int64_t p = p0; p < p_end; ++p) {
+        const float* even = src + 2 * p * ld + x0;
+        const bool has_odd = 2 * p + 1 < kc;
+        uint32_t* d = dst + q * W * kp + p * W;
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+          const __m512 lo = _mm512_maskz_loadu_ps(lm[g], even + g * L);
+          const __m512 hi = has_odd ? _mm512_maskz_loadu_ps(lm[g], even + ld + g * L) : _mm512_setzero_ps();
+          _mm512_mask_storeu_epi32(d + g * L, sm[g], bf16_pairs(lo, hi));
+        }
       }
     }
   }
 }
 
-// Packs a block like pack_avx512<float, W> (same arguments, same panels), in the pair format. The copy
-// layout is paired directly; the transposed layout packs each panel as floats into a per-thread staging
-// panel (L1/L2-resident, the float transposes), which is then a copy layout of width W to pair.
+// One pair panel of the transposed layout (element (k, x) at src[x * ld + k], x < w <= W): blocks of 16
+// source rows by 16 k steps are loaded, transposed in registers (r[i] then holds k step k + i of 16
+// columns) and paired straight from the registers, k steps 2j and 2j + 1 into pair step k / 2 + j.
+// Rows x >= w and k steps >= kc load as zero, so the pairs past kc are zero as the format requires.
+template <int W>
+POSGRAD_GEMM_AVX512BF16 POSGRAD_GEMM_INLINE void pair_panel_transposed_avx512bf16(const float* src, int64_t ld,
+                                                                                  int64_t w, int64_t kc,
+                                                                                  uint32_t* dst) {
+  using V = avx512_vec<float>;
+  constexpr int L = 16;
+  constexpr int G = (W + L - 1) / L;
+  for (int g = 0; g < G; ++g) {
+    const int64_t x0 = int64_t(g) * L;
+    const int64_t rows = w - x0 < L ? (w - x0 > 0 ? w - x0 : 0) : L;
+    const __mmask16 smask = V::first_n(W - x0);
+    for (int64_t k = 0; k < kc; k += L) {
+      const __mmask16 lmask = V::first_n(kc - k);
+      __m512 r[L];
+#pragma GCC unroll 16
+      for (int i = 0; i < L; ++i) r[i] = i < rows ? V::maskz_loadu(lmask, src + (x0 + i) * ld + k) : V::zero();
+      V::transpose(r);
+      const int64_t steps = kc - k >= L ? L / 2 : (kc - k + 1) / 2;
+#pragma GCC unroll 8
+      for (int j = 0; j < L / 2; ++j) {
+        if (j < steps) _mm512_mask_storeu_epi32(dst + (k / 2 + j) * W + x0, smask, bf16_pairs(r[2 * j], r[2 * j + 1]));
+      }
+    }
+  }
+}
+
+// Packs a block like pack_avx512<float, W> (same arguments, same panels), in the pair format.
 template <int W>
 POSGRAD_GEMM_AVX512BF16 void pack_pairs_avx512bf16(const float* src, int64_t ld, bool trans, int64_t w, int64_t kc,
                                                    uint32_t* dst) {
@@ -520,12 +561,9 @@ POSGRAD_GEMM_AVX512BF16 void pack_pairs_avx512bf16(const float* src, int64_t ld,
     pair_rows_avx512bf16<W>(src, ld, w, kc, dst);
     return;
   }
-  float* staging = pair_staging(int64_t(W) * kc);
   const int64_t kp = (kc + 1) / 2;
   for (int64_t x0 = 0; x0 < w; x0 += W) {
-    const int64_t wp = w - x0 < W ? w - x0 : W;
-    pack_avx512<float, W>(src + x0 * ld, ld, true, wp, kc, staging);
-    pair_rows_avx512bf16<W>(staging, W, W, kc, dst);
+    pair_panel_transposed_avx512bf16<W>(src + x0 * ld, ld, w - x0 < W ? w - x0 : W, kc, dst);
     dst += int64_t(W) * kp;
   }
 }
