@@ -125,6 +125,7 @@ case $tool in
     expect 2 "empty item in 'eager,'" "$here/vs_pytorch.sh" --modes eager,
     expect 2 "empty item in 'rope,'" "$here/vs_pytorch.sh" --methods rope,
     expect 2 "'fast'" "$here/vs_pytorch.sh" --modes fast
+    expect 2 "takes no --modes" "$here/vs_pytorch.sh" --load --modes eager
     expect 2 "--rounds" "$here/vs_pytorch_train.sh" --rounds 0
     ;;
   *)

@@ -41,6 +41,7 @@ threads=$(nproc)
 build=build
 load=0
 modes=eager,compile,bf16
+modes_given=0
 while [[ $# -gt 0 ]]; do
   if [[ $1 =~ ^--(sizes|methods|rounds|steps|threads|build|modes)$ && $# -lt 2 ]]; then
     echo "vs_pytorch.sh: $1 needs a value (see --help)" >&2
@@ -53,7 +54,7 @@ while [[ $# -gt 0 ]]; do
     --steps) steps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --build) build=$2; [[ $build == /* ]] || build=$caller/$build; shift 2 ;;
-    --modes) modes=$2; shift 2 ;;
+    --modes) modes=$2; modes_given=1; shift 2 ;;
     --load) load=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$self"; exit 0 ;;
     *) echo "vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -69,6 +70,8 @@ for v in sizes methods modes; do
   dup=$(tr , '\n' <<< "$list" | sort | uniq -d | head -1)
   [[ -z $dup ]] || { echo "vs_pytorch.sh: --$v names '$dup' twice in '$list'" >&2; exit 2; }
 done
+((load && modes_given)) &&
+  { echo "vs_pytorch.sh: --load measures fp32 against PyTorch eager only; it takes no --modes" >&2; exit 2; }
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch.sh: --rounds must be a positive integer, got '$rounds'" >&2; exit 2; }
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || { echo "vs_pytorch.sh: --steps must be a positive integer, got '$steps'" >&2; exit 2; }
 IFS=, read -ra mode_list <<< "$modes"
@@ -220,9 +223,18 @@ pt = {m: runs(f"torch.{m}") for m in modes}
 meta = read(f"{tmp}/posgrad.fp32.{size}.1")[1]
 L, C, T = int(meta['layers']), int(meta['width']), int(meta['context'])
 print(f"\n## size={size}: {meta['layers']} layers x {meta['width']} wide, context {meta['context']}, batch {meta['batch']}")
-print("posgrad fp32 against PyTorch eager / torch.compile (fp32); posgrad --precision bf16 against torch.autocast bf16 "
-      "(eager / compiled). ratio = posgrad tok/s / PyTorch tok/s, median over rounds (min-max); MFU: model FLOPs "
-      "per second over the FP32 FMA peak.")
+# The caption names the modes that ran, in the order given.
+names = {"eager": "PyTorch eager", "compile": "torch.compile", "bf16": "torch.autocast bf16 (eager)",
+         "bf16-compile": "torch.autocast bf16 (compiled)"}
+against = []
+fp32_modes = [names[m] for m in modes if not m.startswith("bf16")]
+bf16_modes = [names[m] for m in modes if m.startswith("bf16")]
+if fp32_modes:
+    against.append("posgrad fp32 against " + " / ".join(fp32_modes) + " (fp32)")
+if bf16_modes:
+    against.append("posgrad --precision bf16 against " + " / ".join(bf16_modes))
+print("; ".join(against) + ". ratio = posgrad tok/s / PyTorch tok/s, median over rounds (min-max); MFU: model "
+      "FLOPs per second over the FP32 FMA peak.")
 head = ["method", "posgrad fp32 tok/s"]
 for m in modes:
     if not m.startswith("bf16"):
