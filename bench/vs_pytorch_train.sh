@@ -76,4 +76,5 @@ for ((r = 1; r <= rounds; r++)); do
   ratios+=("$ratio")
   printf "| %d | %.1f | %.4f | %.1f | %.4f | %.2f |\n" "$r" "$pg_s" "$pg_loss" "$pt_s" "$pt_loss" "$ratio"
 done
-printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {printf "median ratio=%.2f (min %.2f, max %.2f)\n", a[int((NR+1)/2)], a[1], a[NR]}'
+printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {m = NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2;
+  printf "median ratio=%.2f (min %.2f, max %.2f)\n", m, a[1], a[NR]}'
