@@ -601,9 +601,28 @@ void check_compare_data(const CompareConfig& cfg) {
     if (on(s) && s.run_unit) s.check_data(cfg, &corpus);
 }
 
+namespace {
+
+// The matrix products this process ran since `before` (kernels::matmul_work), the wall time and their
+// average rate: the products' FLOPs over a machine's FMA peak (bench_gemm) bound the run's time from
+// below. Units kept from an earlier run, other ranks' units and CUDA products are not in it.
+void log_matmul_work(const kernels::MatmulWork& before, double seconds, int ranks) {
+  const kernels::MatmulWork now = kernels::matmul_work();
+  const double fp32 = double(now.fp32 - before.fp32), bf16 = double(now.bf16 - before.bf16);
+  spdlog::info(
+      "matrix products{}: {:.4g} TFLOP in fp32, {:.4g} TFLOP in bf16 over {:.1f} s of wall time, {:.1f} GFLOP/s on "
+      "average (CPU products only; units kept from an earlier run not counted)",
+      ranks > 1 ? " of rank 0" : "", fp32 * 1e-12, bf16 * 1e-12, seconds,
+      (fp32 + bf16) / std::max(seconds, 1e-9) * 1e-9);
+}
+
+}  // namespace
+
 std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   dist::Communicator& job = comm ? *comm : dist::world();
   cfg.validate();
+  const auto started = std::chrono::steady_clock::now();
+  const kernels::MatmulWork work_before = kernels::matmul_work();
   // Every product of the run, the studies' own models and evaluations included, in --precision.
   const kernels::MatmulPrecisionScope precision(kernels::parse_matmul_precision(cfg.base.precision));
   check_same_experiment(cfg);
@@ -681,6 +700,8 @@ std::string run_compare(const CompareConfig& cfg, dist::Communicator* comm) {
   for (const StudyEntry& s : studies())
     if (s.run_experiment && (!s.enabled || s.enabled(cfg))) s.run_experiment(cfg, r);
   write_file_atomic(cfg.out_dir + "/results.json", to_json(r).dump(1) + "\n");
+  log_matmul_work(work_before, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+                  job.size());
   return write_report(r);
 }
 

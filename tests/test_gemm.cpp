@@ -17,6 +17,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tensor/kernels/cpu/gemm_internal.h"
@@ -641,6 +642,68 @@ TEST(GemmTile, CausalSkipsKeepTheBitsOfTheWholeProduct) {
   for (gd::gemm_isa isa : {gd::gemm_isa::avx512, gd::gemm_isa::avx2, gd::gemm_isa::scalar}) {
     if (gd::gemm_set_isa(isa) != isa) continue;  // not on this CPU
     run_all(gd::gemm_isa_name(isa));
+  }
+  gd::gemm_set_isa(saved);
+}
+
+// matmul_work: 2 M N K FLOPs per product, under the precision it ran in, from every thread (the
+// batched product's OpenMP team, a thread that has exited); nothing for an empty product; the causal
+// tile product counts the tiles it computes.
+TEST(MatmulWork, CountsTwoMNKPerProductByPrecision) {
+  using posgrad::kernels::matmul_work;
+  using posgrad::kernels::MatmulWork;
+  const int64_t M = 3, N = 5, K = 7;
+  std::vector<float> a(64 * 64, 0.5f), b(64 * 64, 0.25f), c(64 * 64), bias(64, 1.0f);
+  std::vector<double> ad(M * K, 0.5), bd(K * N, 0.25), cd(M * N);
+  auto delta = [](const MatmulWork& before) {
+    const MatmulWork now = matmul_work();
+    return MatmulWork{now.fp32 - before.fp32, now.bf16 - before.bf16, now.fp64 - before.fp64};
+  };
+  auto expect = [](const MatmulWork& got, uint64_t fp32, uint64_t bf16, uint64_t fp64, const char* what) {
+    EXPECT_EQ(got.fp32, fp32) << what;
+    EXPECT_EQ(got.bf16, bf16) << what;
+    EXPECT_EQ(got.fp64, fp64) << what;
+  };
+  MatmulWork w = matmul_work();
+  gemm<float>(c.data(), a.data(), b.data(), M, N, K, N, K, N, false, false, 1.0f, 0.0f);
+  expect(delta(w), 2 * M * N * K, 0, 0, "float");
+  w = matmul_work();
+  gemm<double>(cd.data(), ad.data(), bd.data(), M, N, K, N, K, N, false, true, 1.0, 0.0);
+  expect(delta(w), 0, 0, 2 * M * N * K, "double");
+  w = matmul_work();
+  {
+    const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    gemm<float>(c.data(), a.data(), b.data(), M, N, K, N, K, N, true, false, 1.0f, 0.0f);
+  }
+  expect(delta(w), 0, 2 * M * N * K, 0, "bf16");
+  w = matmul_work();
+  gemm<float>(c.data(), a.data(), b.data(), M, N, 0, N, K, N, false, false, 1.0f, 0.5f);
+  gemm<float>(c.data(), a.data(), b.data(), M, N, K, N, K, N, false, false, 0.0f, 0.5f);
+  gemm<float>(c.data(), a.data(), b.data(), 0, N, K, N, K, N, false, false, 1.0f, 0.0f);
+  expect(delta(w), 0, 0, 0, "empty products");
+  w = matmul_work();
+  posgrad::kernels::cpu::gemm_bias<float>(c.data(), a.data(), b.data(), bias.data(), 4, 6, 8, 6, 8, 6, false, false);
+  expect(delta(w), 2 * 4 * 6 * 8, 0, 0, "gemm_bias");
+  // Eight separate 8 x 8 x 8 products: one per thread of a team of two (gemm_batched's small path).
+  w = matmul_work();
+  omp_set_num_threads(2);
+  posgrad::kernels::cpu::gemm_batched<float>(c.data(), a.data(), b.data(), 8, 8, 8, 8, 8, 8, 8, 64, 64, 64, false,
+                                             false, 1.0f, 0.0f);
+  expect(delta(w), 8 * 2 * 8 * 8 * 8, 0, 0, "gemm_batched");
+  w = matmul_work();
+  std::thread t([&] { gemm<float>(c.data(), a.data(), b.data(), M, N, K, N, K, N, false, false, 1.0f, 0.0f); });
+  t.join();
+  expect(delta(w), 2 * M * N * K, 0, 0, "a thread that has exited");
+  // Causal columns, diagonal 0, 24 x 64 x 16: row groups of 12 compute 16 and 32 columns (gemm.cpp's
+  // gemm_tile_causal) where the tile path runs; the scalar path computes the whole product.
+  const gd::gemm_isa saved = gd::gemm_active_isa();
+  for (gd::gemm_isa isa : {gd::gemm_isa::avx512, gd::gemm_isa::avx2, gd::gemm_isa::scalar}) {
+    if (gd::gemm_set_isa(isa) != isa) continue;  // not on this CPU
+    w = matmul_work();
+    posgrad::kernels::cpu::gemm_tile_causal<float>(c.data(), a.data(), b.data(), 24, 64, 16, 64, 16, 16, false, true,
+                                                   1.0f, 0.0f, posgrad::kernels::cpu::CausalSkip::columns, 0);
+    const uint64_t want = isa == gd::gemm_isa::scalar ? 2 * 24 * 64 * 16 : 2 * 12 * 16 * 16 + 2 * 12 * 32 * 16;
+    expect(delta(w), want, 0, 0, gd::gemm_isa_name(isa));
   }
   gd::gemm_set_isa(saved);
 }

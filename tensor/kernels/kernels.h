@@ -102,6 +102,21 @@ class MatmulPrecisionScope {
   MatmulPrecision saved_;
 };
 
+// The work of the CPU backend's matrix products since the process started, over all its threads, in
+// FLOPs: 2 M N K per product of an (M, K) by a (K, N) operand (a multiply and an add per term, the
+// count of Goto & van de Geijn 2008 and of every BLAS benchmark), tallied as each product runs, by the
+// precision it ran in: fp32 (float products), bf16 (float products under MatmulPrecision::bf16), fp64
+// (double products). gemm, gemm_bias and gemm_batched count their products, gemm_tile and
+// gemm_tile_causal the tiles they compute (a causal tile product skips, and does not count, the
+// masked blocks). Products with M, N or K zero, or alpha zero, count nothing; the attention kernels'
+// few non-GEMM loops and the CUDA backend count nothing. So the fp32 count over the FP32 FMA peak
+// (bench_gemm measures it) is a lower bound on the seconds the products needed. Counting changes no
+// result. No errors.
+struct MatmulWork {
+  uint64_t fp32 = 0, bf16 = 0, fp64 = 0;
+};
+MatmulWork matmul_work();
+
 // Shapes of a strided copy (at most kMaxDims dims).
 inline constexpr int kMaxDims = 8;
 

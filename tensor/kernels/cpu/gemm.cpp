@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <new>
 #include <type_traits>
 #include <vector>
@@ -57,6 +58,42 @@ void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_
 
 namespace gemm_detail {
 namespace {
+
+// ---- the work tally (matmul_work) -----------------------------------------------------------------
+// Each thread adds to its own counters (no shared cache line on the products' path); matmul_work sums
+// the live threads' counters and what exited threads left behind.
+enum WorkKind { kWorkFp32, kWorkBf16, kWorkFp64, kWorkKinds };
+
+struct ThreadWork;
+struct WorkTally {
+  std::mutex mutex;
+  std::vector<ThreadWork*> live;
+  uint64_t retired[kWorkKinds] = {};
+};
+WorkTally& work_tally() {
+  static WorkTally* t = new WorkTally;  // never destroyed: threads may exit after static destruction
+  return *t;
+}
+
+struct ThreadWork {
+  std::atomic<uint64_t> flops[kWorkKinds] = {};
+  ThreadWork() {
+    std::lock_guard<std::mutex> lock(work_tally().mutex);
+    work_tally().live.push_back(this);
+  }
+  ~ThreadWork() {
+    WorkTally& t = work_tally();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    for (int i = 0; i < kWorkKinds; ++i) t.retired[i] += flops[i].load(std::memory_order_relaxed);
+    t.live.erase(std::find(t.live.begin(), t.live.end(), this));
+  }
+};
+
+void count_work(WorkKind kind, int64_t M, int64_t N, int64_t K) {
+  thread_local ThreadWork w;
+  std::atomic<uint64_t>& c = w.flops[kind];  // written by this thread only
+  c.store(c.load(std::memory_order_relaxed) + 2 * uint64_t(M) * uint64_t(N) * uint64_t(K), std::memory_order_relaxed);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Kernel configurations
@@ -441,6 +478,7 @@ void gemm_run(const gemm_args<T>& g, int nthreads) {
   }
   if constexpr (std::is_same_v<T, float>) {
     if (precision_slot().load(std::memory_order_relaxed) == static_cast<int>(MatmulPrecision::bf16)) {
+      count_work(kWorkBf16, g.M, g.N, g.K);
       if (bf16_dot_slot().load(std::memory_order_relaxed) && gemm_active_isa() == gemm_isa::avx512) {
         static const kernel_config<float, uint32_t> pairs = make_bf16_pair_config();
         gemm_run_with(pairs, g, nthreads);
@@ -450,6 +488,7 @@ void gemm_run(const gemm_args<T>& g, int nthreads) {
       return;
     }
   }
+  count_work(std::is_same_v<T, double> ? kWorkFp64 : kWorkFp32, g.M, g.N, g.K);
   gemm_run_with(active_config<T>(), g, nthreads);
 }
 
@@ -724,6 +763,7 @@ namespace {
 #if POSGRAD_GEMM_X86
 void tile_product(float* C, const float* A, int64_t lda, bool trans_a, const float* b, int64_t ld, int64_t M, int64_t N,
                   int64_t K, int64_t ldc, float alpha, float beta) {
+  count_work(kWorkFp32, M, N, K);  // gemm_tile_applies: fp32 only
   if (gemm_active_isa() == gemm_isa::avx2) {
     for (int64_t j0 = 0; j0 < N; j0 += 16) {
       const int64_t n = std::min<int64_t>(16, N - j0);
@@ -835,6 +875,18 @@ template void gemm_batched<double>(double*, const double*, const double*, int64_
 }  // namespace posgrad::kernels::cpu
 
 namespace posgrad::kernels {
+
+MatmulWork matmul_work() {
+  namespace gd = cpu::gemm_detail;
+  gd::WorkTally& t = gd::work_tally();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  uint64_t f[gd::kWorkKinds];
+  for (int i = 0; i < gd::kWorkKinds; ++i) {
+    f[i] = t.retired[i];
+    for (const gd::ThreadWork* w : t.live) f[i] += w->flops[i].load(std::memory_order_relaxed);
+  }
+  return MatmulWork{f[gd::kWorkFp32], f[gd::kWorkBf16], f[gd::kWorkFp64]};
+}
 
 const char* matmul_precision_name(MatmulPrecision p) { return p == MatmulPrecision::bf16 ? "bf16" : "fp32"; }
 
