@@ -244,13 +244,14 @@ void thread_count_invariance() {
   isa_guard guard;
   std::mt19937 rng(2024);
   // Every case does >= 2^18 multiply-adds, so two threads are really used.
-  const int64_t dims[][3] = {{131, 67, 65},    // split over M tiles, edge tiles
-                             {5, 600, 300},    // one M tile: split over N panels
-                             {26, 300, 600},   // K > KC: several k blocks
-                             {3, 4500, 40},    // N > NC: several column blocks
-                             {100, 64, 520},   // M < 192 per thread, K > 2 KC: a shared B
-                             {400, 70, 300},   // M >= 192 per thread: each packs all of B
-                             {800, 33, 520}};  // the same over three k blocks and an edge panel
+  const int64_t dims[][3] = {{131, 67, 65},     // split over M tiles, edge tiles
+                             {5, 600, 300},     // one M tile: split over N panels
+                             {26, 300, 600},    // K > KC: several k blocks
+                             {3, 4500, 40},     // N > NC: several column blocks
+                             {100, 64, 520},    // M < 192 per thread, K > 2 KC: a shared B
+                             {400, 70, 300},    // M >= 192 per thread: each packs all of B
+                             {800, 33, 520},    // the same over three k blocks and an edge panel
+                             {128, 512, 600}};  // 11 M tiles of 12: a large product split over N panels
   for (const auto isa : supported_isas()) {
     gd::gemm_set_isa(isa);
     for (const auto& d : dims) {
