@@ -8,6 +8,9 @@
 // where a step's time goes: GEMMs, attention, norms, elementwise, softmax / cross-entropy, views and
 // copies, gradient accumulation, the optimizer (clip + AdamW + zero_grad), and the remainder (graph
 // building, the engine, allocation outside the ops).
+// On the CPU each method's row is followed by a comment line with the work of the step's matrix
+// products (kernels::matmul_work: 2 M N K per product, the attention's tiles as computed), per step
+// and per token: the FLOPs the step really multiplies, beside the model-FLOP formulas of MFU.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -221,15 +224,23 @@ int main(int argc, char** argv) {
         optim_ms += std::chrono::duration<double, std::milli>((z1 - z0) + (t1 - o0)).count();
         return std::chrono::duration<double, std::milli>(t1 - t0).count();
       };
+      const kernels::MatmulWork work0 = kernels::matmul_work();
       for (int64_t s = 0; s < warmup + steps; ++s) {
         governor.between_steps();
         const double t = step();
         if (s >= warmup) ms.push_back(t);
       }
+      const kernels::MatmulWork work1 = kernels::matmul_work();
       std::sort(ms.begin(), ms.end());
       const double med = ms[ms.size() / 2];
       std::printf("%-11s %12ld %12.0f %12.2f\n", pos.c_str(), long(model.num_parameters()),
                   1000.0 * static_cast<double>(batch * mc.block_size) / med, med);
+      if (dev.is_cpu()) {  // every step runs the same products (kernels::matmul_work)
+        const double per_step =
+            double((work1.fp32 - work0.fp32) + (work1.bf16 - work0.bf16)) / static_cast<double>(warmup + steps);
+        std::printf("# %s: matrix products %.4f GFLOP per step, %.3f MFLOP per token\n", pos.c_str(), per_step * 1e-9,
+                    per_step / static_cast<double>(batch * mc.block_size) * 1e-6);
+      }
       if (governor.adaptive()) {
         if (governor.last_others_busy() >= 0)
           std::printf("# %s: threads=%d at the end, other processes' load %.2f cores\n", pos.c_str(),

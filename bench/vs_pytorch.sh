@@ -15,7 +15,10 @@
 # Output: one table per size: method | posgrad fp32 tok/s | per fp32 mode: PyTorch tok/s, ratio=
 # (median over rounds, with min-max) | posgrad bf16 tok/s | per bf16 mode: PyTorch tok/s, ratio= |
 # MFU. Model FLOPs per token: 6 N (N = all parameters: the tied LM head is a matmul; forward and
-# backward) + 12 L T C (attention scores and values, the causal half counted in full).
+# backward) + 12 L T C (attention scores and values, the causal half counted in full), plus the
+# products an encoding adds to the model's own (DeBERTa's c2p / p2c and its relative-table
+# projections, FIRE's MLP, ...): its matrix-product FLOPs per token minus those of `none` at the same
+# size, both counted by bench_train (kernels::matmul_work) in the fp32 run.
 # torch.compile compiles during the 2 warm-up steps, which are not timed.
 # Round r runs the encodings in the given order rotated by r - 1, in both libraries: on a 2-core Zen 3
 # the first encoding of a process started right after a torch.compile process ran 5-40% slow (a ramp
@@ -186,6 +189,8 @@ PY
 fi
 
 for size in "${size_list[@]}"; do
+  # The products of the encoding-free model, for the MFU's encoding term (one untimed step).
+  "$bench_train" --size "$size" --methods none --steps 1 --warmup 0 > "$tmp/posgrad.none.$size"
   for ((r = 1; r <= rounds; r++)); do
     order=$(rotated $((r - 1)))
     "$bench_train" --size "$size" --methods "$order" --steps "$steps" --warmup 2 > "$tmp/posgrad.fp32.$size.$r"
@@ -200,7 +205,7 @@ for size in "${size_list[@]}"; do
   measure_peak
   echo "# FP32 FMA peak measured again before the $size table: ${measured:-none}; the MFU uses the highest so far, ${peak:-unknown} GFLOP/s"
   "$py" - "$tmp" "$size" "$rounds" "${peak:-0}" "$modes" <<'PY'
-import statistics, sys
+import re, statistics, sys
 tmp, size, rounds, peak, modes = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5].split(",")
 def read(path):
     out, meta = {}, {}
@@ -210,6 +215,10 @@ def read(path):
         return out, meta
     for line in lines:
         if line.startswith('#'):
+            work = re.match(r"# (\S+): matrix products \S+ GFLOP per step, (\S+) MFLOP per token", line)
+            if work:
+                meta.setdefault("products", {})[work.group(1)] = float(work.group(2)) * 1e6
+                continue
             meta.update(dict(kv.split('=', 1) for kv in line[1:].replace(',', ' ').split() if '=' in kv))
             continue
         f = line.split()
@@ -222,6 +231,8 @@ pg = {"fp32": runs("posgrad.fp32"), "bf16": runs("posgrad.bf16")}
 pt = {m: runs(f"torch.{m}") for m in modes}
 meta = read(f"{tmp}/posgrad.fp32.{size}.1")[1]
 L, C, T = int(meta['layers']), int(meta['width']), int(meta['context'])
+products = meta.get("products", {})
+products_none = read(f"{tmp}/posgrad.none.{size}")[1].get("products", {}).get("none")
 print(f"\n## size={size}: {meta['layers']} layers x {meta['width']} wide, context {meta['context']}, batch {meta['batch']}")
 # The caption names the modes that ran, in the order given.
 names = {"eager": "PyTorch eager", "compile": "torch.compile", "bf16": "torch.autocast bf16 (eager)",
@@ -234,7 +245,8 @@ if fp32_modes:
 if bf16_modes:
     against.append("posgrad --precision bf16 against " + " / ".join(bf16_modes))
 print("; ".join(against) + ". ratio = posgrad tok/s / PyTorch tok/s, median over rounds (min-max); MFU: model "
-      "FLOPs per second over the FP32 FMA peak.")
+      "FLOPs per second over the FP32 FMA peak, model FLOPs per token 6N + 12LTC + the products the encoding adds "
+      "to none's (measured; shown after the MFU where not 0).")
 head = ["method", "posgrad fp32 tok/s"]
 for m in modes:
     if not m.startswith("bf16"):
@@ -268,7 +280,14 @@ for m in pg["fp32"][0]:
                 row += cell("bf16", mode, m)
     params = pg["fp32"][0][m][0]
     flops_per_token = 6 * params + 12 * L * T * C  # params include the embeddings: an upper bound
-    row += [f"{100 * statistics.median(a) * flops_per_token / (peak * 1e9):.1f}%" if peak > 0 else "n/a"]
+    added = 0.0  # the encoding's own products (DeBERTa's c2p / p2c, ...), measured against none's
+    if m in products and products_none is not None:
+        added = max(0.0, products[m] - products_none)
+    flops_per_token += added
+    mfu = f"{100 * statistics.median(a) * flops_per_token / (peak * 1e9):.1f}%" if peak > 0 else "n/a"
+    if added > 0:
+        mfu += f" (+{added / 1e6:.2f} MFLOP/token)"
+    row += [mfu]
     print("| " + " | ".join(row) + " |")
 PY
 done
