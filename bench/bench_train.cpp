@@ -230,14 +230,13 @@ int main(int argc, char** argv) {
         const double t = step();
         if (s >= warmup) ms.push_back(t);
       }
-      const kernels::MatmulWork work1 = kernels::matmul_work();
+      const kernels::MatmulWork work = kernels::matmul_work() - work0;
       std::sort(ms.begin(), ms.end());
       const double med = ms[ms.size() / 2];
       std::printf("%-11s %12ld %12.0f %12.2f\n", pos.c_str(), long(model.num_parameters()),
                   1000.0 * static_cast<double>(batch * mc.block_size) / med, med);
       if (dev.is_cpu()) {  // every step runs the same products (kernels::matmul_work)
-        const double per_step =
-            double((work1.fp32 - work0.fp32) + (work1.bf16 - work0.bf16)) / static_cast<double>(warmup + steps);
+        const double per_step = double(work.fp32 + work.bf16) / static_cast<double>(warmup + steps);
         std::printf("# %s: matrix products %.4f GFLOP per step, %.3f MFLOP per token\n", pos.c_str(), per_step * 1e-9,
                     per_step / static_cast<double>(batch * mc.block_size) * 1e-6);
       }

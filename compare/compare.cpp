@@ -607,8 +607,8 @@ namespace {
 // average rate: the products' FLOPs over a machine's FMA peak (bench_gemm) bound the run's time from
 // below. Units kept from an earlier run, other ranks' units and CUDA products are not in it.
 void log_matmul_work(const kernels::MatmulWork& before, double seconds, int ranks) {
-  const kernels::MatmulWork now = kernels::matmul_work();
-  const double fp32 = double(now.fp32 - before.fp32), bf16 = double(now.bf16 - before.bf16);
+  const kernels::MatmulWork work = kernels::matmul_work() - before;
+  const double fp32 = double(work.fp32), bf16 = double(work.bf16);
   spdlog::info(
       "matrix products{}: {:.4g} TFLOP in fp32, {:.4g} TFLOP in bf16 over {:.1f} s of wall time, {:.1f} GFLOP/s on "
       "average (CPU products only; units kept from an earlier run not counted)",

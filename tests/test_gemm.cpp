@@ -656,10 +656,7 @@ TEST(MatmulWork, CountsTwoMNKPerProductByPrecision) {
   const int64_t M = 3, N = 5, K = 7;
   std::vector<float> a(64 * 64, 0.5f), b(64 * 64, 0.25f), c(64 * 64), bias(64, 1.0f);
   std::vector<double> ad(M * K, 0.5), bd(K * N, 0.25), cd(M * N);
-  auto delta = [](const MatmulWork& before) {
-    const MatmulWork now = matmul_work();
-    return MatmulWork{now.fp32 - before.fp32, now.bf16 - before.bf16, now.fp64 - before.fp64};
-  };
+  auto delta = [](const MatmulWork& before) { return matmul_work() - before; };
   auto expect = [](const MatmulWork& got, uint64_t fp32, uint64_t bf16, uint64_t fp64, const char* what) {
     EXPECT_EQ(got.fp32, fp32) << what;
     EXPECT_EQ(got.bf16, bf16) << what;

@@ -108,12 +108,17 @@ class MatmulPrecisionScope {
 // precision it ran in: fp32 (float products), bf16 (float products under MatmulPrecision::bf16), fp64
 // (double products). gemm, gemm_bias and gemm_batched count their products, gemm_tile and
 // gemm_tile_causal the tiles they compute (a causal tile product skips, and does not count, the
-// masked blocks). Products with M, N or K zero, or alpha zero, count nothing; the attention kernels'
+// masked blocks; under bf16 the attention's tiles run as whole gemm products, none skipped, so the same model
+// counts more work than in fp32). Products with M, N or K zero, or alpha zero, count nothing; the attention kernels'
 // few non-GEMM loops and the CUDA backend count nothing. So the fp32 count over the FP32 FMA peak
 // (bench_gemm measures it) is a lower bound on the seconds the products needed. Counting changes no
 // result. No errors.
 struct MatmulWork {
   uint64_t fp32 = 0, bf16 = 0, fp64 = 0;
+  // The work between two readings, `later - earlier`.
+  MatmulWork operator-(const MatmulWork& earlier) const {
+    return MatmulWork{fp32 - earlier.fp32, bf16 - earlier.bf16, fp64 - earlier.fp64};
+  }
 };
 MatmulWork matmul_work();
 
