@@ -4,6 +4,9 @@
 //    every path (AVX-512, AVX2, baseline) gives the same bits as a scalar evaluation of
 //    vec_math.h in this file, on special values, a dense grid, random bit patterns and ragged
 //    lengths; through unary_forward / unary_backward with 1 and 2 threads too.
+//  * LayerNorm and RMSNorm (16 partial sums per row in a fixed order), AdamW and the column sums of
+//    sum_dim in float: every path gives the bits of a scalar evaluation in the documented order, for
+//    1 and 2 threads.
 //  * the fused attention, forward and backward: with the GEMM held on one path, the same bits
 //    whatever the vec path and for 1 and 2 threads; between GEMM paths, within a stated bound of a
 //    double-precision evaluation (the GEMM sums in another order and, off scalar, with FMAs).
@@ -383,6 +386,230 @@ TEST_P(VecPath, SigmoidEqualsTheScalarBits) {
   EXPECT_EQ(want[want.size() - 5], 0.0f);
   EXPECT_EQ(want[want.size() - 4], 1.0f);
   EXPECT_EQ(want[want.size() - 3], 0.5f);
+}
+
+// ---- LayerNorm, RMSNorm, AdamW and column sums: scalar evaluations in the documented order -------
+
+// The 16 partial sums of the float norms (vec_kernels.h): element c to partial c mod 16, then
+// pairwise (p[l] += p[l + 8], + 4, + 2, + 1).
+template <typename A, typename F>
+A sum16_scalar(int64_t C, F f) {
+  A part[16] = {};
+  for (int64_t c = 0; c < C; ++c) part[c % 16] += f(c);
+  for (int w = 8; w > 0; w /= 2)
+    for (int l = 0; l < w; ++l) part[l] += part[l + w];
+  return part[0];
+}
+
+struct NormRef {
+  std::vector<float> y, mean, rstd, dx, dw, db;
+};
+
+// norm.cpp's float LayerNorm (rms = false) or RMSNorm (rms = true), forward then backward into a dx
+// that starts at dx0, one element at a time in the documented order.
+NormRef norm_scalar(bool rms, const std::vector<float>& x, const std::vector<float>& dy, const float* w, const float* b,
+                    const std::vector<float>& dx0, int64_t N, int64_t C, float eps) {
+  NormRef r;
+  r.y.resize(x.size());
+  r.mean.resize(2 * N);
+  r.rstd.resize(N);
+  r.dx = dx0;
+  r.dw.assign(C, 0.0f);
+  r.db.assign(C, 0.0f);
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xr = x.data() + n * C;
+    float hi = 0.0f, lo = 0.0f, rs;
+    if (rms) {
+      const double ss = sum16_scalar<double>(C, [&](int64_t c) { return double(xr[c]) * double(xr[c]); });
+      rs = float(1.0 / std::sqrt(ss / double(C) + double(eps)));
+    } else {
+      const double K = xr[0];
+      const double md = sum16_scalar<double>(C, [&](int64_t c) { return double(xr[c]) - K; }) / double(C);
+      const double ss = sum16_scalar<double>(C, [&](int64_t c) {
+        const double d = (double(xr[c]) - K) - md;
+        return d * d;
+      });
+      const double mu = K + md;
+      hi = float(mu);
+      lo = float(mu - double(hi));
+      rs = float(1.0 / std::sqrt(ss / double(C) + double(eps)));
+      r.mean[2 * n] = hi;
+      r.mean[2 * n + 1] = lo;
+    }
+    r.rstd[n] = rs;
+    auto xhat = [&](int64_t c) { return rms ? xr[c] * rs : ((xr[c] - hi) - lo) * rs; };
+    for (int64_t c = 0; c < C; ++c) {
+      float v = rms ? xr[c] * rs : ((xr[c] - hi) - lo) * rs;
+      if (w) v = v * w[c];
+      if (b) v = v + b[c];
+      r.y[n * C + c] = v;
+    }
+    const float* dyr = dy.data() + n * C;
+    auto g = [&](int64_t c) { return w ? dyr[c] * w[c] : dyr[c]; };
+    const float sgx = sum16_scalar<float>(C, [&](int64_t c) { return g(c) * xhat(c); });
+    const float mgx = sgx / float(C);
+    if (rms) {
+      for (int64_t c = 0; c < C; ++c) r.dx[n * C + c] += rs * (g(c) - xr[c] * rs * mgx);
+    } else {
+      const float mg = sum16_scalar<float>(C, g) / float(C);
+      for (int64_t c = 0; c < C; ++c) r.dx[n * C + c] += rs * (g(c) - mg - ((xr[c] - hi) - lo) * rs * mgx);
+    }
+  }
+  for (int64_t c = 0; c < C; ++c) {  // column sums in row order, started at +0, then added to dw, db
+    float aw = 0.0f, ab = 0.0f;
+    for (int64_t n = 0; n < N; ++n) {
+      const float* xr = x.data() + n * C;
+      const float xh =
+          rms ? ((xr[c] - 0.0f) - 0.0f) * r.rstd[n] : ((xr[c] - r.mean[2 * n]) - r.mean[2 * n + 1]) * r.rstd[n];
+      aw += dy[n * C + c] * xh;
+      ab += dy[n * C + c];
+    }
+    r.dw[c] += aw;
+    r.db[c] += ab;
+  }
+  return r;
+}
+
+// LayerNorm and RMSNorm in float through the public kernels: forward (y, the (hi, lo) mean, rstd) and
+// backward (dx accumulated, dw, db) give the bits of the scalar evaluation in the documented order on
+// every path, for 1 and 2 threads, widths 1-40 (all tails) and the model widths, with and without the
+// affine parameters; rows of noise, rows far from 0 (1e5 + noise) and constant rows (var = 0: y = b).
+TEST_P(VecPath, NormsEqualTheScalarBitsInTheDocumentedOrder) {
+  std::mt19937 rng(29);
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  std::vector<int64_t> widths;
+  for (int64_t c = 1; c <= 40; ++c) widths.push_back(c);
+  for (const int64_t c : {64, 127, 128, 129, 384, 768}) widths.push_back(c);
+  for (const int64_t C : widths) {
+    const int64_t N = C >= 128 ? 300 : 37;  // C >= 128: N C over the parallel threshold (2 threads share rows)
+    std::vector<float> x(N * C), dy(N * C), dx0(N * C), w(C), b(C);
+    for (int64_t n = 0; n < N; ++n) {
+      const int kind = n % 3;  // noise, far from 0, constant
+      for (int64_t c = 0; c < C; ++c)
+        x[n * C + c] = kind == 0 ? 2.0f * noise(rng) : kind == 1 ? 1e5f + noise(rng) : -3.25f;
+    }
+    for (auto& v : dy) v = noise(rng);
+    for (auto& v : dx0) v = noise(rng);
+    for (auto& v : w) v = 1.0f + 0.1f * noise(rng);
+    for (auto& v : b) v = noise(rng);
+    for (const bool rms : {false, true}) {
+      for (const bool affine : {true, false}) {
+        const float* wp = affine ? w.data() : nullptr;
+        const float* bp = affine && !rms ? b.data() : nullptr;
+        const NormRef want = norm_scalar(rms, x, dy, wp, bp, dx0, N, C, 1e-5f);
+        for (const int threads : {1, 2}) {
+          omp_set_num_threads(threads);
+          std::vector<float> y(N * C), mean(2 * N), rstd(N), dx = dx0, dw(C, 0.0f), db(C, 0.0f);
+          if (rms) {
+            cpu::rms_norm_forward<float>(y.data(), rstd.data(), x.data(), wp, N, C, 1e-5f);
+            cpu::rms_norm_backward<float>(dx.data(), dw.data(), dy.data(), x.data(), wp, rstd.data(), N, C);
+          } else {
+            cpu::layer_norm_forward<float>(y.data(), mean.data(), rstd.data(), x.data(), wp, bp, N, C, 1e-5f);
+            cpu::layer_norm_backward<float>(dx.data(), dw.data(), db.data(), dy.data(), x.data(), wp, mean.data(),
+                                            rstd.data(), N, C);
+            EXPECT_EQ(first_mismatch(mean, want.mean), -1) << "C=" << C << " mean";
+            EXPECT_EQ(first_mismatch(db, want.db), -1) << "C=" << C << " db";
+          }
+          const std::string what = std::string(vd::vec_isa_name(GetParam())) + (rms ? " rms" : " layer") +
+                                   (affine ? " affine" : "") + " C=" + std::to_string(C) +
+                                   " threads=" + std::to_string(threads);
+          EXPECT_EQ(first_mismatch(y, want.y), -1) << what << " y: " << mismatch_text(x, y, want.y);
+          EXPECT_EQ(first_mismatch(rstd, want.rstd), -1) << what << " rstd";
+          EXPECT_EQ(first_mismatch(dx, want.dx), -1) << what << " dx: " << mismatch_text(x, dx, want.dx);
+          EXPECT_EQ(first_mismatch(dw, want.dw), -1) << what << " dw";
+          if (!rms) {  // a constant row normalises to exactly b (0 without it): var = 0, x - hi = 0
+            for (int64_t c = 0; c < C; ++c) EXPECT_EQ(y[2 * C + c], affine ? b[c] : 0.0f) << what << " c=" << c;
+          }
+        }
+      }
+    }
+  }
+}
+
+// AdamW in float through adamw_step_multi: the bits of optim.cpp's formula evaluated one element at a
+// time, on every path and for 1 and 2 threads, over gradients with zeros, signed zeros, large and tiny
+// values, infinities and NaN, on tensors whose lengths leave every vector tail.
+TEST_P(VecPath, AdamWEqualsTheScalarBits) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  const float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, bc1 = 1.0f - 0.9f * 0.9f * 0.9f,
+              bc2 = 1.0f - 0.95f * 0.95f * 0.95f;
+  const std::vector<int64_t> lens = {1, 7, 16, 17, 31, 33, 100, 40000};
+  std::vector<std::vector<float>> p0, m0, v0, g;
+  for (const int64_t n : lens) {
+    std::vector<float> pp(n), mm(n), vv(n), gg(n);
+    for (int64_t i = 0; i < n; ++i) {
+      pp[i] = noise(rng);
+      mm[i] = 0.1f * noise(rng);
+      vv[i] = 0.01f * std::fabs(noise(rng));
+      gg[i] = noise(rng) * std::pow(10.0f, float(int(rng() % 13) - 8));
+    }
+    if (n >= 7) {
+      gg[0] = 0.0f, gg[1] = -0.0f, gg[2] = 1e30f, gg[3] = std::numeric_limits<float>::infinity();
+      gg[4] = std::numeric_limits<float>::quiet_NaN(), gg[5] = std::numeric_limits<float>::denorm_min();
+      vv[6] = 0.0f, mm[6] = 0.0f, gg[6] = 0.0f;
+    }
+    p0.push_back(pp), m0.push_back(mm), v0.push_back(vv), g.push_back(gg);
+  }
+  // The formula of optim.cpp, one element at a time.
+  std::vector<std::vector<float>> wp = p0, wm = m0, wv = v0;
+  for (size_t t = 0; t < lens.size(); ++t) {
+    const float wd = t % 2 ? 0.1f : 0.0f;
+    const float decay = 1.0f - lr * wd, step_size = lr / bc1, bc2_sqrt = std::sqrt(bc2);
+    for (int64_t i = 0; i < lens[t]; ++i) {
+      const float gi = g[t][i];
+      const float mi = beta1 * wm[t][i] + (1.0f - beta1) * gi;
+      const float vi = beta2 * wv[t][i] + (1.0f - beta2) * gi * gi;
+      wm[t][i] = mi, wv[t][i] = vi;
+      wp[t][i] = wp[t][i] * decay - step_size * (mi / (std::sqrt(vi) / bc2_sqrt + eps));
+    }
+  }
+  for (const int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    std::vector<std::vector<float>> pp = p0, mm = m0, vv = v0;
+    std::vector<cpu::AdamWTensor<float>> ts;
+    for (size_t t = 0; t < lens.size(); ++t)
+      ts.push_back({pp[t].data(), mm[t].data(), vv[t].data(), g[t].data(), lens[t], t % 2 ? 0.1f : 0.0f});
+    cpu::adamw_step_multi<float>(ts.data(), static_cast<int64_t>(ts.size()), lr, beta1, beta2, eps, bc1, bc2);
+    for (size_t t = 0; t < lens.size(); ++t) {
+      const std::string what = std::string(vd::vec_isa_name(GetParam())) + " n=" + std::to_string(lens[t]) +
+                               " threads=" + std::to_string(threads);
+      EXPECT_EQ(first_mismatch(pp[t], wp[t]), -1) << what << " p: " << mismatch_text(g[t], pp[t], wp[t]);
+      EXPECT_EQ(first_mismatch(mm[t], wm[t]), -1) << what << " m";
+      EXPECT_EQ(first_mismatch(vv[t], wv[t]), -1) << what << " v";
+    }
+  }
+}
+
+// sum_dim_forward in float over a middle dim (a bias gradient: outer 1; and outer 3): each output is
+// its column summed over R in row order from +0, on every path, for 1 and 2 threads, for inner widths
+// that leave partial 64-column blocks.
+TEST_P(VecPath, ColumnSumsEqualTheSequentialSums) {
+  std::mt19937 rng(37);
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  for (const int64_t outer : {1, 3}) {
+    for (const int64_t inner : {2, 17, 64, 65, 200, 384}) {
+      for (const int64_t R : {1, 5, 300}) {
+        std::vector<float> x(outer * R * inner);
+        for (auto& v : x) v = noise(rng) * std::pow(2.0f, float(int(rng() % 40) - 20));
+        x[0] = -0.0f;
+        std::vector<float> want(outer * inner);
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i) {
+            float s = 0.0f;
+            for (int64_t r = 0; r < R; ++r) s += x[(o * R + r) * inner + i];
+            want[o * inner + i] = s;
+          }
+        for (const int threads : {1, 2}) {
+          omp_set_num_threads(threads);
+          std::vector<float> y(outer * inner, -7.0f);
+          cpu::sum_dim_forward<float>(y.data(), x.data(), outer, R, inner);
+          EXPECT_EQ(first_mismatch(y, want), -1) << vd::vec_isa_name(GetParam()) << " outer=" << outer << " R=" << R
+                                                 << " inner=" << inner << " threads=" << threads;
+        }
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVecIsas, VecPath, ::testing::ValuesIn(kVecIsas),

@@ -24,7 +24,11 @@
 //    blew those ulps up to |y| ~ 1 and weight gradients of several units;
 //  - double: float rows near a large offset keep their deviations exactly (a float difference is
 //    exact in double), and sums over wide rows do not drift.
-// The row pass in double costs a conversion per element on a row that is in cache. The mean is
+// The row pass in double costs a conversion per element on a row that is in cache.
+// Float rows run in vec_kernels.cpp (layer_norm_*_rows_f32, rms_norm_*_rows_f32, norm_param_grads_f32),
+// compiled for AVX-512, AVX2 and baseline x86-64: there every sum over a row (the statistics in
+// double, the backward's <g> and <g xhat> in float) is taken in 16 partial sums in a fixed order
+// (vec_kernels.h), so all three paths give the same bits, and the double rows stay here. The mean is
 // saved as an unevaluated sum hi + lo of two T values (hi = mean rounded to T, lo = the rest), and
 // every xhat, forward and backward, is ((x - hi) - lo) * rstd: x - hi is exact near the mean
 // (Sterbenz) and lo restores what rounding the mean to T lost. With the mean rounded to float
@@ -32,9 +36,13 @@
 // 1e5), an error in y of 0.004 / std: the offset leaking in. y, dx, dw and db are computed in T
 // from (hi, lo, rstd). RMSNorm's mean of squares is likewise accumulated in double (no overflow of
 // x^2 for float |x| > 1.8e19).
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "tensor/kernels/cpu/vec_kernels.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
@@ -42,6 +50,23 @@ namespace posgrad::kernels::cpu {
 namespace {
 constexpr int64_t kParallelMin = 1 << 15;  // elements
 constexpr int64_t kColBlock = 64;          // columns per parameter-gradient block (fits a stack buffer)
+
+// f(n0, n1) on rows [n0, n1) of N: one contiguous share per thread of a team when N * C elements
+// are enough to pay for one, else all rows on the calling thread. For the float rows of vec_kernels.h,
+// whose instruction set is then chosen once per share rather than once per row.
+template <typename F>
+void for_row_shares(int64_t N, int64_t C, const F& f) {
+  if (N * C <= kParallelMin || omp_in_parallel()) {
+    f(int64_t{0}, N);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t n0 = N * t / nt, n1 = N * (t + 1) / nt;
+    if (n0 < n1) f(n0, n1);
+  }
+}
 
 // Mean and biased variance of one row xr (C >= 1), in double (see the file comment).
 template <typename T>
@@ -71,19 +96,22 @@ void param_grads(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* 
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t c0 = blk * kColBlock, w = std::min(kColBlock, C - c0);
     T acc_w[kColBlock] = {}, acc_b[kColBlock] = {};
-    for (int64_t n = 0; n < N; ++n) {
-      const T* dyr = dy + n * C + c0;
-      const T* xr = x + n * C + c0;
-      const T hi = mean ? mean[2 * n] : T(0), lo = mean ? mean[2 * n + 1] : T(0), rs = rstd[n];
-      if (dw) {
+    if constexpr (std::is_same_v<T, float>)
+      norm_param_grads_f32(dw ? acc_w : nullptr, db ? acc_b : nullptr, dy, x, mean, rstd, N, C, c0, w);
+    else
+      for (int64_t n = 0; n < N; ++n) {
+        const T* dyr = dy + n * C + c0;
+        const T* xr = x + n * C + c0;
+        const T hi = mean ? mean[2 * n] : T(0), lo = mean ? mean[2 * n + 1] : T(0), rs = rstd[n];
+        if (dw) {
 #pragma omp simd
-        for (int64_t c = 0; c < w; ++c) acc_w[c] += dyr[c] * (((xr[c] - hi) - lo) * rs);
-      }
-      if (db) {
+          for (int64_t c = 0; c < w; ++c) acc_w[c] += dyr[c] * (((xr[c] - hi) - lo) * rs);
+        }
+        if (db) {
 #pragma omp simd
-        for (int64_t c = 0; c < w; ++c) acc_b[c] += dyr[c];
+          for (int64_t c = 0; c < w; ++c) acc_b[c] += dyr[c];
+        }
       }
-    }
     if (dw)
       for (int64_t c = 0; c < w; ++c) dw[c0 + c] += acc_w[c];
     if (db)
@@ -95,6 +123,12 @@ void param_grads(T* dw, T* db, const T* dy, const T* x, const T* mean, const T* 
 // y (N, C); mean (N, 2) = (hi, lo), rstd (N) saved for backward; w, b (C) or null.
 template <typename T>
 void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N, int64_t C, T eps) {
+  if constexpr (std::is_same_v<T, float>) {
+    for_row_shares(N, C, [&](int64_t n0, int64_t n1) {
+      layer_norm_forward_rows_f32(y + n0 * C, mean + 2 * n0, rstd + n0, x + n0 * C, w, b, n1 - n0, C, eps);
+    });
+    return;
+  }
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
@@ -127,7 +161,12 @@ template <typename T>
 void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
                          int64_t N, int64_t C) {
   const T c_t = T(C);  // <.> divides by C (not a rounded 1/C): a constant g gives g - <g> = 0 exactly
-  if (dx) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (dx)
+      for_row_shares(N, C, [&](int64_t n0, int64_t n1) {
+        layer_norm_backward_rows_f32(dx + n0 * C, dy + n0 * C, x + n0 * C, w, mean + 2 * n0, rstd + n0, n1 - n0, C);
+      });
+  } else if (dx) {
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
     for (int64_t n = 0; n < N; ++n) {
       const T* xr = x + n * C;
@@ -156,6 +195,12 @@ void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
 // y (N, C); rstd (N) saved; w (C) or null.
 template <typename T>
 void rms_norm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t C, T eps) {
+  if constexpr (std::is_same_v<T, float>) {
+    for_row_shares(N, C, [&](int64_t n0, int64_t n1) {
+      rms_norm_forward_rows_f32(y + n0 * C, rstd + n0, x + n0 * C, w, n1 - n0, C, eps);
+    });
+    return;
+  }
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
@@ -179,7 +224,12 @@ void rms_norm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t 
 template <typename T>
 void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int64_t N, int64_t C) {
   const T c_t = T(C);  // <.> divides by C (not a rounded 1/C): a constant g gives g - <g> = 0 exactly
-  if (dx) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (dx)
+      for_row_shares(N, C, [&](int64_t n0, int64_t n1) {
+        rms_norm_backward_rows_f32(dx + n0 * C, dy + n0 * C, x + n0 * C, w, rstd + n0, n1 - n0, C);
+      });
+  } else if (dx) {
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
     for (int64_t n = 0; n < N; ++n) {
       const T* xr = x + n * C;

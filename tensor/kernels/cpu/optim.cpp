@@ -25,8 +25,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
+#include "tensor/kernels/cpu/vec_kernels.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
@@ -42,6 +44,11 @@ inline void adamw_range(T* p, T* m, T* v, const T* g, int64_t b, int64_t e, T lr
   const T step_size = lr / bias_correction1;
   const T bc2_sqrt = std::sqrt(bias_correction2);
   const T one_m_b1 = T(1) - beta1, one_m_b2 = T(1) - beta2;
+  if constexpr (std::is_same_v<T, float>) {  // the same operations, vectorised for the CPU's instruction set
+    adamw_update_f32(p + b, m + b, v + b, g + b, e - b, beta1, beta2, one_m_b1, one_m_b2, decay, step_size, bc2_sqrt,
+                     eps);
+    return;
+  }
 #pragma omp simd
   for (int64_t i = b; i < e; ++i) {
     const T gi = g[i];

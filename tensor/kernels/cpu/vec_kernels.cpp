@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "tensor/kernels/cpu/vec_math.h"
@@ -237,6 +238,203 @@ float exp_shift_sum_padded_f32(float* x, int64_t n, float shift, float shift2) {
     const int64_t rem = n - i;
     if (rem > 0) exp_last_block(x + i, rem, shift, shift2, part);
     return fold_parts(part);
+  });
+}
+
+namespace {
+
+// 16 partial sums folded pairwise (p[l] += p[l + 8], then + 4, + 2, + 1), as fold_parts, for
+// doubles or floats.
+template <typename A>
+POSGRAD_VEC_BODY inline A fold16(const A* part) {
+  A h[kSumLanes / 2], q[kSumLanes / 4];
+#pragma omp simd
+  for (int l = 0; l < kSumLanes / 2; ++l) h[l] = part[l] + part[l + kSumLanes / 2];
+#pragma omp simd
+  for (int l = 0; l < kSumLanes / 4; ++l) q[l] = h[l] + h[l + kSumLanes / 4];
+  const A r0 = q[0] + q[2], r1 = q[1] + q[3];
+  return r0 + r1;
+}
+
+// sum over c < C of f(c) in the 16 partial sums of the norms (vec_kernels.h): the whole blocks of 16
+// as one inner vector loop, the last C mod 16 elements into partials 0, 1, ... one at a time.
+template <typename A, typename F>
+POSGRAD_VEC_BODY inline A sum16(int64_t C, const F& f) {
+  A part[kSumLanes] = {};
+  int64_t c = 0;
+  for (; c + kSumLanes <= C; c += kSumLanes) {
+#pragma omp simd
+    for (int l = 0; l < kSumLanes; ++l) part[l] += f(c + l);
+  }
+  for (int l = 0; c + l < C; ++l) part[l] += f(c + l);
+  return fold16(part);
+}
+
+// Mean and biased variance of a float row by the shifted two-pass algorithm, in double (norm.cpp).
+POSGRAD_VEC_BODY inline void row_moments_f32(const float* xr, int64_t C, double& mean, double& var) {
+  const double K = static_cast<double>(xr[0]);
+  const double md = sum16<double>(C, [&](int64_t c) POSGRAD_VEC_BODY { return static_cast<double>(xr[c]) - K; }) /
+                    static_cast<double>(C);
+  const double ss = sum16<double>(C, [&](int64_t c) POSGRAD_VEC_BODY {
+    const double d = (static_cast<double>(xr[c]) - K) - md;
+    return d * d;
+  });
+  mean = K + md;
+  var = ss / static_cast<double>(C);
+}
+
+}  // namespace
+
+void layer_norm_forward_rows_f32(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                                 int64_t rows, int64_t C, float eps) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+    for (int64_t n = 0; n < rows; ++n) {
+      const float* xr = x + n * C;
+      float* yr = y + n * C;
+      double mu_d, var;
+      row_moments_f32(xr, C, mu_d, var);
+      const float hi = static_cast<float>(mu_d), lo = static_cast<float>(mu_d - static_cast<double>(hi));
+      const float rs = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+      mean[2 * n] = hi;
+      mean[2 * n + 1] = lo;
+      rstd[n] = rs;
+      if (w && b) {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) yr[c] = ((xr[c] - hi) - lo) * rs * w[c] + b[c];
+      } else if (w) {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) yr[c] = ((xr[c] - hi) - lo) * rs * w[c];
+      } else if (b) {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) yr[c] = ((xr[c] - hi) - lo) * rs + b[c];
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) yr[c] = ((xr[c] - hi) - lo) * rs;
+      }
+    }
+  });
+}
+
+void layer_norm_backward_rows_f32(float* dx, const float* dy, const float* x, const float* w, const float* mean,
+                                  const float* rstd, int64_t rows, int64_t C) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+    const float c_t = static_cast<float>(C);
+    for (int64_t n = 0; n < rows; ++n) {
+      const float* xr = x + n * C;
+      const float* dyr = dy + n * C;
+      float* dxr = dx + n * C;
+      const float hi = mean[2 * n], lo = mean[2 * n + 1], rs = rstd[n];
+      const float sg = sum16<float>(C, [&](int64_t c) POSGRAD_VEC_BODY { return w ? dyr[c] * w[c] : dyr[c]; });
+      const float sgx = sum16<float>(
+          C, [&](int64_t c) POSGRAD_VEC_BODY { return (w ? dyr[c] * w[c] : dyr[c]) * (((xr[c] - hi) - lo) * rs); });
+      const float mg = sg / c_t, mgx = sgx / c_t;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        const float g = w ? dyr[c] * w[c] : dyr[c];
+        dxr[c] += rs * (g - mg - ((xr[c] - hi) - lo) * rs * mgx);
+      }
+    }
+  });
+}
+
+void rms_norm_forward_rows_f32(float* y, float* rstd, const float* x, const float* w, int64_t rows, int64_t C,
+                               float eps) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+    for (int64_t n = 0; n < rows; ++n) {
+      const float* xr = x + n * C;
+      float* yr = y + n * C;
+      const double ss = sum16<double>(
+          C, [&](int64_t c) POSGRAD_VEC_BODY { return static_cast<double>(xr[c]) * static_cast<double>(xr[c]); });
+      const float rs = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(C) + static_cast<double>(eps)));
+      rstd[n] = rs;
+      if (w) {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * rs * w[c];
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * rs;
+      }
+    }
+  });
+}
+
+void rms_norm_backward_rows_f32(float* dx, const float* dy, const float* x, const float* w, const float* rstd,
+                                int64_t rows, int64_t C) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+    const float c_t = static_cast<float>(C);
+    for (int64_t n = 0; n < rows; ++n) {
+      const float* xr = x + n * C;
+      const float* dyr = dy + n * C;
+      float* dxr = dx + n * C;
+      const float rs = rstd[n];
+      const float sgx =
+          sum16<float>(C, [&](int64_t c) POSGRAD_VEC_BODY { return (w ? dyr[c] * w[c] : dyr[c]) * (xr[c] * rs); });
+      const float mgx = sgx / c_t;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        const float g = w ? dyr[c] * w[c] : dyr[c];
+        dxr[c] += rs * (g - xr[c] * rs * mgx);
+      }
+    }
+  });
+}
+
+void norm_param_grads_f32(float* acc_w, float* acc_b, const float* dy, const float* x, const float* mean,
+                          const float* rstd, int64_t N, int64_t C, int64_t c0, int64_t width) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+    for (int64_t n = 0; n < N; ++n) {
+      const float* dyr = dy + n * C + c0;
+      const float* xr = x + n * C + c0;
+      const float hi = mean ? mean[2 * n] : 0.0f, lo = mean ? mean[2 * n + 1] : 0.0f, rs = rstd[n];
+      if (acc_w) {
+#pragma omp simd
+        for (int64_t c = 0; c < width; ++c) acc_w[c] += dyr[c] * (((xr[c] - hi) - lo) * rs);
+      }
+      if (acc_b) {
+#pragma omp simd
+        for (int64_t c = 0; c < width; ++c) acc_b[c] += dyr[c];
+      }
+    }
+  });
+}
+
+void adamw_update_f32(float* p, float* m, float* v, const float* g, int64_t n, float beta1, float beta2, float one_m_b1,
+                      float one_m_b2, float decay, float step_size, float bc2_sqrt, float eps) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = g[i];
+      const float mi = beta1 * m[i] + one_m_b1 * gi;
+      const float vi = beta2 * v[i] + one_m_b2 * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+      p[i] = p[i] * decay - step_size * (mi / denom);
+    }
+  });
+}
+
+void column_sums_f32(float* y, const float* x, int64_t R, int64_t ld, int64_t width) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+    constexpr int64_t kMax = 64;
+    float acc[kMax];
+    if (width == kMax) {  // the common whole block: a fixed trip count keeps acc in registers
+#pragma omp simd
+      for (int64_t i = 0; i < kMax; ++i) acc[i] = 0.0f;
+      for (int64_t r = 0; r < R; ++r) {
+        const float* xr = x + r * ld;
+#pragma omp simd
+        for (int64_t i = 0; i < kMax; ++i) acc[i] += xr[i];
+      }
+    } else {
+      for (int64_t i = 0; i < width; ++i) acc[i] = 0.0f;
+      for (int64_t r = 0; r < R; ++r) {
+        const float* xr = x + r * ld;
+#pragma omp simd
+        for (int64_t i = 0; i < width; ++i) acc[i] += xr[i];
+      }
+    }
+    for (int64_t i = 0; i < width; ++i) y[i] = acc[i];
   });
 }
 

@@ -3,7 +3,9 @@
 //
 // What it is: the loops whose time is their transcendental functions — the exact GELU forward and
 // backward (elementwise.cpp), the attention's exponentials with their row sum (attention.cpp) and the
-// cross-entropy's (cross_entropy.cpp) — and CoPE's gates (cope.cpp), written with vec_math.h's exp and erf, plus the
+// cross-entropy's (cross_entropy.cpp) — and CoPE's gates (cope.cpp), written with vec_math.h's exp and erf;
+// the float rows of LayerNorm and RMSNorm (norm.cpp), the float AdamW update (optim.cpp) and the
+// float column sums of sum_dim (reduce.cpp), which the baseline build ran four lanes wide; plus the
 // selector of their instruction set, exposed (like the GEMM's, gemm_internal.h) so that tests and benchmarks run every
 // path on one machine. What it is not: part of the public kernel API (kernels.h's unary GELU and the attention kernels
 // call these for float; double keeps libm in the callers), nor the GEMM's selector: the two are independent, and
@@ -11,8 +13,8 @@
 //
 // Determinism: every path performs the same IEEE float operations per element in the same order —
 // the build compiles without contraction into FMA (-ffp-contract=off) and without reassociation,
-// and exp_shift_sum_f32 adds its elements in one fixed order of 16 partial sums whatever the
-// vector width — so the three paths return the same bits (tests/test_isa_paths.cpp checks it on
+// and exp_shift_sum_f32 and the norms add their elements in one fixed order of 16 partial sums
+// whatever the vector width — so the three paths return the same bits (tests/test_isa_paths.cpp checks it on
 // every path the machine has, against a scalar evaluation of vec_math.h).
 #pragma once
 
@@ -64,6 +66,48 @@ void exp_shift_axpy_f32(float* y, const float* x, int64_t n, float shift, float 
 // for negative arguments so that neither form overflows (exp_approx). CoPE's gates (cope.cpp).
 // g, a (n); g == a allowed. No errors (NaN in, NaN out).
 void sigmoid_scaled_f32(float* g, const float* a, int64_t n, float scale);
+
+// ---- LayerNorm and RMSNorm rows in float (norm.cpp's float path; the formulas, the shifted two-pass
+// statistics in double and the (hi, lo) mean are described there). Every sum over a row's C elements
+// is taken in 16 partial sums — element c goes to partial c mod 16, in increasing c — that are then
+// added pairwise (p[l] += p[l + 8], then + 4, + 2, + 1): exp_shift_sum_f32's order, so every path
+// returns the same bits (the statistics' partial sums are doubles, the backward's floats). The
+// elementwise loops perform norm.cpp's operations per element, in its order.
+// Rows [0, rows) of x, y, dy, dx (rows, C), C >= 1; mean (rows, 2) = (hi, lo); rstd (rows); w, b (C)
+// or null. No errors (NaN in, NaN out).
+
+// y = ((x - hi) - lo) rstd w + b, writing mean and rstd.
+void layer_norm_forward_rows_f32(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
+                                 int64_t rows, int64_t C, float eps);
+// dx += rstd (g - <g> - xhat <g xhat>), g = dy w (dy without w).
+void layer_norm_backward_rows_f32(float* dx, const float* dy, const float* x, const float* w, const float* mean,
+                                  const float* rstd, int64_t rows, int64_t C);
+// y = x rstd w, rstd = 1 / sqrt(<x^2> + eps), writing rstd.
+void rms_norm_forward_rows_f32(float* y, float* rstd, const float* x, const float* w, int64_t rows, int64_t C,
+                               float eps);
+// dx += rstd (g - xhat <g xhat>), xhat = x rstd.
+void rms_norm_backward_rows_f32(float* dx, const float* dy, const float* x, const float* w, const float* rstd,
+                                int64_t rows, int64_t C);
+// The parameter gradients' column sums over one block of `width` columns starting at column c0:
+// for n = 0 .. N - 1 in order, acc_w[c] += dy[n, c0 + c] xhat(n, c0 + c) (acc_w null: skipped) and
+// acc_b[c] += dy[n, c0 + c] (acc_b null: skipped), c < width; xhat = ((x - hi) - lo) rstd, or x rstd
+// when mean is null (RMSNorm). dy, x (N, C). Each column is one chain of additions in row order, so
+// the vector width changes nothing.
+void norm_param_grads_f32(float* acc_w, float* acc_b, const float* dy, const float* x, const float* mean,
+                          const float* rstd, int64_t N, int64_t C, int64_t c0, int64_t width);
+
+// The AdamW update of n float elements (optim.cpp's adamw_range, whose operations it performs per
+// element in the same order: the same bits on every path): m = beta1 m + one_m_b1 g,
+// v = beta2 v + one_m_b2 g g, p = p decay - step_size (m / (sqrt(v) / bc2_sqrt + eps)). p, m, v, g (n).
+// No errors.
+void adamw_update_f32(float* p, float* m, float* v, const float* g, int64_t n, float beta1, float beta2, float one_m_b1,
+                      float one_m_b2, float decay, float step_size, float bc2_sqrt, float eps);
+
+// Column sums of a block of at most 64 columns: y[i] = sum over r = 0 .. R - 1, in order, of
+// x[r ld + i], i < width <= 64, starting from +0 (reduce.cpp's sum over a middle dim; a bias
+// gradient). Each column is one chain of additions in row order, so the vector width changes
+// nothing. y (width), x (R rows of stride ld). No errors.
+void column_sums_f32(float* y, const float* x, int64_t R, int64_t ld, int64_t width);
 
 namespace vec_detail {
 
