@@ -4,9 +4,9 @@
 //    every path (AVX-512, AVX2, baseline) gives the same bits as a scalar evaluation of
 //    vec_math.h in this file, on special values, a dense grid, random bit patterns and ragged
 //    lengths; through unary_forward / unary_backward with 1 and 2 threads too.
-//  * LayerNorm and RMSNorm (16 partial sums per row in a fixed order), AdamW and the column sums of
-//    sum_dim in float: every path gives the bits of a scalar evaluation in the documented order, for
-//    1 and 2 threads.
+//  * LayerNorm and RMSNorm (16 partial sums per row in a fixed order), AdamW, the column sums of
+//    sum_dim and the binary elementwise ops in float: every path gives the bits of a scalar evaluation in the
+//    documented order, for 1 and 2 threads.
 //  * the fused attention, forward and backward: with the GEMM held on one path, the same bits
 //    whatever the vec path and for 1 and 2 threads; between GEMM paths, within a stated bound of a
 //    double-precision evaluation (the GEMM sums in another order and, off scalar, with FMAs).
@@ -608,6 +608,47 @@ TEST_P(VecPath, ColumnSumsEqualTheSequentialSums) {
                                                  << " inner=" << inner << " threads=" << threads;
         }
       }
+    }
+  }
+}
+
+// binary_forward / binary_backward in float (+, -, *, /): the bits of the scalar expressions, element
+// by element, on every path and for 1 and 2 threads, over the special values of elementwise_inputs
+// paired with a shifted copy of themselves (0 / 0, inf - inf, signed zeros, subnormal products).
+TEST_P(VecPath, BinaryOpsEqualTheScalarBits) {
+  const auto a = elementwise_inputs();
+  std::vector<float> b(a.size()), dy(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    b[i] = a[(i * 7 + 3) % a.size()];
+    dy[i] = a[(i * 13 + 5) % a.size()];
+  }
+  const int64_t n = static_cast<int64_t>(a.size());
+  using posgrad::kernels::BinaryOp;
+  for (const BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div}) {
+    std::vector<float> want_y(a.size()), want_da(a.size()), want_db(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      switch (op) {
+        case BinaryOp::Add: want_y[i] = a[i] + b[i], want_da[i] = 0.0f + dy[i], want_db[i] = 0.0f + dy[i]; break;
+        case BinaryOp::Sub: want_y[i] = a[i] - b[i], want_da[i] = 0.0f + dy[i], want_db[i] = 0.0f + -dy[i]; break;
+        case BinaryOp::Mul:
+          want_y[i] = a[i] * b[i], want_da[i] = 0.0f + dy[i] * b[i], want_db[i] = 0.0f + dy[i] * a[i];
+          break;
+        case BinaryOp::Div:
+          want_y[i] = a[i] / b[i], want_da[i] = 0.0f + dy[i] / b[i];
+          want_db[i] = 0.0f + -dy[i] * ((a[i] / b[i]) / b[i]);
+          break;
+      }
+    }
+    for (const int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      std::vector<float> y(a.size()), da(a.size(), -7.0f), db(a.size(), -7.0f);
+      cpu::binary_forward<float>(y.data(), a.data(), b.data(), n, op);
+      cpu::binary_backward<float>(da.data(), db.data(), dy.data(), a.data(), b.data(), n, op);
+      const std::string what = std::string(vd::vec_isa_name(GetParam())) + " op " + std::to_string(int(op)) +
+                               " threads=" + std::to_string(threads);
+      EXPECT_EQ(first_mismatch(y, want_y), -1) << what << ": " << mismatch_text(a, y, want_y);
+      EXPECT_EQ(first_mismatch(da, want_da), -1) << what << " da: " << mismatch_text(a, da, want_da);
+      EXPECT_EQ(first_mismatch(db, want_db), -1) << what << " db: " << mismatch_text(a, db, want_db);
     }
   }
 }

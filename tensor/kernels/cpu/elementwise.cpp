@@ -194,6 +194,10 @@ void gelu_backward_saved(T* dx, const T* dy, const T* x, const T* s, int64_t n) 
 
 template <typename T>
 void binary_forward(T* y, const T* a, const T* b, int64_t n, BinaryOp op) {
+  if constexpr (std::is_same_v<T, float>) {  // the same operations, vectorised for the CPU's instruction set
+    chunked(n, [&](int64_t s, int64_t c) { binary_forward_f32(y + s, a + s, b + s, c, op); });
+    return;
+  }
   switch (op) {
 #define LOOP(expr)                                                                                                     \
   _Pragma("omp parallel for simd schedule(static) if (n > kParallelMin)") for (int64_t i = 0; i < n; ++i) y[i] = expr; \
@@ -208,6 +212,13 @@ void binary_forward(T* y, const T* a, const T* b, int64_t n, BinaryOp op) {
 
 template <typename T>
 void binary_backward(T* da, T* db, const T* dy, const T* a, const T* b, int64_t n, BinaryOp op) {
+  if constexpr (std::is_same_v<T, float>) {  // the same operations, vectorised for the CPU's instruction set
+    chunked(n, [&](int64_t s, int64_t c) {
+      binary_backward_f32(da ? da + s : nullptr, db ? db + s : nullptr, dy + s, a ? a + s : nullptr,
+                          b ? b + s : nullptr, c, op);
+    });
+    return;
+  }
 #define WRITE(ptr, expr)                                                                                             \
   if (ptr) {                                                                                                         \
     _Pragma("omp parallel for simd schedule(static) if (n > kParallelMin)") for (int64_t i = 0; i < n; ++i) ptr[i] = \

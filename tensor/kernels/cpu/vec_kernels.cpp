@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "tensor/kernels/cpu/vec_math.h"
+#include "tensor/kernels/kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define POSGRAD_VEC_X86 1
@@ -435,6 +436,38 @@ void column_sums_f32(float* y, const float* x, int64_t R, int64_t ld, int64_t wi
       }
     }
     for (int64_t i = 0; i < width; ++i) y[i] = acc[i];
+  });
+}
+
+void binary_forward_f32(float* y, const float* a, const float* b, int64_t n, BinaryOp op) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+    switch (op) {
+#define POSGRAD_LOOP(expr)                                         \
+  _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) y[i] = expr; \
+  break;
+      case BinaryOp::Add: POSGRAD_LOOP(a[i] + b[i])
+      case BinaryOp::Sub: POSGRAD_LOOP(a[i] - b[i])
+      case BinaryOp::Mul: POSGRAD_LOOP(a[i] * b[i])
+      case BinaryOp::Div: POSGRAD_LOOP(a[i] / b[i])
+#undef POSGRAD_LOOP
+    }
+  });
+}
+
+void binary_backward_f32(float* da, float* db, const float* dy, const float* a, const float* b, int64_t n,
+                         BinaryOp op) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+#define POSGRAD_WRITE(ptr, expr)                                                \
+  if (ptr) {                                                                    \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) ptr[i] = 0.0f + (expr); \
+  }
+    switch (op) {
+      case BinaryOp::Add: POSGRAD_WRITE(da, dy[i]) POSGRAD_WRITE(db, dy[i]) break;
+      case BinaryOp::Sub: POSGRAD_WRITE(da, dy[i]) POSGRAD_WRITE(db, -dy[i]) break;
+      case BinaryOp::Mul: POSGRAD_WRITE(da, dy[i] * b[i]) POSGRAD_WRITE(db, dy[i] * a[i]) break;
+      case BinaryOp::Div: POSGRAD_WRITE(da, dy[i] / b[i]) POSGRAD_WRITE(db, -dy[i] * ((a[i] / b[i]) / b[i])) break;
+    }
+#undef POSGRAD_WRITE
   });
 }
 

@@ -20,6 +20,10 @@
 
 #include <cstdint>
 
+namespace posgrad::kernels {
+enum class BinaryOp : uint8_t;  // kernels.h
+}
+
 namespace posgrad::kernels::cpu {
 
 // Exact GELU in float: y[i] = 0.5 x[i] (1 + erf(x[i] / sqrt 2)) with vec_math.h's erf_approx
@@ -108,6 +112,13 @@ void adamw_update_f32(float* p, float* m, float* v, const float* g, int64_t n, f
 // gradient). Each column is one chain of additions in row order, so the vector width changes
 // nothing. y (width), x (R rows of stride ld). No errors.
 void column_sums_f32(float* y, const float* x, int64_t R, int64_t ld, int64_t width);
+
+// elementwise.cpp's float binary_forward and binary_backward on n elements, the same operations per
+// element: y = a op b (op: +, -, *, /); da = +0 + d(a op b)/da dy, db likewise (da or db null: not
+// written; the +0 turns a -0 into +0, as an accumulation into zeros would). y may alias a or b, da
+// and db may alias dy. No errors.
+void binary_forward_f32(float* y, const float* a, const float* b, int64_t n, BinaryOp op);
+void binary_backward_f32(float* da, float* db, const float* dy, const float* a, const float* b, int64_t n, BinaryOp op);
 
 namespace vec_detail {
 
