@@ -85,13 +85,15 @@ Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, int64_t i
 Tensor cat(const TensorList& xs, int64_t dim);
 TensorList split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
 TensorList split(const Tensor& x, int64_t size, int64_t dim);  // chunks of `size` (last may be smaller)
-// x (B, T, parts * C) -> `parts` tensors (B, H, T, D), D = C / H with H = heads, each contiguous: part p,
-// head h is x[:, :, p C + h D : p C + (h + 1) D] with T and H swapped. The fused query/key/value
-// projection's split into heads (GPT-2's c_attn output split into three, each viewed (B, T, H, D)
-// and transposed(1, 2): nanoGPT model.py, CausalSelfAttention.forward) as one copy per part; the
-// backward writes each part's gradient straight into its slot of one (B, T, parts * C) (a missing
-// one as zeros). Throws ValueError (parts or heads < 1) and ShapeError (x not 3-d, its last dim
-// not parts x heads equal slices).
+// x (B, T, parts * C) -> `parts` tensors (B, H, T, D), D = C / H with H = heads: part p, head h is
+// x[:, :, p C + h D : p C + (h + 1) D] with T and H swapped. The fused query/key/value projection's
+// split into heads (GPT-2's c_attn output split into three, each viewed (B, T, H, D) and
+// transposed(1, 2): nanoGPT model.py, CausalSelfAttention.forward). On the CPU each part is a view of
+// x (strides (T parts C, D, parts C, 1)), which the fused attention reads in place; on CUDA one
+// contiguous copy per part. The backward writes each part's gradient into its slot of one
+// (B, T, parts * C) (a missing one as zeros), or, when the parts' gradients already are the slots
+// of one such buffer (the CPU attention's backward writes them so), returns that buffer uncopied. Throws ValueError
+// (parts or heads < 1) and ShapeError (x not 3-d, its last dim not parts x heads equal slices).
 TensorList split_heads(const Tensor& x, int64_t parts, int64_t heads);
 
 }  // namespace posgrad

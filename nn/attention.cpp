@@ -24,9 +24,11 @@ CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionE
   POSGRAD_CHECK(x.dim() == 3 && x.size(2) == n_embd, ShapeError, "CausalSelfAttention: x must be (B, T, ", n_embd,
                 "), got ", shape_str(x.shape()));
   const int64_t T = x.size(1), C = n_embd, H = n_head, D = C / H;
-  // (B, T, 3C) -> q, k, v, each (B, H, T, D) contiguous, in one copy each; the backward writes each
-  // gradient into its third of one (B, T, 3C) buffer (split_heads). Three narrow views instead would
-  // each fill a whole (B, T, 3C) with zeros in backward, and the engine would add the three.
+  // (B, T, 3C) -> q, k, v, each (B, H, T, D): on the CPU views the fused attention reads in place, its
+  // output (B, H, T, D) a view of (B, T, H, D) memory (the merge below copies nothing), and its
+  // gradients the thirds of one (B, T, 3C) buffer that split_heads' backward passes on. Three narrow
+  // views instead would each fill a whole (B, T, 3C) with zeros in backward, and the engine would add
+  // the three.
   const TensorList parts = split_heads(qkv->forward(x), 3, H);
   Heads h;
   h.q = parts[0];

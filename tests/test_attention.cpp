@@ -169,6 +169,59 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(All, FusedVsNaive, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
+// The bytes of t (contiguous copy), for comparisons that tell -0 from +0 and NaN payloads apart.
+std::vector<unsigned char> bytes_of(const Tensor& t) {
+  const Tensor c = t.detach().contiguous();
+  const auto* p = static_cast<const unsigned char*>(c.raw_data());
+  return std::vector<unsigned char>(p, p + c.numel() * static_cast<int64_t>(dtype_size(c.dtype())));
+}
+
+// On the CPU split_heads returns views of the (B, T, 3C) projection, and the fused attention reads q,
+// k, v through their strides, writes its output as (B, T, H, D) memory (so merging the heads copies
+// nothing) and accumulates dq, dk, dv into the thirds of one (B, T, 3C) buffer, which split_heads'
+// backward passes on as x's gradient. Against the same graph on dense copies of the heads: the
+// merged output and the gradients of x and of the modifier's tensors are the same bytes, for every
+// modifier kind, with sinks, causal and bidirectional, one tile and several (T = 130), float and double.
+TEST(Attention, SplitHeadViewsGiveTheBytesOfDenseHeads) {
+  for (const DType dt : {DType::Float64, DType::Float32})
+    for (const Mod kind : {Mod::None, Mod::Distance, Mod::T5, Mod::ALiBi, Mod::DeBERTa})
+      for (const bool causal : {true, false})
+        for (const int64_t T : {int64_t{13}, int64_t{130}}) {
+          const int64_t B = 2, H = 3, D = 8, C = H * D;
+          const Case c{"", kind, causal, B, H, T, D};
+          const bool sinks = kind == Mod::None || kind == Mod::T5;
+          auto once = [&](bool dense) {
+            Built b = build(c, dt, 41);  // its q, k, v are unused: the heads come from qkv
+            Generator g(43);
+            Tensor qkv = randn({B, T, 3 * C}, g, dt).set_requires_grad(true);
+            if (sinks) {
+              b.inputs.push_back(randn({H}, g, dt).set_requires_grad(true));
+              b.mod.sinks = b.inputs.back();
+            }
+            TensorList parts = split_heads(qkv, 3, H);
+            EXPECT_TRUE(parts[1].shares_storage(qkv));
+            if (dense)
+              for (auto& part : parts) part = part.contiguous();
+            const Tensor o = attention(parts[0], parts[1], parts[2], b.mod, causal, b.scale);
+            const Tensor y = o.permute({0, 2, 1, 3}).reshape({B, T, C});  // as the attention layer merges
+            Generator gy(47);
+            y.backward(randn(y.shape(), gy, dt));
+            std::vector<std::vector<unsigned char>> out{bytes_of(y), bytes_of(qkv.grad())};
+            for (size_t i = 3; i < b.inputs.size(); ++i) out.push_back(bytes_of(b.inputs[i].grad()));
+            return out;
+          };
+          const auto strided = once(false), dense = once(true);
+          ASSERT_EQ(strided.size(), dense.size());
+          for (size_t i = 0; i < strided.size(); ++i)
+            EXPECT_TRUE(strided[i] == dense[i])
+                << (i == 0   ? "output"
+                    : i == 1 ? "d qkv"
+                             : "modifier gradient")
+                << " differs: kind " << static_cast<int>(kind) << (causal ? " causal" : " bidirectional") << " T=" << T
+                << (dt == DType::Float32 ? " float" : " double");
+        }
+}
+
 TEST(Attention, FullyMaskedRowsAreZeroNotNaN) {
   Case c{"masked", Mod::DeBERTa, true, 1, 2, 9, 4, -4};
   TensorList f = run(c, DType::Float64, false);

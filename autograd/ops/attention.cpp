@@ -241,6 +241,28 @@ ModifierInputs modifier_inputs(const ScoreModifier& mod) {
   return in;
 }
 
+// On the CPU the kernels read and write each (B, H, T, D) operand through its strides
+// (kernels::cpu::HeadStrides): q, k, v straight from split_heads' views of the (B, T, 3C) projection,
+// the output into (B, T, H, D) memory that merging the heads reads without a copy, dq, dk, dv into the
+// thirds of one (B, T, 3C) buffer that split_heads' backward passes on as it is. CUDA keeps dense copies.
+bool rows_contiguous(const Tensor& t) { return t.dim() == 4 && t.strides()[3] == 1; }
+kernels::cpu::HeadStrides head_strides(const Tensor& t) { return {t.strides()[0], t.strides()[1], t.strides()[2]}; }
+// t itself when the kernels can read it through its strides (CPU, last dim contiguous), else a dense copy.
+Tensor strided_or_dense(const Tensor& t) {
+  return t.defined() && !t.device().is_cuda() && rows_contiguous(t) ? t : t.contiguous();
+}
+// q, k, v are split_heads' three views of one (B, T, 3 H D) buffer: same storage, the heads of one
+// token row D apart, the rows 3 H D apart, k and v H D and 2 H D after q.
+bool packed_thirds(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (!rows_contiguous(q) || !q.shares_storage(k) || !q.shares_storage(v) || q.shape() != k.shape() ||
+      q.shape() != v.shape() || q.strides() != k.strides() || q.strides() != v.strides())
+    return false;
+  const int64_t H = q.size(1), T = q.size(2), D = q.size(3);
+  const Shape& st = q.strides();
+  return st[1] == D && st[2] == 3 * H * D && st[0] == T * st[2] && k.offset() == q.offset() + H * D &&
+         v.offset() == q.offset() + 2 * H * D;
+}
+
 struct AttentionFn : Function<AttentionFn> {
   static constexpr const char* kName = "attention";
   struct Saved {
@@ -251,11 +273,14 @@ struct AttentionFn : Function<AttentionFn> {
   static Tensor forward(Context<Saved>& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
                         const Tensor& kr, const Tensor& qr, const Tensor& sinks, const AttentionConfig& cfg) {
     const Dims d = check_inputs(q, k, v, bias, kr, qr, sinks, cfg);
-    Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    const bool cpu = !q.device().is_cuda();
+    Tensor qc = strided_or_dense(q), kc = strided_or_dense(k), vc = strided_or_dense(v);
     Tensor tc = bias.defined() ? bias.contiguous() : Tensor();
     Tensor krc = kr.defined() ? kr.contiguous() : Tensor(), qrc = qr.defined() ? qr.contiguous() : Tensor();
     Tensor snc = sinks.defined() ? sinks.contiguous() : Tensor();
-    Tensor o = Tensor::empty({d.B, d.H, d.Tq, d.D}, q.dtype(), q.device());
+    // (B, H, Tq, D); on the CPU a view of (B, Tq, H, D) memory.
+    Tensor o = cpu ? Tensor::empty({d.B, d.Tq, d.H, d.D}, q.dtype(), q.device()).permute({0, 2, 1, 3})
+                   : Tensor::empty({d.B, d.H, d.Tq, d.D}, q.dtype(), q.device());
     Tensor stats = Tensor::empty({d.B, d.H, d.Tq, 2}, q.dtype(), q.device());
     const int64_t ns =
         cfg.positions()
@@ -266,11 +291,14 @@ struct AttentionFn : Function<AttentionFn> {
     const int64_t* rows = cfg.rows();
     dispatch_floating(q.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
-      if (cfg.positions()) {  // CPU only (make_config refuses CUDA)
-        kernels::cpu::attention_forward_positions<T>(
+      if (cpu) {  // per-token positions are CPU only (make_config refuses them on CUDA)
+        const kernels::cpu::AttentionStrides st{
+            head_strides(qc), head_strides(kc), head_strides(vc), head_strides(o), head_strides(o), {}, {}, {}};
+        kernels::cpu::attention_forward_strided<T>(
             o.data<T>(), stats.data<T>(), scratch.data<T>(), qc.data<T>(), kc.data<T>(), vc.data<T>(),
             data_or_null<T>(tc), data_or_null<T>(krc), data_or_null<T>(qrc), data_or_null<T>(snc), du, rows,
-            cfg.q_pos.data(), cfg.k_pos.data(), d.B, d.H, d.Tq, d.Tk, d.D, d.U, cfg.kind, cfg.causal, T(cfg.scale));
+            cfg.positions() ? cfg.q_pos.data() : nullptr, cfg.positions() ? cfg.k_pos.data() : nullptr, d.B, d.H, d.Tq,
+            d.Tk, d.D, d.U, cfg.q_offset, cfg.kind, cfg.causal, T(cfg.scale), st);
         return;
       }
       POSGRAD_KERNEL(q.device(), attention_forward<T>, o.data<T>(), stats.data<T>(), scratch.data<T>(), qc.data<T>(),
@@ -295,11 +323,23 @@ struct AttentionFn : Function<AttentionFn> {
   static TensorList backward(Context<Saved>& ctx, const TensorList& grads) {
     const auto& s = ctx.saved;
     const Dims& d = s.dims;
-    Tensor dout = grads[0].contiguous();
+    const bool cpu = !s.q.device().is_cuda();
+    Tensor dout = strided_or_dense(grads[0]);
     auto zeros_like = [&](const Tensor& t, size_t slot) {
       return ctx.needs(slot) ? Tensor::zeros(t.shape(), t.dtype(), t.device()) : Tensor();
     };
-    Tensor dq = zeros_like(s.q, 0), dk = zeros_like(s.k, 1), dv = zeros_like(s.v, 2);
+    Tensor dq, dk, dv;
+    if (cpu && packed_thirds(s.q, s.k, s.v)) {
+      // One (B, T, 3 H D) gradient whose thirds have q's, k's and v's layout: split_heads' backward
+      // then hands it on without a copy.
+      const Tensor g = Tensor::zeros({d.B, d.Tq, 3 * d.H * d.D}, s.q.dtype(), s.q.device());
+      auto third = [&](int64_t part, size_t slot) {
+        return ctx.needs(slot) ? g.as_strided_nograd(s.q.shape(), s.q.strides(), part * d.H * d.D) : Tensor();
+      };
+      dq = third(0, 0), dk = third(1, 1), dv = third(2, 2);
+    } else {
+      dq = zeros_like(s.q, 0), dk = zeros_like(s.k, 1), dv = zeros_like(s.v, 2);
+    }
     Tensor dbias = s.bias.defined() ? zeros_like(s.bias, 3) : Tensor();
     Tensor dkr = s.kr.defined() ? zeros_like(s.kr, 4) : Tensor();
     Tensor dqr = s.qr.defined() ? zeros_like(s.qr, 5) : Tensor();
@@ -313,14 +353,20 @@ struct AttentionFn : Function<AttentionFn> {
     const int64_t* rows = s.cfg.rows();
     dispatch_floating(dout.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
-      if (s.cfg.positions()) {
-        kernels::cpu::attention_backward_positions<T>(
+      if (cpu) {
+        auto strides_or_none = [](const Tensor& t) {
+          return t.defined() ? head_strides(t) : kernels::cpu::HeadStrides{};
+        };
+        const kernels::cpu::AttentionStrides st{head_strides(s.q),   head_strides(s.k),  head_strides(s.v),
+                                                head_strides(s.o),   head_strides(dout), strides_or_none(dq),
+                                                strides_or_none(dk), strides_or_none(dv)};
+        kernels::cpu::attention_backward_strided<T>(
             data_or_null<T>(dq), data_or_null<T>(dk), data_or_null<T>(dv), data_or_null<T>(dbias), data_or_null<T>(dkr),
             data_or_null<T>(dqr), data_or_null<T>(dsinks), scratch.data<T>(), dout.data<T>(), data_or_null<T>(s.q),
             data_or_null<T>(s.k), data_or_null<T>(s.v), data_or_null<T>(s.o), data_or_null<T>(s.stats),
             data_or_null<T>(s.bias), data_or_null<T>(s.kr), data_or_null<T>(s.qr), data_or_null<T>(s.sinks), du, rows,
-            s.cfg.q_pos.data(), s.cfg.k_pos.data(), d.B, d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.kind, s.cfg.causal,
-            T(s.cfg.scale));
+            s.cfg.positions() ? s.cfg.q_pos.data() : nullptr, s.cfg.positions() ? s.cfg.k_pos.data() : nullptr, d.B,
+            d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.q_offset, s.cfg.kind, s.cfg.causal, T(s.cfg.scale), st);
         return;
       }
       POSGRAD_KERNEL(dout.device(), attention_backward<T>, data_or_null<T>(dq), data_or_null<T>(dk),

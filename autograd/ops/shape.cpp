@@ -144,6 +144,10 @@ struct SplitHeadsFn : Function<SplitHeadsFn> {
     const int64_t B = x.size(0), T = x.size(1), D = x.size(2) / (parts * heads);
     TensorList ys;
     for (int64_t p = 0; p < parts; ++p) {
+      if (!x.device().is_cuda()) {  // the CPU attention reads the heads where they are (AttentionFn)
+        ys.push_back(part_view(x, p, heads, D));
+        continue;
+      }
       Tensor y = Tensor::empty({B, heads, T, D}, x.dtype(), x.device());
       if (y.numel() > 0) ops::copy_into(y, part_view(x, p, heads, D));
       ys.push_back(y);
@@ -152,9 +156,28 @@ struct SplitHeadsFn : Function<SplitHeadsFn> {
     return ys;
   }
 
+  // The gradient of x itself when the parts' gradients are the parts of one contiguous (B, T, parts C)
+  // buffer, as the CPU attention's backward writes them (each grads[p] laid out as part_view of that
+  // buffer): nothing to copy. Else undefined.
+  static Tensor packed_gradient(const Saved& s, const TensorList& grads) {
+    const Tensor& g0 = grads[0];
+    if (!g0.defined() || g0.shape() != Shape{s.in_shape[0], s.heads, s.in_shape[1], s.D}) return Tensor();
+    const Shape whole = contiguous_strides(s.in_shape);  // (B, T, parts C): {T parts C, parts C, 1}
+    const Shape part_strides{whole[0], s.D * whole[2], whole[1], whole[2]};
+    for (int64_t p = 0; p < s.parts; ++p) {
+      const Tensor& g = grads[static_cast<size_t>(p)];
+      if (!g.defined() || !g.shares_storage(g0) || g.dtype() != s.dtype || g.shape() != g0.shape() ||
+          g.strides() != part_strides || g.offset() != g0.offset() + p * s.heads * s.D)
+        return Tensor();
+    }
+    // The parts tile [g0.offset(), g0.offset() + numel) of one storage: that range is x's gradient.
+    return g0.as_strided_nograd(s.in_shape, whole, g0.offset());
+  }
+
   // A part whose output was not used may come without a gradient: its slot is zeros.
   static TensorList backward(Context<Saved>& ctx, const TensorList& grads) {
     const Saved& s = ctx.saved;
+    if (const Tensor whole = packed_gradient(s, grads); whole.defined()) return {whole};
     Tensor dx = Tensor::empty(s.in_shape, s.dtype, s.device);
     if (dx.numel() == 0) return {dx};
     for (int64_t p = 0; p < s.parts; ++p) {

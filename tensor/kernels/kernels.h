@@ -230,6 +230,38 @@ void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr,
 // Scratch size of the two above (pass 0 forward, 1 backward), nw the window width.
 int64_t attention_positions_scratch_elems(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
                                           int64_t D, int64_t U, int64_t nw);
+
+// ---- fused attention on strided heads: CPU only (cpu/attention.cpp) ------------------------------
+// Where the rows of one (B, H, T, D) operand sit: element (b, h, t, e) at b batch + h head + t row + e
+// (the last dim contiguous). A dense (B, H, T, D) tensor is {H T D, T D, D}; the q third of a linear
+// layer's (B, T, 3 H D) output read as heads (split_heads' views) is {3 H D T, D, 3 H D}; an output
+// written as (B, T, H, D), which merging the heads then reads as (B, T, H D) without a copy, is
+// {T H D, D, H D}. The operands of one call must not overlap, except q, k, v among themselves.
+struct HeadStrides {
+  int64_t batch, head, row;
+};
+// One per operand: q, k, v; o (written by the forward, read by the backward); dout; dq, dk, dv
+// (accumulated by the backward).
+struct AttentionStrides {
+  HeadStrides q, k, v, o, dout, dq, dk, dv;
+};
+// attention_forward / attention_backward (kernels_decl.inc), or with q_pos, k_pos not null their
+// _positions forms above (q_offset then ignored), on operands laid out by st: the arithmetic of the
+// dense kernels element for element, so the same bits as on dense copies of the operands. The
+// autograd op calls these on the CPU so that neither splitting nor merging the heads copies.
+template <typename T>
+void attention_forward_strided(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias,
+                               const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
+                               const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
+                               int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale,
+                               const AttentionStrides& st);
+template <typename T>
+void attention_backward_strided(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout,
+                                const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias,
+                                const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
+                                const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
+                                int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
+                                T scale, const AttentionStrides& st);
 }  // namespace cpu
 
 #if POSGRAD_HAVE_CUDA

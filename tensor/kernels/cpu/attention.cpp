@@ -42,6 +42,13 @@
 //    the bias gradient is scattered back into that entry. A separate branch per tile, so the
 //    diagonal path is unchanged.
 //
+// Operand layout (kernels.h, HeadStrides): each of q, k, v, o, dout, dq, dk, dv is read or written
+// through its own (batch, head, row) strides, the last dim contiguous; the tile products take the row
+// stride as their leading dimension. The autograd op passes split_heads' views of the (B, T, 3C)
+// projection, an output in (B, T, H, D) memory and gradients in the thirds of one (B, T, 3C) buffer,
+// so that neither splitting nor merging the heads copies. The
+// arithmetic is that of dense operands: the same bits.
+//
 // Tile products go through gemm_tile (cpu/gemm_tile.h): on the AVX-512 and AVX2 paths with fp32
 // products, the GEMM's micro-kernel arithmetic without its packing (the same bits as the project GEMM), else the
 // project GEMM itself (cpu/gemm.cpp), which runs single-threaded inside our parallel regions (it
@@ -96,6 +103,15 @@ constexpr int64_t kBlockK = 64;  // key columns per tile
 // is microseconds, far more under an oversubscribed machine): such calls run on one thread.
 constexpr int64_t kParallelWork = int64_t(1) << 17;
 
+// Offset of head (b, h) = bh of an operand laid out by s (kernels.h, HeadStrides).
+inline int64_t at(const HeadStrides& s, int64_t bh, int64_t H) { return (bh / H) * s.batch + (bh % H) * s.head; }
+
+// Dense (B, H, T, D) operands: q, o, dout, dq of Tq rows, k, v, dk, dv of Tk rows.
+AttentionStrides dense_strides(int64_t H, int64_t Tq, int64_t Tk, int64_t D) {
+  const HeadStrides sq{H * Tq * D, Tq * D, D}, sk{H * Tk * D, Tk * D, D};
+  return {sq, sk, sk, sq, sq, sq, sk, sk};
+}
+
 // Offsets (in elements) of the scratch regions; -1 when a region is absent.
 struct ScratchLayout {
   int64_t krs = -1, qrs = -1, c2p = -1, p2c = -1;                                          // prepared bias (all passes)
@@ -146,6 +162,10 @@ struct Problem {
   ScoreBias kind;
   bool causal;
   T scale;
+  HeadStrides qs, ks;  // where q's and k's rows sit (kernels.h)
+  // Row i of q / row j of k in head (b, h) = bh.
+  const T* q_row(int64_t bh, int64_t i) const { return q + at(qs, bh, H) + i * qs.row; }
+  const T* k_row(int64_t bh, int64_t j) const { return k + at(ks, bh, H) + j * ks.row; }
   const T* bias = nullptr;  // (H, Tq + Tk - 1) (Distance), (H, Tq, Tk) (Dense), (B, H, Tq + Tk) (Separable)
   const T *c2p = nullptr, *p2c = nullptr;  // (B, H, Tq, U), (B, H, Tk, U); null = term off
   const int64_t* diag_u = nullptr;         // (nw)
@@ -212,8 +232,8 @@ T* thread_buffer(size_t n) {
 template <typename T>
 void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t j0, int64_t nk, T* S) {
   const int64_t D = p.D;
-  gemm_tile_causal<T>(S, p.q + (bh * p.Tq + i0) * D, p.k + (bh * p.Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true,
-                      p.scale, T(0), p.skip(CausalSkip::columns), p.diag(i0, j0));
+  gemm_tile_causal<T>(S, p.q_row(bh, i0), p.k_row(bh, j0), nq, nk, D, kBlockK, p.qs.row, p.ks.row, false, true, p.scale,
+                      T(0), p.skip(CausalSkip::columns), p.diag(i0, j0));
   const int64_t h = bh % p.H;
   if (p.kind == ScoreBias::Distance && p.q_pos) {
     // per-token positions: entry k_pos[j] - q_pos[i] + wq of bias[h] (a gather along the row).
@@ -289,8 +309,8 @@ template <typename T>
 Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, const T* bias, const T* kr, const T* qr,
                    const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
                    int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind,
-                   bool causal, T scale) {
-  Problem<T> p{q, k, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale};
+                   bool causal, T scale, const HeadStrides& qs, const HeadStrides& ks) {
+  Problem<T> p{q, k, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale, qs, ks};
   p.diag_u = diag_u;
   p.q_pos = q_pos;
   p.k_pos = k_pos;
@@ -314,8 +334,10 @@ Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, c
     for (int64_t bh = 0; bh < B * H; ++bh) {
       const int64_t h = bh % H;
       // c2p (Tq, U) = scale Q Kr^T, p2c (Tk, U) = scale K Qr^T (spec §2.5, efficient form).
-      if (kr) gemm<T>(c2p + bh * Tq * U, q + bh * Tq * D, krs + h * U * D, Tq, U, D, U, D, D, false, true, scale, T(0));
-      if (qr) gemm<T>(p2c + bh * Tk * U, k + bh * Tk * D, qrs + h * U * D, Tk, U, D, U, D, D, false, true, scale, T(0));
+      if (kr)
+        gemm<T>(c2p + bh * Tq * U, p.q_row(bh, 0), krs + h * U * D, Tq, U, D, U, qs.row, D, false, true, scale, T(0));
+      if (qr)
+        gemm<T>(p2c + bh * Tk * U, p.k_row(bh, 0), qrs + h * U * D, Tk, U, D, U, ks.row, D, false, true, scale, T(0));
     }
     p.c2p = kr ? c2p : nullptr;
     p.p2c = qr ? p2c : nullptr;
@@ -332,13 +354,13 @@ template <typename T>
 void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
                   const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
                   const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
-                  int64_t q_offset, ScoreBias kind, bool causal, T scale);
+                  int64_t q_offset, ScoreBias kind, bool causal, T scale, const AttentionStrides& st);
 template <typename T>
 void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout, const T* q,
                    const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
                    const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
                    const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
-                   int64_t q_offset, ScoreBias kind, bool causal, T scale);
+                   int64_t q_offset, ScoreBias kind, bool causal, T scale, const AttentionStrides& st);
 
 }  // namespace
 
@@ -358,7 +380,8 @@ void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const
                        int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
                        T scale) {
   forward_impl(o, stats, scratch, q, k, v, bias, kr, qr, sinks, diag_u, rows, static_cast<const int64_t*>(nullptr),
-               static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U, q_offset, kind, causal, scale);
+               static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U, q_offset, kind, causal, scale,
+               dense_strides(H, Tq, Tk, D));
 }
 
 template <typename T>
@@ -367,7 +390,17 @@ void attention_forward_positions(T* o, T* stats, T* scratch, const T* q, const T
                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale) {
   forward_impl(o, stats, scratch, q, k, v, bias, kr, qr, sinks, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U,
-               int64_t(0), kind, causal, scale);
+               int64_t(0), kind, causal, scale, dense_strides(H, Tq, Tk, D));
+}
+
+template <typename T>
+void attention_forward_strided(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias,
+                               const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
+                               const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
+                               int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale,
+                               const AttentionStrides& st) {
+  forward_impl(o, stats, scratch, q, k, v, bias, kr, qr, sinks, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U,
+               q_pos ? int64_t(0) : q_offset, kind, causal, scale, st);
 }
 
 template <typename T>
@@ -377,7 +410,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks
                         int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal, T scale) {
   backward_impl(dq, dk, dv, dbias, dkr, dqr, dsinks, scratch, dout, q, k, v, o, stats, bias, kr, qr, sinks, diag_u,
                 rows, static_cast<const int64_t*>(nullptr), static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U,
-                q_offset, kind, causal, scale);
+                q_offset, kind, causal, scale, dense_strides(H, Tq, Tk, D));
 }
 
 template <typename T>
@@ -387,7 +420,18 @@ void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr,
                                   const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
                                   int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale) {
   backward_impl(dq, dk, dv, dbias, dkr, dqr, dsinks, scratch, dout, q, k, v, o, stats, bias, kr, qr, sinks, diag_u,
-                rows, q_pos, k_pos, B, H, Tq, Tk, D, U, int64_t(0), kind, causal, scale);
+                rows, q_pos, k_pos, B, H, Tq, Tk, D, U, int64_t(0), kind, causal, scale, dense_strides(H, Tq, Tk, D));
+}
+
+template <typename T>
+void attention_backward_strided(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout,
+                                const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias,
+                                const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
+                                const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
+                                int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
+                                T scale, const AttentionStrides& st) {
+  backward_impl(dq, dk, dv, dbias, dkr, dqr, dsinks, scratch, dout, q, k, v, o, stats, bias, kr, qr, sinks, diag_u,
+                rows, q_pos, k_pos, B, H, Tq, Tk, D, U, q_pos ? int64_t(0) : q_offset, kind, causal, scale, st);
 }
 
 namespace {
@@ -396,11 +440,11 @@ template <typename T>
 void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
                   const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
                   const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
-                  int64_t q_offset, ScoreBias kind, bool causal, T scale) {
+                  int64_t q_offset, ScoreBias kind, bool causal, T scale, const AttentionStrides& st) {
   const int64_t nw = q_pos ? window_width(q_pos, k_pos, Tq, Tk) : Tq + Tk - 1;
   const ScratchLayout L = scratch_layout(kind, 0, B, H, Tq, Tk, D, U, nw);
   const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U, q_offset,
-                               kind, causal, scale);
+                               kind, causal, scale, st.q, st.k);
   const int64_t nqb = (Tq + kBlockQ - 1) / kBlockQ;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
@@ -446,11 +490,11 @@ void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v
         }
       }
       // acc (nq, D) += P (nq, nk) V[j0:j0+nk] (nk, D)
-      gemm_tile_causal<T>(acc, S, v + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false, false, T(1), T(1),
-                          p.skip(CausalSkip::terms_up_to), p.diag(i0, j0));
+      gemm_tile_causal<T>(acc, S, v + at(st.v, bh, H) + j0 * st.v.row, nq, D, nk, D, kBlockK, st.v.row, false, false,
+                          T(1), T(1), p.skip(CausalSkip::terms_up_to), p.diag(i0, j0));
     }
     for (int64_t ii = 0; ii < nq; ++ii) {
-      T* out = o + (bh * Tq + i0 + ii) * D;
+      T* out = o + at(st.o, bh, H) + (i0 + ii) * st.o.row;
       T* st = stats + 2 * (bh * Tq + i0 + ii);
       if (l[ii] == T(0)) {  // no key (and no sink) visible: output 0, stats (-inf, -inf) (backward skips the row)
         std::fill(out, out + D, T(0));
@@ -471,11 +515,11 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
                    const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
                    const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
                    const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
-                   int64_t q_offset, ScoreBias kind, bool causal, T scale) {
+                   int64_t q_offset, ScoreBias kind, bool causal, T scale, const AttentionStrides& st) {
   const int64_t nd = q_pos ? window_width(q_pos, k_pos, Tq, Tk) : Tq + Tk - 1;  // bias width
   const ScratchLayout L = scratch_layout(kind, 1, B, H, Tq, Tk, D, U, nd);
   const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U, q_offset,
-                               kind, causal, scale);
+                               kind, causal, scale, st.q, st.k);
   T* delta = scratch + L.delta;
   T* ddiag = (kind == ScoreBias::Distance && dbias) ? scratch + L.ddiag : nullptr;
   const bool content_position = kind == ScoreBias::ContentPosition;
@@ -495,16 +539,19 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
     const FlushDenormals ftz;  // P and its products with dO, V and K (denormals.h)
     const int64_t h = bh % H;
     T* buf = thread_buffer<T>(static_cast<size_t>(2 * kBlockQ * kBlockK));
-    T* P = buf;                     // (kBlockQ, kBlockK) probabilities
-    T* dS = P + kBlockQ * kBlockK;  // (kBlockQ, kBlockK) dP, then dS in place
-    const T* dO = dout + bh * Tq * D;
-    const T* Ob = o + bh * Tq * D;
+    T* P = buf;                               // (kBlockQ, kBlockK) probabilities
+    T* dS = P + kBlockQ * kBlockK;            // (kBlockQ, kBlockK) dP, then dS in place
+    const T* dO = dout + at(st.dout, bh, H);  // rows st.dout.row apart
+    const T* Ob = o + at(st.o, bh, H);        // rows st.o.row apart
+    T* dqb = dq ? dq + at(st.dq, bh, H) : nullptr;
+    T* dkb = dk ? dk + at(st.dk, bh, H) : nullptr;
+    T* dvb = dv ? dv + at(st.dv, bh, H) : nullptr;
     const T* sb = stats + 2 * bh * Tq;  // (Tq, 2): (m, log l) per row
     T* db = delta + bh * Tq;
     // delta_i = dO_i . O_i = sum_j P_ij dP_ij (the softmax-backward row term).
     for (int64_t i = 0; i < Tq; ++i) {
       T s = 0;
-      for (int64_t e = 0; e < D; ++e) s += dO[i * D + e] * Ob[i * D + e];
+      for (int64_t e = 0; e < D; ++e) s += dO[i * st.dout.row + e] * Ob[i * st.o.row + e];
       db[i] = s;
     }
     // Sink: the partial -sum_i P_sink,i delta_i of this (b, h), P_sink,i = exp((sinks[h] - m_i) - log l_i).
@@ -536,13 +583,13 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
         // dS^T hold zeros before query j - diag.
         const int64_t diag = p.diag(i0, j0);
         if (dv)
-          gemm_tile_causal<T>(dv + (bh * Tk + j0) * D, P, dO + i0 * D, nk, D, nq, D, kBlockK, D, true, false, T(1),
-                              T(1), p.skip(CausalSkip::terms_from), diag);
+          gemm_tile_causal<T>(dvb + j0 * st.dv.row, P, dO + i0 * st.dout.row, nk, D, nq, st.dv.row, kBlockK,
+                              st.dout.row, true, false, T(1), T(1), p.skip(CausalSkip::terms_from), diag);
         if (!want_ds) continue;
         // dP (nq, nk) = dO[i0:] V[j0:]^T, then dS = P (dP - delta) in place; masked entries of dS are
         // +0 (dP there is not computed).
-        gemm_tile_causal<T>(dS, dO + i0 * D, v + (bh * Tk + j0) * D, nq, nk, D, kBlockK, D, D, false, true, T(1), T(0),
-                            p.skip(CausalSkip::columns), diag);
+        gemm_tile_causal<T>(dS, dO + i0 * st.dout.row, v + at(st.v, bh, H) + j0 * st.v.row, nq, nk, D, kBlockK,
+                            st.dout.row, st.v.row, false, true, T(1), T(0), p.skip(CausalSkip::columns), diag);
         for (int64_t ii = 0; ii < nq; ++ii) {
           T* drow = dS + ii * kBlockK;
           const T* prow = P + ii * kBlockK;
@@ -553,10 +600,10 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
         }
         // dK[j0:] += scale dS^T Q[i0:],  dQ[i0:] += scale dS K[j0:]
         if (dk)
-          gemm_tile_causal<T>(dk + (bh * Tk + j0) * D, dS, q + (bh * Tq + i0) * D, nk, D, nq, D, kBlockK, D, true,
+          gemm_tile_causal<T>(dkb + j0 * st.dk.row, dS, p.q_row(bh, i0), nk, D, nq, st.dk.row, kBlockK, st.q.row, true,
                               false, scale, T(1), p.skip(CausalSkip::terms_from), diag);
         if (dq)
-          gemm_tile_causal<T>(dq + (bh * Tq + i0) * D, dS, k + (bh * Tk + j0) * D, nq, D, nk, D, kBlockK, D, false,
+          gemm_tile_causal<T>(dqb + i0 * st.dq.row, dS, p.k_row(bh, j0), nq, D, nk, st.dq.row, kBlockK, st.k.row, false,
                               false, scale, T(1), p.skip(CausalSkip::terms_up_to), diag);
         if (ddg && q_pos) {  // Distance, per-token positions: dS into entry k_pos[j] - q_pos[i] + wq
           const int64_t* kp = k_pos + j0;
@@ -621,10 +668,8 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
       }
     }
     // DeBERTa: dQ += scale dc2p Kr,  dK += scale dp2c Qr  (rows gathered per head).
-    if (dcb && dq)
-      gemm<T>(dq + bh * Tq * D, dcb, scratch + L.krs + h * U * D, Tq, D, U, D, U, D, false, false, scale, T(1));
-    if (dpb && dk)
-      gemm<T>(dk + bh * Tk * D, dpb, scratch + L.qrs + h * U * D, Tk, D, U, D, U, D, false, false, scale, T(1));
+    if (dcb && dq) gemm<T>(dqb, dcb, scratch + L.krs + h * U * D, Tq, D, U, st.dq.row, U, D, false, false, scale, T(1));
+    if (dpb && dk) gemm<T>(dkb, dpb, scratch + L.qrs + h * U * D, Tk, D, U, st.dk.row, U, D, false, false, scale, T(1));
   };
   if (ddense) {  // one thread per head, its batch in order: dbias[h] has one writer
 #pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
@@ -660,9 +705,11 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
         const T beta = b == 0 ? T(0) : T(1);
         // dKr (U, D) += scale dc2p^T Q;  dQr (U, D) += scale dp2c^T K
         if (need_dkr)
-          gemm<T>(dkrs + h * U * D, dc2p + bh * Tq * U, q + bh * Tq * D, U, D, Tq, D, U, D, true, false, scale, beta);
+          gemm<T>(dkrs + h * U * D, dc2p + bh * Tq * U, p.q_row(bh, 0), U, D, Tq, D, U, st.q.row, true, false, scale,
+                  beta);
         if (need_dqr)
-          gemm<T>(dqrs + h * U * D, dp2c + bh * Tk * U, k + bh * Tk * D, U, D, Tk, D, U, D, true, false, scale, beta);
+          gemm<T>(dqrs + h * U * D, dp2c + bh * Tk * U, p.k_row(bh, 0), U, D, Tk, D, U, st.k.row, true, false, scale,
+                  beta);
       }
       for (int64_t u = 0; u < U; ++u)
         for (int64_t e = 0; e < D; ++e) {
@@ -681,8 +728,10 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
                              int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind,
                              bool causal, T scale) {
   const ScratchLayout L = scratch_layout(kind, 2, B, H, Tq, Tk, D, U, checked_add(Tq, Tk, "attention scratch") - 1);
-  const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, static_cast<const int64_t*>(nullptr),
-                               static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U, q_offset, kind, causal, scale);
+  const AttentionStrides st = dense_strides(H, Tq, Tk, D);
+  const Problem<T> p =
+      prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, static_cast<const int64_t*>(nullptr),
+              static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U, q_offset, kind, causal, scale, st.q, st.k);
   const int64_t nd = Tq + Tk - 1;
   T* sums = scratch + L.sums;
 #pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
@@ -731,7 +780,15 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
   template void attention_backward_positions<T>(                                                                       \
       T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*,  \
       const T*, const T*, const int64_t*, const int64_t*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t,   \
-      int64_t, int64_t, int64_t, ScoreBias, bool, T);
+      int64_t, int64_t, int64_t, ScoreBias, bool, T);                                                                  \
+  template void attention_forward_strided<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,   \
+                                             const T*, const int64_t*, const int64_t*, const int64_t*, const int64_t*, \
+                                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, ScoreBias, \
+                                             bool, T, const AttentionStrides&);                                        \
+  template void attention_backward_strided<T>(                                                                         \
+      T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*,  \
+      const T*, const T*, const int64_t*, const int64_t*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t,   \
+      int64_t, int64_t, int64_t, int64_t, ScoreBias, bool, T, const AttentionStrides&);
 POSGRAD_ATTENTION_INST(float)
 POSGRAD_ATTENTION_INST(double)
 #undef POSGRAD_ATTENTION_INST
