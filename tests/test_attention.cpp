@@ -222,6 +222,53 @@ TEST(Attention, SplitHeadViewsGiveTheBytesOfDenseHeads) {
         }
 }
 
+// The CPU backward with DeBERTa's terms reads the c2p / p2c products (and gathered table rows) that the
+// forward left in its scratch (`prepared`) instead of computing them again: every gradient has the
+// bytes of the backward that computes them itself, causal and bidirectional, one tile and several.
+TEST(Attention, ContentPositionBackwardReusingTheForwardsProductsGivesTheSameBytes) {
+  namespace k = kernels;
+  for (const bool causal : {true, false})
+    for (const int64_t T : {int64_t{13}, int64_t{130}}) {
+      const int64_t B = 2, H = 3, D = 8, R = 12;
+      Generator g(53);
+      auto vec = [&](int64_t n) { return randn({n}, g, DType::Float32).to_float_vector(); };
+      const auto q = vec(B * H * T * D), kk = vec(B * H * T * D), v = vec(B * H * T * D), dout = vec(B * H * T * D);
+      const auto kr = vec(R * H * D), qr = vec(R * H * D);
+      std::vector<int64_t> diag_u(2 * T - 1), rows;
+      std::map<int64_t, int64_t> compact;
+      for (int64_t d = 0; d < 2 * T - 1; ++d) compact[nn::deberta_row(-(d - (T - 1)), 6, 40)] = 0;
+      for (auto& [row, u] : compact) u = static_cast<int64_t>(rows.size()), rows.push_back(row);
+      for (int64_t d = 0; d < 2 * T - 1; ++d) diag_u[d] = compact[nn::deberta_row(-(d - (T - 1)), 6, 40)];
+      const int64_t U = static_cast<int64_t>(rows.size());
+      const float scale = 0.2f;
+      const k::cpu::HeadStrides dense{H * T * D, T * D, D};
+      const k::cpu::AttentionStrides st{dense, dense, dense, dense, dense, dense, dense, dense};
+      std::vector<float> o(B * H * T * D), stats(B * H * T * 2);
+      std::vector<float> fwd(
+          std::max<int64_t>(1, k::cpu::attention_scratch_elems(ScoreBias::ContentPosition, 0, B, H, T, T, D, U)));
+      k::cpu::attention_forward_strided<float>(o.data(), stats.data(), fwd.data(), q.data(), kk.data(), v.data(),
+                                               nullptr, kr.data(), qr.data(), nullptr, diag_u.data(), rows.data(),
+                                               nullptr, nullptr, B, H, T, T, D, U, 0, ScoreBias::ContentPosition,
+                                               causal, scale, st);
+      auto backward = [&](const float* prepared) {
+        std::vector<float> bwd(k::cpu::attention_scratch_elems(ScoreBias::ContentPosition, 1, B, H, T, T, D, U));
+        std::vector<std::vector<float>> gr{std::vector<float>(q.size()), std::vector<float>(q.size()),
+                                           std::vector<float>(q.size()), std::vector<float>(kr.size()),
+                                           std::vector<float>(qr.size())};
+        k::cpu::attention_backward_strided<float>(gr[0].data(), gr[1].data(), gr[2].data(), nullptr, gr[3].data(),
+                                                  gr[4].data(), nullptr, bwd.data(), dout.data(), q.data(), kk.data(),
+                                                  v.data(), o.data(), stats.data(), nullptr, kr.data(), qr.data(),
+                                                  nullptr, diag_u.data(), rows.data(), nullptr, nullptr, B, H, T, T, D,
+                                                  U, 0, ScoreBias::ContentPosition, causal, scale, st, prepared);
+        return gr;
+      };
+      const auto reused = backward(fwd.data()), recomputed = backward(nullptr);
+      for (size_t i = 0; i < reused.size(); ++i)
+        EXPECT_EQ(std::memcmp(reused[i].data(), recomputed[i].data(), reused[i].size() * sizeof(float)), 0)
+            << "gradient " << i << (causal ? " causal" : " bidirectional") << " T=" << T;
+    }
+}
+
 TEST(Attention, FullyMaskedRowsAreZeroNotNaN) {
   Case c{"masked", Mod::DeBERTa, true, 1, 2, 9, 4, -4};
   TensorList f = run(c, DType::Float64, false);

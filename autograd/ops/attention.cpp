@@ -267,6 +267,9 @@ struct AttentionFn : Function<AttentionFn> {
   static constexpr const char* kName = "attention";
   struct Saved {
     Tensor q, k, v, o, stats, bias, kr, qr, sinks;  // stats (B, H, Tq, 2): per-row (max, log sum), see kernels_decl.inc
+    // CPU, content-position terms: the forward's scratch, whose c2p / p2c products the backward reuses
+    // (kernels::cpu::attention_backward_strided) instead of computing them a second time.
+    Tensor prepared;
     AttentionConfig cfg;
     Dims dims{};
   };
@@ -315,6 +318,7 @@ struct AttentionFn : Function<AttentionFn> {
                  save_tensor(krc),
                  save_tensor(qrc),
                  save_tensor(snc),
+                 cpu && cfg.kind == ScoreBias::ContentPosition ? scratch : Tensor(),
                  cfg,
                  d};
     return o;
@@ -366,7 +370,8 @@ struct AttentionFn : Function<AttentionFn> {
             data_or_null<T>(s.k), data_or_null<T>(s.v), data_or_null<T>(s.o), data_or_null<T>(s.stats),
             data_or_null<T>(s.bias), data_or_null<T>(s.kr), data_or_null<T>(s.qr), data_or_null<T>(s.sinks), du, rows,
             s.cfg.positions() ? s.cfg.q_pos.data() : nullptr, s.cfg.positions() ? s.cfg.k_pos.data() : nullptr, d.B,
-            d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.q_offset, s.cfg.kind, s.cfg.causal, T(s.cfg.scale), st);
+            d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.q_offset, s.cfg.kind, s.cfg.causal, T(s.cfg.scale), st,
+            data_or_null<T>(s.prepared));
         return;
       }
       POSGRAD_KERNEL(dout.device(), attention_backward<T>, data_or_null<T>(dq), data_or_null<T>(dk),

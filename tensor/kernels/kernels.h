@@ -249,6 +249,10 @@ struct AttentionStrides {
 // _positions forms above (q_offset then ignored), on operands laid out by st: the arithmetic of the
 // dense kernels element for element, so the same bits as on dense copies of the operands. The
 // autograd op calls these on the CPU so that neither splitting nor merging the heads copies.
+// prepared (backward, ContentPosition; else null): the scratch of the forward call on the same
+// inputs, whose c2p and p2c products (and gathered table rows) the backward then reads instead of
+// computing them again: the same values, two of the pass's products fewer; it must stay unchanged
+// since that forward.
 template <typename T>
 void attention_forward_strided(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias,
                                const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
@@ -261,7 +265,7 @@ void attention_backward_strided(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T
                                 const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
                                 const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
                                 int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
-                                T scale, const AttentionStrides& st);
+                                T scale, const AttentionStrides& st, const T* prepared = nullptr);
 }  // namespace cpu
 
 #if POSGRAD_HAVE_CUDA

@@ -304,12 +304,14 @@ void score_tile(const Problem<T>& p, int64_t bh, int64_t i0, int64_t nq, int64_t
   }
 }
 
-// Fills the prepared-bias regions of the scratch (shared by all passes) and returns the Problem.
+// Fills the prepared-bias regions of the scratch (shared by all passes) and returns the Problem. With
+// `prepared` (a forward pass's scratch of the same call, ContentPosition): those regions are read from
+// there instead of computed again; they sit at the same offsets in every pass's layout.
 template <typename T>
 Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, const T* bias, const T* kr, const T* qr,
                    const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos, const int64_t* k_pos, int64_t B,
                    int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind,
-                   bool causal, T scale, const HeadStrides& qs, const HeadStrides& ks) {
+                   bool causal, T scale, const HeadStrides& qs, const HeadStrides& ks, const T* prepared = nullptr) {
   Problem<T> p{q, k, B, H, Tq, Tk, D, U, q_offset, kind, causal, scale, qs, ks};
   p.diag_u = diag_u;
   p.q_pos = q_pos;
@@ -318,6 +320,9 @@ Problem<T> prepare(T* scratch, const ScratchLayout& L, const T* q, const T* k, c
   p.nw = q_pos ? q_pos[Tq - 1] + k_pos[Tk - 1] + 1 : Tq + Tk - 1;
   if (kind == ScoreBias::Distance || kind == ScoreBias::Dense || kind == ScoreBias::Separable) {
     p.bias = bias;
+  } else if (kind == ScoreBias::ContentPosition && prepared) {
+    p.c2p = kr ? prepared + L.c2p : nullptr;
+    p.p2c = qr ? prepared + L.p2c : nullptr;
   } else if (kind == ScoreBias::ContentPosition) {
     T* krs = scratch + L.krs;
     T* qrs = scratch + L.qrs;
@@ -360,7 +365,8 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
                    const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
                    const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
                    const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
-                   int64_t q_offset, ScoreBias kind, bool causal, T scale, const AttentionStrides& st);
+                   int64_t q_offset, ScoreBias kind, bool causal, T scale, const AttentionStrides& st,
+                   const T* prepared = nullptr);
 
 }  // namespace
 
@@ -429,9 +435,10 @@ void attention_backward_strided(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T
                                 const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
                                 const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
                                 int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
-                                T scale, const AttentionStrides& st) {
+                                T scale, const AttentionStrides& st, const T* prepared) {
   backward_impl(dq, dk, dv, dbias, dkr, dqr, dsinks, scratch, dout, q, k, v, o, stats, bias, kr, qr, sinks, diag_u,
-                rows, q_pos, k_pos, B, H, Tq, Tk, D, U, q_pos ? int64_t(0) : q_offset, kind, causal, scale, st);
+                rows, q_pos, k_pos, B, H, Tq, Tk, D, U, q_pos ? int64_t(0) : q_offset, kind, causal, scale, st,
+                prepared);
 }
 
 namespace {
@@ -515,11 +522,13 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
                    const T* k, const T* v, const T* o, const T* stats, const T* bias, const T* kr, const T* qr,
                    const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
                    const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
-                   int64_t q_offset, ScoreBias kind, bool causal, T scale, const AttentionStrides& st) {
+                   int64_t q_offset, ScoreBias kind, bool causal, T scale, const AttentionStrides& st,
+                   const T* prepared) {
   const int64_t nd = q_pos ? window_width(q_pos, k_pos, Tq, Tk) : Tq + Tk - 1;  // bias width
   const ScratchLayout L = scratch_layout(kind, 1, B, H, Tq, Tk, D, U, nd);
   const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U, q_offset,
-                               kind, causal, scale, st.q, st.k);
+                               kind, causal, scale, st.q, st.k, prepared);
+  const T* tables = prepared ? prepared : scratch;  // krs, qrs (ContentPosition)
   T* delta = scratch + L.delta;
   T* ddiag = (kind == ScoreBias::Distance && dbias) ? scratch + L.ddiag : nullptr;
   const bool content_position = kind == ScoreBias::ContentPosition;
@@ -668,8 +677,8 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
       }
     }
     // DeBERTa: dQ += scale dc2p Kr,  dK += scale dp2c Qr  (rows gathered per head).
-    if (dcb && dq) gemm<T>(dqb, dcb, scratch + L.krs + h * U * D, Tq, D, U, st.dq.row, U, D, false, false, scale, T(1));
-    if (dpb && dk) gemm<T>(dkb, dpb, scratch + L.qrs + h * U * D, Tk, D, U, st.dk.row, U, D, false, false, scale, T(1));
+    if (dcb && dq) gemm<T>(dqb, dcb, tables + L.krs + h * U * D, Tq, D, U, st.dq.row, U, D, false, false, scale, T(1));
+    if (dpb && dk) gemm<T>(dkb, dpb, tables + L.qrs + h * U * D, Tk, D, U, st.dk.row, U, D, false, false, scale, T(1));
   };
   if (ddense) {  // one thread per head, its batch in order: dbias[h] has one writer
 #pragma omp parallel for schedule(dynamic, 1) if (B * H * Tq * Tk * D > kParallelWork)
@@ -788,7 +797,7 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
   template void attention_backward_strided<T>(                                                                         \
       T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*,  \
       const T*, const T*, const int64_t*, const int64_t*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t,   \
-      int64_t, int64_t, int64_t, int64_t, ScoreBias, bool, T, const AttentionStrides&);
+      int64_t, int64_t, int64_t, int64_t, ScoreBias, bool, T, const AttentionStrides&, const T*);
 POSGRAD_ATTENTION_INST(float)
 POSGRAD_ATTENTION_INST(double)
 #undef POSGRAD_ATTENTION_INST
