@@ -20,6 +20,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "tensor/kernels/cpu/row_kernels.h"
 #include "tensor/kernels/cpu/vec_kernels.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/philox.h"
@@ -194,43 +195,26 @@ void gelu_backward_saved(T* dx, const T* dy, const T* x, const T* s, int64_t n) 
 
 template <typename T>
 void binary_forward(T* y, const T* a, const T* b, int64_t n, BinaryOp op) {
-  if constexpr (std::is_same_v<T, float>) {  // the same operations, vectorised for the CPU's instruction set
-    chunked(n, [&](int64_t s, int64_t c) { binary_forward_f32(y + s, a + s, b + s, c, op); });
-    return;
-  }
-  switch (op) {
-#define LOOP(expr)                                                                                                     \
-  _Pragma("omp parallel for simd schedule(static) if (n > kParallelMin)") for (int64_t i = 0; i < n; ++i) y[i] = expr; \
-  break;
-    case BinaryOp::Add: LOOP(a[i] + b[i])
-    case BinaryOp::Sub: LOOP(a[i] - b[i])
-    case BinaryOp::Mul: LOOP(a[i] * b[i])
-    case BinaryOp::Div: LOOP(a[i] / b[i])
-#undef LOOP
-  }
+  chunked(n, [&](int64_t s, int64_t c) {
+    if constexpr (std::is_same_v<T, float>)  // vectorised for the CPU's instruction set (vec_kernels.h)
+      binary_forward_f32(y + s, a + s, b + s, c, op);
+    else
+      row_kernels::binary_forward_elements<T>(y + s, a + s, b + s, c, op);
+  });
 }
 
 template <typename T>
 void binary_backward(T* da, T* db, const T* dy, const T* a, const T* b, int64_t n, BinaryOp op) {
-  if constexpr (std::is_same_v<T, float>) {  // the same operations, vectorised for the CPU's instruction set
-    chunked(n, [&](int64_t s, int64_t c) {
-      binary_backward_f32(da ? da + s : nullptr, db ? db + s : nullptr, dy + s, a ? a + s : nullptr,
-                          b ? b + s : nullptr, c, op);
-    });
-    return;
-  }
-#define WRITE(ptr, expr)                                                                                             \
-  if (ptr) {                                                                                                         \
-    _Pragma("omp parallel for simd schedule(static) if (n > kParallelMin)") for (int64_t i = 0; i < n; ++i) ptr[i] = \
-        T(0) + (expr);                                                                                               \
-  }
-  switch (op) {
-    case BinaryOp::Add: WRITE(da, dy[i]) WRITE(db, dy[i]) break;
-    case BinaryOp::Sub: WRITE(da, dy[i]) WRITE(db, -dy[i]) break;
-    case BinaryOp::Mul: WRITE(da, dy[i] * b[i]) WRITE(db, dy[i] * a[i]) break;
-    case BinaryOp::Div: WRITE(da, dy[i] / b[i]) WRITE(db, -dy[i] * ((a[i] / b[i]) / b[i])) break;
-  }
-#undef WRITE
+  chunked(n, [&](int64_t s, int64_t c) {
+    T* das = da ? da + s : nullptr;
+    T* dbs = db ? db + s : nullptr;
+    const T* as = a ? a + s : nullptr;
+    const T* bs = b ? b + s : nullptr;
+    if constexpr (std::is_same_v<T, float>)
+      binary_backward_f32(das, dbs, dy + s, as, bs, c, op);
+    else
+      row_kernels::binary_backward_elements<T>(das, dbs, dy + s, as, bs, c, op);
+  });
 }
 
 template <typename T>

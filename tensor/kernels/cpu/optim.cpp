@@ -28,6 +28,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensor/kernels/cpu/row_kernels.h"
 #include "tensor/kernels/cpu/vec_kernels.h"
 #include "tensor/kernels/kernels.h"
 
@@ -44,21 +45,12 @@ inline void adamw_range(T* p, T* m, T* v, const T* g, int64_t b, int64_t e, T lr
   const T step_size = lr / bias_correction1;
   const T bc2_sqrt = std::sqrt(bias_correction2);
   const T one_m_b1 = T(1) - beta1, one_m_b2 = T(1) - beta2;
-  if constexpr (std::is_same_v<T, float>) {  // the same operations, vectorised for the CPU's instruction set
+  if constexpr (std::is_same_v<T, float>)  // vectorised for the CPU's instruction set (vec_kernels.h)
     adamw_update_f32(p + b, m + b, v + b, g + b, e - b, beta1, beta2, one_m_b1, one_m_b2, decay, step_size, bc2_sqrt,
                      eps);
-    return;
-  }
-#pragma omp simd
-  for (int64_t i = b; i < e; ++i) {
-    const T gi = g[i];
-    const T mi = beta1 * m[i] + one_m_b1 * gi;
-    const T vi = beta2 * v[i] + one_m_b2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    const T denom = std::sqrt(vi) / bc2_sqrt + eps;
-    p[i] = p[i] * decay - step_size * (mi / denom);
-  }
+  else
+    row_kernels::adamw_update<T>(p + b, m + b, v + b, g + b, e - b, beta1, beta2, one_m_b1, one_m_b2, decay, step_size,
+                                 bc2_sqrt, eps);
 }
 
 // Thread `t` of `nt` takes elements [total t / nt, total (t + 1) / nt) of the tensors laid end to end

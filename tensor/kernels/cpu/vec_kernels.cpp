@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "tensor/kernels/cpu/row_kernels.h"
 #include "tensor/kernels/cpu/vec_math.h"
 #include "tensor/kernels/kernels.h"
 
@@ -173,18 +174,6 @@ void sigmoid_scaled_f32(float* g, const float* a, int64_t n, float scale) {
 
 namespace {
 
-// The 16 partial sums of exp_shift_sum_f32 added pairwise (p[l] += p[l + 8], then + 4, + 2, + 1),
-// written as whole halves so that the compiler keeps them in registers.
-POSGRAD_VEC_BODY inline float fold_parts(const float* part) {
-  float h[kSumLanes / 2], q[kSumLanes / 4];
-#pragma omp simd
-  for (int l = 0; l < kSumLanes / 2; ++l) h[l] = part[l] + part[l + kSumLanes / 2];
-#pragma omp simd
-  for (int l = 0; l < kSumLanes / 4; ++l) q[l] = h[l] + h[l + kSumLanes / 4];
-  const float r0 = q[0] + q[2], r1 = q[1] + q[3];
-  return r0 + r1;
-}
-
 // The whole blocks of 16 of exp_shift_sum_f32: part[l] gains the elements i = l (mod 16) in increasing i.
 // Returns the index of the first element not done. The inner loop is one AVX-512 vector, two AVX2
 // vectors or four SSE2 vectors: the same 16 chains on every path.
@@ -227,7 +216,7 @@ float exp_shift_sum_f32(float* x, int64_t n, float shift, float shift2) {
       exp_last_block(t, rem, shift, shift2, part);
       std::memcpy(x + i, t, sizeof(float) * static_cast<size_t>(rem));
     }
-    return fold_parts(part);
+    return row_kernels::fold16(part);
   });
 }
 
@@ -238,180 +227,45 @@ float exp_shift_sum_padded_f32(float* x, int64_t n, float shift, float shift2) {
     // The last n - i < 16 elements in place: the entries past n keep the exponentials of what they held.
     const int64_t rem = n - i;
     if (rem > 0) exp_last_block(x + i, rem, shift, shift2, part);
-    return fold_parts(part);
+    return row_kernels::fold16(part);
   });
 }
-
-namespace {
-
-// 16 partial sums folded pairwise (p[l] += p[l + 8], then + 4, + 2, + 1), as fold_parts, for
-// doubles or floats.
-template <typename A>
-POSGRAD_VEC_BODY inline A fold16(const A* part) {
-  A h[kSumLanes / 2], q[kSumLanes / 4];
-#pragma omp simd
-  for (int l = 0; l < kSumLanes / 2; ++l) h[l] = part[l] + part[l + kSumLanes / 2];
-#pragma omp simd
-  for (int l = 0; l < kSumLanes / 4; ++l) q[l] = h[l] + h[l + kSumLanes / 4];
-  const A r0 = q[0] + q[2], r1 = q[1] + q[3];
-  return r0 + r1;
-}
-
-// sum over c < C of f(c) in the 16 partial sums of the norms (vec_kernels.h): the whole blocks of 16
-// as one inner vector loop, the last C mod 16 elements into partials 0, 1, ... one at a time.
-template <typename A, typename F>
-POSGRAD_VEC_BODY inline A sum16(int64_t C, const F& f) {
-  A part[kSumLanes] = {};
-  int64_t c = 0;
-  for (; c + kSumLanes <= C; c += kSumLanes) {
-#pragma omp simd
-    for (int l = 0; l < kSumLanes; ++l) part[l] += f(c + l);
-  }
-  for (int l = 0; c + l < C; ++l) part[l] += f(c + l);
-  return fold16(part);
-}
-
-// Mean and biased variance of a float row by the shifted two-pass algorithm, in double (norm.cpp).
-POSGRAD_VEC_BODY inline void row_moments_f32(const float* xr, int64_t C, double& mean, double& var) {
-  const double K = static_cast<double>(xr[0]);
-  const double md = sum16<double>(C, [&](int64_t c) POSGRAD_VEC_BODY { return static_cast<double>(xr[c]) - K; }) /
-                    static_cast<double>(C);
-  const double ss = sum16<double>(C, [&](int64_t c) POSGRAD_VEC_BODY {
-    const double d = (static_cast<double>(xr[c]) - K) - md;
-    return d * d;
-  });
-  mean = K + md;
-  var = ss / static_cast<double>(C);
-}
-
-}  // namespace
 
 void layer_norm_forward_rows_f32(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
                                  int64_t rows, int64_t C, float eps) {
-  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
-    for (int64_t n = 0; n < rows; ++n) {
-      const float* xr = x + n * C;
-      float* yr = y + n * C;
-      double mu_d, var;
-      row_moments_f32(xr, C, mu_d, var);
-      const float hi = static_cast<float>(mu_d), lo = static_cast<float>(mu_d - static_cast<double>(hi));
-      const float rs = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
-      mean[2 * n] = hi;
-      mean[2 * n + 1] = lo;
-      rstd[n] = rs;
-      if (w && b) {
-#pragma omp simd
-        for (int64_t c = 0; c < C; ++c) yr[c] = ((xr[c] - hi) - lo) * rs * w[c] + b[c];
-      } else if (w) {
-#pragma omp simd
-        for (int64_t c = 0; c < C; ++c) yr[c] = ((xr[c] - hi) - lo) * rs * w[c];
-      } else if (b) {
-#pragma omp simd
-        for (int64_t c = 0; c < C; ++c) yr[c] = ((xr[c] - hi) - lo) * rs + b[c];
-      } else {
-#pragma omp simd
-        for (int64_t c = 0; c < C; ++c) yr[c] = ((xr[c] - hi) - lo) * rs;
-      }
-    }
-  });
+  vec_detail::run_active(
+      [=]() POSGRAD_VEC_BODY { row_kernels::layer_norm_forward_rows<float>(y, mean, rstd, x, w, b, rows, C, eps); });
 }
 
 void layer_norm_backward_rows_f32(float* dx, const float* dy, const float* x, const float* w, const float* mean,
                                   const float* rstd, int64_t rows, int64_t C) {
-  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
-    const float c_t = static_cast<float>(C);
-    for (int64_t n = 0; n < rows; ++n) {
-      const float* xr = x + n * C;
-      const float* dyr = dy + n * C;
-      float* dxr = dx + n * C;
-      const float hi = mean[2 * n], lo = mean[2 * n + 1], rs = rstd[n];
-      const float sg = sum16<float>(C, [&](int64_t c) POSGRAD_VEC_BODY { return w ? dyr[c] * w[c] : dyr[c]; });
-      const float sgx = sum16<float>(
-          C, [&](int64_t c) POSGRAD_VEC_BODY { return (w ? dyr[c] * w[c] : dyr[c]) * (((xr[c] - hi) - lo) * rs); });
-      const float mg = sg / c_t, mgx = sgx / c_t;
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) {
-        const float g = w ? dyr[c] * w[c] : dyr[c];
-        dxr[c] += rs * (g - mg - ((xr[c] - hi) - lo) * rs * mgx);
-      }
-    }
-  });
+  vec_detail::run_active(
+      [=]() POSGRAD_VEC_BODY { row_kernels::layer_norm_backward_rows<float>(dx, dy, x, w, mean, rstd, rows, C); });
 }
 
 void rms_norm_forward_rows_f32(float* y, float* rstd, const float* x, const float* w, int64_t rows, int64_t C,
                                float eps) {
-  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
-    for (int64_t n = 0; n < rows; ++n) {
-      const float* xr = x + n * C;
-      float* yr = y + n * C;
-      const double ss = sum16<double>(
-          C, [&](int64_t c) POSGRAD_VEC_BODY { return static_cast<double>(xr[c]) * static_cast<double>(xr[c]); });
-      const float rs = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(C) + static_cast<double>(eps)));
-      rstd[n] = rs;
-      if (w) {
-#pragma omp simd
-        for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * rs * w[c];
-      } else {
-#pragma omp simd
-        for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * rs;
-      }
-    }
-  });
+  vec_detail::run_active(
+      [=]() POSGRAD_VEC_BODY { row_kernels::rms_norm_forward_rows<float>(y, rstd, x, w, rows, C, eps); });
 }
 
 void rms_norm_backward_rows_f32(float* dx, const float* dy, const float* x, const float* w, const float* rstd,
                                 int64_t rows, int64_t C) {
-  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
-    const float c_t = static_cast<float>(C);
-    for (int64_t n = 0; n < rows; ++n) {
-      const float* xr = x + n * C;
-      const float* dyr = dy + n * C;
-      float* dxr = dx + n * C;
-      const float rs = rstd[n];
-      const float sgx =
-          sum16<float>(C, [&](int64_t c) POSGRAD_VEC_BODY { return (w ? dyr[c] * w[c] : dyr[c]) * (xr[c] * rs); });
-      const float mgx = sgx / c_t;
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) {
-        const float g = w ? dyr[c] * w[c] : dyr[c];
-        dxr[c] += rs * (g - xr[c] * rs * mgx);
-      }
-    }
-  });
+  vec_detail::run_active(
+      [=]() POSGRAD_VEC_BODY { row_kernels::rms_norm_backward_rows<float>(dx, dy, x, w, rstd, rows, C); });
 }
 
 void norm_param_grads_f32(float* acc_w, float* acc_b, const float* dy, const float* x, const float* mean,
                           const float* rstd, int64_t N, int64_t C, int64_t c0, int64_t width) {
   vec_detail::run_active([=]() POSGRAD_VEC_BODY {
-    for (int64_t n = 0; n < N; ++n) {
-      const float* dyr = dy + n * C + c0;
-      const float* xr = x + n * C + c0;
-      const float hi = mean ? mean[2 * n] : 0.0f, lo = mean ? mean[2 * n + 1] : 0.0f, rs = rstd[n];
-      if (acc_w) {
-#pragma omp simd
-        for (int64_t c = 0; c < width; ++c) acc_w[c] += dyr[c] * (((xr[c] - hi) - lo) * rs);
-      }
-      if (acc_b) {
-#pragma omp simd
-        for (int64_t c = 0; c < width; ++c) acc_b[c] += dyr[c];
-      }
-    }
+    row_kernels::norm_param_grads<float>(acc_w, acc_b, dy, x, mean, rstd, N, C, c0, width);
   });
 }
 
 void adamw_update_f32(float* p, float* m, float* v, const float* g, int64_t n, float beta1, float beta2, float one_m_b1,
                       float one_m_b2, float decay, float step_size, float bc2_sqrt, float eps) {
   vec_detail::run_active([=]() POSGRAD_VEC_BODY {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      const float gi = g[i];
-      const float mi = beta1 * m[i] + one_m_b1 * gi;
-      const float vi = beta2 * v[i] + one_m_b2 * gi * gi;
-      m[i] = mi;
-      v[i] = vi;
-      const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-      p[i] = p[i] * decay - step_size * (mi / denom);
-    }
+    row_kernels::adamw_update<float>(p, m, v, g, n, beta1, beta2, one_m_b1, one_m_b2, decay, step_size, bc2_sqrt, eps);
   });
 }
 
@@ -440,35 +294,13 @@ void column_sums_f32(float* y, const float* x, int64_t R, int64_t ld, int64_t wi
 }
 
 void binary_forward_f32(float* y, const float* a, const float* b, int64_t n, BinaryOp op) {
-  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
-    switch (op) {
-#define POSGRAD_LOOP(expr)                                         \
-  _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) y[i] = expr; \
-  break;
-      case BinaryOp::Add: POSGRAD_LOOP(a[i] + b[i])
-      case BinaryOp::Sub: POSGRAD_LOOP(a[i] - b[i])
-      case BinaryOp::Mul: POSGRAD_LOOP(a[i] * b[i])
-      case BinaryOp::Div: POSGRAD_LOOP(a[i] / b[i])
-#undef POSGRAD_LOOP
-    }
-  });
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY { row_kernels::binary_forward_elements<float>(y, a, b, n, op); });
 }
 
 void binary_backward_f32(float* da, float* db, const float* dy, const float* a, const float* b, int64_t n,
                          BinaryOp op) {
-  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
-#define POSGRAD_WRITE(ptr, expr)                                                \
-  if (ptr) {                                                                    \
-    _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) ptr[i] = 0.0f + (expr); \
-  }
-    switch (op) {
-      case BinaryOp::Add: POSGRAD_WRITE(da, dy[i]) POSGRAD_WRITE(db, dy[i]) break;
-      case BinaryOp::Sub: POSGRAD_WRITE(da, dy[i]) POSGRAD_WRITE(db, -dy[i]) break;
-      case BinaryOp::Mul: POSGRAD_WRITE(da, dy[i] * b[i]) POSGRAD_WRITE(db, dy[i] * a[i]) break;
-      case BinaryOp::Div: POSGRAD_WRITE(da, dy[i] / b[i]) POSGRAD_WRITE(db, -dy[i] * ((a[i] / b[i]) / b[i])) break;
-    }
-#undef POSGRAD_WRITE
-  });
+  vec_detail::run_active(
+      [=]() POSGRAD_VEC_BODY { row_kernels::binary_backward_elements<float>(da, db, dy, a, b, n, op); });
 }
 
 }  // namespace posgrad::kernels::cpu
