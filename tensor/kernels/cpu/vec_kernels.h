@@ -4,8 +4,10 @@
 // What it is: the loops whose time is their transcendental functions — the exact GELU forward and
 // backward (elementwise.cpp), the attention's exponentials with their row sum (attention.cpp) and the
 // cross-entropy's (cross_entropy.cpp) — and CoPE's gates (cope.cpp), written with vec_math.h's exp and erf;
-// the float rows of LayerNorm and RMSNorm (norm.cpp), the float AdamW update (optim.cpp) and the
-// float column sums of sum_dim (reduce.cpp), which the baseline build ran four lanes wide; plus the
+// the float rows of LayerNorm and RMSNorm (norm.cpp), the float AdamW update (optim.cpp), the float
+// binary ops (elementwise.cpp) and the float column sums of sum_dim (reduce.cpp), which the baseline
+// build ran four lanes wide (the norms', AdamW's and the binary ops' loop bodies are row_kernels.h's,
+// shared with the double paths); plus the
 // selector of their instruction set, exposed (like the GEMM's, gemm_internal.h) so that tests and benchmarks run every
 // path on one machine. What it is not: part of the public kernel API (kernels.h's unary GELU and the attention kernels
 // call these for float; double keeps libm in the callers), nor the GEMM's selector: the two are independent, and
