@@ -205,8 +205,9 @@ void sum_squares_multi(double* out, const T* const* xs, const int64_t* ns, int64
 
 // ---- fused attention at per-token positions: CPU only (cpu/attention.cpp) -------------------------
 // Randomized positions (Ruoss et al. 2023, §3) for the modifiers indexed by relative position. Like
-// the GELU pair above, an exception to "both backends": there is no CUDA twin, and the autograd op refuses these on a
-// CUDA device before dispatch. As attention_forward / attention_backward (kernels_decl.inc), except:
+// the GELU pair above, an exception to "both backends": there is no CUDA twin, and the autograd op refuses them on a
+// CUDA device before dispatch. The strided kernels below with q_pos and k_pos not null: as
+// attention_forward / attention_backward (kernels_decl.inc), except:
 // query i sits at position q_pos[i], key j at k_pos[j] (q_pos (Tq), k_pos (Tk), each strictly
 // increasing and >= 0, checked by the caller); pair (i, j) has relative position
 // r = k_pos[j] - q_pos[i] and reads entry w = r + q_pos[Tq - 1] of
@@ -216,18 +217,7 @@ void sum_squares_multi(double* out, const T* const* xs, const int64_t* ns, int64
 // The causal mask stays the index order (keys j > i hidden), which is the position order when the
 // queries and keys are the same tokens (self-attention); no query offset.
 // Sink logits (sinks, dsinks (H) or null) as in attention_forward / attention_backward.
-template <typename T>
-void attention_forward_positions(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias,
-                                 const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
-                                 const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
-                                 int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale);
-template <typename T>
-void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout,
-                                  const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias,
-                                  const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
-                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
-                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale);
-// Scratch size of the two above (pass 0 forward, 1 backward), nw the window width.
+// Their scratch size (pass 0 forward, 1 backward), nw the window width.
 int64_t attention_positions_scratch_elems(ScoreBias kind, int pass, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
                                           int64_t D, int64_t U, int64_t nw);
 
@@ -245,8 +235,8 @@ struct HeadStrides {
 struct AttentionStrides {
   HeadStrides q, k, v, o, dout, dq, dk, dv;
 };
-// attention_forward / attention_backward (kernels_decl.inc), or with q_pos, k_pos not null their
-// _positions forms above (q_offset then ignored), on operands laid out by st: the arithmetic of the
+// attention_forward / attention_backward (kernels_decl.inc), or with q_pos, k_pos not null at per-token
+// positions (above; q_offset then ignored), on operands laid out by st: the arithmetic of the
 // dense kernels element for element, so the same bits as on dense copies of the operands. The
 // autograd op calls these on the CPU so that neither splitting nor merging the heads copies.
 // prepared (backward, ContentPosition; else null): the scratch of the forward call on the same

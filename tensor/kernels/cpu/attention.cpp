@@ -36,7 +36,7 @@
 //    the sink and backward's P = exp((S - m) - log l) is already the sink-normalised probability; the
 //    sink's own gradient is dsinks[h] = -sum_{b,i} P_sink delta_i (its dP is 0), one partial per
 //    (b, h) reduced over b in a fixed order.
-//  * Per-token positions (attention_*_positions, kernels.h; randomized positions, Ruoss et al. 2023
+//  * Per-token positions (attention_*_strided with q_pos, kernels.h; randomized positions, Ruoss et al. 2023
 //    §3): the same two modifiers, but pair (i, j) reads entry k_pos[j] - q_pos[i] + q_pos[Tq - 1] of
 //    the bias row / diagonal index (a gather along the tile row instead of a contiguous slice), and
 //    the bias gradient is scattered back into that entry. A separate branch per tile, so the
@@ -391,15 +391,6 @@ void attention_forward(T* o, T* stats, T* scratch, const T* q, const T* k, const
 }
 
 template <typename T>
-void attention_forward_positions(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias,
-                                 const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
-                                 const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
-                                 int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale) {
-  forward_impl(o, stats, scratch, q, k, v, bias, kr, qr, sinks, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U,
-               int64_t(0), kind, causal, scale, dense_strides(H, Tq, Tk, D));
-}
-
-template <typename T>
 void attention_forward_strided(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias,
                                const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
                                const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
@@ -417,16 +408,6 @@ void attention_backward(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks
   backward_impl(dq, dk, dv, dbias, dkr, dqr, dsinks, scratch, dout, q, k, v, o, stats, bias, kr, qr, sinks, diag_u,
                 rows, static_cast<const int64_t*>(nullptr), static_cast<const int64_t*>(nullptr), B, H, Tq, Tk, D, U,
                 q_offset, kind, causal, scale, dense_strides(H, Tq, Tk, D));
-}
-
-template <typename T>
-void attention_backward_positions(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* scratch, const T* dout,
-                                  const T* q, const T* k, const T* v, const T* o, const T* stats, const T* bias,
-                                  const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
-                                  const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
-                                  int64_t Tk, int64_t D, int64_t U, ScoreBias kind, bool causal, T scale) {
-  backward_impl(dq, dk, dv, dbias, dkr, dqr, dsinks, scratch, dout, q, k, v, o, stats, bias, kr, qr, sinks, diag_u,
-                rows, q_pos, k_pos, B, H, Tq, Tk, D, U, int64_t(0), kind, causal, scale, dense_strides(H, Tq, Tk, D));
 }
 
 template <typename T>
@@ -782,14 +763,6 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
   template void attention_diagonal_sums<T>(T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,         \
                                            const int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t,         \
                                            int64_t, int64_t, int64_t, ScoreBias, bool, T);                             \
-  template void attention_forward_positions<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, \
-                                               const T*, const int64_t*, const int64_t*, const int64_t*,               \
-                                               const int64_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,   \
-                                               ScoreBias, bool, T);                                                    \
-  template void attention_backward_positions<T>(                                                                       \
-      T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*,  \
-      const T*, const T*, const int64_t*, const int64_t*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t,   \
-      int64_t, int64_t, int64_t, ScoreBias, bool, T);                                                                  \
   template void attention_forward_strided<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,   \
                                              const T*, const int64_t*, const int64_t*, const int64_t*, const int64_t*, \
                                              int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, ScoreBias, \
