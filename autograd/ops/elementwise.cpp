@@ -52,6 +52,13 @@ struct BinaryFn : Function<BinaryFn<OP>> {
   static TensorList backward(Context<Saved>& ctx, const TensorList& grads) {
     const auto& s = ctx.saved;
     Tensor dy = grads[0].contiguous();
+    if constexpr (OP == BinaryOp::Add) {
+      // d(a + b)/da = d(a + b)/db = 1: both inputs get dy itself (summed over broadcast dimensions),
+      // as PyTorch's AddBackward passes its gradient on, instead of two copies of it. Gradients are
+      // never written in place (the engine accumulates out of place, AccumulateGrad keeps a leaf's
+      // gradient only when nothing else holds it), so sharing one tensor is safe.
+      return {ctx.needs(0) ? sum_to(dy, s.a_shape) : Tensor(), ctx.needs(1) ? sum_to(dy, s.b_shape) : Tensor()};
+    }
     Tensor da, db;
     // Written by the kernel (no zero fill first).
     if (ctx.needs(0)) da = Tensor::empty(s.out_shape, dy.dtype(), dy.device());
