@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "autograd/ops.h"
@@ -266,6 +267,67 @@ TEST(Attention, ContentPositionBackwardReusingTheForwardsProductsGivesTheSameByt
       for (size_t i = 0; i < reused.size(); ++i)
         EXPECT_EQ(std::memcmp(reused[i].data(), recomputed[i].data(), reused[i].size() * sizeof(float)), 0)
             << "gradient " << i << (causal ? " causal" : " bidirectional") << " T=" << T;
+    }
+}
+
+// The CPU backward with overwrite = true (what the autograd op passes) writes dq, dk, dv instead of
+// accumulating into them: on buffers full of NaN it gives the bytes of the accumulating call on
+// zero-filled buffers -- keys that no query sees (causal, Tq < Tk with an offset) included -- and
+// leaves the memory between the rows (row stride > D, as in the thirds of a (B, T, 3C) buffer) alone.
+TEST(Attention, BackwardOverwritingItsGradientsGivesTheBytesOfAccumulatingIntoZeros) {
+  namespace k = kernels;
+  struct Shape3 {
+    int64_t Tq, Tk, q_offset;
+    bool causal;
+  };
+  for (const Shape3 sh : {Shape3{13, 13, 0, true}, Shape3{130, 130, 0, true}, Shape3{70, 70, 0, false},
+                          Shape3{9, 140, 131, true}, Shape3{9, 140, 20, true}})
+    for (const ScoreBias kind : {ScoreBias::None, ScoreBias::Distance}) {
+      const int64_t B = 2, H = 3, D = 8, pad = 5, row = D + pad;  // rows `pad` elements apart
+      const int64_t Tq = sh.Tq, Tk = sh.Tk;
+      Generator g(59);
+      auto vec = [&](int64_t n) { return randn({n}, g, DType::Float32).to_float_vector(); };
+      const auto q = vec(B * H * Tq * D), kk = vec(B * H * Tk * D), v = vec(B * H * Tk * D);
+      const auto dout = vec(B * H * Tq * D), bias = vec(H * (Tq + Tk - 1));
+      const float* bp = kind == ScoreBias::Distance ? bias.data() : nullptr;
+      const float scale = 0.3f;
+      const k::cpu::HeadStrides dq_s{H * Tq * D, Tq * D, D}, dk_s{H * Tk * D, Tk * D, D};
+      const k::cpu::HeadStrides gq{H * Tq * row, Tq * row, row}, gk{H * Tk * row, Tk * row, row};
+      const k::cpu::AttentionStrides st{dq_s, dk_s, dk_s, dq_s, dq_s, gq, gk, gk};
+      std::vector<float> o(q.size()), stats(B * H * Tq * 2);
+      std::vector<float> fwd(std::max<int64_t>(1, k::cpu::attention_scratch_elems(kind, 0, B, H, Tq, Tk, D, 0)));
+      k::cpu::attention_forward_strided<float>(o.data(), stats.data(), fwd.data(), q.data(), kk.data(), v.data(), bp,
+                                               nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, B, H, Tq,
+                                               Tk, D, 0, sh.q_offset, kind, sh.causal, scale,
+                                               {dq_s, dk_s, dk_s, dq_s, dq_s, dq_s, dk_s, dk_s});
+      auto backward = [&](float fill, bool overwrite) {
+        std::vector<float> bwd(std::max<int64_t>(1, k::cpu::attention_scratch_elems(kind, 1, B, H, Tq, Tk, D, 0)));
+        std::vector<std::vector<float>> gr{std::vector<float>(B * H * Tq * row, fill),
+                                           std::vector<float>(B * H * Tk * row, fill),
+                                           std::vector<float>(B * H * Tk * row, fill),
+                                           std::vector<float>(bias.size(), 0.0f)};
+        for (auto* t : {&gr[0], &gr[1], &gr[2]})  // the gaps between rows hold a sentinel
+          for (size_t i = 0; i < t->size(); ++i)
+            if (static_cast<int64_t>(i) % row >= D) (*t)[i] = 7.0f;
+        k::cpu::attention_backward_strided<float>(
+            gr[0].data(), gr[1].data(), gr[2].data(), bp ? gr[3].data() : nullptr, nullptr, nullptr, nullptr,
+            bwd.data(), dout.data(), q.data(), kk.data(), v.data(), o.data(), stats.data(), bp, nullptr, nullptr,
+            nullptr, nullptr, nullptr, nullptr, nullptr, B, H, Tq, Tk, D, 0, sh.q_offset, kind, sh.causal, scale, st,
+            nullptr, overwrite);
+        return gr;
+      };
+      const auto written = backward(std::numeric_limits<float>::quiet_NaN(), true), summed = backward(0.0f, false);
+      const std::string what = std::string(kind == ScoreBias::None ? "none" : "distance") + " Tq=" +
+                               std::to_string(Tq) + " Tk=" + std::to_string(Tk) + " offset " +
+                               std::to_string(sh.q_offset) + (sh.causal ? " causal" : " bidirectional");
+      for (size_t i = 0; i < written.size(); ++i)
+        EXPECT_EQ(std::memcmp(written[i].data(), summed[i].data(), written[i].size() * sizeof(float)), 0)
+            << "gradient " << i << ": " << what;
+      for (size_t i = 0; i < 3; ++i)
+        for (size_t e = 0; e < written[i].size(); ++e)
+          if (static_cast<int64_t>(e) % row >= D) ASSERT_EQ(written[i][e], 7.0f) << "gap overwritten: " << what;
+      // The test must see some all-zero gradient rows where no query sees a key (offset 20: keys 29..139).
+      if (sh.q_offset == 20 && sh.causal) EXPECT_EQ(written[1][(Tk - 1) * row], 0.0f) << what;
     }
 }
 

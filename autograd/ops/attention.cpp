@@ -333,14 +333,24 @@ struct AttentionFn : Function<AttentionFn> {
       return ctx.needs(slot) ? Tensor::zeros(t.shape(), t.dtype(), t.device()) : Tensor();
     };
     Tensor dq, dk, dv;
+    // On the CPU dq, dk and dv are written by the kernel (overwrite: each head's rows zeroed by the
+    // thread that accumulates into them), so they need no zero fill of their own.
+    auto empty_like = [&](const Tensor& t, size_t slot) {
+      return ctx.needs(slot) ? Tensor::empty(t.shape(), t.dtype(), t.device()) : Tensor();
+    };
     if (cpu && packed_thirds(s.q, s.k, s.v)) {
       // One (B, T, 3 H D) gradient whose thirds have q's, k's and v's layout: split_heads' backward
-      // then hands it on without a copy.
-      const Tensor g = Tensor::zeros({d.B, d.Tq, 3 * d.H * d.D}, s.q.dtype(), s.q.device());
+      // then hands it on without a copy. A third not needed is never written: zero it here (a
+      // gradient the caller sees whole must hold no stale memory).
+      const bool all = ctx.needs(0) && ctx.needs(1) && ctx.needs(2);
+      const Shape gs{d.B, d.Tq, 3 * d.H * d.D};
+      const Tensor g = all ? Tensor::empty(gs, s.q.dtype(), s.q.device()) : Tensor::zeros(gs, s.q.dtype(), s.q.device());
       auto third = [&](int64_t part, size_t slot) {
         return ctx.needs(slot) ? g.as_strided_nograd(s.q.shape(), s.q.strides(), part * d.H * d.D) : Tensor();
       };
       dq = third(0, 0), dk = third(1, 1), dv = third(2, 2);
+    } else if (cpu) {
+      dq = empty_like(s.q, 0), dk = empty_like(s.k, 1), dv = empty_like(s.v, 2);
     } else {
       dq = zeros_like(s.q, 0), dk = zeros_like(s.k, 1), dv = zeros_like(s.v, 2);
     }
@@ -371,7 +381,7 @@ struct AttentionFn : Function<AttentionFn> {
             data_or_null<T>(s.bias), data_or_null<T>(s.kr), data_or_null<T>(s.qr), data_or_null<T>(s.sinks), du, rows,
             s.cfg.positions() ? s.cfg.q_pos.data() : nullptr, s.cfg.positions() ? s.cfg.k_pos.data() : nullptr, d.B,
             d.H, d.Tq, d.Tk, d.D, d.U, s.cfg.q_offset, s.cfg.kind, s.cfg.causal, T(s.cfg.scale), st,
-            data_or_null<T>(s.prepared));
+            data_or_null<T>(s.prepared), /*overwrite=*/true);
         return;
       }
       POSGRAD_KERNEL(dout.device(), attention_backward<T>, data_or_null<T>(dq), data_or_null<T>(dk),

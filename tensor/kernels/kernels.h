@@ -242,7 +242,9 @@ struct AttentionStrides {
 // prepared (backward, ContentPosition; else null): the scratch of the forward call on the same
 // inputs, whose c2p and p2c products (and gathered table rows) the backward then reads instead of
 // computing them again: the same values, two of the pass's products fewer; it must stay unchanged
-// since that forward.
+// since that forward. overwrite (backward): dq, dk, dv are written instead of accumulated into (their
+// previous contents, even NaN, are ignored): each (b, h)'s rows are zeroed by the thread that then
+// accumulates into them, so the caller needs no zero-filled buffers; the bits of a zero-filled call.
 template <typename T>
 void attention_forward_strided(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias,
                                const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
@@ -255,7 +257,8 @@ void attention_backward_strided(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T
                                 const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
                                 const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
                                 int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
-                                T scale, const AttentionStrides& st, const T* prepared = nullptr);
+                                T scale, const AttentionStrides& st, const T* prepared = nullptr,
+                                bool overwrite = false);
 }  // namespace cpu
 
 #if POSGRAD_HAVE_CUDA

@@ -366,7 +366,7 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
                    const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
                    const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
                    int64_t q_offset, ScoreBias kind, bool causal, T scale, const AttentionStrides& st,
-                   const T* prepared = nullptr);
+                   const T* prepared = nullptr, bool overwrite = false);
 
 }  // namespace
 
@@ -416,10 +416,10 @@ void attention_backward_strided(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T
                                 const T* kr, const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows,
                                 const int64_t* q_pos, const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq,
                                 int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
-                                T scale, const AttentionStrides& st, const T* prepared) {
+                                T scale, const AttentionStrides& st, const T* prepared, bool overwrite) {
   backward_impl(dq, dk, dv, dbias, dkr, dqr, dsinks, scratch, dout, q, k, v, o, stats, bias, kr, qr, sinks, diag_u,
                 rows, q_pos, k_pos, B, H, Tq, Tk, D, U, q_pos ? int64_t(0) : q_offset, kind, causal, scale, st,
-                prepared);
+                prepared, overwrite);
 }
 
 namespace {
@@ -504,7 +504,7 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
                    const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
                    const int64_t* k_pos, int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t U,
                    int64_t q_offset, ScoreBias kind, bool causal, T scale, const AttentionStrides& st,
-                   const T* prepared) {
+                   const T* prepared, bool overwrite) {
   const int64_t nd = q_pos ? window_width(q_pos, k_pos, Tq, Tk) : Tq + Tk - 1;  // bias width
   const ScratchLayout L = scratch_layout(kind, 1, B, H, Tq, Tk, D, U, nd);
   const Problem<T> p = prepare(scratch, L, q, k, bias, kr, qr, diag_u, rows, q_pos, k_pos, B, H, Tq, Tk, D, U, q_offset,
@@ -536,6 +536,11 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
     T* dqb = dq ? dq + at(st.dq, bh, H) : nullptr;
     T* dkb = dk ? dk + at(st.dk, bh, H) : nullptr;
     T* dvb = dv ? dv + at(st.dv, bh, H) : nullptr;
+    if (overwrite) {  // this (b, h)'s rows, zeroed by the thread that accumulates into them
+      for (int64_t i = 0; dqb && i < Tq; ++i) std::fill(dqb + i * st.dq.row, dqb + i * st.dq.row + D, T(0));
+      for (int64_t j = 0; dkb && j < Tk; ++j) std::fill(dkb + j * st.dk.row, dkb + j * st.dk.row + D, T(0));
+      for (int64_t j = 0; dvb && j < Tk; ++j) std::fill(dvb + j * st.dv.row, dvb + j * st.dv.row + D, T(0));
+    }
     const T* sb = stats + 2 * bh * Tq;  // (Tq, 2): (m, log l) per row
     T* db = delta + bh * Tq;
     // delta_i = dO_i . O_i = sum_j P_ij dP_ij (the softmax-backward row term).
@@ -770,7 +775,7 @@ void attention_diagonal_sums(T* prob_sum, T* scratch, const T* q, const T* k, co
   template void attention_backward_strided<T>(                                                                         \
       T*, T*, T*, T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*, const T*,  \
       const T*, const T*, const int64_t*, const int64_t*, const int64_t*, const int64_t*, int64_t, int64_t, int64_t,   \
-      int64_t, int64_t, int64_t, int64_t, ScoreBias, bool, T, const AttentionStrides&, const T*);
+      int64_t, int64_t, int64_t, int64_t, ScoreBias, bool, T, const AttentionStrides&, const T*, bool);
 POSGRAD_ATTENTION_INST(float)
 POSGRAD_ATTENTION_INST(double)
 #undef POSGRAD_ATTENTION_INST
