@@ -302,23 +302,22 @@ TEST(Attention, BackwardOverwritingItsGradientsGivesTheBytesOfAccumulatingIntoZe
                                                {dq_s, dk_s, dk_s, dq_s, dq_s, dq_s, dk_s, dk_s});
       auto backward = [&](float fill, bool overwrite) {
         std::vector<float> bwd(std::max<int64_t>(1, k::cpu::attention_scratch_elems(kind, 1, B, H, Tq, Tk, D, 0)));
-        std::vector<std::vector<float>> gr{std::vector<float>(B * H * Tq * row, fill),
-                                           std::vector<float>(B * H * Tk * row, fill),
-                                           std::vector<float>(B * H * Tk * row, fill),
-                                           std::vector<float>(bias.size(), 0.0f)};
+        std::vector<std::vector<float>> gr{
+            std::vector<float>(B * H * Tq * row, fill), std::vector<float>(B * H * Tk * row, fill),
+            std::vector<float>(B * H * Tk * row, fill), std::vector<float>(bias.size(), 0.0f)};
         for (auto* t : {&gr[0], &gr[1], &gr[2]})  // the gaps between rows hold a sentinel
           for (size_t i = 0; i < t->size(); ++i)
             if (static_cast<int64_t>(i) % row >= D) (*t)[i] = 7.0f;
-        k::cpu::attention_backward_strided<float>(
-            gr[0].data(), gr[1].data(), gr[2].data(), bp ? gr[3].data() : nullptr, nullptr, nullptr, nullptr,
-            bwd.data(), dout.data(), q.data(), kk.data(), v.data(), o.data(), stats.data(), bp, nullptr, nullptr,
-            nullptr, nullptr, nullptr, nullptr, nullptr, B, H, Tq, Tk, D, 0, sh.q_offset, kind, sh.causal, scale, st,
-            nullptr, overwrite);
+        k::cpu::attention_backward_strided<float>(gr[0].data(), gr[1].data(), gr[2].data(), bp ? gr[3].data() : nullptr,
+                                                  nullptr, nullptr, nullptr, bwd.data(), dout.data(), q.data(),
+                                                  kk.data(), v.data(), o.data(), stats.data(), bp, nullptr, nullptr,
+                                                  nullptr, nullptr, nullptr, nullptr, nullptr, B, H, Tq, Tk, D, 0,
+                                                  sh.q_offset, kind, sh.causal, scale, st, nullptr, overwrite);
         return gr;
       };
       const auto written = backward(std::numeric_limits<float>::quiet_NaN(), true), summed = backward(0.0f, false);
-      const std::string what = std::string(kind == ScoreBias::None ? "none" : "distance") + " Tq=" +
-                               std::to_string(Tq) + " Tk=" + std::to_string(Tk) + " offset " +
+      const std::string what = std::string(kind == ScoreBias::None ? "none" : "distance") +
+                               " Tq=" + std::to_string(Tq) + " Tk=" + std::to_string(Tk) + " offset " +
                                std::to_string(sh.q_offset) + (sh.causal ? " causal" : " bidirectional");
       for (size_t i = 0; i < written.size(); ++i)
         EXPECT_EQ(std::memcmp(written[i].data(), summed[i].data(), written[i].size() * sizeof(float)), 0)

@@ -344,7 +344,8 @@ struct AttentionFn : Function<AttentionFn> {
       // gradient the caller sees whole must hold no stale memory).
       const bool all = ctx.needs(0) && ctx.needs(1) && ctx.needs(2);
       const Shape gs{d.B, d.Tq, 3 * d.H * d.D};
-      const Tensor g = all ? Tensor::empty(gs, s.q.dtype(), s.q.device()) : Tensor::zeros(gs, s.q.dtype(), s.q.device());
+      const Tensor g =
+          all ? Tensor::empty(gs, s.q.dtype(), s.q.device()) : Tensor::zeros(gs, s.q.dtype(), s.q.device());
       auto third = [&](int64_t part, size_t slot) {
         return ctx.needs(slot) ? g.as_strided_nograd(s.q.shape(), s.q.strides(), part * d.H * d.D) : Tensor();
       };
