@@ -155,6 +155,38 @@ TEST(Autograd, SameTensorUsedTwice) {
   EXPECT_EQ(c.grad().to_vector(), (std::vector<double>{12, 27}));
 }
 
+// add's backward hands one gradient tensor to both inputs (no copies). Nothing may then see another
+// tensor's gradient change: two leaves (and a retained non-leaf) fed by one add get gradients that do
+// not share memory, so that writing into one of them (as clipping or zero_grad do) leaves the others
+// alone; broadcast inputs get their sums; and a gradient reaching a node twice through the shared
+// tensor is accumulated, not doubled in place.
+TEST(Autograd, AddSharesItsGradientWithoutAliasingLeafGradients) {
+  Tensor x = leaf({1, 2, 3, 4}, {2, 2});
+  Tensor y = leaf({5, 6, 7, 8}, {2, 2});
+  Tensor r = leaf({10, 20}, {2});  // broadcast over rows
+  Tensor m = y * 1.0;
+  m.retain_grad();
+  Tensor s = x + m;
+  Tensor g = Tensor::from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}, DType::Float64);
+  (s + r).backward(g);
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(y.grad().to_vector(), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(r.grad().to_vector(), (std::vector<double>{4, 6}));
+  EXPECT_FALSE(x.grad().shares_storage(y.grad()));
+  EXPECT_FALSE(x.grad().shares_storage(m.grad()));
+  EXPECT_FALSE(y.grad().shares_storage(m.grad()));
+  EXPECT_FALSE(x.grad().shares_storage(g));
+  x.grad().data<double>()[0] = -100;  // an in-place write into one gradient
+  EXPECT_EQ(y.grad().to_vector(), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(m.grad().to_vector(), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(g.to_vector(), (std::vector<double>{1, 2, 3, 4}));
+  // One tensor reaching the same node along two paths: d/da (a + a) + (a + a) = 4.
+  Tensor a = leaf({1, -1}, {2});
+  Tensor b = a + a;
+  sum(b + b).backward();
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<double>{4, 4}));
+}
+
 TEST(Autograd, NoGradGuard) {
   Tensor x = leaf({1, 2}, {2});
   EXPECT_TRUE(GradMode::is_enabled());
