@@ -520,6 +520,22 @@ TEST_P(VecPath, NormsEqualTheScalarBitsInTheDocumentedOrder) {
           if (!rms) {  // a constant row normalises to exactly b (0 without it): var = 0, x - hi = 0
             for (int64_t c = 0; c < C; ++c) EXPECT_EQ(y[2 * C + c], affine ? b[c] : 0.0f) << what << " c=" << c;
           }
+          // The variant that writes dx (what the autograd ops call), on a dx full of NaN: the bits of the
+          // accumulating kernel on a zero-filled dx, and the same dw, db.
+          std::vector<float> dxz(N * C, 0.0f), dxo(N * C, std::numeric_limits<float>::quiet_NaN());
+          std::vector<float> dwz(C, 0.0f), dbz(C, 0.0f), dwo(C, 0.0f), dbo(C, 0.0f);
+          if (rms) {
+            cpu::rms_norm_backward<float>(dxz.data(), dwz.data(), dy.data(), x.data(), wp, rstd.data(), N, C);
+            cpu::rms_norm_backward_overwrite<float>(dxo.data(), dwo.data(), dy.data(), x.data(), wp, rstd.data(), N, C);
+          } else {
+            cpu::layer_norm_backward<float>(dxz.data(), dwz.data(), dbz.data(), dy.data(), x.data(), wp, mean.data(),
+                                            rstd.data(), N, C);
+            cpu::layer_norm_backward_overwrite<float>(dxo.data(), dwo.data(), dbo.data(), dy.data(), x.data(), wp,
+                                                      mean.data(), rstd.data(), N, C);
+          }
+          EXPECT_EQ(first_mismatch(dxo, dxz), -1) << what << " overwriting dx: " << mismatch_text(x, dxo, dxz);
+          EXPECT_EQ(first_mismatch(dwo, dwz), -1) << what << " overwriting dx: dw";
+          EXPECT_EQ(first_mismatch(dbo, dbz), -1) << what << " overwriting dx: db";
         }
       }
     }

@@ -55,12 +55,21 @@ struct LayerNormFn : Function<LayerNormFn> {
     Tensor dy = grads[0].contiguous();
     const int64_t C = s.x.size(-1), N = s.x.numel() / C;
     Tensor dx, dw, db;
-    // dx is always computed: the kernel contract makes only the parameter gradients optional.
-    dx = Tensor::zeros(s.x.shape(), dy.dtype(), dy.device());
+    // dx is always computed: the kernel contract makes only the parameter gradients optional. On the
+    // CPU the kernel writes it (no zero fill first, the same bits).
+    const bool cpu = dy.device().is_cpu();
+    dx =
+        cpu ? Tensor::empty(s.x.shape(), dy.dtype(), dy.device()) : Tensor::zeros(s.x.shape(), dy.dtype(), dy.device());
     if (ctx.needs(1)) dw = Tensor::zeros({C}, dy.dtype(), dy.device());
     if (ctx.needs(2)) db = Tensor::zeros({C}, dy.dtype(), dy.device());
     dispatch_floating(dy.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
+      if (cpu) {
+        kernels::cpu::layer_norm_backward_overwrite<T>(dx.data<T>(), data_or_null<T>(dw), data_or_null<T>(db),
+                                                       dy.data<T>(), s.x.data<T>(), data_or_null<T>(s.w),
+                                                       s.mean.data<T>(), s.rstd.data<T>(), N, C);
+        return;
+      }
       POSGRAD_KERNEL(dy.device(), layer_norm_backward<T>, data_or_null<T>(dx), data_or_null<T>(dw), data_or_null<T>(db),
                      dy.data<T>(), s.x.data<T>(), data_or_null<T>(s.w), s.mean.data<T>(), s.rstd.data<T>(), N, C);
     });
@@ -97,10 +106,17 @@ struct RmsNormFn : Function<RmsNormFn> {
     const int64_t C = s.x.size(-1), N = s.x.numel() / C;
     Tensor dx, dw;
     // dx is always computed: the kernel contract makes only the parameter gradients optional.
-    dx = Tensor::zeros(s.x.shape(), dy.dtype(), dy.device());
+    const bool cpu = dy.device().is_cpu();  // the CPU kernel writes dx (no zero fill first, the same bits)
+    dx =
+        cpu ? Tensor::empty(s.x.shape(), dy.dtype(), dy.device()) : Tensor::zeros(s.x.shape(), dy.dtype(), dy.device());
     if (ctx.needs(1)) dw = Tensor::zeros({C}, dy.dtype(), dy.device());
     dispatch_floating(dy.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
+      if (cpu) {
+        kernels::cpu::rms_norm_backward_overwrite<T>(dx.data<T>(), data_or_null<T>(dw), dy.data<T>(), s.x.data<T>(),
+                                                     data_or_null<T>(s.w), s.rstd.data<T>(), N, C);
+        return;
+      }
       POSGRAD_KERNEL(dy.device(), rms_norm_backward<T>, data_or_null<T>(dx), data_or_null<T>(dw), dy.data<T>(),
                      s.x.data<T>(), data_or_null<T>(s.w), s.rstd.data<T>(), N, C);
     });

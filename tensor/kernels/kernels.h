@@ -179,6 +179,18 @@ template <typename T>
 void gemm_bias(T* C, const T* A, const T* B, const T* bias, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda,
                int64_t ldb, bool trans_a, bool trans_b);
 
+// ---- norm backward writing dx: CPU only (cpu/norm.cpp) -------------------------------------------
+// layer_norm_backward / rms_norm_backward (kernels_decl.inc; shapes, formulas and dw, db as there) with
+// dx written instead of accumulated into: dx = 0 + (the term the accumulating kernel adds), which is
+// the bits of that kernel on a zero-filled dx, without the fill (dx's previous contents, even NaN, are
+// not read). The autograd ops call these on the CPU. No errors.
+template <typename T>
+void layer_norm_backward_overwrite(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean,
+                                   const T* rstd, int64_t N, int64_t C);
+template <typename T>
+void rms_norm_backward_overwrite(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int64_t N,
+                                 int64_t C);
+
 // ---- multi-tensor optimizer kernels: CPU only (cpu/optim.cpp) -------------------------------------
 // A model's parameters in one thread team instead of one call per tensor (most tensors of a small model
 // are below the size at which a team pays off, so per-tensor calls left the other cores idle). The same

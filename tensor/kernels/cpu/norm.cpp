@@ -104,19 +104,32 @@ void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T*
   });
 }
 
-// dx (N, C) += ...; dw, db (C) += ... or null when not needed.
+// dx (N, C) += ... (accumulate false: dx = 0 + ..., unread); dw, db (C) += ... or null when not needed.
 template <typename T>
-void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
-                         int64_t N, int64_t C) {
+void layer_norm_backward_impl(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
+                              int64_t N, int64_t C, bool accumulate) {
   if (dx)
     for_row_shares(N, C, [&](int64_t n0, int64_t n1) {
       if constexpr (std::is_same_v<T, float>)
-        layer_norm_backward_rows_f32(dx + n0 * C, dy + n0 * C, x + n0 * C, w, mean + 2 * n0, rstd + n0, n1 - n0, C);
+        layer_norm_backward_rows_f32(dx + n0 * C, dy + n0 * C, x + n0 * C, w, mean + 2 * n0, rstd + n0, n1 - n0, C,
+                                     accumulate);
       else
         row_kernels::layer_norm_backward_rows<T>(dx + n0 * C, dy + n0 * C, x + n0 * C, w, mean + 2 * n0, rstd + n0,
-                                                 n1 - n0, C);
+                                                 n1 - n0, C, accumulate);
     });
   if (dw || db) param_grads(dw, db, dy, x, mean, rstd, N, C);
+}
+
+template <typename T>
+void layer_norm_backward(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean, const T* rstd,
+                         int64_t N, int64_t C) {
+  layer_norm_backward_impl(dx, dw, db, dy, x, w, mean, rstd, N, C, true);
+}
+
+template <typename T>
+void layer_norm_backward_overwrite(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, const T* mean,
+                                   const T* rstd, int64_t N, int64_t C) {
+  layer_norm_backward_impl(dx, dw, db, dy, x, w, mean, rstd, N, C, false);
 }
 
 // y (N, C); rstd (N) saved; w (C) or null.
@@ -130,25 +143,41 @@ void rms_norm_forward(T* y, T* rstd, const T* x, const T* w, int64_t N, int64_t 
   });
 }
 
-// dx (N, C) += ...; dw (C) += ... or null.
+// dx (N, C) += ... (accumulate false: dx = 0 + ..., unread); dw (C) += ... or null.
 template <typename T>
-void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int64_t N, int64_t C) {
+void rms_norm_backward_impl(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int64_t N, int64_t C,
+                            bool accumulate) {
   if (dx)
     for_row_shares(N, C, [&](int64_t n0, int64_t n1) {
       if constexpr (std::is_same_v<T, float>)
-        rms_norm_backward_rows_f32(dx + n0 * C, dy + n0 * C, x + n0 * C, w, rstd + n0, n1 - n0, C);
+        rms_norm_backward_rows_f32(dx + n0 * C, dy + n0 * C, x + n0 * C, w, rstd + n0, n1 - n0, C, accumulate);
       else
-        row_kernels::rms_norm_backward_rows<T>(dx + n0 * C, dy + n0 * C, x + n0 * C, w, rstd + n0, n1 - n0, C);
+        row_kernels::rms_norm_backward_rows<T>(dx + n0 * C, dy + n0 * C, x + n0 * C, w, rstd + n0, n1 - n0, C,
+                                               accumulate);
     });
   if (dw) param_grads<T>(dw, nullptr, dy, x, nullptr, rstd, N, C);
 }
 
-#define INST(T)                                                                                               \
-  template void layer_norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, T);         \
-  template void layer_norm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t, \
-                                       int64_t);                                                              \
-  template void rms_norm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, T);                         \
-  template void rms_norm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t);
+template <typename T>
+void rms_norm_backward(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int64_t N, int64_t C) {
+  rms_norm_backward_impl(dx, dw, dy, x, w, rstd, N, C, true);
+}
+
+template <typename T>
+void rms_norm_backward_overwrite(T* dx, T* dw, const T* dy, const T* x, const T* w, const T* rstd, int64_t N,
+                                 int64_t C) {
+  rms_norm_backward_impl(dx, dw, dy, x, w, rstd, N, C, false);
+}
+
+#define INST(T)                                                                                                \
+  template void layer_norm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, T);          \
+  template void layer_norm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t,  \
+                                       int64_t);                                                               \
+  template void rms_norm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, T);                          \
+  template void rms_norm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t);        \
+  template void layer_norm_backward_overwrite<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, \
+                                                 int64_t, int64_t);                                            \
+  template void rms_norm_backward_overwrite<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t);
 INST(float)
 INST(double)
 #undef INST

@@ -104,10 +104,11 @@ POSGRAD_ROW_INLINE void layer_norm_forward_rows(T* y, T* mean, T* rstd, const T*
 }
 
 // LayerNorm backward of rows [0, rows): dx += rstd (g - <g> - xhat <g xhat>), g = dy w (dy without w);
-// <.> divides by C (not a rounded 1 / C: a constant g gives g - <g> = 0 exactly).
+// <.> divides by C (not a rounded 1 / C: a constant g gives g - <g> = 0 exactly). accumulate false:
+// dx = 0 + (the same term), the bits of accumulating into zeros, dx's contents unread.
 template <typename T>
 POSGRAD_ROW_INLINE void layer_norm_backward_rows(T* dx, const T* dy, const T* x, const T* w, const T* mean,
-                                                 const T* rstd, int64_t rows, int64_t C) {
+                                                 const T* rstd, int64_t rows, int64_t C, bool accumulate) {
   const T c_t = static_cast<T>(C);
   for (int64_t n = 0; n < rows; ++n) {
     const T* xr = x + n * C;
@@ -118,10 +119,16 @@ POSGRAD_ROW_INLINE void layer_norm_backward_rows(T* dx, const T* dy, const T* x,
     const T sgx = sum16<T>(
         C, [&](int64_t c) POSGRAD_ROW_LAMBDA { return (w ? dyr[c] * w[c] : dyr[c]) * (((xr[c] - hi) - lo) * rs); });
     const T mg = sg / c_t, mgx = sgx / c_t;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
+    auto term = [&](int64_t c) POSGRAD_ROW_LAMBDA {
       const T g = w ? dyr[c] * w[c] : dyr[c];
-      dxr[c] += rs * (g - mg - ((xr[c] - hi) - lo) * rs * mgx);
+      return rs * (g - mg - ((xr[c] - hi) - lo) * rs * mgx);
+    };
+    if (accumulate) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) dxr[c] += term(c);
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) dxr[c] = T(0) + term(c);
     }
   }
 }
@@ -146,10 +153,11 @@ POSGRAD_ROW_INLINE void rms_norm_forward_rows(T* y, T* rstd, const T* x, const T
   }
 }
 
-// RMSNorm backward of rows [0, rows): dx += rstd (g - xhat <g xhat>), xhat = x rstd.
+// RMSNorm backward of rows [0, rows): dx += rstd (g - xhat <g xhat>), xhat = x rstd; accumulate
+// false: dx = 0 + (the same term), as layer_norm_backward_rows.
 template <typename T>
 POSGRAD_ROW_INLINE void rms_norm_backward_rows(T* dx, const T* dy, const T* x, const T* w, const T* rstd, int64_t rows,
-                                               int64_t C) {
+                                               int64_t C, bool accumulate) {
   const T c_t = static_cast<T>(C);
   for (int64_t n = 0; n < rows; ++n) {
     const T* xr = x + n * C;
@@ -159,10 +167,16 @@ POSGRAD_ROW_INLINE void rms_norm_backward_rows(T* dx, const T* dy, const T* x, c
     const T sgx =
         sum16<T>(C, [&](int64_t c) POSGRAD_ROW_LAMBDA { return (w ? dyr[c] * w[c] : dyr[c]) * (xr[c] * rs); });
     const T mgx = sgx / c_t;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
+    auto term = [&](int64_t c) POSGRAD_ROW_LAMBDA {
       const T g = w ? dyr[c] * w[c] : dyr[c];
-      dxr[c] += rs * (g - xr[c] * rs * mgx);
+      return rs * (g - xr[c] * rs * mgx);
+    };
+    if (accumulate) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) dxr[c] += term(c);
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) dxr[c] = T(0) + term(c);
     }
   }
 }

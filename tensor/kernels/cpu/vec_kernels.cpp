@@ -238,9 +238,10 @@ void layer_norm_forward_rows_f32(float* y, float* mean, float* rstd, const float
 }
 
 void layer_norm_backward_rows_f32(float* dx, const float* dy, const float* x, const float* w, const float* mean,
-                                  const float* rstd, int64_t rows, int64_t C) {
-  vec_detail::run_active(
-      [=]() POSGRAD_VEC_BODY { row_kernels::layer_norm_backward_rows<float>(dx, dy, x, w, mean, rstd, rows, C); });
+                                  const float* rstd, int64_t rows, int64_t C, bool accumulate) {
+  vec_detail::run_active([=]() POSGRAD_VEC_BODY {
+    row_kernels::layer_norm_backward_rows<float>(dx, dy, x, w, mean, rstd, rows, C, accumulate);
+  });
 }
 
 void rms_norm_forward_rows_f32(float* y, float* rstd, const float* x, const float* w, int64_t rows, int64_t C,
@@ -250,9 +251,9 @@ void rms_norm_forward_rows_f32(float* y, float* rstd, const float* x, const floa
 }
 
 void rms_norm_backward_rows_f32(float* dx, const float* dy, const float* x, const float* w, const float* rstd,
-                                int64_t rows, int64_t C) {
+                                int64_t rows, int64_t C, bool accumulate) {
   vec_detail::run_active(
-      [=]() POSGRAD_VEC_BODY { row_kernels::rms_norm_backward_rows<float>(dx, dy, x, w, rstd, rows, C); });
+      [=]() POSGRAD_VEC_BODY { row_kernels::rms_norm_backward_rows<float>(dx, dy, x, w, rstd, rows, C, accumulate); });
 }
 
 void norm_param_grads_f32(float* acc_w, float* acc_b, const float* dy, const float* x, const float* mean,

@@ -85,15 +85,16 @@ void sigmoid_scaled_f32(float* g, const float* a, int64_t n, float scale);
 // y = ((x - hi) - lo) rstd w + b, writing mean and rstd.
 void layer_norm_forward_rows_f32(float* y, float* mean, float* rstd, const float* x, const float* w, const float* b,
                                  int64_t rows, int64_t C, float eps);
-// dx += rstd (g - <g> - xhat <g xhat>), g = dy w (dy without w).
+// dx += rstd (g - <g> - xhat <g xhat>), g = dy w (dy without w); accumulate false: dx = 0 + (that
+// term), dx unread.
 void layer_norm_backward_rows_f32(float* dx, const float* dy, const float* x, const float* w, const float* mean,
-                                  const float* rstd, int64_t rows, int64_t C);
+                                  const float* rstd, int64_t rows, int64_t C, bool accumulate);
 // y = x rstd w, rstd = 1 / sqrt(<x^2> + eps), writing rstd.
 void rms_norm_forward_rows_f32(float* y, float* rstd, const float* x, const float* w, int64_t rows, int64_t C,
                                float eps);
-// dx += rstd (g - xhat <g xhat>), xhat = x rstd.
+// dx += rstd (g - xhat <g xhat>), xhat = x rstd; accumulate false: dx = 0 + (that term), dx unread.
 void rms_norm_backward_rows_f32(float* dx, const float* dy, const float* x, const float* w, const float* rstd,
-                                int64_t rows, int64_t C);
+                                int64_t rows, int64_t C, bool accumulate);
 // The parameter gradients' column sums over one block of `width` columns starting at column c0:
 // for n = 0 .. N - 1 in order, acc_w[c] += dy[n, c0 + c] xhat(n, c0 + c) (acc_w null: skipped) and
 // acc_b[c] += dy[n, c0 + c] (acc_b null: skipped), c < width; xhat = ((x - hi) - lo) rstd, or x rstd
