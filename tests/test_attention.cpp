@@ -223,6 +223,36 @@ TEST(Attention, SplitHeadViewsGiveTheBytesOfDenseHeads) {
         }
 }
 
+// RoPE on the CPU reads split_heads' (B, H, T, D) views of the (B, T, 3C) projection where they are
+// (rope_forward_strided) and writes its gradient without a zero fill first (rope_backward_overwrite):
+// the output and the projection's gradient are the bytes of the same graph on a dense copy of the head,
+// rotate_half and interleaved, whole and partial rotary, float and double.
+TEST(Attention, RopeOnSplitHeadViewsGivesTheBytesOfDenseHeads) {
+  for (const DType dt : {DType::Float64, DType::Float32})
+    for (const bool interleaved : {false, true})
+      for (const int64_t dr : {int64_t{8}, int64_t{4}}) {
+        const int64_t B = 2, H = 3, T = 11, D = 8, C = H * D;
+        auto once = [&](bool dense) {
+          Generator g(61);
+          Tensor qkv = randn({B, T, 3 * C}, g, dt).set_requires_grad(true);
+          const Tensor cos = randn({T, dr / 2}, g, dt), sin = randn({T, dr / 2}, g, dt);
+          TensorList parts = split_heads(qkv, 3, H);
+          Tensor k = parts[1];
+          EXPECT_FALSE(k.is_contiguous());
+          if (dense) k = k.contiguous();
+          const Tensor y = rope(k, cos, sin, interleaved);
+          Generator gy(67);
+          y.backward(randn(y.shape(), gy, dt));
+          return std::vector<std::vector<unsigned char>>{bytes_of(y), bytes_of(qkv.grad())};
+        };
+        const auto strided = once(false), dense = once(true);
+        EXPECT_TRUE(strided[0] == dense[0])
+            << "output" << (interleaved ? " interleaved" : " rotate_half") << " dr=" << dr;
+        EXPECT_TRUE(strided[1] == dense[1])
+            << "gradient" << (interleaved ? " interleaved" : " rotate_half") << " dr=" << dr;
+      }
+}
+
 // The CPU backward with DeBERTa's terms reads the c2p / p2c products (and gathered table rows) that the
 // forward left in its scratch (`prepared`) instead of computing them again: every gradient has the
 // bytes of the backward that computes them itself, causal and bidirectional, one tile and several.

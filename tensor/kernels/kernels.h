@@ -271,6 +271,17 @@ void attention_backward_strided(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T
                                 int64_t Tk, int64_t D, int64_t U, int64_t q_offset, ScoreBias kind, bool causal,
                                 T scale, const AttentionStrides& st, const T* prepared = nullptr,
                                 bool overwrite = false);
+// rope_forward (kernels_decl.inc) of x (B, H, T, D) read through xs (split_heads' views of a (B, T, 3C)
+// projection, say), writing a dense y (B, H, T, D): the bits of rope_forward on a dense copy of x, without
+// the copy. No errors.
+template <typename T>
+void rope_forward_strided(T* y, const T* x, const HeadStrides& xs, const T* cos, const T* sin, int64_t B, int64_t H,
+                          int64_t T_, int64_t D, int64_t dr, bool interleaved);
+// rope_backward (kernels_decl.inc) writing dx instead of accumulating into it: dx = 0 + R(-theta) dy,
+// the bits of rope_backward on a zero-filled dx, without the fill (dx's contents are not read). No errors.
+template <typename T>
+void rope_backward_overwrite(T* dx, const T* dy, const T* cos, const T* sin, int64_t N, int64_t T_, int64_t D,
+                             int64_t dr, bool interleaved);
 }  // namespace cpu
 
 #if POSGRAD_HAVE_CUDA
