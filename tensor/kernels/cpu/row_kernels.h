@@ -103,6 +103,19 @@ POSGRAD_ROW_INLINE void layer_norm_forward_rows(T* y, T* mean, T* rstd, const T*
   }
 }
 
+// A backward row's store: dx[c] += term(c) (accumulate) or dx[c] = 0 + term(c) (dx unread: the bits of
+// accumulating into zeros), c < C.
+template <typename T, typename F>
+POSGRAD_ROW_INLINE void store_row(T* dx, int64_t C, bool accumulate, const F& term) {
+  if (accumulate) {
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) dx[c] += term(c);
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) dx[c] = T(0) + term(c);
+  }
+}
+
 // LayerNorm backward of rows [0, rows): dx += rstd (g - <g> - xhat <g xhat>), g = dy w (dy without w);
 // <.> divides by C (not a rounded 1 / C: a constant g gives g - <g> = 0 exactly). accumulate false:
 // dx = 0 + (the same term), the bits of accumulating into zeros, dx's contents unread.
@@ -123,13 +136,7 @@ POSGRAD_ROW_INLINE void layer_norm_backward_rows(T* dx, const T* dy, const T* x,
       const T g = w ? dyr[c] * w[c] : dyr[c];
       return rs * (g - mg - ((xr[c] - hi) - lo) * rs * mgx);
     };
-    if (accumulate) {
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) dxr[c] += term(c);
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) dxr[c] = T(0) + term(c);
-    }
+    store_row<T>(dxr, C, accumulate, term);
   }
 }
 
@@ -171,13 +178,7 @@ POSGRAD_ROW_INLINE void rms_norm_backward_rows(T* dx, const T* dy, const T* x, c
       const T g = w ? dyr[c] * w[c] : dyr[c];
       return rs * (g - xr[c] * rs * mgx);
     };
-    if (accumulate) {
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) dxr[c] += term(c);
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) dxr[c] = T(0) + term(c);
-    }
+    store_row<T>(dxr, C, accumulate, term);
   }
 }
 
