@@ -152,6 +152,18 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // A first word that is no subcommand is named as such (CLI11 would only say that one is required).
+    if (argc > 1 && argv[1][0] != '-') {
+      std::string names;
+      bool known = false;
+      for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+        known = known || sub->check_name(argv[1]);
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      }
+      if (!known)
+        return fail_on_every_rank(
+            2, "unknown subcommand '" + std::string(argv[1]) + "' (one of " + names + "; see --help)");
+    }
     return fail_on_every_rank(2, std::string(e.what()) + " (see --help)");
   } catch (const cli::CommandLineError& e) {
     return fail_on_every_rank(2, e.what());

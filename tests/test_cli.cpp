@@ -358,6 +358,12 @@ TEST(Cli, ErrorsGoToStderrWithTheDocumentedStatus) {
   EXPECT_TRUE(contains(p.out, "--rope-scaling-factor")) << p.out;
   p = run_posgrad("");
   EXPECT_EQ(p.status, 2);
+  p = run_posgrad("bogus-cmd --max-iters 3");  // the unknown subcommand is named, with the valid ones
+  EXPECT_EQ(p.status, 2);
+  EXPECT_TRUE(contains(p.err, "unknown subcommand 'bogus-cmd' (one of train, eval, sample, compare")) << p.err;
+  p = run_posgrad("train --bogus-option");  // a known subcommand keeps CLI11's message
+  EXPECT_EQ(p.status, 2);
+  EXPECT_FALSE(contains(p.err, "unknown subcommand")) << p.err;
   // A diverging run stops with status 3 and keeps its last good checkpoint.
   const std::string corpus = write_corpus(d);
   p = run_posgrad(
