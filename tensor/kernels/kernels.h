@@ -243,7 +243,7 @@ struct HeadStrides {
   int64_t batch, head, row;
 };
 // One per operand: q, k, v; o (written by the forward, read by the backward); dout; dq, dk, dv
-// (accumulated by the backward).
+// (accumulated into by the backward, or written with its overwrite flag).
 struct AttentionStrides {
   HeadStrides q, k, v, o, dout, dq, dk, dv;
 };
