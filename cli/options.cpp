@@ -41,7 +41,7 @@ void check_extras(CLI::App* sub) {
   const std::vector<std::string> extras = sub->remaining();
   if (extras.empty()) return;
   const std::string& bad = extras.front();
-  const std::string where = "posgrad " + sub->get_name();
+  const std::string where = sub->get_name();  // main prefixes "posgrad: error: "
   if (bad.size() < 2 || bad[0] != '-') throw CommandLineError(where + ": unexpected argument '" + bad + "'");
   std::string name = bad.substr(0, bad.find('='));
   std::vector<std::string> known;

@@ -361,9 +361,15 @@ TEST(Cli, ErrorsGoToStderrWithTheDocumentedStatus) {
   p = run_posgrad("bogus-cmd --max-iters 3");  // the unknown subcommand is named, with the valid ones
   EXPECT_EQ(p.status, 2);
   EXPECT_TRUE(contains(p.err, "unknown subcommand 'bogus-cmd' (one of train, eval, sample, compare")) << p.err;
-  p = run_posgrad("train --bogus-option");  // a known subcommand keeps CLI11's message
+  p = run_posgrad("train --bogus-option");  // a known subcommand's unknown option names both, posgrad once
   EXPECT_EQ(p.status, 2);
   EXPECT_FALSE(contains(p.err, "unknown subcommand")) << p.err;
+  EXPECT_TRUE(contains(p.err, "posgrad: error: train: unknown option '--bogus-option'")) << p.err;
+  EXPECT_FALSE(contains(p.err, "posgrad train")) << p.err;
+  p = run_posgrad("--max-iters=3 train");  // an option before the subcommand is named, not "a subcommand is required"
+  EXPECT_EQ(p.status, 2);
+  EXPECT_TRUE(contains(p.err, "unknown option '--max-iters' before the subcommand (the first word is one of train, "))
+      << p.err;
   // A diverging run stops with status 3 and keeps its last good checkpoint.
   const std::string corpus = write_corpus(d);
   p = run_posgrad(
