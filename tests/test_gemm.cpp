@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +24,7 @@
 
 #include "tensor/kernels/cpu/gemm_internal.h"
 #include "tensor/kernels/cpu/gemm_tile.h"
+#include "tensor/kernels/cpu/parallel.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
@@ -277,6 +280,115 @@ void thread_count_invariance() {
 
 TEST(Gemm, ThreadCountInvarianceFloat) { thread_count_invariance<float>(); }
 TEST(Gemm, ThreadCountInvarianceDouble) { thread_count_invariance<double>(); }
+
+// The products of one KC x NC step deal their rows in units with stealing (parallel.h): which thread
+// makes which tile then depends on timing. Teams of 3 and 4 threads on a machine with fewer cores
+// are descheduled at random, so threads steal; every run must still give the bits of one thread.
+TEST(Gemm, RowStealingKeepsTheBitsOfOneThread) {
+  isa_guard guard;
+  std::mt19937 rng(7);
+  const int64_t dims[][3] = {{768, 128, 128},   // the 128-wide model's projections: each thread packs all of B
+                             {768, 512, 128},   // its MLP
+                             {131, 67, 65},     // shared B, edge tiles
+                             {1000, 40, 300}};  // units of a whole MC block
+  const int saved = omp_get_max_threads();
+  for (const auto isa : supported_isas()) {
+    gd::gemm_set_isa(isa);
+    for (const auto& d : dims) {
+      const int64_t M = d[0], N = d[1], K = d[2];
+      const auto A = random_vector<float>(static_cast<std::size_t>(M * K), rng);
+      const auto B = random_vector<float>(static_cast<std::size_t>(K * N), rng);
+      std::vector<float> ref(static_cast<std::size_t>(M * N)), out(ref.size());
+      omp_set_num_threads(1);
+      gemm<float>(ref.data(), A.data(), B.data(), M, N, K, N, K, K, false, true, 1.0f, 0.0f);
+      for (int threads : {2, 3, 4})
+        for (int rep = 0; rep < 3; ++rep) {
+          omp_set_num_threads(threads);
+          std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+          gemm<float>(out.data(), A.data(), B.data(), M, N, K, N, K, K, false, true, 1.0f, 0.0f);
+          EXPECT_EQ(std::memcmp(ref.data(), out.data(), ref.size() * sizeof(float)), 0)
+              << "M=" << M << " N=" << N << " K=" << K << " threads=" << threads << " isa=" << gd::gemm_isa_name(isa);
+        }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+// parallel_chunks: every item in exactly one chunk, chunks at multiples of `align`, whatever the
+// team and the timing; the calling thread alone below serial_max and inside a parallel region.
+TEST(ParallelChunks, EveryItemOnceAtAlignedBoundaries) {
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 3, 4}) {
+    omp_set_num_threads(threads);
+    for (int64_t n : {int64_t(1), int64_t(17), int64_t(4096), int64_t(100003)})
+      for (int64_t grain : {int64_t(1), int64_t(64), int64_t(5000)})
+        for (int64_t align : {int64_t(1), int64_t(16)}) {
+          std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+          std::atomic<int> calls{0}, misaligned{0};
+          posgrad::kernels::cpu::parallel_chunks(
+              n, grain, 0,
+              [&](int64_t b, int64_t e) {
+                ++calls;
+                if (b % align != 0 || (e % align != 0 && e != n) || e <= b) ++misaligned;
+                for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+              },
+              align);
+          int64_t wrong = 0;
+          for (auto& h : hits) wrong += h.load() != 1;
+          EXPECT_EQ(wrong, 0) << "n=" << n << " grain=" << grain << " align=" << align << " threads=" << threads;
+          EXPECT_EQ(misaligned.load(), 0) << "n=" << n << " grain=" << grain << " align=" << align;
+          // Chunks of at least `grain` (the last may be shorter): never more than ceil(n / grain) calls.
+          EXPECT_LE(calls.load(), (n + grain - 1) / grain);
+        }
+  }
+  omp_set_num_threads(2);
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  posgrad::kernels::cpu::parallel_chunks(1000, 1, 1000,
+                                         [&](int64_t b, int64_t e) { seen.emplace_back(b, e); });  // n <= serial_max
+  EXPECT_EQ(seen, (std::vector<std::pair<int64_t, int64_t>>{{0, 1000}}));
+  int inner_calls = 0;
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    posgrad::kernels::cpu::parallel_chunks(1000, 1, 0, [&](int64_t b, int64_t e) {
+      ++inner_calls;
+      EXPECT_EQ(b, 0);
+      EXPECT_EQ(e, 1000);
+    });
+  }
+  EXPECT_EQ(inner_calls, 1);
+  omp_set_num_threads(saved);
+}
+
+// A thread that runs slow loses the tail of its share to the other: 64 items in chunks of 4, with
+// thread 1 sleeping 3 ms per chunk. Thread 0 finishes its half (items 0..31) at once and then takes
+// thread 1's chunks from the back, so it runs most of the 64 items (a static split gives it 32).
+TEST(ParallelChunks, AThreadDoneEarlyTakesTheTailOfASlowOne) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  std::vector<int> runner(64, -1);
+  std::vector<int64_t> order0;  // the first item of each chunk thread 0 ran, in the order it ran them
+  posgrad::kernels::cpu::parallel_chunks(64, 1, 0, [&](int64_t b, int64_t e) {
+    const int t = omp_get_thread_num();
+    if (t == 1) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    if (t == 0) order0.push_back(b);
+    for (int64_t i = b; i < e; ++i) runner[static_cast<size_t>(i)] = t;
+  });
+  omp_set_num_threads(saved);
+  int by0 = 0;
+  for (int r : runner) {
+    EXPECT_NE(r, -1);
+    by0 += r == 0;
+  }
+  if (omp_get_num_procs() < 2) GTEST_SKIP() << "one processor: the two threads take turns";
+  EXPECT_GE(by0, 48) << "thread 0 ran " << by0 << " of 64 items";
+  // Its own share from the front (items 0..31, in order), then thread 1's from the back (descending).
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(runner[static_cast<size_t>(i)], 0) << i;
+  ASSERT_GE(order0.size(), size_t(9));
+  for (size_t k = 0; k < 8; ++k) EXPECT_EQ(order0[k], int64_t(4 * k)) << k;
+  EXPECT_EQ(order0[8], 60);
+  for (size_t k = 9; k < order0.size(); ++k) EXPECT_EQ(order0[k], order0[k - 1] - 4) << k;
+}
 
 // gemm_bias (the linear layer's product with its bias) gives the bits of copying the bias into every
 // row and accumulating the product onto it, for every ISA, 1 and 2 threads, both work splits, each

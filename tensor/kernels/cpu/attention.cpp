@@ -92,6 +92,7 @@
 #include "tensor/kernels/cpu/denormals.h"
 #include "tensor/kernels/cpu/gemm_tile.h"
 #include "tensor/kernels/cpu/nan_max.h"
+#include "tensor/kernels/cpu/parallel.h"
 #include "tensor/kernels/cpu/vec_kernels.h"
 #include "tensor/kernels/kernels.h"
 
@@ -426,6 +427,19 @@ void attention_backward_strided(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T
 
 namespace {
 
+// f(task) for task in [0, n): on the calling thread alone unless `parallel`, else in contiguous shares
+// with stealing (parallel.h), each task run once by one thread.
+template <typename F>
+void for_head_shares(int64_t n, bool parallel, const F& f) {
+  auto range = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) f(t);
+  };
+  if (parallel)
+    parallel_chunks(n, 1, 0, range);
+  else
+    range(0, n);
+}
+
 template <typename T>
 void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v, const T* bias, const T* kr,
                   const T* qr, const T* sinks, const int64_t* diag_u, const int64_t* rows, const int64_t* q_pos,
@@ -438,15 +452,15 @@ void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v
   const int64_t nqb = (Tq + kBlockQ - 1) / kBlockQ;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
-  // Static contiguous shares: a thread takes whole consecutive heads (b, h), i.e. the batches whose
-  // token rows the projection GEMM (split by rows) and the row-wise ops before it gave the same
-  // thread, so q, k, v and o stay in that core's caches. Every (b, h) carries the same work (causal
-  // blocks late in the sequence carry more, but each head has all of them), so the shares are equal
-  // when the threads divide B H. Dynamic scheduling, which dealt the heads out alternately, ran the
-  // attention 10-25% slower in this VM's slow phases (when two threads run ~1.4x one instead of
-  // ~1.9x) and no faster otherwise. Each task's arithmetic is independent of which thread runs it.
-#pragma omp parallel for schedule(static) if (B * H * Tq * Tk * D > kParallelWork)
-  for (int64_t task = 0; task < B * H * nqb; ++task) {
+  // Contiguous shares with stealing (parallel.h): a thread takes whole consecutive heads (b, h), i.e.
+  // the batches whose token rows the projection GEMM (split by rows) and the row-wise ops before it
+  // gave the same thread, so q, k, v and o stay in that core's caches; only a thread done with its
+  // share early takes the last heads of another's. Every (b, h) carries the same work (causal blocks
+  // late in the sequence carry more, but each head has all of them). Dynamic scheduling, which dealt
+  // the heads out alternately, ran the attention 10-25% slower in this VM's slow phases (when two
+  // threads run ~1.4x one instead of ~1.9x) and no faster otherwise. Each task's arithmetic is
+  // independent of which thread runs it.
+  auto one_task = [&](int64_t task) {
     const FlushDenormals ftz;  // far keys' probabilities are subnormal under a strong bias (denormals.h)
     const int64_t bh = task / nqb, i0 = (task % nqb) * kBlockQ;
     const int64_t nq = std::min(kBlockQ, Tq - i0);
@@ -502,7 +516,8 @@ void forward_impl(T* o, T* stats, T* scratch, const T* q, const T* k, const T* v
       st[0] = m[ii];
       st[1] = std::log(l[ii]);
     }
-  }
+  };
+  for_head_shares(B * H * nqb, B * H * Tq * Tk * D > kParallelWork, one_task);
 }
 
 template <typename T>
@@ -678,9 +693,8 @@ void backward_impl(T* dq, T* dk, T* dv, T* dbias, T* dkr, T* dqr, T* dsinks, T* 
     for (int64_t h = 0; h < H; ++h)
       for (int64_t b = 0; b < B; ++b) one_head(b * H + h);
   } else {
-    // Static contiguous shares of the heads, as in the forward pass (the batches each thread's rows hold).
-#pragma omp parallel for schedule(static) if (B * H * Tq * Tk * D > kParallelWork)
-    for (int64_t bh = 0; bh < B * H; ++bh) one_head(bh);
+    // Contiguous shares of the heads with stealing, as in the forward pass.
+    for_head_shares(B * H, B * H * Tq * Tk * D > kParallelWork, one_head);
   }
 
   // Sink gradient: the (b, h) partials summed over b in order.

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "tensor/kernels/cpu/parallel.h"
 #include "tensor/kernels/cpu/row_kernels.h"
 #include "tensor/kernels/cpu/vec_kernels.h"
 #include "tensor/kernels/kernels.h"
@@ -78,20 +79,12 @@ void acc1(T* dx, const T* dy, const T* x, const T* y, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * f(x ? x[i] : T(0), y ? y[i] : T(0));
 }
 
-// Runs f(begin, count) over [0, n) in one static chunk per thread (elementwise: the bits do not
-// depend on the split).
+// Runs f(begin, count) over [0, n): static shares with stealing (parallel.h), in chunks of at least
+// 4096 elements starting at multiples of 16 (elementwise: the bits do not depend on the split).
 template <typename F>
 void chunked(int64_t n, F f) {
-  if (n <= kParallelMin) {
-    f(int64_t(0), n);
-    return;
-  }
-#pragma omp parallel
-  {
-    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-    const int64_t per = (n + nt - 1) / nt, b = std::min(n, id * per), e = std::min(n, b + per);
-    if (e > b) f(b, e - b);
-  }
+  parallel_chunks(
+      n, 4096, kParallelMin, [&](int64_t b, int64_t e) { f(b, e - b); }, 16);
 }
 }  // namespace
 

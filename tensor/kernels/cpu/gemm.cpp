@@ -36,12 +36,14 @@
 #include <exception>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
 #include "tensor/kernels/cpu/gemm_internal.h"
 #include "tensor/kernels/cpu/gemm_microkernels.h"
 #include "tensor/kernels/cpu/gemm_tile.h"
+#include "tensor/kernels/cpu/parallel.h"
 #include "tensor/kernels/kernels.h"
 
 namespace posgrad::kernels::cpu {
@@ -337,9 +339,15 @@ inline void team_barrier(int nthreads) {
 //    (b_pack + b_slice * tid) instead of its share of one shared panel, and the team never meets
 //    until the end: no barrier per KC step. Packing B once per thread costs about nthreads / M of
 //    the products; chosen only when that is small and the panel fits a core's L2 (gemm_run_with).
+//  * row_units (split_m, a product of one KC x NC step only; null otherwise): the rows are dealt in
+//    units of unit_rows with stealing (parallel.h) instead of one fixed range per thread: a thread
+//    takes its own units from the front, then the others' from the back, so that a core running slow
+//    (a VM's core shared with another guest) does not hold the team at the end. Each C tile is still
+//    one micro-kernel call on the same packed panels, whichever thread makes it: the same bits.
 template <typename T, typename P>
 void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool split_m, bool private_b, P* b_pack,
-                 int64_t b_slice, P* a_packs, int64_t a_slice, int tid, int nthreads) {
+                 int64_t b_slice, P* a_packs, int64_t a_slice, int tid, int nthreads,
+                 parallel_detail::StealShares* row_units = nullptr, int64_t unit_rows = 0) {
   const int64_t mr = cfg.mr, nr = cfg.nr;
   P* a_pack = split_m ? a_packs + a_slice * tid : a_packs;
   if (private_b) b_pack += b_slice * tid;
@@ -373,10 +381,18 @@ void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool spl
       team_barrier(sync_threads);
 
       if (split_m) {
-        for (int64_t ic = row_begin; ic < row_end; ic += cfg.mc) {
-          const int64_t mc = std::min(cfg.mc, row_end - ic);
-          cfg.pack_a(g.a_at(ic, pc), g.lda, !g.trans_a, mc, kc, a_pack);
-          macro_kernel(cfg, mc, nc, kp, a_pack, b_pack, g.C + ic * g.ldc + jc, g.ldc, g.alpha, beta, bias);
+        auto rows = [&](int64_t r0, int64_t r1) {
+          for (int64_t ic = r0; ic < r1; ic += cfg.mc) {
+            const int64_t mc = std::min(cfg.mc, r1 - ic);
+            cfg.pack_a(g.a_at(ic, pc), g.lda, !g.trans_a, mc, kc, a_pack);
+            macro_kernel(cfg, mc, nc, kp, a_pack, b_pack, g.C + ic * g.ldc + jc, g.ldc, g.alpha, beta, bias);
+          }
+        };
+        if (row_units) {
+          int64_t u;
+          while (row_units->next(tid, u)) rows(u * unit_rows, std::min(g.M, (u + 1) * unit_rows));
+        } else {
+          rows(row_begin, row_end);
         }
       } else {
         for (int64_t ic = 0; ic < g.M; ic += cfg.mc) {
@@ -467,12 +483,23 @@ void gemm_run_with(const kernel_config<T, P>& cfg, const gemm_args<T>& g, int nt
     gemm_worker(cfg, g, split_m, false, b_pack, b_slice, a_packs, a_slice, 0, 1);
     return;
   }
+  // Rows with stealing where the product is one KC x NC step (a row's later K blocks would otherwise
+  // have to wait for whichever thread took its first): units of whole register tiles, about
+  // kChunksPerShare per thread, at most an MC block.
+  std::optional<parallel_detail::StealShares> row_units;
+  int64_t unit_rows = 0;
+  if (split_m && g.K <= cfg.kc && g.N <= cfg.nc) {
+    const int64_t unit_tiles =
+        std::clamp<int64_t>(m_tiles / (int64_t(nthreads) * parallel_detail::kChunksPerShare), 1, cfg.mc / cfg.mr);
+    unit_rows = unit_tiles * cfg.mr;
+    row_units.emplace(ceil_div(g.M, unit_rows), nthreads);
+  }
 #pragma omp parallel num_threads(nthreads)
   {
     // The team may be smaller than asked (OMP_THREAD_LIMIT, dynamic adjustment); the
     // split is by the actual size, and a_packs (and b_pack) have room for at least that many slices.
     gemm_worker(cfg, g, split_m, private_b, b_pack, b_slice, a_packs, a_slice, omp_get_thread_num(),
-                omp_get_num_threads());
+                omp_get_num_threads(), row_units ? &*row_units : nullptr, unit_rows);
   }
 }
 

@@ -41,6 +41,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "tensor/kernels/cpu/parallel.h"
 #include "tensor/kernels/cpu/row_kernels.h"
 #include "tensor/kernels/cpu/vec_kernels.h"
 #include "tensor/kernels/kernels.h"
@@ -51,21 +52,17 @@ namespace {
 constexpr int64_t kParallelMin = 1 << 15;  // elements
 constexpr int64_t kColBlock = 64;          // columns per parameter-gradient block (fits a stack buffer)
 
-// f(n0, n1) on rows [n0, n1) of N: one contiguous share per thread of a team when N * C elements
-// are enough to pay for one, else all rows on the calling thread. The float rows' instruction set
-// (vec_kernels.h) is then chosen once per share rather than once per row.
+// f(n0, n1) on rows [n0, n1) of N: static shares of the rows with stealing (parallel.h), in chunks of
+// at least 2048 elements, when N * C elements are enough to pay for a team, else all rows on the
+// calling thread. The float rows' instruction set (vec_kernels.h) is then chosen once per chunk rather
+// than once per row. Each row's arithmetic is its own: the bits do not depend on the split.
 template <typename F>
 void for_row_shares(int64_t N, int64_t C, const F& f) {
   if (N * C <= kParallelMin || omp_in_parallel()) {
     f(int64_t{0}, N);
     return;
   }
-#pragma omp parallel
-  {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t n0 = N * t / nt, n1 = N * (t + 1) / nt;
-    if (n0 < n1) f(n0, n1);
-  }
+  parallel_chunks(N, std::max<int64_t>(1, 2048 / C), 0, f);
 }
 
 // Column sums for the parameter gradients: for c in [0, C), dw[c] += sum_n dy[n,c] * xhat(n,c),

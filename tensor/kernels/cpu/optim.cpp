@@ -28,6 +28,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensor/kernels/cpu/parallel.h"
 #include "tensor/kernels/cpu/row_kernels.h"
 #include "tensor/kernels/cpu/vec_kernels.h"
 #include "tensor/kernels/kernels.h"
@@ -53,11 +54,10 @@ inline void adamw_range(T* p, T* m, T* v, const T* g, int64_t b, int64_t e, T lr
                                  bc2_sqrt, eps);
 }
 
-// Thread `t` of `nt` takes elements [total t / nt, total (t + 1) / nt) of the tensors laid end to end
-// (size(i) elements each) and calls f(i, begin, end) for each piece of tensor i in that range.
+// Calls f(i, begin, end) for each piece of tensor i within elements [lo, hi) of the tensors laid end to
+// end (size(i) elements each).
 template <typename Size, typename F>
-void for_my_share(Size size, int64_t count, int64_t total, int t, int nt, F f) {
-  const int64_t lo = total * t / nt, hi = total * (t + 1) / nt;
+void for_range(Size size, int64_t count, int64_t lo, int64_t hi, F f) {
   int64_t base = 0;
   for (int64_t i = 0; i < count && base < hi; base += size(i), ++i) {
     const int64_t b = std::max(lo, base), e = std::min(hi, base + size(i));
@@ -119,20 +119,19 @@ void adamw_step_multi(const AdamWTensor<T>* tensors, int64_t count, T lr, T beta
                       T bias_correction2) {
   int64_t total = 0;
   for (int64_t i = 0; i < count; ++i) total += tensors[i].n;
-  auto run = [&](int t, int nt) {
-    for_my_share([&](int64_t i) { return tensors[i].n; }, count, total, t, nt,
-                 [&](int64_t i, int64_t b, int64_t e) {
-                   const AdamWTensor<T>& a = tensors[i];
-                   adamw_range(a.p, a.m, a.v, a.g, b, e, lr, beta1, beta2, eps, a.weight_decay, bias_correction1,
-                               bias_correction2);
-                 });
-  };
-  if (total <= kParallelMin || omp_in_parallel()) {
-    run(0, 1);
-    return;
-  }
-#pragma omp parallel
-  run(omp_get_thread_num(), omp_get_num_threads());
+  // Static shares of the elements with stealing (parallel.h), in chunks of at least 16384 elements
+  // starting at multiples of 16 of the concatenation.
+  parallel_chunks(
+      total, 16384, kParallelMin,
+      [&](int64_t lo, int64_t hi) {
+        for_range([&](int64_t i) { return tensors[i].n; }, count, lo, hi,
+                  [&](int64_t i, int64_t b, int64_t e) {
+                    const AdamWTensor<T>& a = tensors[i];
+                    adamw_range(a.p, a.m, a.v, a.g, b, e, lr, beta1, beta2, eps, a.weight_decay, bias_correction1,
+                                bias_correction2);
+                  });
+      },
+      16);
 }
 
 template <typename T>
