@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # vs_pytorch.sh — posgrad against PyTorch on this CPU, per model size and position encoding:
 # tokens/s of a whole training step (forward, backward, clip, AdamW) of the same GPT, measured
-# alternately (posgrad, then each PyTorch mode, round after round) with the same thread count, and
+# alternately (each encoding in posgrad, then at once in each PyTorch mode; round after round) with
+# the same thread count, and
 # the ratios posgrad / PyTorch: posgrad fp32 against PyTorch eager and torch.compile, posgrad
 # --precision bf16 against torch.autocast("cpu", dtype=torch.bfloat16) (eager, and compiled with
 # bf16-compile); then posgrad's fp32 model FLOP utilisation (MFU): model FLOPs per second over the
@@ -20,11 +21,18 @@
 # projections, FIRE's MLP, ...): its matrix-product FLOPs per token minus those of `none` at the same
 # size, both counted by bench_train (kernels::matmul_work) in the fp32 run.
 # torch.compile compiles during the 2 warm-up steps, which are not timed.
-# Round r runs the encodings in the given order rotated by r - 1, in both libraries: on a 2-core Zen 3
-# the first encoding of a process started right after a torch.compile process ran 5-40% slow (a ramp
-# over its first 1.5 s; none after an eager process or an idle machine, and no process of PyTorch's
-# was left running), so a fixed order charged it to the first encoding in every round. Rotated, it
-# falls on a different encoding each round, and the medians over 3 or more rounds leave it out.
+# Pairing: each round measures one encoding at a time, posgrad's process and then PyTorch's for each
+# mode, so that a ratio compares two measurements taken seconds apart. The 2-core development VM has
+# phases lasting seconds to minutes in which both libraries' steps take ~1.3x as long (memory-bound
+# work up to 2.5x; the cores' own speed unchanged); with one process per library running every
+# encoding (until 2026-12), an encoding's two measurements lay 10-25 s apart, often in different
+# phases, and single rounds ranged 0.8-2.2x where back-to-back pairs range 1.4-1.75x.
+# Round r runs the encodings in the given order rotated by r - 1: on a 2-core Zen 3 the first encoding
+# of a process started right after a torch.compile process ran 5-40% slow (a ramp over its first
+# 1.5 s; none after an eager process or an idle machine, and no process of PyTorch's was left
+# running; not seen on the Zen 4 VM in 2026-12), so a fixed order charged it to the same encoding in
+# every round. Rotated, it falls on a different encoding each round, and the medians over 3 or more
+# rounds leave it out.
 # --load: graceful under load instead (fp32, eager). Each round measures both quiet, then both again
 # while a busy loop keeps one core busy, and prints loaded / quiet per round for each (a fair share
 # is 0.5 on two cores). posgrad runs with its default thread setting (it follows the load,
@@ -192,14 +200,18 @@ for size in "${size_list[@]}"; do
   # The products of the encoding-free model, for the MFU's encoding term (one untimed step).
   "$bench_train" --size "$size" --methods none --steps 1 --warmup 0 > "$tmp/posgrad.none.$size"
   for ((r = 1; r <= rounds; r++)); do
-    order=$(rotated $((r - 1)))
-    "$bench_train" --size "$size" --methods "$order" --steps "$steps" --warmup 2 > "$tmp/posgrad.fp32.$size.$r"
-    for mode in "${mode_list[@]}"; do
-      if [[ $mode == bf16* && ! -s $tmp/posgrad.bf16.$size.$r ]]; then
-        "$bench_train" --size "$size" --methods "$order" --steps "$steps" --warmup 2 --precision bf16 \
-          > "$tmp/posgrad.bf16.$size.$r"
-      fi
-      run_torch "$size" "$steps" 2 "$mode" "$order" > "$tmp/torch.$mode.$size.$r"
+    IFS=, read -ra order <<< "$(rotated $((r - 1)))"
+    for method in "${order[@]}"; do  # one encoding at a time in every library (Pairing above)
+      "$bench_train" --size "$size" --methods "$method" --steps "$steps" --warmup 2 >> "$tmp/posgrad.fp32.$size.$r"
+      bf16_done=0
+      for mode in "${mode_list[@]}"; do
+        if [[ $mode == bf16* ]] && ((!bf16_done)); then
+          "$bench_train" --size "$size" --methods "$method" --steps "$steps" --warmup 2 --precision bf16 \
+            >> "$tmp/posgrad.bf16.$size.$r"
+          bf16_done=1
+        fi
+        run_torch "$size" "$steps" 2 "$mode" "$method" >> "$tmp/torch.$mode.$size.$r"
+      done
     done
   done
   measure_peak
