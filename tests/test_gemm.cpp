@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "tensor/kernels/cpu/denormals.h"
 #include "tensor/kernels/cpu/gemm_internal.h"
 #include "tensor/kernels/cpu/gemm_tile.h"
 #include "tensor/kernels/cpu/parallel.h"
@@ -290,7 +291,8 @@ TEST(Gemm, RowStealingKeepsTheBitsOfOneThread) {
   const int64_t dims[][3] = {{768, 128, 128},   // the 128-wide model's projections: each thread packs all of B
                              {768, 512, 128},   // its MLP
                              {131, 67, 65},     // shared B, edge tiles
-                             {1000, 40, 300}};  // units of a whole MC block
+                             {1000, 40, 300},   // 84 row tiles: units of 5 or fewer
+                             {4608, 40, 200}};  // 384 row tiles: units capped at a whole MC block
   const int saved = omp_get_max_threads();
   for (const auto isa : supported_isas()) {
     gd::gemm_set_isa(isa);
@@ -360,8 +362,101 @@ TEST(ParallelChunks, EveryItemOnceAtAlignedBoundaries) {
   omp_set_num_threads(saved);
 }
 
+// Shares dealt for more threads than the team has (OpenMP may give a smaller team than asked): the
+// threads that did start take the missing ones' shares from the back; every chunk once.
+TEST(ParallelChunks, SharesWithoutAThreadAreTakenByTheOthers) {
+  for (int team : {1, 2}) {
+    posgrad::kernels::cpu::parallel_detail::StealShares shares(37, 4);
+    std::vector<std::atomic<int>> hits(37);
+#pragma omp parallel num_threads(team)
+    {
+      int64_t c;
+      while (shares.next(omp_get_thread_num(), c)) ++hits[static_cast<size_t>(c)];
+    }
+    for (size_t i = 0; i < hits.size(); ++i) EXPECT_EQ(hits[i].load(), 1) << "chunk " << i << " team " << team;
+  }
+}
+
+// A caller's floating-point mode holds on every thread that works for it (denormals.h). Products of
+// 1e-20 by 1e-20 are subnormal: they flush to 0 under FlushDenormals and keep their value otherwise.
+// libgomp starts a team's threads the first time a team reaches them, as copies of the thread opening
+// the region, mode included, and they keep that mode. So the threads of a 6-thread team are started
+// here while flushing (first, before any other team of 6 in this process): a caller that does not
+// flush must still get unflushed results from all of them (without TeamFpMode their rows came out 0),
+// and a flushing caller's product flushes everywhere (it runs on the caller alone, starting no thread
+// in its mode).
+TEST(Gemm, ATeamRunsWithTheCallersFlushToZero) {
+#ifndef POSGRAD_HAS_MXCSR
+  GTEST_SKIP() << "no MXCSR on this target";
+#else
+  using posgrad::kernels::cpu::FlushDenormals;
+  isa_guard guard;
+  const int saved = omp_get_max_threads();
+  std::vector<unsigned> started(6, 0);
+  {
+    const FlushDenormals ftz;
+#pragma omp parallel num_threads(6)
+    started[static_cast<size_t>(omp_get_thread_num())] = _mm_getcsr();
+  }
+  const int64_t M = 3072, N = 256, K = 128;  // milliseconds of work: every thread takes rows
+  const std::vector<float> A(static_cast<size_t>(M * K), 1e-20f), B(static_cast<size_t>(K * N), 1e-20f);
+  std::vector<float> c(static_cast<size_t>(M * N));
+  auto count = [&](bool zero) {
+    int64_t k = 0;
+    for (float v : c) k += (v == 0.0f) == zero;
+    return k;
+  };
+  for (const auto isa : supported_isas()) {
+    gd::gemm_set_isa(isa);
+    omp_set_num_threads(6);
+    std::fill(c.begin(), c.end(), 0.0f);
+    gemm<float>(c.data(), A.data(), B.data(), M, N, K, N, K, N, false, false, 1.0f, 0.0f);
+    EXPECT_EQ(count(true), 0) << "caller not flushing: entries 0, isa=" << gd::gemm_isa_name(isa);
+    EXPECT_GT(c[0], 0.0f);  // 128 * 1e-40
+    {
+      const FlushDenormals ftz;
+      std::fill(c.begin(), c.end(), 1.0f);
+      gemm<float>(c.data(), A.data(), B.data(), M, N, K, N, K, N, false, false, 1.0f, 0.0f);
+    }
+    EXPECT_EQ(count(false), 0) << "flushing caller: entries not 0, isa=" << gd::gemm_isa_name(isa);
+  }
+  // A flushing caller starts no threads: threads 6 and 7, first reached by a later plain region, do not
+  // flush.
+  omp_set_num_threads(8);
+  {
+    const FlushDenormals ftz;
+    gemm<float>(c.data(), A.data(), B.data(), M, N, K, N, K, N, false, false, 1.0f, 0.0f);
+  }
+  std::vector<unsigned> later(8, 0);
+#pragma omp parallel num_threads(8)
+  later[static_cast<size_t>(omp_get_thread_num())] = _mm_getcsr();
+  for (size_t t = 6; t < later.size(); ++t) EXPECT_EQ(later[t] & FlushDenormals::kFtz, 0u) << "thread " << t;
+  std::atomic<int> chunks{0}, flushing{0};
+  auto chunk = [&](int64_t, int64_t) {
+    ++chunks;
+    flushing += (_mm_getcsr() & FlushDenormals::kFtz) != 0;
+  };
+  posgrad::kernels::cpu::parallel_chunks(6000, 1, 0, chunk);  // on the threads started while flushing
+  EXPECT_GT(chunks.load(), 1);
+  EXPECT_EQ(flushing.load(), 0);
+  chunks = 0;
+  flushing = 0;
+  {
+    const FlushDenormals ftz;  // a flushing caller: one chunk, on itself
+    posgrad::kernels::cpu::parallel_chunks(6000, 1, 0, chunk);
+  }
+  EXPECT_EQ(chunks.load(), 1);
+  EXPECT_EQ(flushing.load(), 1);
+  omp_set_num_threads(saved);
+  // What made the first case a test: the team's other threads had started in the flushing mode.
+  int started_flushing = 0;
+  for (size_t t = 1; t < started.size(); ++t) started_flushing += (started[t] & FlushDenormals::kFtz) != 0;
+  if (started_flushing == 0) GTEST_SKIP() << "this process's threads had started before the test";
+#endif
+}
+
 // A thread that runs slow loses the tail of its share to the other: 64 items in chunks of 4, with
-// thread 1 sleeping 3 ms per chunk. Thread 0 finishes its half (items 0..31) at once and then takes
+// thread 1 sleeping 20 ms per chunk. Thread 0 finishes its half (items 0..31) at once and then takes
 // thread 1's chunks from the back, so it runs most of the 64 items (a static split gives it 32).
 TEST(ParallelChunks, AThreadDoneEarlyTakesTheTailOfASlowOne) {
   const int saved = omp_get_max_threads();
@@ -370,7 +465,7 @@ TEST(ParallelChunks, AThreadDoneEarlyTakesTheTailOfASlowOne) {
   std::vector<int64_t> order0;  // the first item of each chunk thread 0 ran, in the order it ran them
   posgrad::kernels::cpu::parallel_chunks(64, 1, 0, [&](int64_t b, int64_t e) {
     const int t = omp_get_thread_num();
-    if (t == 1) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    if (t == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (t == 0) order0.push_back(b);
     for (int64_t i = b; i < e; ++i) runner[static_cast<size_t>(i)] = t;
   });

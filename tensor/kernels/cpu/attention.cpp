@@ -60,12 +60,13 @@
 // the bits are those of the whole products.
 //
 // Parallelism and determinism: forward over (b, h, query block); backward over (b, h), both in
-// static contiguous shares (a thread's heads are those of the batches whose token rows the row-wise
-// ops and the GEMMs before it gave that thread; FIRE's dense-bias backward: over heads) — each (b, h)
+// contiguous shares with stealing (parallel.h: a thread's heads are those of the batches whose token
+// rows the row-wise ops and the GEMMs before it gave that thread, and a thread done early takes the
+// last heads of a slower one's; FIRE's dense-bias backward: over heads) — each (b, h)
 // owns its slices of dq, dk, dv and of the scratch accumulators, so nothing is shared between
 // threads; the bias and table gradients are then reduced over b in a fixed order by one thread per head.
-// Results are bit-identical whatever the thread count (small problems run on one thread; the GEMM
-// is itself thread-count independent). Across instruction sets they follow the GEMM's path alone:
+// Results are bit-identical whatever the thread count and timing (small problems run on one thread;
+// the GEMM is itself independent of both). Across instruction sets they follow the GEMM's path alone:
 // the exponentials give the same bits on every path (vec_kernels.h), the tile products may differ
 // in the last bits between the GEMM's AVX-512, AVX2 and scalar paths (gemm.cpp).
 //

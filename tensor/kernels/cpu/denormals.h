@@ -41,4 +41,53 @@ class FlushDenormals {
 #endif
 };
 
+// Worker threads and the floating-point mode. libgomp's threads keep the MXCSR they were created with,
+// and it creates them at the start of a region (again when a team's size changes) as copies of the
+// thread opening it: a region opened under FlushDenormals would leave threads that go on flushing in
+// every later region, while the thread that opens those regions does not. Two rules keep every thread
+// of a kernel in the caller's mode:
+//  - a kernel called while its caller flushes runs on the calling thread alone
+//    (caller_flushes_denormals: the GEMM's and parallel_chunks' thread choice), so posgrad never starts
+//    threads in that mode (the attention's serial path calls gemm() under FlushDenormals);
+//  - the regions whose parts may run on any thread (parallel.h's stealing, the GEMM) set the caller's
+//    mode on each thread for the region (TeamFpMode), in case threads were started otherwise.
+// Usage: `const unsigned mode = caller_fp_mode();` before the region, `const TeamFpMode fp(mode);`
+// first thing inside it. Restores the thread's own mode at the end; a no-op without an MXCSR.
+inline bool caller_flushes_denormals() {
+#ifdef POSGRAD_HAS_MXCSR
+  return (_mm_getcsr() & (FlushDenormals::kFtz | FlushDenormals::kDaz)) != 0;
+#else
+  return false;
+#endif
+}
+
+inline unsigned caller_fp_mode() {
+#ifdef POSGRAD_HAS_MXCSR
+  return _mm_getcsr();
+#else
+  return 0;
+#endif
+}
+
+class TeamFpMode {
+ public:
+#ifdef POSGRAD_HAS_MXCSR
+  explicit TeamFpMode(unsigned mode) : saved_(_mm_getcsr()) {
+    if (mode != saved_) _mm_setcsr(mode);
+  }
+  ~TeamFpMode() {
+    if (_mm_getcsr() != saved_) _mm_setcsr(saved_);
+  }
+#else
+  explicit TeamFpMode(unsigned) {}
+#endif
+  TeamFpMode(const TeamFpMode&) = delete;
+  TeamFpMode& operator=(const TeamFpMode&) = delete;
+
+ private:
+#ifdef POSGRAD_HAS_MXCSR
+  unsigned saved_;
+#endif
+};
+
 }  // namespace posgrad::kernels::cpu

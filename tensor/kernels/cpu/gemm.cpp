@@ -40,6 +40,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensor/kernels/cpu/denormals.h"
 #include "tensor/kernels/cpu/gemm_internal.h"
 #include "tensor/kernels/cpu/gemm_microkernels.h"
 #include "tensor/kernels/cpu/gemm_tile.h"
@@ -422,7 +423,8 @@ constexpr int64_t k_min_parallel_work = int64_t(1) << 18;
 constexpr int64_t k_work_per_thread = int64_t(1) << 17;
 
 int choose_threads(int64_t M, int64_t N, int64_t K) {
-  if (omp_in_parallel()) return 1;
+  // Inside a region, or under a caller's FlushDenormals (no threads started in that mode: denormals.h).
+  if (omp_in_parallel() || caller_flushes_denormals()) return 1;
   const int64_t work = M * N * K;
   if (work < k_min_parallel_work) return 1;
   const int64_t by_work = work / k_work_per_thread;
@@ -494,10 +496,13 @@ void gemm_run_with(const kernel_config<T, P>& cfg, const gemm_args<T>& g, int nt
     unit_rows = unit_tiles * cfg.mr;
     row_units.emplace(ceil_div(g.M, unit_rows), nthreads);
   }
+  const unsigned fp_mode = caller_fp_mode();  // a caller's flush-to-zero holds on every thread (denormals.h)
 #pragma omp parallel num_threads(nthreads)
   {
-    // The team may be smaller than asked (OMP_THREAD_LIMIT, dynamic adjustment); the
-    // split is by the actual size, and a_packs (and b_pack) have room for at least that many slices.
+    const TeamFpMode fp(fp_mode);
+    // The team may be smaller than asked (OMP_THREAD_LIMIT, dynamic adjustment); the fixed splits are
+    // by the actual size (row_units: the missing threads' shares are stolen), and a_packs (and b_pack)
+    // have room for at least that many slices.
     gemm_worker(cfg, g, split_m, private_b, b_pack, b_slice, a_packs, a_slice, omp_get_thread_num(),
                 omp_get_num_threads(), row_units ? &*row_units : nullptr, unit_rows);
   }
@@ -777,8 +782,10 @@ void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_
   const int batch_threads = gemm_detail::choose_threads(batch * M, N, K);
   if (batch_threads > 1 && batch >= batch_threads && M * N * K < gemm_detail::k_batch_parallel_work) {
     std::exception_ptr error;
+    const unsigned fp_mode = caller_fp_mode();  // a caller's flush-to-zero on every thread (denormals.h)
 #pragma omp parallel for schedule(static) num_threads(batch_threads)
     for (int64_t b = 0; b < batch; ++b) {
+      const TeamFpMode fp(fp_mode);
       try {
         gemm_detail::gemm_run(args(b), 1);
       } catch (...) {

@@ -62,7 +62,7 @@ void for_row_shares(int64_t N, int64_t C, const F& f) {
     f(int64_t{0}, N);
     return;
   }
-  parallel_chunks(N, std::max<int64_t>(1, 2048 / C), 0, f);
+  parallel_chunks(N, (2048 + C - 1) / C, 0, f);
 }
 
 // Column sums for the parameter gradients: for c in [0, C), dw[c] += sum_n dy[n,c] * xhat(n,c),

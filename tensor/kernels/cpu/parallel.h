@@ -12,25 +12,31 @@
 // of waiting for it at the end of the region.
 //
 // Determinism: which thread runs a chunk changes from run to run; the chunks themselves do not (they
-// depend on n and grain only), so a kernel whose result per chunk does not depend on the thread that
-// computes it gives the same bits whatever the timing. Callers keep to that: no per-thread partial
-// sums, no per-thread state carried from one chunk to the next.
+// depend on n, grain, align and the thread count, never on timing), so a kernel whose result per
+// chunk does not depend on the thread that computes it gives the same bits whatever the timing.
+// Callers keep to that: no per-thread partial sums, no per-thread state carried from one chunk to
+// the next. Every thread of the team runs with the caller's floating-point mode (denormals.h,
+// TeamFpMode).
 //
 // Grain: the smallest chunk worth a compare-and-swap (about 10-100 us of work); a thread's share is
 // split into at least kChunksPerShare chunks where n allows, so a thread running at half speed leaves
 // at most a chunk's worth of imbalance. Chunk boundaries are multiples of `align` items (1: any), for
 // kernels whose bits are only independent of the split at such boundaries.
 //
-// Runs on the calling thread alone (f(0, n) once) when n <= serial_max, inside a parallel region, or
-// with one thread. Nothing here throws; f must not throw (it runs inside an OpenMP region).
+// Runs on the calling thread alone (f(0, n) once) when n <= serial_max, inside a parallel region,
+// with one thread, when n makes one chunk, or while the caller flushes denormals (denormals.h). Throws std::bad_alloc
+// (before any f) if the shares cannot be allocated; f must not throw (it runs inside an OpenMP region).
 #pragma once
 
 #include <omp.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 #include <memory>
+
+#include "tensor/kernels/cpu/denormals.h"
 
 namespace posgrad::kernels::cpu {
 
@@ -63,7 +69,9 @@ inline bool take(Share& s, bool front, int64_t& chunk) {
 // opens it.
 class StealShares {
  public:
+  // chunks < 2^32 (each share counts them in 32 bits), team >= 1.
   StealShares(int64_t chunks, int team) : team_(team), shares_(new Share[static_cast<size_t>(team)]) {
+    assert(chunks >= 0 && chunks < (int64_t(1) << 32) && team >= 1);
     for (int t = 0; t < team; ++t)
       shares_[static_cast<size_t>(t)].range.store(
           pack(static_cast<uint64_t>(chunks * t / team), static_cast<uint64_t>(chunks * (t + 1) / team)),
@@ -92,7 +100,7 @@ void parallel_chunks(int64_t n, int64_t grain, int64_t serial_max, F&& f, int64_
   using namespace parallel_detail;
   if (n <= 0) return;
   const int max_threads = omp_get_max_threads();
-  if (n <= serial_max || omp_in_parallel() || max_threads <= 1) {
+  if (n <= serial_max || omp_in_parallel() || max_threads <= 1 || caller_flushes_denormals()) {
     f(int64_t{0}, n);
     return;
   }
@@ -109,8 +117,10 @@ void parallel_chunks(int64_t n, int64_t grain, int64_t serial_max, F&& f, int64_
   }
   const int team = static_cast<int>(std::min<int64_t>(max_threads, chunks));
   StealShares shares(chunks, team);
+  const unsigned fp_mode = caller_fp_mode();
 #pragma omp parallel num_threads(team)
   {
+    const TeamFpMode fp(fp_mode);
     // Thread t owns share t. The team may be smaller than asked: a share without an owner is taken from
     // the back like any other, since every thread ends by going through all of them.
     const int t = omp_get_thread_num();
