@@ -22,11 +22,11 @@
 # size, both counted by bench_train (kernels::matmul_work) in the fp32 run.
 # torch.compile compiles during the 2 warm-up steps, which are not timed.
 # Pairing: each round measures one encoding at a time, posgrad's process and then PyTorch's for each
-# mode, so that a ratio compares two measurements taken seconds apart. The 2-core development VM has
-# phases lasting seconds to minutes in which both libraries' steps take ~1.3x as long (memory-bound
-# work up to 2.5x; the cores' own speed unchanged); with one process per library running every
-# encoding (until 2026-12), an encoding's two measurements lay 10-25 s apart, often in different
-# phases, and single rounds ranged 0.8-2.2x where back-to-back pairs range 1.4-1.75x.
+# mode, so that a ratio compares two measurements taken a few seconds apart (with one process per
+# library running every encoding, until 2026-12, they lay 10-25 s apart). The 2-core development VM
+# has phases in which both libraries' steps take ~1.3x as long (memory-bound work up to 2.5x; the
+# cores' own speed unchanged), changing within seconds as well as minutes: single rounds still ranged
+# 1.13-2.06x for `none` in a 9-round sitting, so read the medians over rounds.
 # Round r runs the encodings in the given order rotated by r - 1: on a 2-core Zen 3 the first encoding
 # of a process started right after a torch.compile process ran 5-40% slow (a ramp over its first
 # 1.5 s; none after an eager process or an idle machine, and no process of PyTorch's was left
