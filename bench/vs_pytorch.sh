@@ -2,11 +2,10 @@
 # vs_pytorch.sh — posgrad against PyTorch on this CPU, per model size and position encoding:
 # tokens/s of a whole training step (forward, backward, clip, AdamW) of the same GPT, measured
 # alternately (each encoding in posgrad, then at once in each PyTorch mode; round after round) with
-# the same thread count, and
-# the ratios posgrad / PyTorch: posgrad fp32 against PyTorch eager and torch.compile, posgrad
-# --precision bf16 against torch.autocast("cpu", dtype=torch.bfloat16) (eager, and compiled with
-# bf16-compile); then posgrad's fp32 model FLOP utilisation (MFU): model FLOPs per second over the
-# FP32 FMA peak measured on this machine in the same sitting (bench_gemm's FMA-chain measurement).
+# the same thread count, and the ratios posgrad / PyTorch: posgrad fp32 against PyTorch eager and
+# torch.compile, posgrad --precision bf16 against torch.autocast("cpu", dtype=torch.bfloat16) (eager,
+# and compiled with bf16-compile); then posgrad's fp32 model FLOP utilisation (MFU): model FLOPs per
+# second over the FP32 FMA peak measured on this machine in the same sitting (bench_gemm's FMA-chain measurement).
 #
 # Not part of CI (it needs PyTorch). Creates .venv-torch with PyTorch from PyPI if missing.
 #
