@@ -496,7 +496,7 @@ void gemm_run_with(const kernel_config<T, P>& cfg, const gemm_args<T>& g, int nt
     unit_rows = unit_tiles * cfg.mr;
     row_units.emplace(ceil_div(g.M, unit_rows), nthreads);
   }
-  const unsigned fp_mode = caller_fp_mode();  // a caller's flush-to-zero holds on every thread (denormals.h)
+  const unsigned fp_mode = caller_fp_mode();  // every thread runs in the caller's mode (denormals.h)
 #pragma omp parallel num_threads(nthreads)
   {
     const TeamFpMode fp(fp_mode);
@@ -782,7 +782,7 @@ void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_
   const int batch_threads = gemm_detail::choose_threads(batch * M, N, K);
   if (batch_threads > 1 && batch >= batch_threads && M * N * K < gemm_detail::k_batch_parallel_work) {
     std::exception_ptr error;
-    const unsigned fp_mode = caller_fp_mode();  // a caller's flush-to-zero on every thread (denormals.h)
+    const unsigned fp_mode = caller_fp_mode();  // every thread runs in the caller's mode (denormals.h)
 #pragma omp parallel for schedule(static) num_threads(batch_threads)
     for (int64_t b = 0; b < batch; ++b) {
       const TeamFpMode fp(fp_mode);
