@@ -152,22 +152,21 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // A first word that is no subcommand, or an option before the subcommand, is named as such (CLI11
+    // No first word, a first word that is no subcommand, or an option before the subcommand, is named (CLI11
     // would only say that a subcommand is required).
-    if (argc > 1) {
-      std::string names;
-      bool known = false;
-      for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-        known = known || sub->check_name(argv[1]);
-        names += (names.empty() ? "" : ", ") + sub->get_name();
-      }
-      const std::string first = argv[1];
-      if (first.size() > 1 && first[0] == '-')
-        return fail_on_every_rank(2, "unknown option '" + first.substr(0, first.find('=')) +
-                                         "' before the subcommand (the first word is one of " + names +
-                                         "; its options follow it; see --help)");
-      if (!known) return fail_on_every_rank(2, "unknown subcommand '" + first + "' (one of " + names + "; see --help)");
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      known = known || (argc > 1 && sub->check_name(argv[1]));
+      names += (names.empty() ? "" : ", ") + sub->get_name();
     }
+    if (argc == 1) return fail_on_every_rank(2, "a subcommand is required (one of " + names + "; see --help)");
+    const std::string first = argv[1];
+    if (first.size() > 1 && first[0] == '-')
+      return fail_on_every_rank(2, "unknown option '" + first.substr(0, first.find('=')) +
+                                       "' before the subcommand (the first word is one of " + names +
+                                       "; its options follow it; see --help)");
+    if (!known) return fail_on_every_rank(2, "unknown subcommand '" + first + "' (one of " + names + "; see --help)");
     return fail_on_every_rank(2, std::string(e.what()) + " (see --help)");
   } catch (const cli::CommandLineError& e) {
     return fail_on_every_rank(2, e.what());

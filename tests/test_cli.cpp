@@ -358,6 +358,7 @@ TEST(Cli, ErrorsGoToStderrWithTheDocumentedStatus) {
   EXPECT_TRUE(contains(p.out, "--rope-scaling-factor")) << p.out;
   p = run_posgrad("");
   EXPECT_EQ(p.status, 2);
+  EXPECT_TRUE(contains(p.err, "posgrad: error: a subcommand is required (one of train, eval, ")) << p.err;
   p = run_posgrad("bogus-cmd --max-iters 3");  // the unknown subcommand is named, with the valid ones
   EXPECT_EQ(p.status, 2);
   EXPECT_TRUE(contains(p.err, "unknown subcommand 'bogus-cmd' (one of train, eval, sample, compare")) << p.err;
