@@ -316,6 +316,112 @@ TEST(Gemm, RowStealingKeepsTheBitsOfOneThread) {
   omp_set_num_threads(saved);
 }
 
+// The K blocks: ceil(K / KC) of them, as even as multiples of 16 allow (768 = 384 + 384 under the
+// AVX-512 float KC of 512, not 512 + 256). A product equals, bit for bit, the chain of one-block
+// products over the known blocks: the first with the call's beta, the others accumulated with beta = 1.
+template <typename T>
+void k_blocks_case(int64_t M, int64_t N, int64_t K, const std::vector<int64_t>& blocks, bool ta, bool tb,
+                   std::mt19937& rng, const char* isa) {
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  const auto A = random_vector<T>(static_cast<std::size_t>(M * K), rng);
+  const auto B = random_vector<T>(static_cast<std::size_t>(K * N), rng);
+  const auto C0 = random_vector<T>(static_cast<std::size_t>(M * N), rng);
+  std::vector<T> whole = C0, chain = C0;
+  gemm<T>(whole.data(), A.data(), B.data(), M, N, K, N, lda, ldb, ta, tb, T(1.25), T(0.5));
+  int64_t pc = 0;
+  for (const int64_t kc : blocks) {
+    const T* a = ta ? A.data() + pc * lda : A.data() + pc;
+    const T* b = tb ? B.data() + pc : B.data() + pc * ldb;
+    gemm<T>(chain.data(), a, b, M, N, kc, N, lda, ldb, ta, tb, T(1.25), pc == 0 ? T(0.5) : T(1));
+    pc += kc;
+  }
+  ASSERT_EQ(pc, K);
+  EXPECT_EQ(std::memcmp(whole.data(), chain.data(), whole.size() * sizeof(T)), 0)
+      << "M=" << M << " N=" << N << " K=" << K << " ta=" << ta << " tb=" << tb << " isa=" << isa;
+}
+
+TEST(Gemm, KBlocksAreEvenMultiplesOf16) {
+  isa_guard guard;
+  std::mt19937 rng(12);
+  const int saved = omp_get_max_threads();
+  for (const int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    for (const auto isa : supported_isas()) {
+      gd::gemm_set_isa(isa);
+      const char* name = gd::gemm_isa_name(isa);
+      for (int t = 0; t < 4; ++t) {
+        const bool ta = (t & 1) != 0, tb = (t & 2) != 0;
+        if (isa == gd::gemm_isa::avx512) {  // float KC 512, double KC 256
+          k_blocks_case<float>(40, 50, 768, {384, 384}, ta, tb, rng, name);
+          k_blocks_case<float>(40, 50, 1100, {368, 368, 364}, ta, tb, rng, name);
+          k_blocks_case<float>(40, 50, 520, {272, 248}, ta, tb, rng, name);
+          k_blocks_case<float>(40, 50, 1024, {512, 512}, ta, tb, rng, name);
+          k_blocks_case<double>(40, 50, 600, {208, 208, 184}, ta, tb, rng, name);
+        } else {  // KC 256 for float and double
+          k_blocks_case<float>(40, 50, 600, {208, 208, 184}, ta, tb, rng, name);
+          k_blocks_case<double>(40, 50, 300, {160, 140}, ta, tb, rng, name);
+        }
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+// split_k: the weight gradient of a narrow layer (few rows and columns, K = the tokens, alpha = 1) deals
+// its K blocks to the threads and folds their partial sums into C in block order: the bits of one
+// thread, with beta = 0, beta != 0 and the bias row, in every team size and on every path (bf16 too).
+template <typename T>
+void split_k_cases(std::mt19937& rng, const std::string& where) {
+  const int64_t dims[][4] = {{128, 128, 768, 1},  // 2 blocks, TN: a 128-wide model's projection on 768 tokens
+                             {65, 128, 768, 1},   // an edge row tile
+                             {128, 512, 768, 1},  // the MLP's second weight
+                             {40, 30, 2000, 0},   // 4 blocks (AVX-512 float), NN
+                             {50, 20, 1100, 2}};  // 3 blocks, NT
+  const int saved = omp_get_max_threads();
+  for (const auto& d : dims) {
+    const int64_t M = d[0], N = d[1], K = d[2];
+    const bool ta = (d[3] & 1) != 0, tb = (d[3] & 2) != 0;
+    const int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N + 5;
+    const auto A = random_vector<T>(static_cast<std::size_t>(M * K), rng);
+    const auto B = random_vector<T>(static_cast<std::size_t>(K * N), rng);
+    const auto C0 = random_vector<T>(static_cast<std::size_t>(M * ldc), rng);
+    const auto bias = random_vector<T>(static_cast<std::size_t>(N), rng);
+    for (const T beta : {T(0), T(0.5)}) {
+      for (const bool with_bias : {false, true}) {
+        if (with_bias && beta != T(0)) continue;
+        const auto run = [&](int threads) {
+          omp_set_num_threads(threads);
+          std::vector<T> c = C0;
+          if (with_bias)
+            gemm_bias<T>(c.data(), A.data(), B.data(), bias.data(), M, N, K, ldc, lda, ldb, ta, tb);
+          else
+            gemm<T>(c.data(), A.data(), B.data(), M, N, K, ldc, lda, ldb, ta, tb, T(1), beta);
+          return c;
+        };
+        const std::vector<T> ref = run(1);
+        for (const int threads : {2, 3, 4})
+          for (int rep = 0; rep < 2; ++rep) {
+            const std::vector<T> got = run(threads);
+            EXPECT_EQ(std::memcmp(ref.data(), got.data(), ref.size() * sizeof(T)), 0)
+                << "M=" << M << " N=" << N << " K=" << K << " beta=" << beta << " bias=" << with_bias
+                << " threads=" << threads << " " << where;
+          }
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+TEST(Gemm, SplitKKeepsTheBitsOfOneThread) {
+  isa_guard guard;
+  std::mt19937 rng(5);
+  for (const auto isa : supported_isas()) {
+    gd::gemm_set_isa(isa);
+    split_k_cases<float>(rng, gd::gemm_isa_name(isa));
+    split_k_cases<double>(rng, gd::gemm_isa_name(isa));
+  }
+}
+
 // parallel_chunks: every item in exactly one chunk, chunks at multiples of `align`, whatever the
 // team and the timing; the calling thread alone below serial_max and inside a parallel region.
 TEST(ParallelChunks, EveryItemOnceAtAlignedBoundaries) {
@@ -710,6 +816,13 @@ TEST(GemmBf16, BiasRowEqualsCopyThenAccumulate) {
     bias_row_case<float>(5, 600, 301, true, false, rng, "bf16");
     bias_row_case<float>(400, 70, 601, false, false, rng, "bf16");
   });
+}
+
+// split_k in bf16: the partial sums are the float accumulators of the pair and converting paths.
+TEST(GemmBf16, SplitKKeepsTheBitsOfOneThread) {
+  const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+  std::mt19937 rng(6);
+  for_each_bf16_path([&] { split_k_cases<float>(rng, posgrad::kernels::matmul_bf16_path()); });
 }
 
 // Double products ignore the setting (gradchecks stay in double), and fp32 is the default.

@@ -18,10 +18,12 @@
 // never calls an external BLAS. It does not print.
 //
 // Numerics and determinism: every C element is one sequential multiply-add chain over k
-// inside a KC-deep block (fused FMAs in the SIMD kernels), and the blocks are folded into C in
-// increasing k: the first as alpha * acc + beta * C, the rest as alpha * acc + C. K is never
-// split across threads and the block sizes do not depend on the thread count, so results are
-// bit-identical for any number of OpenMP threads. They can differ in the last bits between
+// inside a K block (fused FMAs in the SIMD kernels), and the blocks are folded into C in
+// increasing k: the first as alpha * acc + beta * C, the rest as alpha * acc + C. The blocks are
+// ceil(K / KC) of them, as even as multiples of 16 allow (kc_step): a function of K alone. Where the
+// blocks are dealt to threads (split_k, alpha == 1 only), each block's accumulators are stored
+// exactly and folded in the same order with the same single rounding. So results are bit-identical
+// for any number of OpenMP threads. They can differ in the last bits between
 // instruction sets (FMA vs. separate multiply and add, different KC): the scalar path's
 // `acc += a * b` is two roundings, as the build compiles with -ffp-contract=off, and the AVX2 and
 // AVX-512 paths' only FMAs are the intrinsics written in gemm_microkernels.h. The error bound is that
@@ -266,6 +268,15 @@ inline void split_range(int64_t count, int t, int parts, int64_t& begin, int64_t
   end = count * (t + 1) / parts;
 }
 
+// The depth of the K blocks of a product: K split into ceil(K / kc) blocks as even as multiples of 16
+// allow (768 = 384 + 384 rather than 512 + 256), so that no block is a thin remainder and split_k
+// (gemm_run_with) deals out equal work. A function of K and the configuration alone, like the rounding.
+constexpr int64_t kKcGrain = 16;
+inline int64_t kc_step(int64_t kc, int64_t K) {
+  const int64_t blocks = (K + kc - 1) / kc;
+  return std::min(kc, (((K + blocks - 1) / blocks) + kKcGrain - 1) / kKcGrain * kKcGrain);
+}
+
 template <typename T>
 struct gemm_args {
   T* C;
@@ -368,8 +379,9 @@ void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool spl
     int64_t p0 = 0, p1 = n_panels;
     if (!private_b) split_range(n_panels, tid, nthreads, p0, p1);
 
-    for (int64_t pc = 0; pc < g.K; pc += cfg.kc) {
-      const int64_t kc = std::min(cfg.kc, g.K - pc);
+    const int64_t kc_blk = kc_step(cfg.kc, g.K);
+    for (int64_t pc = 0; pc < g.K; pc += kc_blk) {
+      const int64_t kc = std::min(kc_blk, g.K - pc);
       const int64_t kp = ceil_div(kc, cfg.k_pack);
       // Blocks after the first accumulate onto what the first one wrote.
       const T beta = pc == 0 ? g.beta : T(1);
@@ -417,6 +429,45 @@ void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool spl
   }
 }
 
+// split_k (gemm_run_with): thread `tid` of `nthreads` computes the K blocks [b0, b1) of its share, each
+// as a whole one-block product on its own: block 0 into C with the call's beta and bias, block b > 0 into
+// partial b - 1 (M x N, row stride ldp) with alpha = 1 and beta = 0, which stores the micro-kernel's
+// float accumulators exactly. After a barrier each thread folds its share of C's rows, C += P_1, then
+// += P_2, ..., in block order. With alpha == 1 (required) the sequential loop writes block b > 0 as
+// fma(1, acc, C) = C + acc rounded once (every path: the AVX2 edge tiles' separate rounding of 1 * acc
+// and 1 * C is exact too), so each element gets the bits of the one-thread product.
+template <typename T, typename P>
+void gemm_worker_split_k(const kernel_config<T, P>& cfg, const gemm_args<T>& g, int64_t kc_blk, T* partials,
+                         int64_t ldp, P* b_pack, P* a_pack, int tid, int nthreads) {
+  const int64_t blocks = ceil_div(g.K, kc_blk);
+  int64_t b0, b1;
+  split_range(blocks, tid, nthreads, b0, b1);
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t pc = b * kc_blk;
+    gemm_args<T> part = g;
+    part.A = g.a_at(0, pc);
+    part.B = g.b_at(pc, 0);
+    part.K = std::min(kc_blk, g.K - pc);
+    if (b > 0) {
+      part.C = partials + (b - 1) * g.M * ldp;
+      part.ldc = ldp;
+      part.beta = T(0);
+      part.bias = nullptr;
+    }
+    gemm_worker(cfg, part, true, false, b_pack, 0, a_pack, 0, 0, 1);
+  }
+#pragma omp barrier
+  int64_t r0, r1;
+  split_range(g.M, tid, nthreads, r0, r1);
+  for (int64_t i = r0; i < r1; ++i) {
+    T* ci = g.C + i * g.ldc;
+    for (int64_t b = 1; b < blocks; ++b) {
+      const T* pi = partials + (b - 1) * g.M * ldp + i * ldp;
+      for (int64_t j = 0; j < g.N; ++j) ci[j] += pi[j];
+    }
+  }
+}
+
 // Multiply-adds below which one thread beats waking a team and syncing it: measured break-even
 // at about 64^3 (~2.5 us of work) on 2 cores. Beyond it, each thread gets at least half that.
 constexpr int64_t k_min_parallel_work = int64_t(1) << 18;
@@ -441,6 +492,9 @@ constexpr int64_t k_batch_parallel_work = int64_t(1) << 22;
 // (0.8M) ~20% slower.
 constexpr int64_t k_split_n_work = int64_t(1) << 22;
 
+// Bytes of split_k's partial sums (K blocks after the first, M x N each) up to which it is chosen.
+constexpr int64_t kSplitKBytes = int64_t(1) << 20;
+
 // Fraction of the team kept busy when `items` equal pieces are dealt out contiguously.
 inline double balance(int64_t items, int nthreads) {
   return double(items) / double(ceil_div(items, nthreads) * nthreads);
@@ -448,13 +502,40 @@ inline double balance(int64_t items, int nthreads) {
 
 template <typename T, typename P>
 void gemm_run_with(const kernel_config<T, P>& cfg, const gemm_args<T>& g, int nthreads) {
-  const int64_t kc_max = ceil_div(std::min(cfg.kc, g.K), cfg.k_pack);
+  const int64_t kc_blk = kc_step(cfg.kc, g.K);
+  const int64_t kc_max = ceil_div(std::min(kc_blk, g.K), cfg.k_pack);
   const int64_t nc_max = round_up(std::min(cfg.nc, g.N), cfg.nr);
   const int64_t mc_max = round_up(std::min(cfg.mc, g.M), cfg.mr);
   const int64_t m_tiles = ceil_div(g.M, cfg.mr);
   const int64_t n_panels = ceil_div(nc_max, cfg.nr);
 
   nthreads = static_cast<int>(std::min<int64_t>(nthreads, std::max(m_tiles, n_panels)));
+  // split_k: the K blocks dealt out whole, one thread per block, where C is small enough for the partial
+  // sums of the blocks after the first to stay in cache (the weight gradient of a narrow layer: few rows
+  // and columns, K = the tokens). Only alpha == 1 keeps the bits (gemm_worker_split_k).
+  const int64_t k_blocks = ceil_div(g.K, kc_blk);
+  const int64_t ldp = round_up(g.N, int64_t(64 / sizeof(T)));
+  if (nthreads > 1 && g.alpha == T(1) && k_blocks >= nthreads && balance(k_blocks, nthreads) >= 0.95 &&
+      (k_blocks - 1) * g.M * ldp * static_cast<int64_t>(sizeof(T)) <= kSplitKBytes) {
+    const int64_t align = 64 / static_cast<int64_t>(sizeof(P));
+    const int64_t b_slice = round_up(kc_max * round_up(std::min(cfg.nc, g.N), cfg.nr), align);
+    const int64_t a_slice = round_up(kc_max * round_up(std::min(cfg.mc, g.M), cfg.mr), align);
+    const int64_t p_bytes = round_up((k_blocks - 1) * g.M * ldp * static_cast<int64_t>(sizeof(T)), 64);
+    char* base = static_cast<char*>(thread_scratch().get(
+        static_cast<std::size_t>(p_bytes) + sizeof(P) * static_cast<std::size_t>((b_slice + a_slice) * nthreads)));
+    T* partials = reinterpret_cast<T*>(base);
+    P* packs = reinterpret_cast<P*>(base + p_bytes);
+    const unsigned fp_mode = caller_fp_mode();
+#pragma omp parallel num_threads(nthreads)
+    {
+      const TeamFpMode fp(fp_mode);
+      const int tid = omp_get_thread_num();
+      P* mine = packs + (b_slice + a_slice) * tid;
+      gemm_worker_split_k(cfg, g, kc_blk, partials, ldp, mine, mine + b_slice, tid, omp_get_num_threads());
+    }
+    return;
+  }
+
   // Rows unless the columns deal out more evenly and the rows leave over 5% of the team idle; a small
   // product keeps the rows down to 85% (splitting the columns shares A's packing, two barriers per
   // block, which a product under k_split_n_work does not repay).
