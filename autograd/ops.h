@@ -65,6 +65,13 @@ Shape broadcast_shapes(const Shape& a, const Shape& b);  // ShapeError names bot
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x (..., in) @ w (out, in)^T + b (out) — PyTorch's nn.Linear layout. b may be undefined.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+// residual + linear(x, w, b): a linear layer with its residual connection (the two residual adds of a
+// pre-LN transformer block; GPT-2, Radford et al. 2019, §2.3). residual has the output's shape (..., out).
+// On the CPU one GEMM adds the residual to each tile of the product as it finishes (gemm_bias_add, no
+// pass of its own over the output), with the bits of the two ops; elsewhere, or for a residual of
+// another shape, dtype or device, it is the two ops (whose errors it then gives). Its gradient is the
+// upstream gradient itself, as the add op's. Throws ValueError for an undefined residual.
+Tensor linear_residual(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& residual);
 
 // ---- softmax, norms (autograd/ops/softmax.cpp, norm.cpp) ---------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim = -1);

@@ -1,5 +1,5 @@
 // registry_nn.cpp — op-registry cases for the nn ops: matmul (broadcast batches, transposed and
-// strided operands), linear, softmax / log_softmax over several dims, layer_norm and rms_norm
+// strided operands), linear, linear_residual, softmax / log_softmax over several dims, layer_norm and rms_norm
 // with and without affine parameters, embedding, cross_entropy (ignored rows, (B, T, V) input),
 // cross_entropy_rows, cat, split and split_heads. Every reference below is a naive loop in double over
 // host() copies; none calls the op it checks. Shapes are odd (7, 13, ...) so that vector
@@ -105,6 +105,36 @@ void add_linear(std::vector<OpCase>& out, const std::string& name, Shape sx, int
       }
     Shape ys = sx;
     ys.back() = out_features;
+    return ref_tensor(y, ys);
+  };
+  out.push_back(c);
+}
+
+// linear_residual: residual + linear, the residual added inside the product on the CPU.
+void add_linear_residual(std::vector<OpCase>& out, const std::string& name, Shape sx, int64_t out_features, bool bias) {
+  const int64_t in = sx.back();
+  Shape ys = sx;
+  ys.back() = out_features;
+  OpCase c;
+  c.name = "nn/linear_residual/" + name;
+  c.inputs = [=](Generator& g, DType t) {
+    TensorList l{make_input(sx, g, t), make_input({out_features, in}, g, t)};
+    l.push_back(bias ? make_input({out_features}, g, t) : Tensor());
+    l.push_back(make_input(ys, g, t));
+    return l;
+  };
+  c.fn = [](const TensorList& x) { return linear_residual(x[0], x[1], x[2], x[3]); };
+  c.reference = [=](const TensorList& x) {
+    auto xv = host(x[0]), wv = host(x[1]), rv = host(x[3]);
+    std::vector<double> bv = x[2].defined() ? host(x[2]) : std::vector<double>(out_features, 0.0);
+    const int64_t R = static_cast<int64_t>(xv.size()) / in;
+    std::vector<double> y(static_cast<size_t>(R * out_features));
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t o = 0; o < out_features; ++o) {
+        double s = bv[o];
+        for (int64_t i = 0; i < in; ++i) s += xv[r * in + i] * wv[o * in + i];
+        y[r * out_features + o] = rv[r * out_features + o] + s;
+      }
     return ref_tensor(y, ys);
   };
   out.push_back(c);
@@ -499,6 +529,8 @@ void register_nn_cases(std::vector<OpCase>& out) {
   add_linear(out, "no_bias", {7, 13}, 5, false);
   add_linear(out, "T1_bias", {1, 1, 13}, 6, true);
   add_linear(out, "transposed_weight", {3, 7, 13}, 5, true, true);
+  add_linear_residual(out, "bias", {3, 7, 13}, 5, true);
+  add_linear_residual(out, "no_bias", {7, 13}, 5, false);
 
   // softmax / log_softmax
   add_softmax(out, false, -1);

@@ -54,12 +54,22 @@ CausalSelfAttention::Heads CausalSelfAttention::heads(const Tensor& x, PositionE
 
 Tensor CausalSelfAttention::forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0,
                                     KVCacheLayer* cache, int64_t capacity) const {
+  return proj->forward(mixed(x, pe, layer, pos0, cache, capacity));
+}
+
+Tensor CausalSelfAttention::forward_residual(const Tensor& x, const Tensor& residual, PositionEncoding& pe,
+                                             int64_t layer, int64_t pos0, KVCacheLayer* cache, int64_t capacity) const {
+  return proj->forward(mixed(x, pe, layer, pos0, cache, capacity), residual);
+}
+
+Tensor CausalSelfAttention::mixed(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0,
+                                  KVCacheLayer* cache, int64_t capacity) const {
   const int64_t B = x.dim() == 3 ? x.size(0) : 0, T = x.dim() == 3 ? x.size(1) : 0;
   if (!cache) {
     const Heads h = heads(x, pe, layer, pos0, T, 0);
     const Tensor o = naive ? attention_reference(h.q, h.k, h.v, h.mod, pe.causal(), h.scale)
                            : attention(h.q, h.k, h.v, h.mod, pe.causal(), h.scale);  // (B, H, T, D)
-    return proj->forward(o.permute({0, 2, 1, 3}).reshape({B, T, n_embd}));
+    return o.permute({0, 2, 1, 3}).reshape({B, T, n_embd});
   }
   // Incremental decoding: queries at pos0 .. pos0 + T - 1 against the keys of positions 0 .. pos0 + T - 1.
   POSGRAD_CHECK(pe.causal() && pe.supports_kv_cache(), ValueError, "a key/value cache needs a causal position ",
@@ -79,7 +89,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x, PositionEncoding& pe, int64
   ops::copy_into(cache->v.narrow(2, pos0, T), h.v);
   const Tensor k = cache->k.narrow(2, 0, pos0 + T), v = cache->v.narrow(2, 0, pos0 + T);
   const Tensor o = attention(h.q, k, v, h.mod, true, h.scale, pos0);  // (B, H, T, D)
-  return proj->forward(o.permute({0, 2, 1, 3}).reshape({B, T, n_embd}));
+  return o.permute({0, 2, 1, 3}).reshape({B, T, n_embd});
 }
 
 Tensor CausalSelfAttention::attention_over_uniform(const Tensor& x, PositionEncoding& pe, int64_t layer,

@@ -44,6 +44,10 @@ class CausalSelfAttention : public Module {
   // IndexError). The same numbers as the uncached forward over all pos0 + T tokens, row for row.
   Tensor forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0, KVCacheLayer* cache = nullptr,
                  int64_t capacity = 0) const;
+  // residual + forward(x, ...), residual (B, T, C) added by the output projection's product
+  // (Linear::forward with a residual): the bits of the two, without a pass of its own.
+  Tensor forward_residual(const Tensor& x, const Tensor& residual, PositionEncoding& pe, int64_t layer, int64_t pos0,
+                          KVCacheLayer* cache = nullptr, int64_t capacity = 0) const;
   // Diagnostics (no gradient): attention weight by query-key distance |i - j| = 1..T-1 over its
   // uniform share among the keys other than the query's own (attention_weight_over_uniform: 1 =
   // uniform attention), averaged over batch and query positions, heads kept: (H, T - 1) float64,
@@ -70,6 +74,9 @@ class CausalSelfAttention : public Module {
     ScoreModifier mod;
     double scale = 1.0;
   };
+  // forward() before the output projection: the heads' outputs merged, (B, T, C).
+  Tensor mixed(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0, KVCacheLayer* cache,
+               int64_t capacity) const;
   // The heads of x's T tokens at pos0 .., and the modifier for Tk keys with queries at q_offset.
   Heads heads(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0, int64_t Tk, int64_t q_offset) const;
 };

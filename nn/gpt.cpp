@@ -39,6 +39,11 @@ Block::Block(const GPTConfig& cfg, Generator& gen, Generator& dropout_gen) {
 
 Tensor Block::forward(const Tensor& x, PositionEncoding& pe, int64_t layer, int64_t pos0, KVCacheLayer* cache,
                       int64_t capacity) const {
+  if (drop->is_identity()) {
+    // The residual adds inside the output projections' products: the same bits, two passes fewer.
+    const Tensor h = attn->forward_residual(ln_1->forward(x), x, pe, layer, pos0, cache, capacity);
+    return proj->forward(gelu(fc->forward(ln_2->forward(h))), h);
+  }
   Tensor h = x + drop->forward(attn->forward(ln_1->forward(x), pe, layer, pos0, cache, capacity));
   return h + drop->forward(proj->forward(gelu(fc->forward(ln_2->forward(h)))));
 }

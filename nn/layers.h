@@ -12,6 +12,8 @@ class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias, Generator& gen, double std = 0.02, DType dtype = DType::Float32);
   Tensor forward(const Tensor& x) const { return linear(x, weight, bias); }
+  // residual + forward(x), the residual (..., out) added inside the product (linear_residual).
+  Tensor forward(const Tensor& x, const Tensor& residual) const { return linear_residual(x, weight, bias, residual); }
   Tensor weight, bias;
 };
 
@@ -34,6 +36,8 @@ class Dropout : public Module {
  public:
   Dropout(double p, Generator& gen);
   Tensor forward(const Tensor& x) const { return dropout(x, p, is_training(), *gen); }
+  // forward() returns its input unchanged (and draws nothing): p == 0 or evaluation mode.
+  bool is_identity() const { return p == 0.0 || !is_training(); }
   double p;
 
  private:

@@ -193,6 +193,10 @@ int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d)]; }
 bool Tensor::is_contiguous() const {
   const auto& s = shape();
   const auto& st = strides();
+  // An empty tensor has no elements to lay out: contiguous whatever its strides (as PyTorch's), so a
+  // freshly made one with a zero dim (whose strides treat that dim as 1) is.
+  for (const int64_t n : s)
+    if (n == 0) return true;
   int64_t expect = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (s[i] == 1) continue;

@@ -615,6 +615,59 @@ void bias_row_case(int64_t M, int64_t N, int64_t K, bool ta, bool tb, std::mt199
   }
 }
 
+// gemm_bias_add: the bits of gemm_bias (or gemm with beta = 0 without a bias) followed by the add op,
+// addend + C, whichever way the product is shared out (rows, columns, split_k, one thread) and for an
+// empty K; the addend is read, never written, and C's padding is left alone.
+using posgrad::kernels::cpu::gemm_bias_add;
+template <typename T>
+void bias_add_case(int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool with_bias, std::mt19937& rng,
+                   const std::string& where) {
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N + 3, ldr = N + 7;
+  const auto A = random_vector<T>(static_cast<std::size_t>(std::max<int64_t>(1, M * K)), rng);
+  const auto B = random_vector<T>(static_cast<std::size_t>(std::max<int64_t>(1, K * N)), rng);
+  const auto bias = random_vector<T>(static_cast<std::size_t>(N), rng);
+  const auto addend = random_vector<T>(static_cast<std::size_t>(M * ldr), rng);
+  const auto addend_before = addend;
+  for (const int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    std::vector<T> want(static_cast<std::size_t>(M * ldc), T(-7)), got(want.size(), T(-7));
+    if (with_bias)
+      gemm_bias<T>(want.data(), A.data(), B.data(), bias.data(), M, N, K, ldc, lda, ldb, ta, tb);
+    else
+      gemm<T>(want.data(), A.data(), B.data(), M, N, K, ldc, lda, ldb, ta, tb, T(1), T(0));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) want[i * ldc + j] = addend[i * ldr + j] + want[i * ldc + j];
+    for (int64_t i = 0; i < M; ++i) std::fill(got.begin() + i * ldc, got.begin() + i * ldc + N, std::nan(""));
+    gemm_bias_add<T>(got.data(), A.data(), B.data(), with_bias ? bias.data() : nullptr, addend.data(), ldr, M, N, K,
+                     ldc, lda, ldb, ta, tb);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0)
+        << "M=" << M << " N=" << N << " K=" << K << " ta=" << ta << " tb=" << tb << " bias=" << with_bias
+        << " threads=" << threads << " " << where;
+    EXPECT_EQ(addend, addend_before);
+  }
+}
+
+template <typename T>
+void bias_add_sweep(std::mt19937& rng, const std::string& where) {
+  const int64_t dims[][4] = {{131, 67, 65, 0},   {5, 600, 300, 1},  {26, 300, 600, 2}, {128, 128, 768, 1},
+                             {768, 128, 128, 2}, {400, 70, 600, 0}, {7, 9, 0, 0},      {1, 1, 1, 3}};
+  for (const auto& d : dims)
+    for (const bool with_bias : {true, false})
+      bias_add_case<T>(d[0], d[1], d[2], (d[3] & 1) != 0, (d[3] & 2) != 0, with_bias, rng, where);
+}
+
+TEST(Gemm, BiasAddEqualsTheProductThenTheAdd) {
+  isa_guard guard;
+  std::mt19937 rng(41);
+  const int saved = omp_get_max_threads();
+  for (const auto isa : supported_isas()) {
+    gd::gemm_set_isa(isa);
+    bias_add_sweep<float>(rng, gd::gemm_isa_name(isa));
+    bias_add_sweep<double>(rng, gd::gemm_isa_name(isa));
+  }
+  omp_set_num_threads(saved);
+}
+
 template <typename T>
 void bias_row_sweep() {
   isa_guard guard;
@@ -823,6 +876,15 @@ TEST(GemmBf16, SplitKKeepsTheBitsOfOneThread) {
   const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
   std::mt19937 rng(6);
   for_each_bf16_path([&] { split_k_cases<float>(rng, posgrad::kernels::matmul_bf16_path()); });
+}
+
+// gemm_bias_add in bf16 precision: the addend in float after the bf16-operand product.
+TEST(GemmBf16, BiasAddEqualsTheProductThenTheAdd) {
+  const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+  std::mt19937 rng(43);
+  const int saved = omp_get_max_threads();
+  for_each_bf16_path([&] { bias_add_sweep<float>(rng, posgrad::kernels::matmul_bf16_path()); });
+  omp_set_num_threads(saved);
 }
 
 // Double products ignore the setting (gradchecks stay in double), and fp32 is the default.

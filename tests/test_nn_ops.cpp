@@ -9,6 +9,7 @@
 #include <string>
 
 #include "autograd/ops.h"
+#include "nn/gpt.h"
 #include "tensor/storage.h"
 
 using namespace posgrad;
@@ -241,6 +242,90 @@ TEST(NnOps, LinearMatchesMatmulWithTransposedWeight) {
   Tensor y = linear(x, w, b);
   Tensor ref = matmul(x, w.t()) + b;
   EXPECT_LE(max_abs_diff(y, ref), 1e-13);
+}
+
+// linear_residual on the CPU adds the residual inside the product: the bits of residual + linear, forward
+// and every gradient, in float (where the fusion runs the production path) and double; a residual that
+// broadcasts takes the two ops; an undefined one is refused by name.
+TEST(NnOps, LinearResidualHasTheBitsOfTheAddAfterTheProduct) {
+  struct Case {
+    Shape x;
+    int64_t out;
+    bool bias;
+    DType t;
+  };
+  const Case cases[] = {{{12, 64, 128}, 128, true, DType::Float32}, {{768, 512}, 128, true, DType::Float32},
+                        {{3, 7, 13}, 5, false, DType::Float32},     {{3, 7, 13}, 5, true, DType::Float64},
+                        {{4, 0, 9}, 6, true, DType::Float32},       {{2, 5, 0}, 6, true, DType::Float32}};
+  uint64_t seed = 100;
+  for (const Case& c : cases) {
+    Shape ys = c.x;
+    ys.back() = c.out;
+    const auto make = [&] {
+      TensorList l{leaf(c.x, seed, c.t), leaf({c.out, c.x.back()}, seed + 1, c.t),
+                   c.bias ? leaf({c.out}, seed + 2, c.t) : Tensor(), leaf(ys, seed + 3, c.t)};
+      return l;
+    };
+    TensorList fused = make(), composed = make();
+    const Tensor y1 = linear_residual(fused[0], fused[1], fused[2], fused[3]);
+    const Tensor y2 = composed[3] + linear(composed[0], composed[1], composed[2]);
+    EXPECT_TRUE(bit_equal(y1, y2)) << shape_str(c.x);
+    Generator g(seed + 4);
+    const Tensor dy = randn(ys, g, c.t);
+    y1.backward(dy);
+    y2.backward(dy);
+    for (size_t i = 0; i < fused.size(); ++i)
+      if (fused[i].defined()) EXPECT_TRUE(bit_equal(fused[i].grad(), composed[i].grad())) << "input " << i;
+    seed += 10;
+  }
+  // A residual of another shape broadcasts through the add op; a mismatch is the add's error.
+  Tensor x = leaf({2, 3, 4}, 1, DType::Float32), w = leaf({5, 4}, 2, DType::Float32), r = leaf({5}, 3, DType::Float32);
+  EXPECT_TRUE(bit_equal(linear_residual(x, w, Tensor(), r), r + linear(x, w)));
+  expect_error<ShapeError>([&] { linear_residual(x, w, Tensor(), leaf({2, 3, 6}, 4, DType::Float32)); }, {"(2, 3, 6)"});
+  expect_error<ValueError>([&] { linear_residual(x, w, Tensor(), Tensor()); }, {"linear_residual", "undefined"});
+}
+
+// A GPT block without dropout (or in evaluation) adds its residuals inside the output projections: the
+// bits of the two ops it replaces, for the output and every parameter's gradient.
+TEST(NnOps, GptBlockResidualsInsideTheProjectionsKeepTheBits) {
+  for (const std::string kind : {"learned", "rope", "deberta"}) {
+    nn::GPTConfig cfg;
+    cfg.vocab_size = 11;
+    cfg.block_size = 16;
+    cfg.n_layer = 1;
+    cfg.n_head = 2;
+    cfg.n_embd = 24;
+    cfg.pos.kind = kind;
+    Generator g(3), d(4);
+    nn::GPT model(cfg, g, d);
+    const nn::Block& block = (*model.blocks)[0];
+    ASSERT_TRUE(block.drop->is_identity());
+    Tensor x0 = leaf({2, 16, 24}, 9, DType::Float32);
+    Generator gy(10);
+    const Tensor dy = randn({2, 16, 24}, gy);
+    const auto grads = [&] {
+      TensorList out;
+      for (const auto& [name, p] : model.named_parameters())
+        out.push_back(p.grad().defined() ? p.grad().clone() : Tensor());
+      return out;
+    };
+    model.zero_grad();
+    const Tensor y1 = block.forward(x0, model.position_encoding(), 0, 0);
+    y1.backward(dy);
+    const TensorList g1 = grads();
+    const Tensor gx1 = x0.grad().clone();
+    model.zero_grad();
+    x0.zero_grad();
+    const Tensor h = x0 + block.attn->forward(block.ln_1->forward(x0), model.position_encoding(), 0, 0);
+    const Tensor y2 = h + block.proj->forward(gelu(block.fc->forward(block.ln_2->forward(h))));
+    y2.backward(dy);
+    const TensorList g2 = grads();
+    EXPECT_TRUE(bit_equal(y1, y2)) << kind;
+    EXPECT_TRUE(bit_equal(gx1, x0.grad())) << kind;
+    ASSERT_EQ(g1.size(), g2.size());
+    for (size_t i = 0; i < g1.size(); ++i)
+      if (g1[i].defined() || g2[i].defined()) EXPECT_TRUE(bit_equal(g1[i], g2[i])) << kind << " parameter " << i;
+  }
 }
 
 // ---- determinism across thread counts -----------------------------------------------------------

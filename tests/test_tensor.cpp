@@ -169,6 +169,11 @@ TEST(TensorShape, ContiguousStridesAndSize) {
   EXPECT_EQ(x.size(-1), 13);
   EXPECT_EQ(x.size(-3), 3);
   EXPECT_EQ(contiguous_strides({2, 0, 4}), (Shape{4, 4, 1}));
+  // An empty tensor is contiguous (as PyTorch's), made fresh or viewed: randn fills one without error.
+  EXPECT_TRUE(Tensor::empty({4, 0, 6}).is_contiguous());
+  EXPECT_TRUE(Tensor::zeros({3, 5}).narrow(1, 2, 0).is_contiguous());
+  Generator g(1);
+  EXPECT_EQ(randn({4, 0, 6}, g).numel(), 0);
   EXPECT_EQ(shape_numel({}), 1);
   EXPECT_EQ(shape_numel({4, 0}), 0);
 }

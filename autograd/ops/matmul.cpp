@@ -249,7 +249,9 @@ struct MatmulFn : Function<MatmulFn> {
 };
 
 // y (R, out) = x (R, in) @ w^T + b, one GEMM; the bias is broadcast into y first (strided copy)
-// and the GEMM accumulates onto it with beta = 1.
+// and the GEMM accumulates onto it with beta = 1. With a residual (CPU only: linear_residual below),
+// y = residual + (x @ w^T + b), the residual added to each tile of the GEMM (gemm_bias_add); its
+// gradient is dy itself, as the add op's.
 struct LinearFn : Function<LinearFn> {
   static constexpr const char* kName = "linear";
   struct Saved {
@@ -260,7 +262,8 @@ struct LinearFn : Function<LinearFn> {
     bool has_bias = false;
   };
 
-  static Tensor forward(Context<Saved>& ctx, const Tensor& x, const Tensor& w, const Tensor& b) {
+  static Tensor forward(Context<Saved>& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
+                        const Tensor& residual) {
     check_pair(x, w, "linear", "x", "weight");
     POSGRAD_CHECK(w.dim() == 2, ShapeError, "linear: weight must be (out, in), got ", shape_str(w.shape()));
     POSGRAD_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), ShapeError, "linear: x ", shape_str(x.shape()),
@@ -277,11 +280,29 @@ struct LinearFn : Function<LinearFn> {
     Shape y_shape = x.shape();
     y_shape.back() = out;
     Tensor y;
+    if (residual.defined()) {
+      POSGRAD_CHECK(x.device().is_cpu() && residual.device() == x.device() && residual.dtype() == x.dtype() &&
+                        residual.shape() == y_shape,
+                    ShapeError, "linear: residual ", residual.str(), " does not match the output ", shape_str(y_shape),
+                    " (", dtype_name(x.dtype()), " on the CPU)");
+      y = Tensor::empty(y_shape, x.dtype(), x.device());
+      const Tensor rc = residual.contiguous();
+      const Tensor bc = b.defined() ? b.contiguous() : Tensor();
+      if (R > 0 && out > 0)
+        dispatch_floating(x.dtype(), kName, [&](auto tag) {
+          using T = decltype(tag);
+          kernels::cpu::gemm_bias_add<T>(y.data<T>(), xc.data<T>(), lw.t.data<T>(),
+                                         bc.defined() ? bc.data<T>() : nullptr, rc.data<T>(), out, R, out, in, out, in,
+                                         lw.ld, false, !lw.trans);
+        });
+    }
     // On the CPU the bias goes in with the product (gemm_bias: each tile of y gets its bias rows as the
     // micro-kernel reaches it); elsewhere it is copied into every row first and the product added.
     // The same bits either way.
     const bool fused_bias = b.defined() && x.device().is_cpu();
-    if (b.defined() && !fused_bias) {
+    if (residual.defined()) {
+      // written above
+    } else if (b.defined() && !fused_bias) {
       y = Tensor::empty(y_shape, x.dtype(), x.device());
       ops::copy_into(y.view({R, out}), b.as_strided_nograd({R, out}, {0, b.strides()[0]}, b.offset()));
     } else {
@@ -289,7 +310,7 @@ struct LinearFn : Function<LinearFn> {
                                  : Tensor::empty(y_shape, x.dtype(), x.device());
     }
     Tensor bc = fused_bias ? b.contiguous() : Tensor();
-    if (R > 0 && out > 0 && (in > 0 || fused_bias))
+    if (!residual.defined() && R > 0 && out > 0 && (in > 0 || fused_bias))
       dispatch_floating(x.dtype(), kName, [&](auto tag) {
         using T = decltype(tag);
         // op(w) must be w^T (in, out): w stored (out, in) -> trans; stored transposed -> as is.
@@ -318,6 +339,7 @@ struct LinearFn : Function<LinearFn> {
     const int64_t R = out == 0 ? shape_numel(Shape(s.x_shape.begin(), s.x_shape.end() - 1)) : dy.numel() / out;
     Tensor dx, dw, db;
     const Device dev = dy.device();
+    const Tensor dresidual = ctx.needs(3) ? dy : Tensor();
     dispatch_floating(dy.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       // The products write their outputs with beta = 0 (no zero fill first); an empty product is zeros.
@@ -343,7 +365,7 @@ struct LinearFn : Function<LinearFn> {
         POSGRAD_KERNEL(dev, sum_dim_forward<T>, db.data<T>(), dy.data<T>(), int64_t(1), R, out);
       }
     });
-    return {dx, dw, db};
+    return {dx, dw, db, dresidual};
   }
 };
 
@@ -351,6 +373,17 @@ struct LinearFn : Function<LinearFn> {
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return MatmulFn::apply(a, b); }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return LinearFn::apply(x, w, b); }
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return LinearFn::apply(x, w, b, Tensor()); }
+
+Tensor linear_residual(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& residual) {
+  POSGRAD_CHECK(residual.defined(), ValueError, "linear_residual: the residual is an undefined tensor");
+  if (x.device().is_cpu() && residual.device() == x.device() && residual.dtype() == x.dtype() && w.dim() == 2 &&
+      x.dim() >= 1 && x.size(-1) == w.size(1)) {
+    Shape y_shape = x.shape();
+    y_shape.back() = w.size(0);
+    if (residual.shape() == y_shape) return LinearFn::apply(x, w, b, residual);
+  }
+  return residual + linear(x, w, b);
+}
 
 }  // namespace posgrad

@@ -179,6 +179,17 @@ template <typename T>
 void gemm_bias(T* C, const T* A, const T* B, const T* bias, int64_t M, int64_t N, int64_t K, int64_t ldc, int64_t lda,
                int64_t ldb, bool trans_a, bool trans_b);
 
+// ---- matmul with a bias row and an addend: CPU only (cpu/gemm.cpp) ---------------------------------
+// C (M, N) = addend + (op(A) @ op(B) + bias): a linear layer with its residual connection, y = r + (x W^T
+// + b) (the residual stream of a pre-LN transformer block: GPT-2, Radford et al. 2019, §2.3). bias (N)
+// may be null (then the product alone); addend (M, N) has row stride ld_addend and must not overlap C.
+// Other arguments as gemm_bias. The bits of gemm_bias (or gemm with beta = 0) followed by the add op
+// (addend + C, one rounding per element), but each tile of C gets its addend rows right after the
+// micro-kernel writes its last K block, while the tile is in L1: no pass of its own over C. No errors.
+template <typename T>
+void gemm_bias_add(T* C, const T* A, const T* B, const T* bias, const T* addend, int64_t ld_addend, int64_t M,
+                   int64_t N, int64_t K, int64_t ldc, int64_t lda, int64_t ldb, bool trans_a, bool trans_b);
+
 // ---- norm backward writing dx: CPU only (cpu/norm.cpp) -------------------------------------------
 // layer_norm_backward / rms_norm_backward (kernels_decl.inc; shapes, formulas and dw, db as there) with
 // dx written instead of accumulated into: dx = 0 + (the term the accumulating kernel adds), which is

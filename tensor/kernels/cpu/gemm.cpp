@@ -287,6 +287,10 @@ struct gemm_args {
   T alpha, beta;
   // gemm_bias: bias (N) is the C that beta multiplies (beta == 1); C itself is not read.
   const T* bias = nullptr;
+  // gemm_bias_add: addend (M x N, row stride ld_addend) added to each element once its product is
+  // complete (after the last K block): C = addend + (op(A) op(B) + bias). Never C itself.
+  const T* addend = nullptr;
+  int64_t ld_addend = 0;
 
   // op(A)(i, k) block origin / op(B)(k, j) block origin in the stored layouts.
   const T* a_at(int64_t i, int64_t k) const { return trans_a ? A + k * lda + i : A + i * lda + k; }
@@ -308,15 +312,26 @@ void scale_c(T* C, int64_t M, int64_t N, int64_t ldc, T beta) {
   }
 }
 
+// c (m x n, row stride ldc) = addend + c, element by element (one rounding: the bits of the add op).
+template <typename T>
+void add_rows(T* c, int64_t ldc, const T* addend, int64_t ld_addend, int64_t m, int64_t n) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* ci = c + i * ldc;
+    const T* ai = addend + i * ld_addend;
+    for (int64_t j = 0; j < n; ++j) ci[j] = ai[j] + ci[j];
+  }
+}
+
 // The two inner loops around the micro-kernel, for one packed MC x KC block of A and the
 // packed B micro-panels [0, nc). Each B micro-panel is reused (from L1/L2) by the whole ir
 // sweep over the A block, which stays in L2.
 // bias (gemm_bias, the first KC block only; null otherwise): the bias entries of c's columns, copied
 // into each tile's rows right before the micro-kernel reads them as its beta operand, while the tile is
-// in L1.
+// in L1. addend (gemm_bias_add, the last K block only; null otherwise): the addend rows of c's tiles,
+// added to each tile right after the micro-kernel wrote it, still in L1.
 template <typename T, typename P>
 void macro_kernel(const kernel_config<T, P>& cfg, int64_t mc, int64_t nc, int64_t kc, const P* a_pack, const P* b_pack,
-                  T* c, int64_t ldc, T alpha, T beta, const T* bias) {
+                  T* c, int64_t ldc, T alpha, T beta, const T* bias, const T* addend = nullptr, int64_t ld_addend = 0) {
   const int64_t mr = cfg.mr, nr = cfg.nr;
   for (int64_t jr = 0; jr < nc; jr += nr) {
     const int64_t n = std::min(nr, nc - jr);
@@ -327,6 +342,7 @@ void macro_kernel(const kernel_config<T, P>& cfg, int64_t mc, int64_t nc, int64_
       if (bias)
         for (int64_t i = 0; i < m; ++i) std::copy(bias + jr, bias + jr + n, tile + i * ldc);
       cfg.ukr(kc, a_pack + ir * kc, b_panel, tile, ldc, m, n, alpha, beta);
+      if (addend) add_rows(tile, ldc, addend + ir * ld_addend + jr, ld_addend, m, n);
     }
   }
 }
@@ -386,6 +402,7 @@ void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool spl
       // Blocks after the first accumulate onto what the first one wrote.
       const T beta = pc == 0 ? g.beta : T(1);
       const T* bias = pc == 0 && g.bias ? g.bias + jc : nullptr;
+      const T* addend = pc + kc >= g.K && g.addend ? g.addend + jc : nullptr;
 
       if (p1 > p0) {
         cfg.pack_b(g.b_at(pc, jc + p0 * nr), g.ldb, g.trans_b, std::min(nc - p0 * nr, (p1 - p0) * nr), kc,
@@ -398,7 +415,8 @@ void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool spl
           for (int64_t ic = r0; ic < r1; ic += cfg.mc) {
             const int64_t mc = std::min(cfg.mc, r1 - ic);
             cfg.pack_a(g.a_at(ic, pc), g.lda, !g.trans_a, mc, kc, a_pack);
-            macro_kernel(cfg, mc, nc, kp, a_pack, b_pack, g.C + ic * g.ldc + jc, g.ldc, g.alpha, beta, bias);
+            macro_kernel(cfg, mc, nc, kp, a_pack, b_pack, g.C + ic * g.ldc + jc, g.ldc, g.alpha, beta, bias,
+                         addend ? addend + ic * g.ld_addend : nullptr, g.ld_addend);
           }
         };
         if (row_units) {
@@ -419,7 +437,8 @@ void gemm_worker(const kernel_config<T, P>& cfg, const gemm_args<T>& g, bool spl
           team_barrier(nthreads);
           if (p1 > p0) {
             macro_kernel(cfg, mc, std::min(nc - p0 * nr, (p1 - p0) * nr), kp, a_pack, b_pack + p0 * nr * kp,
-                         g.C + ic * g.ldc + jc + p0 * nr, g.ldc, g.alpha, beta, bias ? bias + p0 * nr : nullptr);
+                         g.C + ic * g.ldc + jc + p0 * nr, g.ldc, g.alpha, beta, bias ? bias + p0 * nr : nullptr,
+                         addend ? addend + ic * g.ld_addend + p0 * nr : nullptr, g.ld_addend);
           }
           team_barrier(nthreads);  // a_pack is overwritten by the next block
         }
@@ -454,6 +473,8 @@ void gemm_worker_split_k(const kernel_config<T, P>& cfg, const gemm_args<T>& g, 
       part.beta = T(0);
       part.bias = nullptr;
     }
+    part.addend = nullptr;  // added after the fold
+
     gemm_worker(cfg, part, true, false, b_pack, 0, a_pack, 0, 0, 1);
   }
 #pragma omp barrier
@@ -466,6 +487,7 @@ void gemm_worker_split_k(const kernel_config<T, P>& cfg, const gemm_args<T>& g, 
       for (int64_t j = 0; j < g.N; ++j) ci[j] += pi[j];
     }
   }
+  if (g.addend && r1 > r0) add_rows(g.C + r0 * g.ldc, g.ldc, g.addend + r0 * g.ld_addend, g.ld_addend, r1 - r0, g.N);
 }
 
 // Multiply-adds below which one thread beats waking a team and syncing it: measured break-even
@@ -597,6 +619,7 @@ void gemm_run(const gemm_args<T>& g, int nthreads) {
       for (int64_t i = 0; i < g.M; ++i) std::copy(g.bias, g.bias + g.N, g.C + i * g.ldc);
     else
       scale_c(g.C, g.M, g.N, g.ldc, g.beta);
+    if (g.addend) add_rows(g.C, g.ldc, g.addend, g.ld_addend, g.M, g.N);
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
@@ -834,6 +857,16 @@ void gemm_bias(T* C, const T* A, const T* B, const T* bias, int64_t M, int64_t N
 }
 
 template <typename T>
+void gemm_bias_add(T* C, const T* A, const T* B, const T* bias, const T* addend, int64_t ld_addend, int64_t M,
+                   int64_t N, int64_t K, int64_t ldc, int64_t lda, int64_t ldb, bool trans_a, bool trans_b) {
+  gemm_detail::gemm_args<T> g{C, A, B, M, N, K, ldc, lda, ldb, trans_a, trans_b, T(1), bias ? T(1) : T(0)};
+  g.bias = bias;
+  g.addend = addend;
+  g.ld_addend = ld_addend;
+  gemm_detail::gemm_run(g, gemm_detail::choose_threads(M, N, K));
+}
+
+template <typename T>
 void gemm_batched(T* C, const T* A, const T* B, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t ldc,
                   int64_t lda, int64_t ldb, int64_t stride_c, int64_t stride_a, int64_t stride_b, bool trans_a,
                   bool trans_b, T alpha, T beta) {
@@ -992,6 +1025,10 @@ template void gemm_bias<float>(float*, const float*, const float*, const float*,
                                int64_t, int64_t, bool, bool);
 template void gemm_bias<double>(double*, const double*, const double*, const double*, int64_t, int64_t, int64_t,
                                 int64_t, int64_t, int64_t, bool, bool);
+template void gemm_bias_add<float>(float*, const float*, const float*, const float*, const float*, int64_t, int64_t,
+                                   int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool);
+template void gemm_bias_add<double>(double*, const double*, const double*, const double*, const double*, int64_t,
+                                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool);
 template void gemm_batched<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
                                   int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, float, float);
 template void gemm_batched<double>(double*, const double*, const double*, int64_t, int64_t, int64_t, int64_t, int64_t,
