@@ -79,6 +79,21 @@ void add_matmul(std::vector<OpCase>& out, const std::string& name, Shape sa, Sha
   out.push_back(c);
 }
 
+// x (..., in) @ w (out, in)^T + b (out; undefined: 0), by loops in double: the (R, out) values row-major.
+std::vector<double> linear_ref(const Tensor& x, const Tensor& w, const Tensor& b, int64_t out_features) {
+  const auto xv = host(x), wv = host(w);
+  const std::vector<double> bv = b.defined() ? host(b) : std::vector<double>(out_features, 0.0);
+  const int64_t in = w.size(1), R = static_cast<int64_t>(xv.size()) / in;
+  std::vector<double> y(static_cast<size_t>(R * out_features));
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t o = 0; o < out_features; ++o) {
+      double s = bv[o];
+      for (int64_t i = 0; i < in; ++i) s += xv[r * in + i] * wv[o * in + i];
+      y[r * out_features + o] = s;
+    }
+  return y;
+}
+
 void add_linear(std::vector<OpCase>& out, const std::string& name, Shape sx, int64_t out_features, bool bias,
                 bool transposed_weight = false) {
   const int64_t in = sx.back();
@@ -93,19 +108,9 @@ void add_linear(std::vector<OpCase>& out, const std::string& name, Shape sx, int
   auto weight = [transposed_weight](const Tensor& w) { return transposed_weight ? w.t() : w; };
   c.fn = [=](const TensorList& x) { return linear(x[0], weight(x[1]), x[2]); };
   c.reference = [=](const TensorList& x) {
-    auto xv = host(x[0]), wv = host(weight(x[1].detach()));  // w (out, in)
-    std::vector<double> bv = x[2].defined() ? host(x[2]) : std::vector<double>(out_features, 0.0);
-    const int64_t R = static_cast<int64_t>(xv.size()) / in;
-    std::vector<double> y(static_cast<size_t>(R * out_features));
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t o = 0; o < out_features; ++o) {
-        double s = bv[o];
-        for (int64_t i = 0; i < in; ++i) s += xv[r * in + i] * wv[o * in + i];
-        y[r * out_features + o] = s;
-      }
     Shape ys = sx;
     ys.back() = out_features;
-    return ref_tensor(y, ys);
+    return ref_tensor(linear_ref(x[0], weight(x[1].detach()), x[2], out_features), ys);
   };
   out.push_back(c);
 }
@@ -125,16 +130,9 @@ void add_linear_residual(std::vector<OpCase>& out, const std::string& name, Shap
   };
   c.fn = [](const TensorList& x) { return linear_residual(x[0], x[1], x[2], x[3]); };
   c.reference = [=](const TensorList& x) {
-    auto xv = host(x[0]), wv = host(x[1]), rv = host(x[3]);
-    std::vector<double> bv = x[2].defined() ? host(x[2]) : std::vector<double>(out_features, 0.0);
-    const int64_t R = static_cast<int64_t>(xv.size()) / in;
-    std::vector<double> y(static_cast<size_t>(R * out_features));
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t o = 0; o < out_features; ++o) {
-        double s = bv[o];
-        for (int64_t i = 0; i < in; ++i) s += xv[r * in + i] * wv[o * in + i];
-        y[r * out_features + o] = rv[r * out_features + o] + s;
-      }
+    std::vector<double> y = linear_ref(x[0], x[1], x[2], out_features);
+    const std::vector<double> rv = host(x[3]);
+    for (size_t k = 0; k < y.size(); ++k) y[k] = rv[k] + y[k];
     return ref_tensor(y, ys);
   };
   out.push_back(c);
