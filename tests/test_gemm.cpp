@@ -536,11 +536,11 @@ TEST(Gemm, ATeamRunsWithTheCallersFlushToZero) {
   std::vector<unsigned> later(8, 0);
 #pragma omp parallel num_threads(8)
   later[static_cast<size_t>(omp_get_thread_num())] = _mm_getcsr();
-  for (size_t t = 6; t < later.size(); ++t) EXPECT_EQ(later[t] & FlushDenormals::kFtz, 0u) << "thread " << t;
+  for (size_t t = 6; t < later.size(); ++t) EXPECT_EQ(later[t] & posgrad::kernels::cpu::kFtz, 0u) << "thread " << t;
   std::atomic<int> chunks{0}, flushing{0};
   auto chunk = [&](int64_t, int64_t) {
     ++chunks;
-    flushing += (_mm_getcsr() & FlushDenormals::kFtz) != 0;
+    flushing += (_mm_getcsr() & posgrad::kernels::cpu::kFtz) != 0;
   };
   posgrad::kernels::cpu::parallel_chunks(6000, 1, 0, chunk);  // on the threads started while flushing
   EXPECT_GT(chunks.load(), 1);
@@ -556,7 +556,7 @@ TEST(Gemm, ATeamRunsWithTheCallersFlushToZero) {
   omp_set_num_threads(saved);
   // What made the first case a test: the team's other threads had started in the flushing mode.
   int started_flushing = 0;
-  for (size_t t = 1; t < started.size(); ++t) started_flushing += (started[t] & FlushDenormals::kFtz) != 0;
+  for (size_t t = 1; t < started.size(); ++t) started_flushing += (started[t] & posgrad::kernels::cpu::kFtz) != 0;
   if (started_flushing == 0) GTEST_SKIP() << "this process's threads had started before the test";
 #endif
 }

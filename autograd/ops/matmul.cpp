@@ -285,36 +285,28 @@ struct LinearFn : Function<LinearFn> {
                         residual.shape() == y_shape,
                     ShapeError, "linear: residual ", residual.str(), " does not match the output ", shape_str(y_shape),
                     " (", dtype_name(x.dtype()), " on the CPU)");
-      y = Tensor::empty(y_shape, x.dtype(), x.device());
-      const Tensor rc = residual.contiguous();
-      const Tensor bc = b.defined() ? b.contiguous() : Tensor();
-      if (R > 0 && out > 0)
-        dispatch_floating(x.dtype(), kName, [&](auto tag) {
-          using T = decltype(tag);
-          kernels::cpu::gemm_bias_add<T>(y.data<T>(), xc.data<T>(), lw.t.data<T>(),
-                                         bc.defined() ? bc.data<T>() : nullptr, rc.data<T>(), out, R, out, in, out, in,
-                                         lw.ld, false, !lw.trans);
-        });
     }
     // On the CPU the bias goes in with the product (gemm_bias: each tile of y gets its bias rows as the
     // micro-kernel reaches it); elsewhere it is copied into every row first and the product added.
     // The same bits either way.
     const bool fused_bias = b.defined() && x.device().is_cpu();
-    if (residual.defined()) {
-      // written above
-    } else if (b.defined() && !fused_bias) {
+    if (b.defined() && !fused_bias) {
       y = Tensor::empty(y_shape, x.dtype(), x.device());
       ops::copy_into(y.view({R, out}), b.as_strided_nograd({R, out}, {0, b.strides()[0]}, b.offset()));
     } else {
-      y = in == 0 && !fused_bias ? Tensor::zeros(y_shape, x.dtype(), x.device())
-                                 : Tensor::empty(y_shape, x.dtype(), x.device());
+      y = in == 0 && !fused_bias && !residual.defined() ? Tensor::zeros(y_shape, x.dtype(), x.device())
+                                                        : Tensor::empty(y_shape, x.dtype(), x.device());
     }
     Tensor bc = fused_bias ? b.contiguous() : Tensor();
-    if (!residual.defined() && R > 0 && out > 0 && (in > 0 || fused_bias))
+    const Tensor rc = residual.defined() ? residual.contiguous() : Tensor();
+    if (R > 0 && out > 0 && (in > 0 || fused_bias || rc.defined()))
       dispatch_floating(x.dtype(), kName, [&](auto tag) {
         using T = decltype(tag);
         // op(w) must be w^T (in, out): w stored (out, in) -> trans; stored transposed -> as is.
-        if (fused_bias)
+        if (rc.defined())  // CPU (checked above): the residual added to each finished tile
+          kernels::cpu::gemm_bias_add<T>(y.data<T>(), xc.data<T>(), lw.t.data<T>(), fused_bias ? bc.data<T>() : nullptr,
+                                         rc.data<T>(), out, R, out, in, out, in, lw.ld, false, !lw.trans);
+        else if (fused_bias)
           kernels::cpu::gemm_bias<T>(y.data<T>(), xc.data<T>(), lw.t.data<T>(), bc.data<T>(), R, out, in, out, in,
                                      lw.ld, false, !lw.trans);
         else

@@ -23,23 +23,8 @@
 
 namespace posgrad::kernels::cpu {
 
-class FlushDenormals {
- public:
-#ifdef POSGRAD_HAS_MXCSR
-  static constexpr unsigned kFtz = 0x8000u, kDaz = 0x0040u;
-  FlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | kFtz | kDaz); }
-  ~FlushDenormals() { _mm_setcsr(saved_); }
-#else
-  FlushDenormals() = default;
-#endif
-  FlushDenormals(const FlushDenormals&) = delete;
-  FlushDenormals& operator=(const FlushDenormals&) = delete;
-
- private:
-#ifdef POSGRAD_HAS_MXCSR
-  unsigned saved_;
-#endif
-};
+// The MXCSR bits FlushDenormals sets: flush-to-zero and denormals-are-zero.
+inline constexpr unsigned kFtz = 0x8000u, kDaz = 0x0040u;
 
 // Worker threads and the floating-point mode. libgomp's threads keep the MXCSR they were created with,
 // and it creates them at the start of a region (again when a team's size changes) as copies of the
@@ -55,7 +40,7 @@ class FlushDenormals {
 // first thing inside it. Restores the thread's own mode at the end; a no-op without an MXCSR.
 inline bool caller_flushes_denormals() {
 #ifdef POSGRAD_HAS_MXCSR
-  return (_mm_getcsr() & (FlushDenormals::kFtz | FlushDenormals::kDaz)) != 0;
+  return (_mm_getcsr() & (kFtz | kDaz)) != 0;
 #else
   return false;
 #endif
@@ -88,6 +73,15 @@ class TeamFpMode {
 #ifdef POSGRAD_HAS_MXCSR
   unsigned saved_;
 #endif
+};
+
+// The calling thread's mode with FTZ and DAZ added, for the scope (see the top of this file).
+class FlushDenormals {
+ public:
+  FlushDenormals() : mode_(caller_fp_mode() | kFtz | kDaz) {}
+
+ private:
+  TeamFpMode mode_;
 };
 
 }  // namespace posgrad::kernels::cpu

@@ -480,14 +480,10 @@ void gemm_worker_split_k(const kernel_config<T, P>& cfg, const gemm_args<T>& g, 
 #pragma omp barrier
   int64_t r0, r1;
   split_range(g.M, tid, nthreads, r0, r1);
-  for (int64_t i = r0; i < r1; ++i) {
-    T* ci = g.C + i * g.ldc;
-    for (int64_t b = 1; b < blocks; ++b) {
-      const T* pi = partials + (b - 1) * g.M * ldp + i * ldp;
-      for (int64_t j = 0; j < g.N; ++j) ci[j] += pi[j];
-    }
-  }
-  if (g.addend && r1 > r0) add_rows(g.C + r0 * g.ldc, g.ldc, g.addend + r0 * g.ld_addend, g.ld_addend, r1 - r0, g.N);
+  if (r1 <= r0) return;
+  for (int64_t b = 1; b < blocks; ++b)
+    add_rows(g.C + r0 * g.ldc, g.ldc, partials + (b - 1) * g.M * ldp + r0 * ldp, ldp, r1 - r0, g.N);
+  if (g.addend) add_rows(g.C + r0 * g.ldc, g.ldc, g.addend + r0 * g.ld_addend, g.ld_addend, r1 - r0, g.N);
 }
 
 // Multiply-adds below which one thread beats waking a team and syncing it: measured break-even
